@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// Exit codes. A run's own failure is exit 1; an interruption is 128+signal
+// (130 for SIGINT, 143 for SIGTERM), as shells report it.
+const (
+	exitOK     = 0
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// command is one subcommand: its name, a one-line summary, and the
+// function that parses its flags and does the work.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"detect", "show the GPUs, CPUs and memory this allocation was given", runDetect},
+		{"version", "print nodepack's version", runVersion},
+	}
+}
+
+const mainUsage = `nodepack packs many small runs onto the GPUs and cores of one node
+allocation (a Slurm, Grid Engine, PBS or LSF job, or a workstation).
+
+Usage:
+  nodepack <command> [flags] [arguments]
+
+Commands:
+%s
+Run 'nodepack <command> --help' for a command's flags and an example.
+`
+
+// run is the whole program: it returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		var list strings.Builder
+		for _, c := range commands() {
+			fmt.Fprintf(&list, "  %-8s %s\n", c.name, c.summary)
+		}
+		w := stdout
+		if len(args) == 0 {
+			w = stderr
+		}
+		fmt.Fprintf(w, mainUsage, list.String())
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "nodepack: unknown command %q (see nodepack --help)\n", args[0])
+	return exitUsage
+}
+
+// parseFlags parses args into fs. It prints the help (exit 0) or one line
+// naming the problem (exit 2); ok is false when the caller should return code.
+func parseFlags(fs *pflag.FlagSet, usage string, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	fs.SetOutput(io.Discard)
+	fs.SortFlags = false
+	err := fs.Parse(args)
+	if errors.Is(err, pflag.ErrHelp) {
+		fmt.Fprintf(stdout, "%s\nFlags:\n%s", usage, fs.FlagUsages())
+		return exitOK, false
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "nodepack %s: %v (see nodepack %s --help)\n", fs.Name(), err, fs.Name())
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+// usageErrorf prints one line for bad input and returns exit code 2.
+func usageErrorf(stderr io.Writer, cmd, format string, a ...any) int {
+	fmt.Fprintf(stderr, "nodepack %s: %s\n", cmd, fmt.Sprintf(format, a...))
+	return exitUsage
+}

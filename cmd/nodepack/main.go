@@ -1,0 +1,12 @@
+// Command nodepack runs many small jobs (a sweep) inside one node
+// allocation, each on its own GPUs and cores. See nodepack --help.
+package main
+
+import (
+	"context"
+	"os"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}

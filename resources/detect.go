@@ -1,0 +1,127 @@
+package resources
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Options changes what [Detect] looks at. The zero value detects the
+// running system: the real root file system, the process environment, the
+// process's affinity mask and NVML.
+type Options struct {
+	// Root is where sys/ and proc/ are read from; nil means os.DirFS("/").
+	Root fs.FS
+	// Getenv looks up environment variables; nil means os.LookupEnv.
+	Getenv func(string) (string, bool)
+	// AllowedCPUs returns the CPUs the process may run on; nil means the
+	// affinity mask (sched_getaffinity).
+	AllowedCPUs func() ([]int, error)
+	// GPUProbe lists the GPUs the driver shows, with warnings; nil means
+	// NVML (no GPUs, with a warning, when NVML is not available).
+	GPUProbe func() ([]GPU, []string)
+	// GPUs and CPUs override detection as the --gpus and --cpus flags do
+	// (see [Node.SelectGPUs] and [Node.SelectCPUs]); empty means detect.
+	GPUs, CPUs string
+}
+
+// Detect finds what this allocation was given. Only an invalid --gpus or
+// --cpus value, or an unreadable affinity mask, is an error: a missing
+// driver, missing sysfs files or unreadable devices leave the node smaller
+// and say why in Node.Warnings.
+func Detect(ctx context.Context, o Options) (Node, error) {
+	if o.Root == nil {
+		o.Root = os.DirFS("/")
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.LookupEnv
+	}
+	if o.AllowedCPUs == nil {
+		o.AllowedCPUs = affinityCPUs
+	}
+	root := o.Root
+	if o.GPUProbe == nil {
+		o.GPUProbe = func() ([]GPU, []string) { return probeNVML(root) }
+	}
+
+	n := Node{Schema: Schema}
+	n.Hostname, _ = os.Hostname()
+	allowed, err := o.AllowedCPUs()
+	if err != nil {
+		return Node{}, fmt.Errorf("detect: %w", err)
+	}
+	cpus, warnings, err := readCPUs(o.Root, allowed)
+	if err != nil {
+		return Node{}, fmt.Errorf("detect: cpus: %w", err)
+	}
+	n.CPUs = cpus
+	n.Warnings = append(n.Warnings, warnings...)
+
+	n.CPUModel, n.Memory.TotalBytes = hostFacts(ctx)
+	n.Memory.CgroupLimitBytes = cgroupMemoryLimit(o.Root)
+	if v, ok := o.Getenv("SLURM_MEM_PER_NODE"); ok {
+		if mb, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err == nil && mb > 0 {
+			n.Memory.SlurmBytes = mb << 20 // megabytes, as --mem takes them
+		}
+	}
+	n.Scheduler = DetectScheduler(o.Getenv)
+
+	if strings.TrimSpace(o.GPUs) != "none" {
+		n.detectGPUs(o)
+	}
+	if n, err = n.Select(o.GPUs, o.CPUs); err != nil {
+		return Node{}, err
+	}
+	n.normalize()
+	return n, nil
+}
+
+// detectGPUs fills in the GPUs: NVML's, narrowed by CUDA_VISIBLE_DEVICES;
+// without a driver, CUDA_VISIBLE_DEVICES's entries as opaque GPUs.
+func (n *Node) detectGPUs(o Options) {
+	gpus, warnings := o.GPUProbe()
+	n.Warnings = append(n.Warnings, warnings...)
+	visible, set := o.Getenv("CUDA_VISIBLE_DEVICES")
+	switch {
+	case len(gpus) > 0:
+		n.GPUSource = SourceNVML
+		if set {
+			gpus, warnings = VisibleGPUs(gpus, visible)
+			n.Warnings = append(n.Warnings, warnings...)
+		}
+	case set:
+		n.GPUSource = SourceEnv
+		if strings.TrimSpace(visible) != "" {
+			var err error
+			gpus, err = opaqueGPUs(splitEntries(visible))
+			if err != nil {
+				n.Warnings = append(n.Warnings, fmt.Sprintf("CUDA_VISIBLE_DEVICES=%q: %v: it and the entries after it are ignored, as CUDA does", visible, err))
+			}
+		}
+	default:
+		n.GPUSource = SourceNone
+	}
+
+	numaOf := make(map[int]int, len(n.CPUs))
+	for _, c := range n.CPUs {
+		numaOf[c.ID] = c.NUMA
+	}
+	allowed := n.CPUIDs()
+	for i := range gpus {
+		g := &gpus[i]
+		// NVML and sysfs describe the whole node; runs can only use the
+		// local CPUs this process is allowed.
+		if g.CPUs != nil && g.NUMA < 0 {
+			if numa, ok := numaOf[g.CPUs[0]]; ok {
+				g.NUMA = numa
+			}
+		}
+		g.CPUs = intersect(g.CPUs, allowed)
+	}
+	slices.SortStableFunc(gpus, func(a, b GPU) int { return a.Index - b.Index })
+	n.GPUs = gpus
+}

@@ -1,0 +1,165 @@
+//go:build cgo && linux
+
+package resources
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/bits"
+	"path"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// This file is the only one that uses NVML. Two rules from experience:
+// after a failed Init nothing else may be called on that library value, not
+// even Shutdown (the process dies with a symbol lookup error), and functions
+// newer drivers added are looked up before they are called.
+
+// probeNVML detects GPUs through the system's libnvidia-ml.
+func probeNVML(root fs.FS) ([]GPU, []string) {
+	return nvmlGPUs(nvml.New(), root)
+}
+
+// nvmlGPUs lists the GPUs lib can see, in NVML index order. It never fails:
+// no library or no driver means no GPUs, and a device that cannot be read
+// (no permission under a device cgroup, a lost GPU) is skipped; each case is
+// explained in the warnings.
+func nvmlGPUs(lib nvml.Interface, root fs.FS) ([]GPU, []string) {
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return nil, []string{fmt.Sprintf("NVML not available (%v): no GPUs detected", ret)}
+	}
+	defer lib.Shutdown()
+
+	count, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, []string{fmt.Sprintf("nvml: device count: %v: no GPUs detected", ret)}
+	}
+	has := func(symbol string) bool { return lib.Extensions().LookupSymbol(symbol) == nil }
+	nCPUs := possibleCPUs(root)
+
+	var gpus []GPU
+	var warnings []string
+	for i := range count {
+		d, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			warnings = append(warnings, fmt.Sprintf("gpu %d: skipped: %v", i, ret))
+			continue
+		}
+		uuid, ret := d.GetUUID()
+		if ret != nvml.SUCCESS {
+			warnings = append(warnings, fmt.Sprintf("gpu %d: skipped: uuid: %v", i, ret))
+			continue
+		}
+		g := GPU{Index: i, UUID: uuid, NUMA: -1}
+		if idx, ret := d.GetIndex(); ret == nvml.SUCCESS {
+			g.Index = idx
+		}
+		if name, ret := d.GetName(); ret == nvml.SUCCESS {
+			g.Name = name
+		}
+		if m, ret := d.GetMemoryInfo(); ret == nvml.SUCCESS {
+			g.MemoryBytes = m.Total
+		}
+		if p, ret := d.GetPciInfo(); ret == nvml.SUCCESS {
+			g.PCIBusID = cString(p.BusId[:])
+		}
+		g.NUMA, g.CPUs = gpuLocality(d, has, root, g.PCIBusID, nCPUs)
+		if has("nvmlDeviceGetMigMode") {
+			if current, _, ret := d.GetMigMode(); ret == nvml.SUCCESS && current == nvml.DEVICE_MIG_ENABLE {
+				g.MIGEnabled = true
+				var w []string
+				g.MIG, w = migDevices(d, has, g.Index)
+				warnings = append(warnings, w...)
+			}
+		}
+		gpus = append(gpus, g)
+	}
+	return gpus, warnings
+}
+
+// gpuLocality returns the GPU's NUMA node and local CPUs: sysfs of its PCI
+// device first (it is what the kernel uses), then NVML.
+func gpuLocality(d nvml.Device, has func(string) bool, root fs.FS, busID string, nCPUs int) (int, []int) {
+	numa, cpus := -1, []int(nil)
+	if dir := sysfsPCIDir(busID); dir != "" {
+		if n, err := readInt(root, path.Join(dir, "numa_node")); err == nil && n >= 0 {
+			numa = n
+		}
+		if list, err := readList(root, path.Join(dir, "local_cpulist")); err == nil {
+			cpus = list
+		}
+	}
+	if cpus == nil && has("nvmlDeviceGetCpuAffinity") {
+		if mask, ret := d.GetCpuAffinity(nCPUs); ret == nvml.SUCCESS {
+			cpus = maskToCPUs(mask)
+		}
+	}
+	if numa < 0 && has("nvmlDeviceGetNumaNodeId") {
+		if n, ret := d.GetNumaNodeId(); ret == nvml.SUCCESS && n >= 0 {
+			numa = n
+		}
+	}
+	return numa, cpus
+}
+
+// migDevices lists the MIG devices of a GPU in MIG mode.
+func migDevices(d nvml.Device, has func(string) bool, index int) ([]MIG, []string) {
+	if !has("nvmlDeviceGetMaxMigDeviceCount") || !has("nvmlDeviceGetMigDeviceHandleByIndex") {
+		return nil, []string{fmt.Sprintf("gpu %d: MIG mode is on but the driver cannot list MIG devices", index)}
+	}
+	n, ret := d.GetMaxMigDeviceCount()
+	if ret != nvml.SUCCESS {
+		return nil, []string{fmt.Sprintf("gpu %d: MIG device count: %v", index, ret)}
+	}
+	var migs []MIG
+	var warnings []string
+	for j := range n {
+		m, ret := d.GetMigDeviceHandleByIndex(j)
+		if errors.Is(ret, nvml.ERROR_NOT_FOUND) || errors.Is(ret, nvml.ERROR_INVALID_ARGUMENT) {
+			continue // an empty MIG slot
+		}
+		if ret != nvml.SUCCESS {
+			warnings = append(warnings, fmt.Sprintf("gpu %d: MIG device %d: skipped: %v", index, j, ret))
+			continue
+		}
+		uuid, ret := m.GetUUID()
+		if ret != nvml.SUCCESS {
+			warnings = append(warnings, fmt.Sprintf("gpu %d: MIG device %d: skipped: uuid: %v", index, j, ret))
+			continue
+		}
+		mig := MIG{UUID: uuid}
+		if mem, ret := m.GetMemoryInfo(); ret == nvml.SUCCESS {
+			mig.MemoryBytes = mem.Total
+		}
+		migs = append(migs, mig)
+	}
+	return migs, warnings
+}
+
+// maskToCPUs decodes NVML's CPU mask: bit j of word i is CPU i*wordsize+j.
+func maskToCPUs(mask []uint) []int {
+	var cpus []int
+	for i, word := range mask {
+		for word != 0 {
+			j := bits.TrailingZeros(word)
+			cpus = append(cpus, i*bits.UintSize+j)
+			word &^= 1 << j
+		}
+	}
+	return cpus
+}
+
+// cString converts NVML's NUL-terminated char array.
+func cString(b []int8) string {
+	var sb strings.Builder
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		sb.WriteByte(byte(c))
+	}
+	return sb.String()
+}
