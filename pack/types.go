@@ -38,8 +38,8 @@ type Assignment struct {
 	GPUs       []GPU
 	CPUs       []int
 	NUMA       int
-	SharedGPUs bool // the GPUs are shared with other concurrent runs (runs per GPU > 1)
-	SharedCPUs bool // the CPUs are shared with other concurrent runs (more runs than CPUs)
+	SharedGPUs bool // the GPUs were taken with runs per GPU > 1: other runs may use them at the same time
+	SharedCPUs bool // a CPU also serves other concurrent runs (a plan with more runs than CPUs)
 }
 
 // Slot is one of the concurrent places of a static plan: slot i runs one run

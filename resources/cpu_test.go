@@ -97,4 +97,3 @@ func TestReadCPUsBadSysfs(t *testing.T) {
 		t.Fatalf("err = %v, want one naming the bad file", err)
 	}
 }
-

@@ -10,7 +10,9 @@ func fakeGPUs(gpus ...GPU) func() ([]GPU, []string) {
 	return func() ([]GPU, []string) { return gpus, nil }
 }
 
-func noDriver() ([]GPU, []string) { return nil, []string{"NVML not available (ERROR_LIBRARY_NOT_FOUND): no GPUs detected"} }
+func noDriver() ([]GPU, []string) {
+	return nil, []string{"NVML not available (ERROR_LIBRARY_NOT_FOUND): no GPUs detected"}
+}
 
 func TestDetect(t *testing.T) {
 	local := []GPU{

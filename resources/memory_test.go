@@ -20,16 +20,16 @@ func TestCgroupMemoryLimit(t *testing.T) {
 			"sys/fs/cgroup/slurm/memory.max":                   file("17179869184\n"),
 		}, 8 << 30},
 		{"v2 unlimited", fstest.MapFS{
-			"proc/self/cgroup":          file("0::/user.slice\n"),
-			"sys/fs/cgroup/memory.max":  file("max\n"),
+			"proc/self/cgroup":         file("0::/user.slice\n"),
+			"sys/fs/cgroup/memory.max": file("max\n"),
 		}, 0},
 		{"v1 memory controller", fstest.MapFS{
 			"proc/self/cgroup": file("12:cpuset:/job\n5:memory:/slurm/uid_0/job_7\n0::/\n"),
 			"sys/fs/cgroup/memory/slurm/uid_0/job_7/memory.limit_in_bytes": file("4294967296\n"),
-			"sys/fs/cgroup/memory/memory.limit_in_bytes":                    file("9223372036854771712\n"),
+			"sys/fs/cgroup/memory/memory.limit_in_bytes":                   file("9223372036854771712\n"),
 		}, 4 << 30},
 		{"hybrid: v2 under unified", fstest.MapFS{
-			"proc/self/cgroup": file("0::/job\n"),
+			"proc/self/cgroup":                     file("0::/job\n"),
 			"sys/fs/cgroup/unified/job/memory.max": file("1073741824\n"),
 		}, 1 << 30},
 	}

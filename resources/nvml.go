@@ -29,6 +29,9 @@ func probeNVML(root fs.FS) ([]GPU, []string) {
 // explained in the warnings.
 func nvmlGPUs(lib nvml.Interface, root fs.FS) ([]GPU, []string) {
 	if ret := lib.Init(); ret != nvml.SUCCESS {
+		if ret == nvml.ERROR_LIBRARY_NOT_FOUND {
+			return nil, nil // a CPU-only node: nothing to warn about
+		}
 		return nil, []string{fmt.Sprintf("NVML not available (%v): no GPUs detected", ret)}
 	}
 	defer lib.Shutdown()

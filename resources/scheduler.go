@@ -98,4 +98,3 @@ func DetectScheduler(getenv func(string) (string, bool)) Scheduler {
 	}
 	return Scheduler{Kind: SchedulerNone}
 }
-

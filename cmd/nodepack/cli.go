@@ -28,6 +28,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"detect", "show the GPUs, CPUs and memory this allocation was given", runDetect},
+		{"plan", "show which GPUs and CPUs each concurrent run gets, without running", runPlan},
 		{"version", "print nodepack's version", runVersion},
 	}
 }

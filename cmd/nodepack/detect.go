@@ -48,7 +48,7 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	printWarnings(stderr, node.Warnings)
 	if o.JSON {
 		if err := node.WriteJSON(stdout); err != nil {
-			fmt.Fprintf(stderr, "nodepack detect: %v\n", err)
+			fmt.Fprintf(stderr, "nodepack: %v\n", err)
 			return exitFailed
 		}
 		return exitOK

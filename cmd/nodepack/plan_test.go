@@ -1,0 +1,158 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/nodepack/nodepack/resources"
+)
+
+func readPlan(t *testing.T, stdout string) planDoc {
+	t.Helper()
+	var doc planDoc
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	if doc.Schema != "nodepack.plan/v1" {
+		t.Fatalf("schema %q", doc.Schema)
+	}
+	return doc
+}
+
+// checkSlots checks the placement promises against the inventory: no CPU
+// twice, whole cores (both hyperthreads of a core together), and, where
+// wantLocal, every CPU on the NUMA node of the slot's GPU.
+func checkSlots(t *testing.T, node resources.Node, doc planDoc, wantLocal bool) {
+	t.Helper()
+	cpuOf := map[int]resources.CPU{}
+	threadsOf := map[[2]int]int{}
+	for _, c := range node.CPUs {
+		cpuOf[c.ID] = c
+		threadsOf[[2]int{c.Socket, c.Core}]++
+	}
+	gpuNUMA := map[string]int{}
+	for _, g := range node.GPUs {
+		gpuNUMA[g.UUID] = g.NUMA
+	}
+	owner := map[int]int{}
+	for _, s := range doc.Slots {
+		perCore := map[[2]int]int{}
+		for _, id := range s.CPUs {
+			if prev, ok := owner[id]; ok {
+				t.Errorf("cpu %d in slots %d and %d", id, prev, s.Slot)
+			}
+			owner[id] = s.Slot
+			c := cpuOf[id]
+			perCore[[2]int{c.Socket, c.Core}]++
+			if wantLocal && c.NUMA != gpuNUMA[s.GPUs[0].UUID] {
+				t.Errorf("slot %d: cpu %d on NUMA node %d, its GPU on %d", s.Slot, id, c.NUMA, gpuNUMA[s.GPUs[0].UUID])
+			}
+		}
+		for core, n := range perCore {
+			if n != threadsOf[core] {
+				t.Errorf("slot %d: core %v split: %d of %d threads", s.Slot, core, n, threadsOf[core])
+			}
+		}
+	}
+}
+
+// TestPlanDGX is the promise: 16 slots at 2 runs per GPU, whole
+// cores local to each GPU's NUMA node, no CPU twice.
+func TestPlanDGX(t *testing.T) {
+	tests := []struct {
+		description string
+		inventory   string
+		args        []string
+		wantLocal   bool
+	}{
+		{"one GPU per NUMA node, default CPUs", "8gpu-8numa.json", nil, true},
+		{"DGX A100 GPU pairs, 8 CPUs each fit the local cores", "dgx-a100.json", []string{"--cpus-per-run", "8"}, true},
+		{"DGX A100 GPU pairs, default CPUs: all used, whole cores", "dgx-a100.json", nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			file := "../../examples/inventories/" + tc.inventory
+			node, err := resources.ReadInventory(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := append([]string{"plan", "--inventory", file, "--parallel", "16", "--runs-per-gpu", "2", "--json"}, tc.args...)
+			code, stdout, stderr := runCLI(t, args...)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			doc := readPlan(t, stdout)
+			if len(doc.Slots) != 16 {
+				t.Fatalf("%d slots, want 16", len(doc.Slots))
+			}
+			perGPU := map[string]int{}
+			for _, s := range doc.Slots {
+				if len(s.GPUs) != 1 || !s.SharedGPUs {
+					t.Errorf("slot %d: gpus %v shared %v; want one shared GPU", s.Slot, s.GPUs, s.SharedGPUs)
+				}
+				perGPU[s.GPUs[0].UUID]++
+			}
+			for uuid, n := range perGPU {
+				if n != 2 {
+					t.Errorf("%s has %d runs, want 2", uuid, n)
+				}
+			}
+			checkSlots(t, node, doc, tc.wantLocal)
+			if !tc.wantLocal && len(doc.Idle.CPUs) != 0 {
+				t.Errorf("idle cpus %v, want all used", doc.Idle.CPUs)
+			}
+			// The same inputs always give the same placement.
+			if _, again, _ := runCLI(t, args...); again != stdout {
+				t.Errorf("second plan differs")
+			}
+		})
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	dgx := "../../examples/inventories/dgx-a100.json"
+	tests := []struct {
+		description string
+		args        []string
+		want        string
+	}{
+		{"parallel not a multiple of the GPUs", []string{"--inventory", dgx, "--parallel", "12"}, "use --parallel 8, or --runs-per-gpu 2 with --parallel 16"},
+		{"too many CPUs per run", []string{"--inventory", dgx, "--cpus-per-run", "64"}, "--cpus-per-run"},
+		{"bad inventory", []string{"--inventory", "nope.json"}, "nope.json"},
+		{"bad flag value", []string{"--parallel", "many"}, "invalid argument"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, append([]string{"plan"}, tc.args...)...)
+			if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("exit %d, stdout %q, stderr %q; want 2 and one line containing %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
+}
+
+// TestPlanSharesCPUsOnSmallNodes: more runs than CPUs on this machine is
+// a warning, not an error.
+func TestPlanSharesCPUsOnSmallNodes(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "plan", "--gpus", "none", "--cpus", "0", "--parallel", "3", "--json")
+	if code != exitOK || !strings.Contains(stderr, "share") {
+		t.Fatalf("exit %d stderr %q", code, stderr)
+	}
+	doc := readPlan(t, stdout)
+	if len(doc.Slots) != 3 || !doc.Slots[0].SharedCPUs || len(doc.Warnings) != 1 {
+		t.Errorf("slots %+v warnings %q", doc.Slots, doc.Warnings)
+	}
+}
+
+func TestPlanTable(t *testing.T) {
+	code, stdout, _ := runCLI(t, "plan", "--inventory", "../../examples/inventories/dgx-a100.json", "--gpus", "0-3", "--parallel", "2", "--gpus-per-run", "2")
+	if code != exitOK {
+		t.Fatal(code)
+	}
+	for _, want := range []string{"SLOT", "0:GPU-1a2b3c00", "2 slots; each run: 2 GPUs", "idle:"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+}

@@ -1,0 +1,597 @@
+package pack
+
+import (
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestNewPlan(t *testing.T) {
+	tests := []struct {
+		description  string
+		topo         Topology
+		opts         Options
+		want         []string // describe(slot) per slot
+		wantIdleGPUs int
+		wantIdleCPUs string
+	}{
+		{
+			description: "DGX A100 defaults: one run per GPU, each with its whole NUMA node",
+			topo:        topoDGXA100,
+			want: []string{
+				"GPU-dgx-0 | 48-63,176-191 | numa 3",
+				"GPU-dgx-1 | 32-47,160-175 | numa 2",
+				"GPU-dgx-2 | 16-31,144-159 | numa 1",
+				"GPU-dgx-3 | 0-15,128-143 | numa 0",
+				"GPU-dgx-4 | 112-127,240-255 | numa 7",
+				"GPU-dgx-5 | 96-111,224-239 | numa 6",
+				"GPU-dgx-6 | 80-95,208-223 | numa 5",
+				"GPU-dgx-7 | 64-79,192-207 | numa 4",
+			},
+		},
+		{
+			description: "DGX A100, 2 runs per GPU: both runs of a GPU get half its NUMA node in whole cores",
+			topo:        topoDGXA100,
+			opts:        Options{Parallel: 16, RunsPerGPU: 2},
+			want: []string{
+				"GPU-dgx-0 | 48-55,176-183 | numa 3 shared-gpu",
+				"GPU-dgx-0 | 56-63,184-191 | numa 3 shared-gpu",
+				"GPU-dgx-1 | 32-39,160-167 | numa 2 shared-gpu",
+				"GPU-dgx-1 | 40-47,168-175 | numa 2 shared-gpu",
+				"GPU-dgx-2 | 16-23,144-151 | numa 1 shared-gpu",
+				"GPU-dgx-2 | 24-31,152-159 | numa 1 shared-gpu",
+				"GPU-dgx-3 | 0-7,128-135 | numa 0 shared-gpu",
+				"GPU-dgx-3 | 8-15,136-143 | numa 0 shared-gpu",
+				"GPU-dgx-4 | 112-119,240-247 | numa 7 shared-gpu",
+				"GPU-dgx-4 | 120-127,248-255 | numa 7 shared-gpu",
+				"GPU-dgx-5 | 96-103,224-231 | numa 6 shared-gpu",
+				"GPU-dgx-5 | 104-111,232-239 | numa 6 shared-gpu",
+				"GPU-dgx-6 | 80-87,208-215 | numa 5 shared-gpu",
+				"GPU-dgx-6 | 88-95,216-223 | numa 5 shared-gpu",
+				"GPU-dgx-7 | 64-71,192-199 | numa 4 shared-gpu",
+				"GPU-dgx-7 | 72-79,200-207 | numa 4 shared-gpu",
+			},
+		},
+		{
+			description: "DGX A100, 2 GPUs per run: both GPUs on one socket, CPUs from their two NUMA nodes",
+			topo:        topoDGXA100,
+			opts:        Options{GPUsPerRun: 2},
+			want: []string{
+				"GPU-dgx-0,GPU-dgx-1 | 32-63,160-191 | numa -1",
+				"GPU-dgx-2,GPU-dgx-3 | 0-31,128-159 | numa -1",
+				"GPU-dgx-4,GPU-dgx-5 | 96-127,224-255 | numa -1",
+				"GPU-dgx-6,GPU-dgx-7 | 64-95,192-223 | numa -1",
+			},
+		},
+		{
+			description: "DGX A100, fewer runs than GPUs: 64 CPUs each, half near, GPUs chosen so that each gets a free NUMA node",
+			topo:        topoDGXA100,
+			opts:        Options{Parallel: 4},
+			want: []string{
+				"GPU-dgx-0 | 0-15,48-63,128-143,176-191 | numa -1",
+				"GPU-dgx-1 | 16-47,144-175 | numa -1",
+				"GPU-dgx-4 | 64-79,112-127,192-207,240-255 | numa -1",
+				"GPU-dgx-5 | 80-111,208-239 | numa -1",
+			},
+			wantIdleGPUs: 4,
+		},
+		{
+			description: "DGX A100, 12 CPUs per run: the rest of the CPUs idle",
+			topo:        topoDGXA100,
+			opts:        Options{Parallel: 2, CPUsPerRun: 12},
+			want: []string{
+				"GPU-dgx-0 | 48-53,176-181 | numa 3",
+				"GPU-dgx-1 | 32-37,160-165 | numa 2",
+			},
+			wantIdleGPUs: 6,
+			wantIdleCPUs: "0-31,38-47,54-159,166-175,182-255",
+		},
+		{
+			description: "4 GPUs on 2 sockets: two runs per socket",
+			topo:        topoFourGPU,
+			want: []string{
+				"GPU-four-0 | 0-7,32-39 | numa 0",
+				"GPU-four-1 | 8-15,40-47 | numa 0",
+				"GPU-four-2 | 16-23,48-55 | numa 1",
+				"GPU-four-3 | 24-31,56-63 | numa 1",
+			},
+		},
+		{
+			description: "4 GPUs on 2 sockets, 2 GPUs per run: one socket each",
+			topo:        topoFourGPU,
+			opts:        Options{GPUsPerRun: 2},
+			want: []string{
+				"GPU-four-0,GPU-four-1 | 0-15,32-47 | numa 0",
+				"GPU-four-2,GPU-four-3 | 16-31,48-63 | numa 1",
+			},
+		},
+		{
+			description: "CPU-only node: one run per physical core, siblings together",
+			topo:        topoCPUOnly,
+			want: []string{
+				"- | 0,16 | numa 0", "- | 1,17 | numa 0", "- | 2,18 | numa 0", "- | 3,19 | numa 0",
+				"- | 4,20 | numa 0", "- | 5,21 | numa 0", "- | 6,22 | numa 0", "- | 7,23 | numa 0",
+				"- | 8,24 | numa 1", "- | 9,25 | numa 1", "- | 10,26 | numa 1", "- | 11,27 | numa 1",
+				"- | 12,28 | numa 1", "- | 13,29 | numa 1", "- | 14,30 | numa 1", "- | 15,31 | numa 1",
+			},
+		},
+		{
+			description: "CPU-only node, 3 runs: 5 whole cores each, one core idle",
+			topo:        topoCPUOnly,
+			opts:        Options{Parallel: 3},
+			want: []string{
+				"- | 0-4,16-20 | numa 0",
+				"- | 8-12,24-28 | numa 1",
+				"- | 5-7,13-14,21-23,29-30 | numa -1",
+			},
+			wantIdleCPUs: "15,31",
+		},
+		{
+			description: "restricted Slurm cpuset, one GPU: the run gets every allowed CPU",
+			topo:        topoSlurmCpuset,
+			want:        []string{"GPU-slurm-0 | 2-3,7,9-12 | numa 0"},
+		},
+		{
+			description: "restricted Slurm cpuset, 2 runs: whole cores of uneven size",
+			topo:        topoSlurmCpuset,
+			opts:        Options{Parallel: 2, RunsPerGPU: 2},
+			want: []string{
+				"GPU-slurm-0 | 2,7,10 | numa 0 shared-gpu",
+				"GPU-slurm-0 | 3,9,11 | numa 0 shared-gpu",
+			},
+			wantIdleCPUs: "12",
+		},
+		{
+			description: "restricted Slurm cpuset without the GPU: one run per core, the one-thread cores first",
+			topo:        Topology{CPUs: topoSlurmCpuset.CPUs},
+			want: []string{
+				"- | 7 | numa 0", "- | 9 | numa 0", "- | 12 | numa 0",
+				"- | 2 | numa 0", "- | 10 | numa 0",
+			},
+			wantIdleCPUs: "3,11",
+		},
+		{
+			description: "7 MIG devices per GPU: one run per MIG device, near its parent GPU",
+			topo:        topoMIG,
+			want: []string{
+				"MIG-mig-0-0 | 0-1,32-33 | numa 0",
+				"MIG-mig-0-1 | 2-3,34-35 | numa 0",
+				"MIG-mig-0-2 | 4-5,36-37 | numa 0",
+				"MIG-mig-0-3 | 6-7,38-39 | numa 0",
+				"MIG-mig-0-4 | 8-9,40-41 | numa 0",
+				"MIG-mig-0-5 | 10-11,42-43 | numa 0",
+				"MIG-mig-0-6 | 12-13,44-45 | numa 0",
+				"MIG-mig-1-0 | 16-17,48-49 | numa 1",
+				"MIG-mig-1-1 | 18-19,50-51 | numa 1",
+				"MIG-mig-1-2 | 20-21,52-53 | numa 1",
+				"MIG-mig-1-3 | 22-23,54-55 | numa 1",
+				"MIG-mig-1-4 | 24-25,56-57 | numa 1",
+				"MIG-mig-1-5 | 26-27,58-59 | numa 1",
+				"MIG-mig-1-6 | 28-29,60-61 | numa 1",
+			},
+			wantIdleCPUs: "14-15,30-31,46-47,62-63",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			p, err := NewPlan(tc.topo, tc.opts)
+			if err != nil {
+				t.Fatalf("NewPlan(%+v) error: %v", tc.opts, err)
+			}
+			var got []string
+			for i, s := range p.Slots {
+				if s.Slot != i {
+					t.Errorf("Slots[%d].Slot = %d", i, s.Slot)
+				}
+				got = append(got, describe(s.Assignment))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("NewPlan(%+v) slots:\n%s\nwant:\n%s", tc.opts, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			if len(p.IdleGPUs) != tc.wantIdleGPUs {
+				t.Errorf("IdleGPUs = %d GPUs, want %d", len(p.IdleGPUs), tc.wantIdleGPUs)
+			}
+			if got := FormatCPUList(p.IdleCPUs); got != tc.wantIdleCPUs {
+				t.Errorf("IdleCPUs = %q, want %q", got, tc.wantIdleCPUs)
+			}
+			if len(p.Warnings) != 0 {
+				t.Errorf("Warnings = %q, want none", p.Warnings)
+			}
+			checkPlan(t, tc.topo, p)
+		})
+	}
+}
+
+// TestNewPlanDoneWhen is issue 3's acceptance test: on a DGX-like node,
+// --parallel 16 --runs-per-gpu 2 gives 16 slots, each with whole cores near
+// its GPU's NUMA node, and no CPU twice.
+func TestNewPlanDoneWhen(t *testing.T) {
+	p, err := NewPlan(topoDGXA100, Options{Parallel: 16, RunsPerGPU: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Slots) != 16 {
+		t.Fatalf("got %d slots, want 16", len(p.Slots))
+	}
+	owner := map[int]int{}
+	perGPU := map[string]int{}
+	for _, s := range p.Slots {
+		if len(s.GPUs) != 1 {
+			t.Fatalf("slot %d has %d GPUs, want 1", s.Slot, len(s.GPUs))
+		}
+		g := s.GPUs[0]
+		perGPU[g.UUID]++
+		if split := splitCores(topoDGXA100, s.CPUs); len(split) > 0 {
+			t.Errorf("slot %d: split cores %v", s.Slot, split)
+		}
+		if len(s.CPUs) != 16 {
+			t.Errorf("slot %d: %d CPUs, want 16", s.Slot, len(s.CPUs))
+		}
+		for _, id := range s.CPUs {
+			if c, _ := topoCPU(topoDGXA100, id); c.NUMA != g.NUMA {
+				t.Errorf("slot %d: CPU %d on NUMA node %d, its GPU on %d", s.Slot, id, c.NUMA, g.NUMA)
+			}
+			if prev, ok := owner[id]; ok {
+				t.Errorf("CPU %d in slots %d and %d", id, prev, s.Slot)
+			}
+			owner[id] = s.Slot
+		}
+		if s.NUMA != g.NUMA {
+			t.Errorf("slot %d: NUMA = %d, want %d", s.Slot, s.NUMA, g.NUMA)
+		}
+	}
+	for uuid, n := range perGPU {
+		if n != 2 {
+			t.Errorf("GPU %s serves %d slots, want 2", uuid, n)
+		}
+	}
+}
+
+func TestNewPlanSharedCPUs(t *testing.T) {
+	// One CPU per NUMA node of the DGX: 8 CPUs for 16 runs.
+	fewCPUs := Topology{
+		CPUs: restrict(topoDGXA100.CPUs, 0, 16, 32, 48, 64, 80, 96, 112),
+		GPUs: topoDGXA100.GPUs,
+	}
+	laptop := Topology{
+		CPUs: cpusSMT(1, 1, 2, 2),
+		GPUs: wholeGPUs("laptop", cpusSMT(1, 1, 2, 2), 0),
+	}
+	tests := []struct {
+		description string
+		topo        Topology
+		opts        Options
+		want        []string
+		wantWarning string
+	}{
+		{
+			description: "16 runs on 8 CPUs: the two runs of a GPU share the CPU near it",
+			topo:        fewCPUs,
+			opts:        Options{Parallel: 16, RunsPerGPU: 2},
+			want: []string{
+				"GPU-dgx-0 | 48 | numa 3 shared-gpu shared-cpu", "GPU-dgx-0 | 48 | numa 3 shared-gpu shared-cpu",
+				"GPU-dgx-1 | 32 | numa 2 shared-gpu shared-cpu", "GPU-dgx-1 | 32 | numa 2 shared-gpu shared-cpu",
+				"GPU-dgx-2 | 16 | numa 1 shared-gpu shared-cpu", "GPU-dgx-2 | 16 | numa 1 shared-gpu shared-cpu",
+				"GPU-dgx-3 | 0 | numa 0 shared-gpu shared-cpu", "GPU-dgx-3 | 0 | numa 0 shared-gpu shared-cpu",
+				"GPU-dgx-4 | 112 | numa 7 shared-gpu shared-cpu", "GPU-dgx-4 | 112 | numa 7 shared-gpu shared-cpu",
+				"GPU-dgx-5 | 96 | numa 6 shared-gpu shared-cpu", "GPU-dgx-5 | 96 | numa 6 shared-gpu shared-cpu",
+				"GPU-dgx-6 | 80 | numa 5 shared-gpu shared-cpu", "GPU-dgx-6 | 80 | numa 5 shared-gpu shared-cpu",
+				"GPU-dgx-7 | 64 | numa 4 shared-gpu shared-cpu", "GPU-dgx-7 | 64 | numa 4 shared-gpu shared-cpu",
+			},
+			wantWarning: "16 runs at once share 8 CPUs, up to 2 on one CPU: lower --parallel to give each run CPUs of its own",
+		},
+		{
+			description: "laptop, 6 runs on one GPU and 4 CPUs: no CPU serves more than one run above another",
+			topo:        laptop,
+			opts:        Options{RunsPerGPU: 6},
+			want: []string{
+				"GPU-laptop-0 | 0 | numa 0 shared-gpu shared-cpu",
+				"GPU-laptop-0 | 1 | numa 0 shared-gpu shared-cpu",
+				"GPU-laptop-0 | 2 | numa 0 shared-gpu",
+				"GPU-laptop-0 | 3 | numa 0 shared-gpu",
+				"GPU-laptop-0 | 0 | numa 0 shared-gpu shared-cpu",
+				"GPU-laptop-0 | 1 | numa 0 shared-gpu shared-cpu",
+			},
+			wantWarning: "6 runs at once share 4 CPUs, up to 2 on one CPU: lower --parallel to give each run CPUs of its own",
+		},
+		{
+			description: "CPU-only node, 40 runs on 32 CPUs",
+			topo:        topoCPUOnly,
+			opts:        Options{Parallel: 40},
+			wantWarning: "40 runs at once share 32 CPUs, up to 2 on one CPU: lower --parallel to give each run CPUs of its own",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			p, err := NewPlan(tc.topo, tc.opts)
+			if err != nil {
+				t.Fatalf("NewPlan(%+v) error: %v", tc.opts, err)
+			}
+			if tc.want != nil {
+				var got []string
+				for _, s := range p.Slots {
+					got = append(got, describe(s.Assignment))
+				}
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("NewPlan(%+v) slots:\n%s\nwant:\n%s", tc.opts, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+				}
+			}
+			if !slices.Equal(p.Warnings, []string{tc.wantWarning}) {
+				t.Errorf("Warnings = %q, want %q", p.Warnings, tc.wantWarning)
+			}
+			if p.Request.CPUs != 1 {
+				t.Errorf("Request.CPUs = %d, want 1", p.Request.CPUs)
+			}
+			checkPlan(t, tc.topo, p)
+		})
+	}
+}
+
+func TestNewPlanFitError(t *testing.T) {
+	tests := []struct {
+		description string
+		topo        Topology
+		opts        Options
+		want        string
+	}{
+		{
+			description: "more runs than GPUs",
+			topo:        topoDGXA100,
+			opts:        Options{Parallel: 12},
+			want:        "--parallel 12 does not fit 8 GPUs with --gpus-per-run 1: use --parallel 8, or --runs-per-gpu 2 with --parallel 16",
+		},
+		{
+			description: "more runs than GPU shares",
+			topo:        topoDGXA100,
+			opts:        Options{Parallel: 20, RunsPerGPU: 2},
+			want:        "--parallel 20 does not fit 8 GPUs with --runs-per-gpu 2: use --parallel 16, or --runs-per-gpu 3 with --parallel 24",
+		},
+		{
+			description: "too many runs of 2 GPUs",
+			topo:        topoDGXA100,
+			opts:        Options{Parallel: 8, GPUsPerRun: 2},
+			want:        "--parallel 8 does not fit 8 GPUs with --gpus-per-run 2: use --parallel 4, or --gpus-per-run 1 with --parallel 8",
+		},
+		{
+			description: "more GPUs per run than the node has",
+			topo:        topoDGXA100,
+			opts:        Options{GPUsPerRun: 16},
+			want:        "--gpus-per-run 16 does not fit 8 GPUs: use --gpus-per-run 8",
+		},
+		{
+			description: "more GPUs per run than the node has, with --parallel",
+			topo:        topoFourGPU,
+			opts:        Options{GPUsPerRun: 5, Parallel: 2},
+			want:        "--gpus-per-run 5 does not fit 4 GPUs: use --gpus-per-run 4 with --parallel 1",
+		},
+		{
+			description: "GPUs per run and runs per GPU together",
+			topo:        topoDGXA100,
+			opts:        Options{GPUsPerRun: 2, RunsPerGPU: 2},
+			want:        "--gpus-per-run 2 and --runs-per-gpu 2 exclude each other: use --gpus-per-run 2, or --runs-per-gpu 2",
+		},
+		{
+			description: "2 MIG devices per run",
+			topo:        topoMIG,
+			opts:        Options{GPUsPerRun: 2},
+			want:        "--gpus-per-run 2 does not fit 14 MIG devices (a run gets at most one): use --gpus-per-run 1",
+		},
+		{
+			description: "more runs than MIG devices",
+			topo:        topoMIG,
+			opts:        Options{Parallel: 20},
+			want:        "--parallel 20 does not fit 14 MIG devices with --gpus-per-run 1: use --parallel 14, or --runs-per-gpu 2 with --parallel 28",
+		},
+		{
+			description: "GPUs asked of a CPU-only node",
+			topo:        topoCPUOnly,
+			opts:        Options{GPUsPerRun: 1},
+			want:        "--gpus-per-run 1 does not fit a node without GPUs",
+		},
+		{
+			description: "runs per GPU on a CPU-only node",
+			topo:        topoCPUOnly,
+			opts:        Options{RunsPerGPU: 2},
+			want:        "--runs-per-gpu 2 does not fit a node without GPUs",
+		},
+		{
+			description: "explicit CPUs per run that do not fit the default parallelism",
+			topo:        topoDGXA100,
+			opts:        Options{CPUsPerRun: 40},
+			want:        "--cpus-per-run 40 with --parallel 8 needs 320 CPUs, the node has 256: use --cpus-per-run 32, or --parallel 6",
+		},
+		{
+			description: "explicit CPUs per run above the node",
+			topo:        topoDGXA100,
+			opts:        Options{CPUsPerRun: 300},
+			want:        "--cpus-per-run 300 does not fit 256 CPUs: use --cpus-per-run 256 with --parallel 1",
+		},
+		{
+			description: "explicit CPUs per run on a CPU-only node with more runs than CPUs",
+			topo:        topoCPUOnly,
+			opts:        Options{Parallel: 40, CPUsPerRun: 1},
+			want:        "--cpus-per-run 1 with --parallel 40 needs 40 CPUs, the node has 32: use --parallel 32",
+		},
+		{
+			description: "negative value",
+			topo:        topoDGXA100,
+			opts:        Options{Parallel: -1},
+			want:        "--parallel -1: must not be negative",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			p, err := NewPlan(tc.topo, tc.opts)
+			var fe *FitError
+			if !errors.As(err, &fe) {
+				t.Fatalf("NewPlan(%+v) = %d slots, %v; want a *FitError", tc.opts, len(p.Slots), err)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("NewPlan(%+v) error:\n got %s\nwant %s", tc.opts, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNewPlanTopologyError(t *testing.T) {
+	tests := []struct {
+		description string
+		topo        Topology
+		want        string
+	}{
+		{"no CPUs", Topology{GPUs: topoFourGPU.GPUs}, "plan: topology has no cpus"},
+		{"duplicate CPU", Topology{CPUs: []CPU{{ID: 1}, {ID: 1}}}, "plan: topology: cpu 1 listed twice"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			_, err := NewPlan(tc.topo, Options{})
+			var fe *FitError
+			if err == nil || errors.As(err, &fe) || err.Error() != tc.want {
+				t.Errorf("NewPlan error = %v, want %q (not a *FitError)", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestNewPlanDeterministic checks that the plan depends only on the
+// topology and options, not on the order in which the inventory lists CPUs.
+func TestNewPlanDeterministic(t *testing.T) {
+	shuffled := Topology{CPUs: slices.Clone(topoDGXA100.CPUs), GPUs: topoDGXA100.GPUs}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled.CPUs), func(i, j int) {
+		shuffled.CPUs[i], shuffled.CPUs[j] = shuffled.CPUs[j], shuffled.CPUs[i]
+	})
+	for _, o := range []Options{{}, {Parallel: 16, RunsPerGPU: 2}, {GPUsPerRun: 2}, {Parallel: 5, CPUsPerRun: 7}} {
+		want, err := NewPlan(topoDGXA100, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, topo := range []Topology{topoDGXA100, shuffled} {
+			got, err := NewPlan(topo, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("NewPlan(%+v) differs between calls", o)
+			}
+		}
+	}
+}
+
+// TestNewPlanRandom plans random options on random topologies: the default
+// options always fit, any error is a *FitError, and every plan keeps the
+// invariants of checkPlan.
+func TestNewPlanRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 300 {
+		topo := randomTopology(r)
+		if len(topo.CPUs) == 0 {
+			continue
+		}
+		opts := []Options{{}, {
+			Parallel:   r.IntN(20),
+			GPUsPerRun: r.IntN(3),
+			RunsPerGPU: r.IntN(4),
+			CPUsPerRun: r.IntN(3) * r.IntN(6),
+		}}
+		for i, o := range opts {
+			p, err := NewPlan(topo, o)
+			if err != nil {
+				var fe *FitError
+				if i == 0 || !errors.As(err, &fe) {
+					t.Fatalf("NewPlan(%+v, %+v) error: %v", topo, o, err)
+				}
+				continue
+			}
+			if o.Parallel > 0 && len(p.Slots) != o.Parallel {
+				t.Errorf("NewPlan(%+v) = %d slots", o, len(p.Slots))
+			}
+			checkPlan(t, topo, p)
+		}
+	}
+}
+
+// checkPlan checks the invariants every plan keeps: every slot gets the
+// request's GPUs and CPUs from t; a CPU serves two slots only when CPUs are
+// shared, and then loads differ by at most one; a GPU serves two slots only
+// under RunsPerGPU, and never more than RunsPerGPU; a multi-GPU slot has no
+// MIG device; idle and used resources together are t's, each once.
+func checkPlan(t *testing.T, topo Topology, p Plan) {
+	t.Helper()
+	cpuLoad := map[int]int{}
+	gpuLoad := map[string]int{}
+	shared := false
+	for _, s := range p.Slots {
+		if len(s.GPUs) != p.Request.GPUs {
+			t.Errorf("slot %d: %d GPUs, want %d", s.Slot, len(s.GPUs), p.Request.GPUs)
+		}
+		if len(s.CPUs) != p.Request.CPUs {
+			t.Errorf("slot %d: %d CPUs, want %d", s.Slot, len(s.CPUs), p.Request.CPUs)
+		}
+		if !slices.IsSorted(s.CPUs) {
+			t.Errorf("slot %d: CPUs %v not ascending", s.Slot, s.CPUs)
+		}
+		shared = shared || s.SharedCPUs
+		for _, id := range s.CPUs {
+			if _, ok := topoCPU(topo, id); !ok {
+				t.Errorf("slot %d: CPU %d not in the topology", s.Slot, id)
+			}
+			cpuLoad[id]++
+		}
+		for _, g := range s.GPUs {
+			if g.MIG && len(s.GPUs) > 1 {
+				t.Errorf("slot %d: MIG device %s in a %d-GPU run", s.Slot, g.UUID, len(s.GPUs))
+			}
+			if !slices.ContainsFunc(topo.GPUs, func(h GPU) bool { return h.UUID == g.UUID }) {
+				t.Errorf("slot %d: GPU %s not in the topology", s.Slot, g.UUID)
+			}
+			gpuLoad[g.UUID]++
+		}
+	}
+	for _, s := range p.Slots {
+		for _, id := range s.CPUs {
+			if s.SharedCPUs != (cpuLoad[id] > 1) {
+				t.Errorf("slot %d: SharedCPUs = %v, but CPU %d serves %d slots", s.Slot, s.SharedCPUs, id, cpuLoad[id])
+			}
+		}
+	}
+	if shared {
+		loads := slices.Collect(func(yield func(int) bool) {
+			for _, c := range topo.CPUs {
+				yield(cpuLoad[c.ID])
+			}
+		})
+		if slices.Max(loads)-slices.Min(loads) > 1 {
+			t.Errorf("shared CPUs serve between %d and %d slots", slices.Min(loads), slices.Max(loads))
+		}
+	}
+	for uuid, n := range gpuLoad {
+		if n > max(p.Request.RunsPerGPU, 1) {
+			t.Errorf("GPU %s serves %d slots, RunsPerGPU %d", uuid, n, p.Request.RunsPerGPU)
+		}
+	}
+	for _, id := range p.IdleCPUs {
+		if cpuLoad[id] > 0 {
+			t.Errorf("CPU %d both idle and used", id)
+		}
+		cpuLoad[id]++
+	}
+	for _, c := range topo.CPUs {
+		if cpuLoad[c.ID] == 0 {
+			t.Errorf("CPU %d neither idle nor used", c.ID)
+		}
+	}
+	for _, g := range p.IdleGPUs {
+		if gpuLoad[g.UUID] > 0 {
+			t.Errorf("GPU %s both idle and used", g.UUID)
+		}
+		gpuLoad[g.UUID]++
+	}
+	for _, g := range topo.GPUs {
+		if gpuLoad[g.UUID] == 0 {
+			t.Errorf("GPU %s neither idle nor used", g.UUID)
+		}
+	}
+}
