@@ -29,6 +29,7 @@ func commands() []command {
 	return []command{
 		{"detect", "show the GPUs, CPUs and memory this allocation was given", runDetect},
 		{"plan", "show which GPUs and CPUs each concurrent run gets, without running", runPlan},
+		{"run", "run every command of a task file, each on its own GPUs and cores", runRun},
 		{"version", "print nodepack's version", runVersion},
 	}
 }

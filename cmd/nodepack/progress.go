@@ -1,0 +1,115 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nodepack/nodepack/runner"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// progress reports runs as they finish: a live bar when stderr is a
+// terminal, otherwise one plain line per finished attempt (what an sbatch
+// log wants). Failures are always printed as lines.
+type progress struct {
+	w        io.Writer
+	total    int // -1 when unknown (standard input)
+	quiet    bool
+	bar      *progressbar.ProgressBar // nil in plain mode
+	mu       sync.Mutex               // serialises bar redraws with --live output
+	finished int
+}
+
+func newProgress(w io.Writer, total int, quiet bool) *progress {
+	p := &progress{w: w, total: total, quiet: quiet}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !quiet {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(w),
+			progressbar.OptionSetDescription("runs"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	return p
+}
+
+// event is the runner's OnEvent; the runner never calls it concurrently.
+func (p *progress) event(ev runner.Event) {
+	if ev.Kind != runner.Finished {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !ev.Retry {
+		p.finished++
+	}
+	failed := ev.Reason != runner.OK
+	if p.bar != nil {
+		if failed {
+			p.bar.Clear()
+			fmt.Fprintln(p.w, p.line(ev))
+		}
+		if !ev.Retry {
+			p.bar.Add(1)
+		}
+		return
+	}
+	if failed || !p.quiet {
+		fmt.Fprintln(p.w, p.line(ev))
+	}
+}
+
+// line describes one finished attempt, e.g.
+// "nodepack: [3/100] ok 1a2b3c4d5e6f exit 0 0.21s slot 1 tasks.txt:3".
+func (p *progress) line(ev runner.Event) string {
+	count := fmt.Sprintf("%d/%d", p.finished, p.total)
+	if p.total < 0 {
+		count = fmt.Sprint(p.finished)
+	}
+	state := string(ev.Reason)
+	if ev.Retry {
+		state += ", will retry"
+	}
+	s := fmt.Sprintf("nodepack: [%s] %s %s exit %d %v slot %d", count, state, ev.Run.ID, ev.ExitCode,
+		ev.End.Sub(ev.Start).Round(10*time.Millisecond), ev.Slot.Slot)
+	if ev.Attempt > 1 {
+		s += fmt.Sprintf(" attempt %d", ev.Attempt)
+	}
+	if ev.Run.Origin != "" {
+		s += " " + ev.Run.Origin
+	}
+	if ev.Reason != runner.OK && ev.Stderr != "" {
+		s += " log " + ev.Stderr
+	}
+	return s
+}
+
+// liveWriter returns the writer for --live output: lines go to w, and the
+// bar is cleared first so they do not tangle with it.
+func (p *progress) liveWriter(w io.Writer) io.Writer {
+	if p.bar == nil {
+		return w
+	}
+	return writerFunc(func(b []byte) (int, error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.bar.Clear()
+		return w.Write(b)
+	})
+}
+
+func (p *progress) finish() {
+	if p.bar != nil {
+		p.bar.Finish()
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

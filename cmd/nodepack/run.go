@@ -1,0 +1,306 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner"
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+)
+
+const runUsage = `Usage: nodepack run [flags] TASKFILE
+
+Runs every command of TASKFILE (one shell command per line, run with
+bash -c; blank lines and # comments are skipped; - reads standard input) on
+this node, as many at once as the plan has slots. Each run gets its own
+GPUs (CUDA_VISIBLE_DEVICES with full UUIDs), its own CPUs (affinity set
+before it starts, OMP_NUM_THREADS and friends capped to match), a private
+TMPDIR, and logs in OUTPUT/runs/<run-id>/{stdout,stderr}.log.
+
+Exit status: 0 all runs succeeded, 1 some failed, 2 bad usage or input,
+128+N when stopped by signal N (130 for SIGINT, 143 for SIGTERM). On
+SIGTERM, SIGINT, SIGUSR1 or SIGUSR2 nodepack starts no more runs, sends
+SIGTERM to every run's process group and SIGKILL after --grace; a second
+SIGINT kills at once.
+
+Examples:
+  nodepack run --parallel 2 examples/tasks/hello.txt
+  nodepack run --runs-per-gpu 2 --timeout 2h --retries 1 sweep.txt
+  seq 100 | sed 's/^/python train.py --seed=/' | nodepack run -`
+
+type runOptions struct {
+	nodeOptions
+	packOptions
+	Output           string
+	Stagger          time.Duration
+	MinStartInterval time.Duration
+	Timeout          time.Duration
+	Grace            time.Duration
+	Retries          int
+	MaxFailures      int
+	FailFast         bool
+	GPUIDs           string
+	Render           bool
+	NoThreadCaps     bool
+	Env              []string
+	Wrap             string
+	Live             bool
+	Quiet            bool
+}
+
+func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
+	o.packOptions.AddFlags(fs)
+	fs.StringVarP(&o.Output, "output", "o", "nodepack-out", "directory for logs (OUTPUT/runs/<run-id>/)")
+	fs.DurationVar(&o.Stagger, "stagger", 0, "start slot i's first run i×`D` after the start")
+	fs.DurationVar(&o.MinStartInterval, "min-start-interval", 0, "at least `D` between any two starts")
+	fs.DurationVar(&o.Timeout, "timeout", 0, "stop a run after `D` (SIGTERM, then SIGKILL after --grace); 0 means none")
+	fs.DurationVar(&o.Grace, "grace", runner.DefaultGrace, "time between SIGTERM and SIGKILL")
+	fs.IntVar(&o.Retries, "retries", 0, "run a failed or timed-out run up to `N` more times")
+	fs.IntVar(&o.MaxFailures, "max-failures", 0, "start no new runs after `N` failures; 0 means keep going")
+	fs.BoolVar(&o.FailFast, "fail-fast", false, "start no new runs after the first failure")
+	fs.StringVar(&o.GPUIDs, "gpu-ids", "uuid", "how CUDA_VISIBLE_DEVICES names GPUs: uuid or index")
+	fs.BoolVar(&o.Render, "render", false, "also set EGL_DEVICE_ID, MUJOCO_EGL_DEVICE_ID and PYGLET_HEADLESS_DEVICE")
+	fs.BoolVar(&o.NoThreadCaps, "no-thread-caps", false, "do not set OMP_NUM_THREADS, MKL_NUM_THREADS, … to the run's CPU count")
+	fs.StringArrayVar(&o.Env, "env", nil, "set `K=V` in every run (repeatable)")
+	fs.StringVar(&o.Wrap, "wrap", "", "put `PREFIX` before every run, e.g. 'ch-run --set-env=config.env img --'")
+	fs.BoolVar(&o.Live, "live", false, "also stream every run's output, each line prefixed with its run id")
+	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "report only failures and the summary")
+	o.nodeOptions.AddFlags(fs)
+}
+
+// runnerOptions checks the flags and turns them into the runner's Options.
+func (o *runOptions) runnerOptions() (runner.Options, error) {
+	opts := runner.Options{
+		OutputDir: o.Output, Stagger: o.Stagger, MinStartInterval: o.MinStartInterval,
+		Timeout: o.Timeout, Grace: o.Grace, Retries: o.Retries, MaxFailures: o.MaxFailures,
+		FailFast: o.FailFast, Render: o.Render, NoThreadCaps: o.NoThreadCaps, Env: o.Env,
+	}
+	for name, d := range map[string]time.Duration{"--stagger": o.Stagger, "--min-start-interval": o.MinStartInterval, "--timeout": o.Timeout, "--grace": o.Grace} {
+		if d < 0 {
+			return opts, fmt.Errorf("%s %v: must not be negative", name, d)
+		}
+	}
+	if o.Retries < 0 || o.MaxFailures < 0 {
+		return opts, errors.New("--retries and --max-failures must not be negative")
+	}
+	switch runner.GPUIDMode(o.GPUIDs) {
+	case runner.GPUUUIDs, runner.GPUIndices:
+		opts.GPUIDs = runner.GPUIDMode(o.GPUIDs)
+	default:
+		return opts, fmt.Errorf("--gpu-ids %q: want uuid or index", o.GPUIDs)
+	}
+	for _, kv := range o.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.ContainsAny(k, " \t\n") {
+			return opts, fmt.Errorf("--env %q: want KEY=VALUE", kv)
+		}
+	}
+	if o.Wrap != "" {
+		words, err := splitWords(o.Wrap)
+		if err != nil {
+			return opts, fmt.Errorf("--wrap: %w", err)
+		}
+		opts.Wrap = words
+	}
+	return opts, nil
+}
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o runOptions
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if code, ok := parseFlags(fs, runUsage, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf(stderr, "run", "want one TASKFILE (or - for standard input), got %d arguments", fs.NArg())
+	}
+	opts, err := o.runnerOptions()
+	if err != nil {
+		return usageErrorf(stderr, "run", "%v", err)
+	}
+	taskFile := fs.Arg(0)
+
+	// Everything the user gave is checked before anything starts: the
+	// node, the plan, and every line of the task file.
+	node, err := o.load(ctx)
+	if err != nil {
+		return usageErrorf(stderr, "run", "%v", err)
+	}
+	plan, err := pack.NewPlan(node.Topology(), o.Options)
+	if err != nil {
+		return usageErrorf(stderr, "run", "%v", err)
+	}
+	total, err := checkTaskFile(taskFile)
+	if err != nil {
+		return usageErrorf(stderr, "run", "%v", err)
+	}
+	printWarnings(stderr, node.Warnings)
+	printWarnings(stderr, plan.Warnings)
+
+	ctx, stopSignals, kill := notifySignals(ctx)
+	defer stopSignals()
+	opts.Kill = kill
+
+	progress := newProgress(stderr, total, o.Quiet)
+	opts.OnEvent = progress.event
+	if o.Live {
+		opts.Live = progress.liveWriter(stdout)
+	}
+	runs, closeRuns := openTaskFile(taskFile)
+	defer closeRuns()
+
+	sum, err := runner.Execute(ctx, plan.Slots, runs, opts)
+	progress.finish()
+	printSummary(stderr, sum, o.Output)
+	if sig := interruptSignal(ctx); sig != 0 {
+		fmt.Fprintf(stderr, "nodepack: stopped by %s: %d runs interrupted; rerun the same command to run them again\n", unix.SignalName(sig), sum.Interrupted)
+		return 128 + int(sig)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "nodepack run: %v\n", err)
+		if sum.Runs == 0 {
+			return exitUsage
+		}
+		return exitFailed
+	}
+	if sum.Failed > 0 || sum.Interrupted > 0 {
+		return exitFailed
+	}
+	return exitOK
+}
+
+// checkTaskFile reads the whole task file once before anything starts, so
+// a bad line is reported as file:line and nothing runs; it returns the
+// number of runs. Standard input cannot be read twice: it is checked as it
+// streams, and its total is unknown (-1).
+func checkTaskFile(name string) (int, error) {
+	if name == "-" {
+		return -1, nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	n := 0
+	for _, err := range runner.ReadTaskFile(bufio.NewReaderSize(f, 1<<20), name) {
+		if err != nil {
+			return 0, err
+		}
+		n++
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%s: no commands", name)
+	}
+	return n, nil
+}
+
+// openTaskFile streams the runs of a task file (or standard input).
+func openTaskFile(name string) (iter.Seq2[runner.Run, error], func()) {
+	if name == "-" {
+		return runner.ReadTaskFile(os.Stdin, "<stdin>"), func() {}
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return func(yield func(runner.Run, error) bool) { yield(runner.Run{}, err) }, func() {}
+	}
+	return runner.ReadTaskFile(bufio.NewReaderSize(f, 1<<20), name), func() { f.Close() }
+}
+
+// stopSignals are the signals that stop a sweep: scancel and walltime
+// (SIGTERM), Ctrl-C, and the early warnings of sbatch --signal.
+var stopSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2}
+
+// signalCause is the context cause recorded when a signal stops the sweep.
+type signalCause struct{ sig syscall.Signal }
+
+func (c signalCause) Error() string { return "received " + unix.SignalName(c.sig) }
+
+// notifySignals returns a context cancelled by the first stop signal and a
+// channel closed by a second SIGINT (kill at once).
+func notifySignals(parent context.Context) (context.Context, func(), chan struct{}) {
+	ctx, cancel := context.WithCancelCause(parent)
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, stopSignals...)
+	kill := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		interrupted := false
+		for {
+			select {
+			case s := <-ch:
+				sig := s.(syscall.Signal)
+				if interrupted && sig == syscall.SIGINT {
+					close(kill)
+					return
+				}
+				if !interrupted {
+					interrupted = true
+					cancel(signalCause{sig})
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); close(done); cancel(nil) }, kill
+}
+
+// interruptSignal returns the signal that stopped the sweep, or 0.
+func interruptSignal(ctx context.Context) syscall.Signal {
+	var c signalCause
+	if errors.As(context.Cause(ctx), &c) {
+		return c.sig
+	}
+	return 0
+}
+
+func printSummary(w io.Writer, s runner.Summary, output string) {
+	fmt.Fprintf(w, "nodepack: %d runs: %d succeeded, %d failed", s.Runs, s.Succeeded, s.Failed)
+	if s.TimedOut > 0 {
+		fmt.Fprintf(w, " (%d timed out)", s.TimedOut)
+	}
+	if s.Interrupted > 0 {
+		fmt.Fprintf(w, ", %d interrupted", s.Interrupted)
+	}
+	fmt.Fprintf(w, "; %d attempts in %v, slots %.0f%% busy\n", s.Attempts, s.Wall().Round(time.Millisecond), 100*s.Utilization())
+	if s.Stopped {
+		fmt.Fprintf(w, "nodepack: stopped starting runs after %d failures (--max-failures/--fail-fast)\n", s.Failed)
+	}
+	for _, ev := range s.Failures {
+		fmt.Fprintf(w, "  failed: %s exit %d (%s)  %s\n", ev.Run.ID, ev.ExitCode, describeFailure(ev), logHint(ev))
+	}
+	if s.Failed > len(s.Failures) {
+		fmt.Fprintf(w, "  … and %d more; logs are in %s\n", s.Failed-len(s.Failures), filepath.Join(output, "runs"))
+	}
+}
+
+func describeFailure(ev runner.Event) string {
+	parts := []string{string(ev.Reason)}
+	if ev.Run.Origin != "" {
+		parts = append(parts, ev.Run.Origin)
+	}
+	if ev.Err != nil {
+		parts = append(parts, ev.Err.Error())
+	}
+	return strings.Join(parts, ", ")
+}
+
+func logHint(ev runner.Event) string {
+	if ev.Stderr == "" {
+		return ""
+	}
+	return ev.Stderr
+}

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestRunPinsEveryRun is the issue's promise on this 2-CPU machine: 100
+// lines with --parallel 2, each run pinned to its own slot's CPU, logs in
+// run dirs, exit 0 and a summary.
+func TestRunPinsEveryRun(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	dir := t.TempDir()
+	var tasks strings.Builder
+	tasks.WriteString("# slot, the CPUs nodepack says, the CPUs the kernel says\n\n")
+	for i := range 100 {
+		fmt.Fprintf(&tasks, "echo %d $NODEPACK_SLOT $NODEPACK_CPUS $OMP_NUM_THREADS $(grep Cpus_allowed_list /proc/self/status | cut -f2)\n", i)
+	}
+	file := writeFile(t, dir, "tasks.txt", tasks.String())
+	out := filepath.Join(dir, "out")
+	code, _, stderr := runCLI(t, "run", "--parallel", "2", "--gpus", "none", "-o", out, file)
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "100 runs: 100 succeeded, 0 failed") {
+		t.Errorf("summary missing:\n%s", stderr)
+	}
+	logs, _ := filepath.Glob(filepath.Join(out, "runs", "*", "stdout.log"))
+	if len(logs) != 100 {
+		t.Fatalf("%d stdout logs, want 100", len(logs))
+	}
+	cpusOfSlot := map[string]string{}
+	seen := map[string]bool{}
+	for _, log := range logs {
+		b, _ := os.ReadFile(log)
+		f := strings.Fields(string(b))
+		if len(f) != 5 {
+			t.Fatalf("%s: %q", log, b)
+		}
+		seen[f[0]] = true
+		slot, said, threads, pinned := f[1], f[2], f[3], f[4]
+		if said != pinned || threads != "1" {
+			t.Errorf("run %s in slot %s: NODEPACK_CPUS=%s OMP_NUM_THREADS=%s, pinned to %s", f[0], slot, said, threads, pinned)
+		}
+		if prev, ok := cpusOfSlot[slot]; ok && prev != pinned {
+			t.Errorf("slot %s ran on %s and %s", slot, prev, pinned)
+		}
+		cpusOfSlot[slot] = pinned
+	}
+	if len(seen) != 100 || len(cpusOfSlot) != 2 || cpusOfSlot["0"] == cpusOfSlot["1"] {
+		t.Errorf("%d distinct runs, slots %v; want 100 runs on two different CPUs", len(seen), cpusOfSlot)
+	}
+}
+
+func TestRunFailuresAndExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "tasks.txt", "true\nexit 3\necho oops >&2; kill -TERM $$\n")
+	out := filepath.Join(dir, "out")
+	code, _, stderr := runCLI(t, "run", "--gpus", "none", "-o", out, file)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1:\n%s", code, stderr)
+	}
+	for _, want := range []string{"3 runs: 1 succeeded, 2 failed", "exit 3 (failed, " + file + ":2)", "exit 143 (failed, " + file + ":3)", filepath.Join(out, "runs")} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
+func TestRunBadInput(t *testing.T) {
+	dir := t.TempDir()
+	good := writeFile(t, dir, "good.txt", "true\n")
+	nul := writeFile(t, dir, "nul.txt", "true\necho a\x00b\n")
+	empty := writeFile(t, dir, "empty.txt", "# nothing\n\n")
+	tests := []struct {
+		description string
+		args        []string
+		want        string
+	}{
+		{"no task file", nil, "want one TASKFILE"},
+		{"missing task file", []string{filepath.Join(dir, "nope.txt")}, "nope.txt"},
+		{"NUL byte names file and line", []string{nul}, "nul.txt:2: line contains a NUL byte"},
+		{"no commands", []string{empty}, "empty.txt: no commands"},
+		{"bad --gpu-ids", []string{"--gpu-ids", "name", good}, `--gpu-ids "name"`},
+		{"bad --env", []string{"--env", "NOEQUALS", good}, `--env "NOEQUALS"`},
+		{"bad --wrap", []string{"--wrap", "ch-run 'img", good}, "unterminated single quote"},
+		{"negative --timeout", []string{"--timeout", "-1s", good}, "--timeout -1s"},
+		{"plan does not fit", []string{"--cpus-per-run", "64", good}, "--cpus-per-run"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			code, _, stderr := runCLI(t, append([]string{"run", "-o", out}, tc.args...)...)
+			if code != exitUsage || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("exit %d, stderr %q; want 2 and one line containing %q", code, stderr, tc.want)
+			}
+			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("output directory created although nothing should start")
+			}
+		})
+	}
+}
+
+// processesWith lists the pids of live (non-zombie) processes whose command
+// line contains token.
+func processesWith(token string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte(token)) {
+			continue
+		}
+		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
+			if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
+				continue
+			}
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// startSweep starts nodepack (this test binary) on a task file whose runs
+// sleep in ways that try to escape, and waits until both slots are running.
+func startSweep(t *testing.T, extra ...string) (*exec.Cmd, *bytes.Buffer, string) {
+	t.Helper()
+	dir := t.TempDir()
+	token := "np-orphan-" + filepath.Base(dir) // unique in every process of this sweep
+	ready := filepath.Join(dir, "ready")
+	// exec -a puts the token in every process's own command line, so /proc
+	// finds them all: a setsid grandchild, and a run that ignores SIGTERM.
+	tasks := fmt.Sprintf(
+		"setsid bash -c 'exec -a %[1]s sleep 300' & touch %[2]s.$NODEPACK_SLOT; exec -a %[1]s sleep 301\n"+
+			"trap '' TERM; touch %[2]s.$NODEPACK_SLOT; (exec -a %[1]s sleep 302); exec -a %[1]s sleep 303\n"+
+			"exec -a %[1]s sleep 304\n", token, ready)
+	file := writeFile(t, dir, "tasks.txt", tasks)
+	args := append([]string{"run", "--parallel", "2", "--gpus", "none", "-o", filepath.Join(dir, "out")}, extra...)
+	cmd := nodepackCommand(t, nil, append(args, file)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		for _, pid := range processesWith(token) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a, _ := filepath.Glob(ready + ".*")
+		if len(a) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runs did not start:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Both runs' shells and sleeps, and the setsid grandchild.
+	if n := len(processesWith(token)); n < 4 {
+		t.Fatalf("found %d processes of the sweep, want at least 4", n)
+	}
+	return cmd, &stderr, token
+}
+
+func exitCode(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// TestRunSIGTERMLeavesNothing: SIGTERM to nodepack ends every process of
+// every run's tree, the setsid grandchild and a run that ignores SIGTERM
+// included, and nodepack exits 143.
+func TestRunSIGTERMLeavesNothing(t *testing.T) {
+	cmd, stderr, token := startSweep(t, "--grace", "1s")
+	cmd.Process.Signal(syscall.SIGTERM)
+	if code := exitCode(t, cmd); code != 143 {
+		t.Errorf("exit %d, want 143:\n%s", code, stderr)
+	}
+	if left := processesWith(token); len(left) > 0 {
+		t.Errorf("processes left after nodepack exited: %v", left)
+	}
+	if !strings.Contains(stderr.String(), "2 interrupted") || !strings.Contains(stderr.String(), "stopped by SIGTERM") {
+		t.Errorf("summary:\n%s", stderr)
+	}
+}
+
+// TestRunSecondSIGINTKillsAtOnce: the first Ctrl-C starts a 60 s grace
+// period; the second kills without waiting for it. Exit 130.
+func TestRunSecondSIGINTKillsAtOnce(t *testing.T) {
+	cmd, stderr, token := startSweep(t, "--grace", "60s")
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGINT)
+	time.Sleep(200 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	if code := exitCode(t, cmd); code != 130 {
+		t.Errorf("exit %d, want 130:\n%s", code, stderr)
+	}
+	if waited := time.Since(start); waited > 30*time.Second {
+		t.Errorf("took %v: the second SIGINT did not cut the 60 s grace short", waited)
+	}
+	if left := processesWith(token); len(left) > 0 {
+		t.Errorf("processes left: %v", left)
+	}
+}
+
+func TestRunStdin(t *testing.T) {
+	dir := t.TempDir()
+	cmd := nodepackCommand(t, nil, "run", "--gpus", "none", "--live", "-o", filepath.Join(dir, "out"), "-")
+	cmd.Stdin = strings.NewReader("echo from-stdin-1\necho from-stdin-2\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	var lines []string
+	for sc := bufio.NewScanner(bytes.NewReader(out)); sc.Scan(); {
+		lines = append(lines, sc.Text())
+	}
+	var texts []string
+	for _, l := range lines {
+		if _, text, ok := strings.Cut(l, "] "); ok && strings.HasPrefix(l, "[") {
+			texts = append(texts, text)
+		}
+	}
+	slices.Sort(texts)
+	if !slices.Equal(texts, []string{"from-stdin-1", "from-stdin-2"}) {
+		t.Errorf("--live output %q, want each line prefixed with [run-id]", lines)
+	}
+}
+
+func TestSplitWords(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"ch-run --set-env=config.env img --", []string{"ch-run", "--set-env=config.env", "img", "--"}},
+		{`  singularity exec  'my image.sif' `, []string{"singularity", "exec", "my image.sif"}},
+		{`env A="x \"y\" \\z" B=\$HOME`, []string{"env", `A=x "y" \z`, "B=$HOME"}},
+		{`a''b ""`, []string{"ab", ""}},
+	}
+	for _, tc := range tests {
+		got, err := splitWords(tc.in)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("splitWords(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "   ", `a "b`, `a 'b`, `a\`} {
+		if _, err := splitWords(bad); err == nil {
+			t.Errorf("splitWords(%q): no error", bad)
+		}
+	}
+}

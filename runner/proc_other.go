@@ -1,0 +1,42 @@
+//go:build !linux
+
+package runner
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// On systems other than Linux a run gets no CPU affinity, no process group
+// and no sweeping: only its leader process is signalled.
+
+func setup() error { return nil }
+
+// process is one started attempt.
+type process struct {
+	cmd     *exec.Cmd
+	pid     int
+	exited  chan struct{} // closed once Wait has returned
+	waitErr error
+}
+
+func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (p *process, startErr, err error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err, nil
+	}
+	p = &process{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil, nil
+}
+
+func (p *process) signal(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
+
+func (p *process) finish() error {
+	<-p.exited
+	return p.waitErr
+}
+
+func sweepAll() {}

@@ -1,0 +1,143 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"strconv"
+	"strings"
+)
+
+// Run is one command to run. Sources other than task files (sweeps, grids,
+// parameter files) produce the same value with an argv that is executed
+// directly, without a shell.
+type Run struct {
+	// ID names the run: its log directory <OutputDir>/runs/<ID> and
+	// NODEPACK_RUN_ID. It must be unique among the runs of one Execute and a
+	// single path element. If empty, the decimal Index is used.
+	ID string
+	// Index is the run's position among the runs of its source, from 0
+	// (NODEPACK_RUN_INDEX).
+	Index int
+	// Args is the argv; Args[0] is looked up in nodepack's PATH.
+	// A task-file line becomes ["bash", "-c", line].
+	Args []string
+	// Env holds extra KEY=VALUE entries for this run only. They are applied
+	// last and override everything else, including the variables the runner
+	// sets.
+	Env []string
+	// Dir is the working directory; empty means the caller's.
+	Dir string
+	// Origin says where the run came from, for messages ("tasks.txt:12").
+	Origin string
+}
+
+// MaxLineBytes is the longest task-file line ReadTaskFile accepts: the
+// kernel's limit on one execve argument (MAX_ARG_STRLEN, 128 KiB with its
+// terminating NUL). A longer command could never start, so it is an input
+// error; such a command belongs in a script.
+const MaxLineBytes = 128<<10 - 1
+
+// ReadTaskFile returns the runs of a task file: one shell command per line,
+// run as ["bash", "-c", line]. Blank lines and lines whose first non-blank
+// character is '#' are skipped; a trailing "\r" is dropped. name is used in
+// Origin ("name:line") and in errors.
+//
+// Each run's ID is the first 12 hex digits of the SHA-256 of its argv, so it
+// stays the same when other lines are added or removed; the k-th repeat of an
+// identical line (k ≥ 2) gets "-k" appended, as does a line whose short hash
+// collides with an earlier one. IDs are unique within the file. Counting
+// repeats costs a few tens of bytes of memory per distinct line.
+//
+// Bytes are passed to bash as they are: invalid UTF-8 is accepted, since file
+// names in a command need not be UTF-8. A line longer than [MaxLineBytes] or
+// containing a NUL byte, or a read error, ends the sequence with an error that
+// names the file and line. The reader is consumed lazily, one line per run.
+func ReadTaskFile(r io.Reader, name string) iter.Seq2[Run, error] {
+	return func(yield func(Run, error) bool) {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes+2) // room for "\r\n"
+		ids := newIDSet()
+		line, index := 0, 0
+		for sc.Scan() {
+			line++
+			text := sc.Bytes()
+			trimmed := bytes.TrimSpace(text)
+			if len(trimmed) == 0 || trimmed[0] == '#' {
+				continue
+			}
+			if len(text) > MaxLineBytes {
+				yield(Run{}, fmt.Errorf("%s:%d: line is longer than %d bytes", name, line, MaxLineBytes))
+				return
+			}
+			if bytes.IndexByte(text, 0) >= 0 {
+				yield(Run{}, fmt.Errorf("%s:%d: line contains a NUL byte", name, line))
+				return
+			}
+			args := []string{"bash", "-c", string(text)}
+			run := Run{
+				ID:     ids.next(args),
+				Index:  index,
+				Args:   args,
+				Origin: name + ":" + strconv.Itoa(line),
+			}
+			index++
+			if !yield(run, nil) {
+				return
+			}
+		}
+		if err := sc.Err(); err != nil {
+			if errors.Is(err, bufio.ErrTooLong) {
+				err = fmt.Errorf("line is longer than %d bytes", MaxLineBytes)
+			}
+			yield(Run{}, fmt.Errorf("%s:%d: %w", name, line+1, err))
+		}
+	}
+}
+
+// Runs returns a sequence that yields runs in order, with no errors.
+// It is the simplest source for library callers.
+func Runs(runs ...Run) iter.Seq2[Run, error] {
+	return func(yield func(Run, error) bool) {
+		for _, r := range runs {
+			if !yield(r, nil) {
+				return
+			}
+		}
+	}
+}
+
+// idSet hands out content-derived run IDs and counts repeats.
+type idSet struct {
+	seen map[uint64]uint32 // short hash → times handed out
+}
+
+func newIDSet() *idSet { return &idSet{seen: make(map[uint64]uint32)} }
+
+func (s *idSet) next(args []string) string {
+	h := sha256.New()
+	for _, a := range args {
+		h.Write([]byte(a))
+		h.Write([]byte{0}) // argv elements cannot contain NUL, so this separates them
+	}
+	var sum [sha256.Size]byte
+	short := h.Sum(sum[:0])[:6]
+	key := binary.BigEndian.Uint64(append([]byte{0, 0}, short...))
+	s.seen[key]++
+	id := hex.EncodeToString(short)
+	if n := s.seen[key]; n > 1 {
+		id += "-" + strconv.FormatUint(uint64(n), 10)
+	}
+	return id
+}
+
+// validID reports whether id can name a run directory.
+func validID(id string) bool {
+	return id != "" && id != "." && id != ".." && !strings.ContainsAny(id, "/\x00")
+}
