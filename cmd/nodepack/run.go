@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -43,6 +41,7 @@ Examples:
 type runOptions struct {
 	nodeOptions
 	packOptions
+	source           sourceOptions
 	Output           string
 	Stagger          time.Duration
 	MinStartInterval time.Duration
@@ -62,6 +61,7 @@ type runOptions struct {
 
 func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	o.packOptions.AddFlags(fs)
+	o.source.AddFlags(fs)
 	fs.StringVarP(&o.Output, "output", "o", "nodepack-out", "directory for logs (OUTPUT/runs/<run-id>/)")
 	fs.DurationVar(&o.Stagger, "stagger", 0, "start slot i's first run i×`D` after the start")
 	fs.DurationVar(&o.MinStartInterval, "min-start-interval", 0, "at least `D` between any two starts")
@@ -123,14 +123,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, runUsage, args, stdout, stderr); !ok {
 		return code
 	}
-	if fs.NArg() != 1 {
-		return usageErrorf(stderr, "run", "want one TASKFILE (or - for standard input), got %d arguments", fs.NArg())
-	}
 	opts, err := o.runnerOptions()
 	if err != nil {
 		return usageErrorf(stderr, "run", "%v", err)
 	}
-	taskFile := fs.Arg(0)
 
 	// Everything the user gave is checked before anything starts: the
 	// node, the plan, and every line of the task file.
@@ -142,12 +138,15 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErrorf(stderr, "run", "%v", err)
 	}
-	total, err := checkTaskFile(taskFile)
+	total, err := o.source.check(fs.Args())
 	if err != nil {
 		return usageErrorf(stderr, "run", "%v", err)
 	}
 	printWarnings(stderr, node.Warnings)
 	printWarnings(stderr, plan.Warnings)
+	if o.source.DryRun {
+		return o.source.printDryRun(fs.Args(), stdout, stderr)
+	}
 
 	ctx, stopSignals, kill := notifySignals(ctx)
 	defer stopSignals()
@@ -158,7 +157,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.Live {
 		opts.Live = progress.liveWriter(stdout)
 	}
-	runs, closeRuns := openTaskFile(taskFile)
+	runs, closeRuns := o.source.open(fs.Args())
 	defer closeRuns()
 
 	sum, err := runner.Execute(ctx, plan.Slots, runs, opts)
@@ -179,44 +178,6 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	return exitOK
-}
-
-// checkTaskFile reads the whole task file once before anything starts, so
-// a bad line is reported as file:line and nothing runs; it returns the
-// number of runs. Standard input cannot be read twice: it is checked as it
-// streams, and its total is unknown (-1).
-func checkTaskFile(name string) (int, error) {
-	if name == "-" {
-		return -1, nil
-	}
-	f, err := os.Open(name)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	n := 0
-	for _, err := range runner.ReadTaskFile(bufio.NewReaderSize(f, 1<<20), name) {
-		if err != nil {
-			return 0, err
-		}
-		n++
-	}
-	if n == 0 {
-		return 0, fmt.Errorf("%s: no commands", name)
-	}
-	return n, nil
-}
-
-// openTaskFile streams the runs of a task file (or standard input).
-func openTaskFile(name string) (iter.Seq2[runner.Run, error], func()) {
-	if name == "-" {
-		return runner.ReadTaskFile(os.Stdin, "<stdin>"), func() {}
-	}
-	f, err := os.Open(name)
-	if err != nil {
-		return func(yield func(runner.Run, error) bool) { yield(runner.Run{}, err) }, func() {}
-	}
-	return runner.ReadTaskFile(bufio.NewReaderSize(f, 1<<20), name), func() { f.Close() }
 }
 
 // stopSignals are the signals that stop a sweep: scancel and walltime
