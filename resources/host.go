@@ -5,11 +5,13 @@ import (
 
 	"github.com/shirou/gopsutil/v3/cpu"
 	"github.com/shirou/gopsutil/v3/mem"
+	"github.com/shirou/gopsutil/v3/process"
 )
 
 // This file is the only one that uses gopsutil. Its counts ignore the
 // affinity mask, so it never decides which CPUs are allowed: it gives the
-// model name and the node's physical memory only.
+// model name, the node's physical memory, and processes' resident memory
+// for the usage sampler.
 
 // hostFacts returns the CPU model name and total physical memory; either
 // is empty or zero when gopsutil cannot tell.
@@ -21,4 +23,15 @@ func hostFacts(ctx context.Context) (model string, totalMemory uint64) {
 		totalMemory = vm.Total
 	}
 	return model, totalMemory
+}
+
+// processRSS returns a process's resident set size in bytes; 0 if it is
+// gone.
+func processRSS(pid int) uint64 {
+	p := process.Process{Pid: int32(pid)}
+	m, err := p.MemoryInfo()
+	if err != nil {
+		return 0
+	}
+	return m.RSS
 }

@@ -100,7 +100,7 @@ type Scheduler struct {
 }
 
 // Array is this job's place in an array job, as the scheduler numbers it.
-// Count is zero when the scheduler does not tell it.
+// Count is zero when the scheduler does not tell it (PBS, LSF).
 type Array struct {
 	Index int `json:"index"`
 	Min   int `json:"min"`
@@ -109,7 +109,8 @@ type Array struct {
 	Count int `json:"count,omitempty"`
 }
 
-// Tasks is this process's place among the tasks of a job step (srun).
+// Tasks is this process's place among the tasks of a job step (srun). The
+// batch script itself is not a step's task, even with --ntasks.
 type Tasks struct {
 	Rank      int `json:"rank"`
 	Count     int `json:"count"`

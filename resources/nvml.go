@@ -9,6 +9,7 @@ import (
 	"math/bits"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 )
@@ -166,3 +167,54 @@ func cString(b []int8) string {
 	}
 	return sb.String()
 }
+
+// openGPUReader opens NVML for sampling; nil without a driver.
+func openGPUReader() gpuReader {
+	if r := newNVMLReader(nvml.New()); r != nil {
+		return r
+	}
+	return nil
+}
+
+// nvmlReader samples GPUs through an initialised NVML library; devices are
+// looked up by UUID once.
+type nvmlReader struct {
+	lib     nvml.Interface
+	mu      sync.Mutex
+	devices map[string]nvml.Device
+}
+
+// newNVMLReader initialises lib; nil if that fails.
+func newNVMLReader(lib nvml.Interface) *nvmlReader {
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return nil
+	}
+	return &nvmlReader{lib: lib, devices: make(map[string]nvml.Device)}
+}
+
+func (r *nvmlReader) readGPU(uuid string) (used uint64, util float64, hasUtil, ok bool) {
+	r.mu.Lock()
+	d, found := r.devices[uuid]
+	if !found {
+		var ret nvml.Return
+		if d, ret = r.lib.DeviceGetHandleByUUID(uuid); ret != nvml.SUCCESS {
+			d = nil
+		}
+		r.devices[uuid] = d
+	}
+	r.mu.Unlock()
+	if d == nil {
+		return 0, 0, false, false
+	}
+	m, ret := d.GetMemoryInfo()
+	if ret != nvml.SUCCESS {
+		return 0, 0, false, false
+	}
+	// MIG devices have no utilisation counter.
+	if u, ret := d.GetUtilizationRates(); ret == nvml.SUCCESS {
+		return m.Used, float64(u.Gpu), true, true
+	}
+	return m.Used, 0, false, true
+}
+
+func (r *nvmlReader) close() { r.lib.Shutdown() }

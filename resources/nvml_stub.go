@@ -9,3 +9,6 @@ import "io/fs"
 func probeNVML(fs.FS) ([]GPU, []string) {
 	return nil, []string{"NVML not available: nodepack was built without cgo"}
 }
+
+// openGPUReader returns nil: no NVML, no GPU sampling.
+func openGPUReader() gpuReader { return nil }

@@ -40,20 +40,39 @@ func DetectScheduler(getenv func(string) (string, bool)) Scheduler {
 	}
 
 	switch {
-	case str("SLURM_JOB_ID") != "" || str("SLURM_JOBID") != "":
+	case str("SLURM_JOB_ID") != "" || str("SLURM_JOBID") != "" || str("SLURM_ARRAY_TASK_ID") != "":
 		s := Scheduler{Kind: SchedulerSlurm, JobID: first("SLURM_JOB_ID", "SLURM_JOBID"), Scratch: first("SLURM_TMPDIR", "TMPDIR")}
 		if i, ok := num("SLURM_ARRAY_TASK_ID"); ok {
-			a := Array{Index: i, Min: i, Max: i, Step: 1}
-			a.Min = numOr("SLURM_ARRAY_TASK_MIN", a.Min)
-			a.Max = numOr("SLURM_ARRAY_TASK_MAX", a.Max)
-			a.Step = numOr("SLURM_ARRAY_TASK_STEP", a.Step)
+			a := Array{Index: i, Min: i, Max: i, Step: numOr("SLURM_ARRAY_TASK_STEP", 1)}
 			a.Count = numOr("SLURM_ARRAY_TASK_COUNT", 0)
+			minimum, hasMin := num("SLURM_ARRAY_TASK_MIN")
+			maximum, hasMax := num("SLURM_ARRAY_TASK_MAX")
+			switch {
+			case hasMin && hasMax:
+				a.Min, a.Max = minimum, maximum
+				if a.Count == 0 && a.Step > 0 && a.Max >= a.Min {
+					a.Count = (a.Max-a.Min)/a.Step + 1
+				}
+			case a.Count > 0:
+				// Only the count: the array is taken to be 0 … COUNT-1.
+				a.Min, a.Max, a.Step = 0, a.Count-1, 1
+			}
 			s.Array = &a
 		}
-		if rank, ok := num("SLURM_PROCID"); ok {
-			if count, ok := num("SLURM_NTASKS"); ok {
-				local := numOr("SLURM_LOCALID", 0)
-				s.Tasks = &Tasks{Rank: rank, Count: count, LocalRank: local}
+		// The batch script has SLURM_PROCID=0 and, with --ntasks, SLURM_NTASKS
+		// too, but it is not a step's task: only srun sets a regular step id
+		// (the batch and extern steps have special ids from 0xfffffff0 up).
+		step, inStep := num("SLURM_STEP_ID")
+		if !inStep {
+			step, inStep = num("SLURM_STEPID")
+		}
+		if rank, ok := num("SLURM_PROCID"); ok && inStep && step >= 0 && step < 0xfffffff0 {
+			count, ok := num("SLURM_STEP_NUM_TASKS")
+			if !ok {
+				count, ok = num("SLURM_NTASKS")
+			}
+			if ok {
+				s.Tasks = &Tasks{Rank: rank, Count: count, LocalRank: numOr("SLURM_LOCALID", 0)}
 			}
 		}
 		if end, ok := num("SLURM_JOB_END_TIME"); ok && end > 0 {

@@ -119,7 +119,7 @@ func (b *envBuilder) build(a attemptEnv) []string {
 		uuids = append(uuids, g.UUID)
 	}
 	set("NODEPACK_GPU_UUIDS", strings.Join(uuids, ","))
-	set("NODEPACK_CPUS", formatCPUList(a.slot.CPUs))
+	set("NODEPACK_CPUS", pack.FormatCPUList(a.slot.CPUs))
 
 	env = append(env, b.opts.Env...)
 	env = append(env, a.run.Env...)
@@ -138,26 +138,3 @@ func (b *envBuilder) setByUser(key string, run Run) bool {
 	return false
 }
 
-// formatCPUList writes CPUs in the kernel's list format ("0-3,8"), as in
-// Cpus_allowed_list and taskset -c.
-func formatCPUList(cpus []int) string {
-	cpus = slices.Sorted(slices.Values(cpus))
-	cpus = slices.Compact(cpus)
-	var sb strings.Builder
-	for i := 0; i < len(cpus); {
-		j := i
-		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
-			j++
-		}
-		if sb.Len() > 0 {
-			sb.WriteByte(',')
-		}
-		sb.WriteString(strconv.Itoa(cpus[i]))
-		if j > i {
-			sb.WriteByte('-')
-			sb.WriteString(strconv.Itoa(cpus[j]))
-		}
-		i = j + 1
-	}
-	return sb.String()
-}

@@ -99,20 +99,3 @@ func TestEnvBuild(t *testing.T) {
 		})
 	}
 }
-
-func TestFormatCPUList(t *testing.T) {
-	tests := []struct {
-		cpus []int
-		want string
-	}{
-		{nil, ""},
-		{[]int{3}, "3"},
-		{[]int{0, 1, 2, 3, 8}, "0-3,8"},
-		{[]int{9, 1, 0, 5, 6}, "0-1,5-6,9"},
-	}
-	for _, tt := range tests {
-		if got := formatCPUList(tt.cpus); got != tt.want {
-			t.Errorf("formatCPUList(%v) = %q, want %q", tt.cpus, got, tt.want)
-		}
-	}
-}

@@ -66,6 +66,9 @@ func Execute(ctx context.Context, slots []pack.Slot, runs iter.Seq2[Run, error],
 			}
 		}()
 	}
+	if opts.Drain != nil || !opts.DrainAt.IsZero() || !opts.TerminateAt.IsZero() {
+		go e.watchDrain(done)
+	}
 
 	go e.feed(runs)
 	var wg sync.WaitGroup
@@ -101,6 +104,9 @@ type execution struct {
 	next     chan Run      // runs handed from the source to the slots
 	stop     chan struct{} // closed when no run may start any more
 	haltOnce sync.Once
+
+	terminate     chan struct{} // closed at Options.TerminateAt
+	terminateOnce sync.Once
 
 	gateMu   sync.Mutex
 	gateNext time.Time // earliest next start under MinStartInterval
@@ -143,6 +149,7 @@ func newExecution(ctx context.Context, slots []pack.Slot, opts Options) (*execut
 		next:        make(chan Run),
 		paths:       make(map[string]string),
 		stop:        make(chan struct{}),
+		terminate:   make(chan struct{}),
 	}
 	e.env = newEnvBuilder(os.Environ(), &e.opts)
 	if e.grace <= 0 {
@@ -184,6 +191,45 @@ func newExecution(ctx context.Context, slots []pack.Slot, opts Options) (*execut
 
 // halt stops the starting of runs; running ones are left alone.
 func (e *execution) halt() { e.haltOnce.Do(func() { close(e.stop) }) }
+
+// watchDrain stops the starting of runs when Drain is closed or at
+// DrainAt, and stops running ones at TerminateAt; it returns when done is
+// closed.
+func (e *execution) watchDrain(done <-chan struct{}) {
+	timer := func(t time.Time) <-chan time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		tm := time.NewTimer(time.Until(t))
+		return tm.C
+	}
+	drainAt, terminateAt := timer(e.opts.DrainAt), timer(e.opts.TerminateAt)
+	drain := e.opts.Drain
+	for {
+		select {
+		case <-drain:
+			drain = nil
+			e.drain()
+		case <-drainAt:
+			drainAt = nil
+			e.drain()
+		case <-terminateAt:
+			e.drain()
+			e.terminateOnce.Do(func() { close(e.terminate) })
+			return
+		case <-done:
+			return
+		}
+	}
+}
+
+// drain stops the starting of runs and says so in the summary.
+func (e *execution) drain() {
+	e.mu.Lock()
+	e.sum.Drained = true
+	e.mu.Unlock()
+	e.halt()
+}
 
 // halted reports whether runs may no longer start. It checks the context
 // and Kill itself rather than wait for the goroutines that close stop.
@@ -319,17 +365,21 @@ func (e *execution) runAll(i int, slot pack.Slot, run Run) bool {
 		e.fail(fmt.Errorf("execute: %s: run id %q is not a file name", originOf(run), run.ID))
 		return false
 	}
+	prior := 0
+	if e.opts.PriorAttempts != nil {
+		prior = max(0, e.opts.PriorAttempts(run.ID))
+	}
 	for n := 1; ; n++ {
 		if !e.waitTurn() {
 			return false
 		}
-		ev, err := e.attempt(slot, run, n)
+		ev, err := e.attempt(slot, run, prior+n)
 		if err != nil {
 			e.fail(fmt.Errorf("execute: slot %d: %s: %w", slot.Slot, originOf(run), err))
 			return false
 		}
 		ev.Retry = (ev.Reason == Failed || ev.Reason == TimedOut) && n <= e.opts.Retries && !e.halted()
-		e.record(i, ev)
+		e.record(i, ev, n == 1)
 		e.emit(ev)
 		if !ev.Retry {
 			return true
@@ -344,13 +394,14 @@ func originOf(run Run) string {
 	return "run " + run.ID
 }
 
-// record counts a finished attempt.
-func (e *execution) record(i int, ev Event) {
+// record counts a finished attempt; first says it was the run's first in
+// this Execute.
+func (e *execution) record(i int, ev Event, first bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := &e.sum
 	s.Attempts++
-	if ev.Attempt == 1 {
+	if first {
 		s.Runs++
 	}
 	if ev.PID != 0 {
@@ -449,29 +500,44 @@ func (e *execution) attempt(slot pack.Slot, run Run, n int) (Event, error) {
 		defer t.Stop()
 		timeout = t.C
 	}
+	var stopSampling func() SampledUsage
+	if e.opts.Sampler != nil {
+		stopSampling = e.opts.Sampler.Sample(SampleTarget{Root: p.child, SkipRoot: p.child != p.pid, GPUs: gpuUUIDs(slot)})
+	}
 	var reason Reason
 	select {
 	case <-p.exited:
 	case <-timeout:
 		reason = TimedOut
-		e.terminate(p)
+		e.stopProcess(p)
 	case <-e.ctx.Done():
 		reason = Interrupted
-		e.terminate(p)
+		e.stopProcess(p)
+	case <-e.terminate:
+		reason = Interrupted
+		e.stopProcess(p)
 	case <-e.opts.Kill:
 		reason = Interrupted
 		p.signal(syscall.SIGKILL)
 		<-p.exited
 	}
 	ev.End = time.Now()
-	waitErr := p.finish()
+	var sampled SampledUsage
+	if stopSampling != nil {
+		sampled = stopSampling()
+	}
+	exit := p.finish()
+	waitErr := exit.err
 	if outW != nil {
 		outW.flush()
 		errW.flush()
 	}
 
 	ev.Kind = Finished
-	ev.ExitCode = exitCode(cmd.ProcessState)
+	ev.ExitCode = exit.code
+	ev.Signal = exit.signal
+	ev.Usage = exit.usage
+	ev.Usage.Sampled = sampled
 	switch {
 	case reason != "":
 		ev.Reason = reason
@@ -513,10 +579,10 @@ func (e *execution) command(argv []string) *exec.Cmd {
 	return cmd
 }
 
-// terminate sends SIGTERM to the run's group and SIGKILL after the grace
+// stopProcess sends SIGTERM to the run's group and SIGKILL after the grace
 // period, or at once if Kill is closed meanwhile; it returns once the run's
 // process has exited.
-func (e *execution) terminate(p *process) {
+func (e *execution) stopProcess(p *process) {
 	p.signal(syscall.SIGTERM)
 	grace := time.NewTimer(e.grace)
 	defer grace.Stop()
@@ -559,6 +625,22 @@ func openLog(path string, n int) (*os.File, error) {
 		}
 	}
 	return f, nil
+}
+
+// exitInfo is how an attempt's process ended.
+type exitInfo struct {
+	code   int    // as exitCode
+	signal string // as Event.Signal
+	usage  Usage
+	err    error // cmd.Wait's
+}
+
+func gpuUUIDs(slot pack.Slot) []string {
+	uuids := make([]string, len(slot.GPUs))
+	for i, g := range slot.GPUs {
+		uuids[i] = g.UUID
+	}
+	return uuids
 }
 
 // exitCode reports a process's exit status the way shells do: 128+N for a

@@ -96,6 +96,82 @@ type Options struct {
 	// running process group at once when it is closed: the escalation for a
 	// second Ctrl-C.
 	Kill <-chan struct{}
+
+	// Drain, if non-nil, makes Execute start no more runs or retries once it
+	// is closed (the caller ran out of disk, say); running runs go on to
+	// their end. Summary.Drained reports it.
+	Drain <-chan struct{}
+	// DrainAt, if not zero, is when Execute stops starting runs, as Drain
+	// does; TerminateAt, if not zero, is when it stops the running ones as a
+	// cancellation would (SIGTERM, SIGKILL after Grace, Reason Interrupted),
+	// without returning an error. A batch job that ends at a known time
+	// drains some minutes before its end and terminates at least Grace
+	// before it, so that every run has ended when the scheduler kills the job.
+	DrainAt, TerminateAt time.Time
+
+	// PriorAttempts, if non-nil, returns how many attempts a run already had
+	// before this Execute (a resumed sweep reads them from its ledger). Its
+	// attempts are numbered after them, so NODEPACK_ATTEMPT keeps counting
+	// and its logs are appended to rather than truncated. Retries still
+	// counts the attempts of this Execute only. It is called from the
+	// slots' goroutines, concurrently.
+	PriorAttempts func(runID string) int
+
+	// Sampler, if non-nil, measures every attempt while it runs: its
+	// process tree's memory and its GPUs. Without one, Event.Usage holds
+	// what the kernel reports when the run's process is reaped.
+	Sampler Sampler
+}
+
+// Sampler measures running attempts for Event.Usage. Package resources has
+// one (gopsutil and NVML); the runner itself reads no hardware.
+type Sampler interface {
+	// Sample starts measuring an attempt and returns a function that stops
+	// and reports. Execute calls the stop function once the attempt's
+	// process has exited, before it is reaped. Both may be called from many
+	// goroutines at once.
+	Sample(target SampleTarget) (stop func() SampledUsage)
+}
+
+// SampleTarget is what a Sampler measures: the live process tree under
+// Root (Root itself too unless SkipRoot, which is set when Root is the
+// runner's guard process rather than the run) and the GPUs named by UUID.
+type SampleTarget struct {
+	Root     int
+	SkipRoot bool
+	GPUs     []string
+}
+
+// SampledUsage is what a Sampler saw of one attempt.
+type SampledUsage struct {
+	Samples int
+	// TreeRSSPeak is the largest sum of resident set sizes over the
+	// process tree at one sample, in bytes.
+	TreeRSSPeak uint64
+	GPUs        []GPUUsage
+}
+
+// GPUUsage is the sampled use of one GPU during an attempt. Memory and
+// utilisation are the device's, so under --runs-per-gpu they include the
+// other runs that share it.
+type GPUUsage struct {
+	UUID            string  `json:"uuid"`
+	PeakMemoryBytes uint64  `json:"peak_memory_bytes"`
+	MeanUtilization float64 `json:"mean_utilization_percent"` // 0 to 100
+	Samples         int     `json:"samples"`
+}
+
+// Usage is what one attempt used.
+type Usage struct {
+	// MaxRSS is the peak resident set, in bytes, of the run's process or of
+	// the largest descendant it reaped (getrusage's ru_maxrss: one process,
+	// not the sum of the tree). Zero where the system does not report it.
+	MaxRSS uint64
+	// CPU is the user plus system time of the run's process and of every
+	// descendant that was reaped (by its parent or by the runner's guard).
+	CPU time.Duration
+	// Sampled holds the Sampler's measurements; zero without a Sampler.
+	Sampled SampledUsage
 }
 
 // Reason says how an attempt ended.
@@ -142,9 +218,11 @@ type Event struct {
 
 	End      time.Time // when its process was seen to exit (or the start failed)
 	ExitCode int       // exit status; 128+N for death by signal N; -1 if it did not start
+	Signal   string    // the signal that killed the run's process ("SIGKILL"); empty if it exited
 	Reason   Reason
 	Err      error // why it did not start, or an I/O error on its output; nil otherwise
 	Retry    bool  // another attempt follows
+	Usage    Usage
 }
 
 // Summary is what Execute reports at the end.
@@ -160,6 +238,8 @@ type Summary struct {
 	Failures []Event
 	// Stopped reports that MaxFailures or FailFast stopped new runs.
 	Stopped bool
+	// Drained reports that Drain or DrainAt stopped new runs.
+	Drained bool
 
 	Start, End time.Time
 	// SlotBusy is, per slot, the summed time its runs' processes were alive.

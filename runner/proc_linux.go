@@ -3,6 +3,7 @@
 package runner
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodepack/nodepack/pack"
 )
 
 // procs is the process-wide machinery, set up once by setup: the spawner
@@ -26,6 +29,11 @@ var procs struct {
 	spawn chan spawnRequest
 	kick  chan struct{}      // asks for a sweep soon; coalesces
 	now   chan chan struct{} // asks for a complete sweep; closed when done
+
+	// runnerAlive is the read end of a pipe whose write end only this
+	// process holds, never closed: every guard gets it, and reads end of
+	// file once this process is gone. nil when guards are not in use.
+	runnerAlive *os.File
 
 	// self is this process's own attempt, when it is itself a nodepack run;
 	// its other children inherit that marker and are not ours to sweep.
@@ -48,6 +56,15 @@ func setup() error {
 		procs.ended = make(map[int]bool)
 		procs.self.id = os.Getenv("NODEPACK_RUN_ID")
 		procs.self.attempt, _ = strconv.Atoi(os.Getenv("NODEPACK_ATTEMPT"))
+		if guardEnabled.Load() {
+			r, w, err := os.Pipe()
+			if err != nil {
+				procs.err = fmt.Errorf("guard pipe: %w", err)
+				return
+			}
+			procs.runnerAlive = r
+			runnerAliveWriter = w
+		}
 		procs.spawn = make(chan spawnRequest)
 		procs.kick = make(chan struct{}, 1)
 		procs.now = make(chan chan struct{})
@@ -60,6 +77,10 @@ func setup() error {
 	})
 	return procs.err
 }
+
+// runnerAliveWriter is kept referenced for the life of the process: its
+// finalizer must never close the pipe the guards watch.
+var runnerAliveWriter *os.File
 
 type spawnRequest struct {
 	cmd  *exec.Cmd
@@ -102,7 +123,7 @@ func spawnOne(req spawnRequest, all *unix.CPUSet) spawnResult {
 			set.Set(c)
 		}
 		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			return spawnResult{err: fmt.Errorf("affinity %s: %w", formatCPUList(req.cpus), err)}
+			return spawnResult{err: fmt.Errorf("affinity %s: %w", pack.FormatCPUList(req.cpus), err)}
 		}
 		defer unix.SchedSetaffinity(0, all)
 	}
@@ -122,33 +143,86 @@ func spawnOne(req spawnRequest, all *unix.CPUSet) spawnResult {
 type process struct {
 	cmd    *exec.Cmd
 	key    attemptKey
-	pid    int           // also the process group id
-	exited chan struct{} // closed once the process has exited (it is not reaped yet)
+	pid    int           // the run's process, also its process group id
+	child  int           // this process's child: the guard, or pid itself
+	exited chan struct{} // closed once child has exited (it is not reaped yet)
+	report *bufio.Reader // the guard's report pipe; nil without a guard
+	closer *os.File
 }
 
 // startProcess starts cmd in its own process group with the given CPU
-// affinity. startErr means the command could not start; err means the
-// runner could not set it up.
+// affinity, through a guard when the host program called MaybeGuard.
+// startErr means the command could not start; err means the runner could
+// not set it up.
 func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (p *process, startErr, err error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	req := spawnRequest{cmd: cmd, cpus: cpus, key: key, done: make(chan spawnResult, 1)}
-	procs.spawn <- req
-	res := <-req.done
-	if res.err != nil || res.startErr != nil {
-		return nil, res.startErr, res.err
+	if procs.runnerAlive == nil || cmd.Err != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if _, startErr, err := spawn(cmd, cpus, key); startErr != nil || err != nil {
+			return nil, startErr, err
+		}
+		p = &process{cmd: cmd, key: key, pid: cmd.Process.Pid, child: cmd.Process.Pid, exited: make(chan struct{})}
+		go p.watch()
+		return p, nil, nil
 	}
-	p = &process{cmd: cmd, key: key, pid: cmd.Process.Pid, exited: make(chan struct{})}
+
+	// The guard: its own process group, no Pdeathsig (it must outlive this
+	// process to clean up), the run's argv after its own.
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("guard pipe: %w", err)
+	}
+	cmd.Args = guardArgs(cmd.Path, cmd.Args)
+	cmd.Path = "/proc/self/exe"
+	cmd.Env = append(cmd.Env, guardEnv+"=1")
+	cmd.ExtraFiles = []*os.File{procs.runnerAlive, w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	_, startErr, err = spawn(cmd, cpus, key)
+	w.Close()
+	if startErr != nil || err != nil {
+		r.Close()
+		return nil, startErr, err
+	}
+	p = &process{cmd: cmd, key: key, child: cmd.Process.Pid, exited: make(chan struct{}), report: bufio.NewReader(r), closer: r}
+	pid, startErr := readGuardStart(p.report)
+	if startErr != nil {
+		p.cmd.Wait()
+		r.Close()
+		forget(p.child, key)
+		return nil, startErr, nil
+	}
+	p.pid = pid
 	go p.watch()
 	return p, nil, nil
 }
 
-// watch waits for the exit without reaping (WNOWAIT): while the zombie
-// exists, its pid cannot be reused, so signalling its group stays safe.
+// spawn has the spawner thread start cmd.
+func spawn(cmd *exec.Cmd, cpus []int, key attemptKey) (spawnResult, error, error) {
+	req := spawnRequest{cmd: cmd, cpus: cpus, key: key, done: make(chan spawnResult, 1)}
+	procs.spawn <- req
+	res := <-req.done
+	return res, res.startErr, res.err
+}
+
+// forget drops a reaped child from the bookkeeping.
+func forget(child int, key attemptKey) {
+	procs.mu.Lock()
+	defer procs.mu.Unlock()
+	if procs.running[key]--; procs.running[key] <= 0 {
+		delete(procs.running, key)
+	}
+	if procs.leaders[child]--; procs.leaders[child] <= 0 {
+		delete(procs.leaders, child)
+	}
+}
+
+// watch waits for the child's exit without reaping (WNOWAIT): while the
+// zombie exists, its pid cannot be reused, so signalling its group stays
+// safe.
 func (p *process) watch() {
 	defer close(p.exited)
 	var info unix.Siginfo
 	for {
-		err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		err := unix.Waitid(unix.P_PID, p.child, &info, unix.WEXITED|unix.WNOWAIT, nil)
 		if err != unix.EINTR {
 			return
 		}
@@ -158,11 +232,13 @@ func (p *process) watch() {
 // signal sends sig to the run's whole process group.
 func (p *process) signal(sig syscall.Signal) { unix.Kill(-p.pid, sig) }
 
-// finish is called once the process has exited: it kills what is left of
-// its group, has the sweeper collect escaped descendants, and reaps the
-// process. It returns cmd.Wait's error.
-func (p *process) finish() error {
-	unix.Kill(-p.pid, unix.SIGKILL) // before reaping: the zombie still holds the group id
+// finish is called once the child has exited: it kills what is left of the
+// run's group (a guard has done that already), has the sweeper collect
+// escaped descendants, reaps the child, and says how the run ended.
+func (p *process) finish() exitInfo {
+	if p.report == nil {
+		unix.Kill(-p.pid, unix.SIGKILL) // before reaping: the zombie still holds the group id
+	}
 	procs.mu.Lock()
 	if procs.running[p.key]--; procs.running[p.key] <= 0 {
 		delete(procs.running, p.key)
@@ -175,11 +251,59 @@ func (p *process) finish() error {
 	}
 	err := p.cmd.Wait()
 	procs.mu.Lock()
-	if procs.leaders[p.pid]--; procs.leaders[p.pid] <= 0 {
-		delete(procs.leaders, p.pid)
+	if procs.leaders[p.child]--; procs.leaders[p.child] <= 0 {
+		delete(procs.leaders, p.child)
 	}
 	procs.mu.Unlock()
-	return err
+	info := exitInfo{code: exitCode(p.cmd.ProcessState), usage: kernelUsage(p.cmd.ProcessState), err: err}
+	if ws, ok := processWaitStatus(p.cmd.ProcessState); ok && ws.Signaled() {
+		info.signal = unix.SignalName(ws.Signal())
+	}
+	if p.report != nil {
+		// The guard's own status is 0; the run's is in its report. A guard
+		// killed with the run's group has none: its own status stands.
+		if rep, ok := readGuardExit(p.report); ok {
+			info.code = waitStatusCode(rep.status)
+			info.signal = ""
+			if rep.status.Signaled() {
+				info.signal = unix.SignalName(rep.status.Signal())
+			}
+			info.usage = Usage{MaxRSS: rep.maxRSS, CPU: time.Duration(rep.cpu) * time.Microsecond}
+		}
+		p.closer.Close()
+	}
+	return info
+}
+
+// kernelUsage reads the rusage of a reaped process: it covers the process
+// and the descendants it waited for.
+func kernelUsage(ps *os.ProcessState) Usage {
+	if ps == nil {
+		return Usage{}
+	}
+	u := Usage{CPU: ps.UserTime() + ps.SystemTime()}
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		u.MaxRSS = uint64(ru.Maxrss) * 1024 // kilobytes on Linux
+	}
+	return u
+}
+
+func processWaitStatus(ps *os.ProcessState) (syscall.WaitStatus, bool) {
+	if ps == nil {
+		return 0, false
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	return ws, ok
+}
+
+// lockFile takes an exclusive advisory lock on f without waiting.
+func lockFile(f *os.File) error { return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) }
+
+func waitStatusCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
 }
 
 // sweepAll kills and reaps every leftover of ended runs and returns when

@@ -3,6 +3,7 @@
 package runner
 
 import (
+	"os"
 	"os/exec"
 	"syscall"
 )
@@ -16,6 +17,7 @@ func setup() error { return nil }
 type process struct {
 	cmd     *exec.Cmd
 	pid     int
+	child   int
 	exited  chan struct{} // closed once Wait has returned
 	waitErr error
 }
@@ -24,7 +26,7 @@ func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (p *process, startE
 	if err := cmd.Start(); err != nil {
 		return nil, err, nil
 	}
-	p = &process{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{})}
+	p = &process{cmd: cmd, pid: cmd.Process.Pid, child: cmd.Process.Pid, exited: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.exited)
@@ -34,9 +36,16 @@ func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (p *process, startE
 
 func (p *process) signal(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
 
-func (p *process) finish() error {
+func (p *process) finish() exitInfo {
 	<-p.exited
-	return p.waitErr
+	u := Usage{}
+	if ps := p.cmd.ProcessState; ps != nil {
+		u.CPU = ps.UserTime() + ps.SystemTime()
+	}
+	return exitInfo{code: exitCode(p.cmd.ProcessState), usage: u, err: p.waitErr}
 }
 
 func sweepAll() {}
+
+// lockFile does nothing: ledgers are not locked on these systems.
+func lockFile(f *os.File) error { return nil }

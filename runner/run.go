@@ -36,6 +36,9 @@ type Run struct {
 	Dir string
 	// Origin says where the run came from, for messages ("tasks.txt:12").
 	Origin string
+	// Rep is the repetition of the same entry, from 0 (NODEPACK_REP and the
+	// {rep} placeholder); see [SourceOptions.Reps].
+	Rep int
 }
 
 // MaxLineBytes is the longest task-file line ReadTaskFile accepts: the
@@ -113,18 +116,40 @@ func Runs(runs ...Run) iter.Seq2[Run, error] {
 	}
 }
 
-// idSet hands out content-derived run IDs and counts repeats.
+// idSet hands out content-derived run IDs and counts repeats. The zero
+// value is not usable; call newIDSet. It is not safe for concurrent use.
 type idSet struct {
 	seen map[uint64]uint32 // short hash → times handed out
 }
 
 func newIDSet() *idSet { return &idSet{seen: make(map[uint64]uint32)} }
 
-func (s *idSet) next(args []string) string {
+// next returns the ID of a run with this argv and nothing else.
+func (s *idSet) next(args []string) string { return s.nextKey(args, nil, 0) }
+
+// nextKey returns the ID of a run from its content: the first 12 hex digits
+// of the SHA-256 of its argv, its added environment and its repetition, with
+// "-k" appended for the k-th time (k ≥ 2) the same 12 digits are handed out.
+//
+// Each argv element is hashed followed by a NUL (which no element can
+// contain); each env entry follows as 0x01, the entry, NUL; a rep > 0 as
+// 0x02, its decimal digits, NUL. So a run with no added environment and rep
+// 0 hashes exactly as its argv alone: task-file IDs are the same with or
+// without --reps, and growing --reps keeps the IDs of the earlier reps.
+func (s *idSet) nextKey(args, env []string, rep int) string {
 	h := sha256.New()
+	var buf []byte
 	for _, a := range args {
-		h.Write([]byte(a))
-		h.Write([]byte{0}) // argv elements cannot contain NUL, so this separates them
+		buf = append(append(buf[:0], a...), 0)
+		h.Write(buf)
+	}
+	for _, kv := range env {
+		buf = append(append(append(buf[:0], 1), kv...), 0)
+		h.Write(buf)
+	}
+	if rep > 0 {
+		buf = append(strconv.AppendInt(append(buf[:0], 2), int64(rep), 10), 0)
+		h.Write(buf)
 	}
 	var sum [sha256.Size]byte
 	short := h.Sum(sum[:0])[:6]

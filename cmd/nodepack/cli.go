@@ -30,6 +30,7 @@ func commands() []command {
 		{"detect", "show the GPUs, CPUs and memory this allocation was given", runDetect},
 		{"plan", "show which GPUs and CPUs each concurrent run gets, without running", runPlan},
 		{"run", "run every command of a task file, each on its own GPUs and cores", runRun},
+		{"status", "show a sweep's progress from its output directory, while it runs or after", runStatus},
 		{"version", "print nodepack's version", runVersion},
 	}
 }

@@ -5,8 +5,11 @@ package main
 import (
 	"context"
 	"os"
+
+	"github.com/nodepack/nodepack/runner"
 )
 
 func main() {
+	runner.MaybeGuard() // first: a guard process does its work and exits here
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }

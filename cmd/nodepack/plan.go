@@ -12,6 +12,7 @@ import (
 )
 
 const planUsage = `Usage: nodepack plan [--inventory FILE] [--parallel N] [--gpus-per-run G | --runs-per-gpu K] [--cpus-per-run C] [--json]
+                     [--runs-per-shard M] [TASKFILE | --sweep|--grid FILE|--params FILE -- COMMAND…]
 
 Shows the first wave of a sweep without running anything: which GPUs and
 CPUs each of the concurrent slots gets, and what stays idle. Without
@@ -21,10 +22,16 @@ By default there is one run per GPU (or MIG device), or one per physical
 core on a node without GPUs, and the allowed CPUs are split evenly in whole
 cores, local to each run's GPUs.
 
+Given a source (a task file, or --sweep, --grid or --params with the
+command after --), it also counts the runs; with --runs-per-shard M it
+prints the array to submit so that each array task (one nodepack each,
+--shard auto) gets about M runs.
+
 Examples:
   nodepack plan
   nodepack plan --inventory dgx.json --parallel 16 --runs-per-gpu 2
-  nodepack plan --inventory dgx.json --gpus-per-run 2 --cpus-per-run 16 --json`
+  nodepack plan --inventory dgx.json --gpus-per-run 2 --cpus-per-run 16 --json
+  nodepack plan --runs-per-shard 8 --grid params.yml -- python train_mnist.py`
 
 // packOptions are the flags that shape the slots; plan and run share them.
 type packOptions struct {
@@ -41,7 +48,8 @@ func (o *packOptions) AddFlags(fs *pflag.FlagSet) {
 type planOptions struct {
 	nodeOptions
 	packOptions
-	JSON bool
+	source sourceOptions
+	JSON   bool
 }
 
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -50,11 +58,13 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o.packOptions.AddFlags(fs)
 	o.nodeOptions.AddFlags(fs)
 	fs.BoolVar(&o.JSON, "json", false, "print the plan as a JSON document (schema nodepack.plan/v1)")
+	o.source.addSourceFlags(fs)
 	if code, ok := parseFlags(fs, planUsage, args, stdout, stderr); !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		return usageErrorf(stderr, "plan", "unexpected argument %q", fs.Arg(0))
+	hasSource := o.source.kind() != sourceTasks || fs.NArg() > 0
+	if !hasSource && o.source.RunsPerShard > 0 {
+		return usageErrorf(stderr, "plan", "--runs-per-shard needs the runs: a TASKFILE, or --sweep, --grid or --params with the command after --")
 	}
 	node, err := o.load(ctx)
 	if err != nil {
@@ -64,21 +74,72 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErrorf(stderr, "plan", "%v", err)
 	}
+	var runs *runsPlanDoc
+	if hasSource {
+		o.source.OutputDir = "nodepack-out" // {run_dir} is fine; nothing is rendered for real
+		total, err := o.source.prepare(fs.Args())
+		if err != nil {
+			return usageErrorf(stderr, "plan", "%v", err)
+		}
+		if total < 0 {
+			return usageErrorf(stderr, "plan", "cannot count the runs of standard input")
+		}
+		runs = runsPlan(total, o.source.RunsPerShard, len(plan.Slots))
+		plan.Warnings = append(plan.Warnings, runs.Warnings...)
+	}
 	printWarnings(stderr, plan.Warnings)
 	if o.JSON {
-		return writeJSON(stdout, stderr, planDocument(plan))
+		doc := planDocument(plan)
+		doc.Runs = runs
+		return writeJSON(stdout, stderr, doc)
 	}
 	printPlan(stdout, plan)
+	if runs != nil {
+		printRunsPlan(stdout, runs)
+	}
 	return exitOK
+}
+
+// runsPlanDoc is how a sweep splits into array tasks (--runs-per-shard).
+type runsPlanDoc struct {
+	Total        int      `json:"total"`
+	RunsPerShard int      `json:"runs_per_shard,omitempty"`
+	Shards       int      `json:"shards,omitempty"`
+	SlurmArray   string   `json:"slurm_array,omitempty"` // the value of sbatch --array
+	Warnings     []string `json:"-"`
+}
+
+func runsPlan(total, perShard, slots int) *runsPlanDoc {
+	doc := &runsPlanDoc{Total: total}
+	if perShard <= 0 {
+		return doc
+	}
+	doc.RunsPerShard = perShard
+	doc.Shards = max((total+perShard-1)/perShard, 1)
+	doc.SlurmArray = fmt.Sprintf("0-%d", doc.Shards-1)
+	if perShard%slots != 0 {
+		doc.Warnings = append(doc.Warnings, fmt.Sprintf("%d runs per shard on %d slots: the last wave of each shard leaves slots idle; a multiple of %d keeps them busy",
+			perShard, slots, slots))
+	}
+	return doc
+}
+
+func printRunsPlan(w io.Writer, r *runsPlanDoc) {
+	fmt.Fprintf(w, "runs: %d\n", r.Total)
+	if r.Shards > 0 {
+		fmt.Fprintf(w, "shards: %d of up to %d runs; submit %s, each running nodepack run --shard auto with the same source\n",
+			r.Shards, r.RunsPerShard, submitLine(r.Shards))
+	}
 }
 
 // planDoc is the stable JSON form of a plan (schema nodepack.plan/v1).
 type planDoc struct {
-	Schema   string     `json:"schema"`
-	Request  requestDoc `json:"request"`
-	Slots    []slotDoc  `json:"slots"`
-	Idle     idleDoc    `json:"idle"`
-	Warnings []string   `json:"warnings,omitempty"`
+	Schema   string       `json:"schema"`
+	Request  requestDoc   `json:"request"`
+	Slots    []slotDoc    `json:"slots"`
+	Idle     idleDoc      `json:"idle"`
+	Runs     *runsPlanDoc `json:"runs,omitempty"` // with a source: its runs and shards
+	Warnings []string     `json:"warnings,omitempty"`
 }
 
 type requestDoc struct {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,30 +14,53 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/resources"
 	"github.com/nodepack/nodepack/runner"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 )
 
 const runUsage = `Usage: nodepack run [flags] TASKFILE
+       nodepack run [flags] --sweep|--grid FILE|--params FILE [--reps N] -- COMMAND [ARGS…]
 
 Runs every command of TASKFILE (one shell command per line, run with
-bash -c; blank lines and # comments are skipped; - reads standard input) on
-this node, as many at once as the plan has slots. Each run gets its own
+bash -c; blank lines and # comments are skipped; - reads standard input),
+or every run of a Hydra-style sweep, YAML grid or JSON-lines params file
+(executed directly, no shell; {key}, {rep}, {index}, {run_id}, {run_dir}
+fill in the arguments), on this node, as many at once as the plan has slots. Each run gets its own
 GPUs (CUDA_VISIBLE_DEVICES with full UUIDs), its own CPUs (affinity set
 before it starts, OMP_NUM_THREADS and friends capped to match), a private
 TMPDIR, and logs in OUTPUT/runs/<run-id>/{stdout,stderr}.log.
 
-Exit status: 0 all runs succeeded, 1 some failed, 2 bad usage or input,
-128+N when stopped by signal N (130 for SIGINT, 143 for SIGTERM). On
-SIGTERM, SIGINT, SIGUSR1 or SIGUSR2 nodepack starts no more runs, sends
+Every start and end is appended to OUTPUT/ledger.jsonl (one file per
+shard). Rerunning the same command resumes: runs that succeeded are
+skipped, interrupted ones (also those running when nodepack was killed)
+run again, failed ones only with --retry-failed; --restart starts over.
+Runs must therefore tolerate being run again. Inside a batch job OUTPUT
+defaults to nodepack-JOBID (the array's id for a sharded array job), so a
+requeued job resumes; elsewhere to nodepack-out. 'nodepack status OUTPUT'
+shows the progress from any shell.
+
+Exit status: 0 all runs succeeded, 1 some failed (now or before, when
+skipped), 2 bad usage or input (also an unwritable OUTPUT or a corrupt
+ledger: nothing started), 3 stopped by --stop-before with runs left for a
+requeue, 128+N when stopped by signal N (130 for SIGINT, 143 for SIGTERM).
+On SIGTERM, SIGINT, SIGUSR1 or SIGUSR2 nodepack starts no more runs, sends
 SIGTERM to every run's process group and SIGKILL after --grace; a second
 SIGINT kills at once.
 
+Inside an array job (Slurm, Grid Engine, PBS, LSF) or an srun -n K step,
+each nodepack runs its shard of the runs (--shard auto): run i goes to
+shard i mod N.
+
 Examples:
   nodepack run --parallel 2 examples/tasks/hello.txt
+  nodepack run --sweep -- python train.py model=convnet,transformer +iteration='range(2)' lr=0.1
+  nodepack run --grid params.yml -- python train_mnist.py
+  nodepack run --params runs.jsonl --reps 3 -- python train.py --out={run_dir} --seed={rep}
   nodepack run --runs-per-gpu 2 --timeout 2h --retries 1 sweep.txt
-  seq 100 | sed 's/^/python train.py --seed=/' | nodepack run -`
+  seq 100 | sed 's/^/python train.py --seed=/' | nodepack run -
+  nodepack run --stop-before 10m -o sweep1 sweep.txt   # in sbatch, with --requeue`
 
 type runOptions struct {
 	nodeOptions
@@ -57,12 +81,20 @@ type runOptions struct {
 	Wrap             string
 	Live             bool
 	Quiet            bool
+	RetryFailed      bool
+	Restart          bool
+	StopBefore       time.Duration
+	SampleInterval   time.Duration
 }
 
 func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	o.packOptions.AddFlags(fs)
 	o.source.AddFlags(fs)
-	fs.StringVarP(&o.Output, "output", "o", "nodepack-out", "directory for logs (OUTPUT/runs/<run-id>/)")
+	fs.StringVarP(&o.Output, "output", "o", "", "`DIR` for the ledger and logs (DIR/runs/<run-id>/); default nodepack-<job id> in a batch job, else nodepack-out")
+	fs.BoolVar(&o.RetryFailed, "retry-failed", false, "when resuming, also run again the runs that failed")
+	fs.BoolVar(&o.Restart, "restart", false, "start over: keep the old ledger as a backup and run everything")
+	fs.DurationVar(&o.StopBefore, "stop-before", 0, "start no runs `D` before the job's end (SLURM_JOB_END_TIME) and stop running ones in time for --grace; 0 means off")
+	fs.DurationVar(&o.SampleInterval, "sample-interval", 10*time.Second, "measure each run's process tree and GPUs every `D`; 0 means only the kernel's totals")
 	fs.DurationVar(&o.Stagger, "stagger", 0, "start slot i's first run i×`D` after the start")
 	fs.DurationVar(&o.MinStartInterval, "min-start-interval", 0, "at least `D` between any two starts")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "stop a run after `D` (SIGTERM, then SIGKILL after --grace); 0 means none")
@@ -87,7 +119,8 @@ func (o *runOptions) runnerOptions() (runner.Options, error) {
 		Timeout: o.Timeout, Grace: o.Grace, Retries: o.Retries, MaxFailures: o.MaxFailures,
 		FailFast: o.FailFast, Render: o.Render, NoThreadCaps: o.NoThreadCaps, Env: o.Env,
 	}
-	for name, d := range map[string]time.Duration{"--stagger": o.Stagger, "--min-start-interval": o.MinStartInterval, "--timeout": o.Timeout, "--grace": o.Grace} {
+	for name, d := range map[string]time.Duration{"--stagger": o.Stagger, "--min-start-interval": o.MinStartInterval, "--timeout": o.Timeout, "--grace": o.Grace,
+		"--stop-before": o.StopBefore, "--sample-interval": o.SampleInterval} {
 		if d < 0 {
 			return opts, fmt.Errorf("%s %v: must not be negative", name, d)
 		}
@@ -127,6 +160,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErrorf(stderr, "run", "%v", err)
 	}
+	if o.Restart && o.RetryFailed {
+		return usageErrorf(stderr, "run", "--restart reruns everything: --retry-failed goes with a resume")
+	}
 
 	// Everything the user gave is checked before anything starts: the
 	// node, the plan, and every line of the task file.
@@ -142,28 +178,122 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErrorf(stderr, "run", "%v", err)
 	}
+	sched := resources.DetectScheduler(os.LookupEnv)
+	drainAt, terminateAt, err := walltime(sched, o.StopBefore, opts.Grace)
+	if err != nil {
+		return usageErrorf(stderr, "run", "%v", err)
+	}
 	printWarnings(stderr, node.Warnings)
 	printWarnings(stderr, plan.Warnings)
+	printNotes(stderr, o.source.Notes)
 	if o.source.DryRun {
 		return o.source.printDryRun(fs.Args(), stdout, stderr)
 	}
+	shard := o.shard()
+	if o.Output == "" {
+		o.Output = defaultOutput(sched, os.LookupEnv, shard.Count > 1)
+	}
+	o.source.OutputDir = o.Output
+	opts.OutputDir = o.Output
+	opts.DrainAt, opts.TerminateAt = drainAt, terminateAt
+
+	// The ledger: opened, read and given a header before anything runs, so
+	// an unwritable directory, a full disk or a corrupt ledger stop here.
+	ledgerPath := filepath.Join(o.Output, runner.LedgerFileName(shard.Index, shard.Count))
+	if o.Restart {
+		backup, err := runner.BackupLedger(ledgerPath)
+		if err != nil {
+			return usageErrorf(stderr, "run", "--restart: %v", err)
+		}
+		if backup != "" {
+			fmt.Fprintf(stderr, "nodepack: --restart: the old ledger is now %s\n", backup)
+		}
+	}
+	ledger, err := runner.OpenLedger(ledgerPath)
+	if err != nil {
+		return usageErrorf(stderr, "run", "%v", err)
+	}
+	defer ledger.Close()
+	printWarnings(stderr, ledger.Warnings())
+	header := runner.LedgerRecord{
+		Version: nodepackVersion(),
+		Command: append([]string{"nodepack", "run"}, args...),
+		Shard:   &runner.LedgerShard{Index: shard.Index, Count: shard.Count},
+	}
+	if total >= 0 {
+		header.Total = &total
+	}
+	header.Node, _ = json.Marshal(node)
+	header.Plan, _ = json.Marshal(plan)
+	if err := ledger.WriteHeader(header); err != nil {
+		return usageErrorf(stderr, "run", "%v", err)
+	}
+	printResuming(stderr, ledger.Past(), o.RetryFailed)
 
 	ctx, stopSignals, kill := notifySignals(ctx)
 	defer stopSignals()
 	opts.Kill = kill
 
+	// A ledger that cannot be written (a full disk) stops the starting of
+	// runs: what runs would not be recorded.
+	drain := make(chan struct{})
+	opts.Drain = drain
+	opts.PriorAttempts = ledger.PriorAttempts
 	progress := newProgress(stderr, total, o.Quiet)
-	opts.OnEvent = progress.event
+	ended := make(map[string]runner.Reason) // this session's final reasons, by run id
+	opts.OnEvent = func(ev runner.Event) {
+		if err := ledger.Record(ev); err != nil {
+			select {
+			case <-drain:
+			default:
+				close(drain)
+			}
+		}
+		if ev.Kind == runner.Finished && !ev.Retry {
+			ended[ev.Run.ID] = ev.Reason
+		}
+		progress.event(ev)
+	}
 	if o.Live {
 		opts.Live = progress.liveWriter(stdout)
 	}
-	runs, closeRuns := o.source.open(fs.Args())
+	if sampler := newUsageSampler(o.SampleInterval); sampler != nil {
+		defer sampler.Close()
+		opts.Sampler = sampler
+	}
+	source, closeRuns := o.source.open(fs.Args())
 	defer closeRuns()
+	runs, resumed := ledger.Resume(source, o.RetryFailed)
 
 	sum, err := runner.Execute(ctx, plan.Slots, runs, opts)
 	progress.finish()
 	printSummary(stderr, sum, o.Output)
-	if sig := interruptSignal(ctx); sig != 0 {
+	counts := resumed()
+	printSkipped(stderr, counts)
+	left := o.countLeft(fs.Args(), total, ledger.Past(), ended, o.RetryFailed)
+
+	sig := interruptSignal(ctx)
+	ledgerErr := ledger.Err()
+	note := "done"
+	switch {
+	case sig != 0:
+		note = "stopped by " + unix.SignalName(sig)
+	case ledgerErr != nil:
+		note = "stopped: ledger could not be written"
+	case sum.Drained:
+		note = "stopped before the job's end (--stop-before)"
+	case err != nil:
+		note = "stopped: " + err.Error()
+	}
+	if ledgerErr == nil {
+		if err := ledger.WriteEnd(note, max(left, 0)); err != nil {
+			ledgerErr = err
+		}
+	}
+	if ledgerErr != nil {
+		fmt.Fprintf(stderr, "nodepack: stopped starting runs: %v; the ledger holds every record written before, and a rerun runs the rest again\n", ledgerErr)
+	}
+	if sig != 0 {
 		fmt.Fprintf(stderr, "nodepack: stopped by %s: %d runs interrupted; rerun the same command to run them again\n", unix.SignalName(sig), sum.Interrupted)
 		return 128 + int(sig)
 	}
@@ -174,7 +304,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitFailed
 	}
-	if sum.Failed > 0 || sum.Interrupted > 0 {
+	if sum.Drained && ledgerErr == nil {
+		fmt.Fprintf(stderr, "nodepack: stopped starting runs %v before the job's end (--stop-before): %s deferred to the requeue; rerun the same command to run them\n",
+			o.StopBefore, countWord(left, "run"))
+		if left != 0 {
+			return exitDeferred
+		}
+	}
+	if ledgerErr != nil || sum.Failed > 0 || sum.Interrupted > 0 || counts.SkippedFailed > 0 {
 		return exitFailed
 	}
 	return exitOK

@@ -1,0 +1,484 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodepack/nodepack/resources"
+	"github.com/nodepack/nodepack/runner"
+)
+
+// gatedSweep is a task file of n runs: the first two finish at once, the
+// others, until the file GATE exists, block in a process tree with a
+// setsid grandchild and a subshell. Every run appends its id to DONE when
+// it completes, so counting lines counts completions.
+type gatedSweep struct {
+	dir, file, out, token string
+	n                     int
+}
+
+func newGatedSweep(t *testing.T, n int) *gatedSweep {
+	t.Helper()
+	dir := t.TempDir()
+	s := &gatedSweep{dir: dir, out: filepath.Join(dir, "out"), token: "np-resume-" + filepath.Base(dir), n: n}
+	var tasks strings.Builder
+	for i := range n {
+		block := ""
+		if i >= 2 {
+			block = fmt.Sprintf("if [ ! -e %[1]s/GATE ]; then touch %[1]s/BLOCK.$NODEPACK_RUN_ID; setsid bash -c 'exec -a %[2]s sleep 60' & (exec -a %[2]s sleep 61); fi; ", dir, s.token)
+		}
+		fmt.Fprintf(&tasks, "%secho $NODEPACK_RUN_ID >> %s/DONE # %d\n", block, dir, i)
+	}
+	s.file = writeFile(t, dir, "tasks.txt", tasks.String())
+	return s
+}
+
+func (s *gatedSweep) args(extra ...string) []string {
+	return append(append([]string{"run", "-q", "--parallel", "2", "--gpus", "none", "--grace", "1s", "-o", s.out}, extra...), s.file)
+}
+
+// start runs nodepack as a separate process and waits until two runs are
+// blocked.
+func (s *gatedSweep) start(t *testing.T) (*syncProcess, func() string) {
+	t.Helper()
+	cmd := nodepackCommand(t, nil, s.args()...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		for _, pid := range processesWith(s.token) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if blocked, _ := filepath.Glob(filepath.Join(s.dir, "BLOCK.*")); len(blocked) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runs did not block:\n%s", stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return &syncProcess{cmd.Process, cmd.Wait}, stderr.String
+}
+
+type syncProcess struct {
+	*os.Process
+	wait func() error
+}
+
+// open lets the blocked runs through on the next run, and forgets which
+// ones blocked.
+func (s *gatedSweep) open(t *testing.T) {
+	t.Helper()
+	writeFile(t, s.dir, "GATE", "")
+	blocked, _ := filepath.Glob(filepath.Join(s.dir, "BLOCK.*"))
+	for _, b := range blocked {
+		os.Remove(b)
+	}
+}
+
+// completions counts the lines of DONE by run id.
+func (s *gatedSweep) completions(t *testing.T) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.dir, "DONE"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, id := range strings.Fields(string(b)) {
+		counts[id]++
+	}
+	return counts
+}
+
+func (s *gatedSweep) ledger(t *testing.T) *runner.LedgerLog {
+	t.Helper()
+	log, err := readLedgerFile(filepath.Join(s.out, "ledger.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return log
+}
+
+// waitGone waits up to limit for every process of the sweep to be gone.
+func waitGone(t *testing.T, token string, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		left := processesWith(token)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			var cmdlines []string
+			for _, pid := range left {
+				b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+				cmdlines = append(cmdlines, fmt.Sprintf("%d %q", pid, b))
+			}
+			t.Fatalf("%d processes left %v after nodepack died: %s", len(left), limit, strings.Join(cmdlines, "; "))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// checkStatusMatchesLedger compares status --json with the ledger's own
+// fold.
+func checkStatusMatchesLedger(t *testing.T, s *gatedSweep, want statusCounts) {
+	t.Helper()
+	code, stdout, stderr := runCLI(t, "status", "--json", s.out)
+	if code != exitOK {
+		t.Fatalf("status: exit %d: %s", code, stderr)
+	}
+	var doc statusDoc
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, stdout)
+	}
+	if doc.Counts != want {
+		t.Errorf("status counts %+v, want %+v", doc.Counts, want)
+	}
+	log := s.ledger(t)
+	c := log.Count()
+	fold := statusCounts{Pending: s.n - len(log.Runs), Running: c[runner.StateRunning], Succeeded: c[runner.StateSucceeded],
+		Failed: c[runner.StateFailed], Interrupted: c[runner.StateInterrupted]}
+	if log.Live() && !processAlive(log.Header().PID) {
+		fold.Interrupted += fold.Running
+		fold.Running = 0
+	}
+	if doc.Counts != fold {
+		t.Errorf("status counts %+v, ledger says %+v", doc.Counts, fold)
+	}
+	if doc.Total == nil || *doc.Total != s.n || len(doc.Running) != doc.Counts.Running {
+		t.Errorf("status total %v, %d running listed; want %d, %d", doc.Total, len(doc.Running), s.n, doc.Counts.Running)
+	}
+}
+
+// TestKill9ThenRerun is the cycle, 20 times: kill -9 of nodepack
+// mid-sweep leaves no process of any run's tree (the setsid grandchild and
+// the guards included) after 2 s, and a rerun completes every run exactly
+// once. The status of the live sweep and of the finished one agrees with
+// the ledger.
+func TestKill9ThenRerun(t *testing.T) {
+	cycles := 20
+	if testing.Short() {
+		cycles = 3
+	}
+	for cycle := range cycles {
+		s := newGatedSweep(t, 5)
+		p, stderr := s.start(t)
+		if cycle == 0 {
+			checkStatusMatchesLedger(t, s, statusCounts{Pending: 1, Running: 2, Succeeded: 2})
+		}
+		if err := p.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		p.wait()
+		waitGone(t, s.token, 2*time.Second)
+		if cycle == 0 {
+			// The ledger shows 2 started, never finished: status sees that
+			// their nodepack is gone.
+			checkStatusMatchesLedger(t, s, statusCounts{Pending: 1, Interrupted: 2, Succeeded: 2})
+		}
+
+		s.open(t)
+		code, _, errOut := runCLI(t, s.args()...)
+		if code != exitOK {
+			t.Fatalf("cycle %d: rerun exit %d:\n%s\nfirst run:\n%s", cycle, code, errOut, stderr())
+		}
+		done := s.completions(t)
+		if len(done) != s.n {
+			t.Errorf("cycle %d: %d runs completed, want %d: %v", cycle, len(done), s.n, done)
+		}
+		for id, n := range done {
+			if n != 1 {
+				t.Errorf("cycle %d: run %s completed %d times", cycle, id, n)
+			}
+		}
+		if !strings.Contains(errOut, "skipped 2 runs done before: 2 succeeded") {
+			t.Errorf("cycle %d: rerun summary:\n%s", cycle, errOut)
+		}
+		if cycle == 0 {
+			checkStatusMatchesLedger(t, s, statusCounts{Succeeded: s.n})
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// TestSIGTERMThenRerun: SIGTERM mid-sweep writes interrupted records, and
+// the rerun runs exactly the interrupted and never-started runs, 20 times.
+func TestSIGTERMThenRerun(t *testing.T) {
+	cycles := 20
+	if testing.Short() {
+		cycles = 3
+	}
+	for cycle := range cycles {
+		s := newGatedSweep(t, 5)
+		p, stderr := s.start(t)
+		p.Signal(syscall.SIGTERM)
+		p.wait()
+		if !strings.Contains(stderr(), "2 interrupted") {
+			t.Fatalf("cycle %d: first run:\n%s", cycle, stderr())
+		}
+		first := s.ledger(t)
+		var interrupted []string
+		for _, run := range first.SortedRuns() {
+			if run.State == runner.StateInterrupted && run.Finished != nil && run.Finished.Reason == runner.Interrupted {
+				interrupted = append(interrupted, run.ID)
+			}
+		}
+		if len(interrupted) != 2 || first.End == nil || !strings.Contains(first.End.Note, "SIGTERM") {
+			t.Fatalf("cycle %d: interrupted records for %v, end %+v; want 2 and an end record", cycle, interrupted, first.End)
+		}
+		if cycle == 0 {
+			checkStatusMatchesLedger(t, s, statusCounts{Pending: 1, Interrupted: 2, Succeeded: 2})
+		}
+
+		s.open(t)
+		if code, _, errOut := runCLI(t, s.args()...); code != exitOK {
+			t.Fatalf("cycle %d: rerun exit %d:\n%s", cycle, code, errOut)
+		}
+		second := s.ledger(t)
+		var rerun []string
+		for _, run := range second.SortedRuns() {
+			if run.Session == len(second.Sessions)-1 {
+				rerun = append(rerun, run.ID)
+			}
+		}
+		if len(first.Order) != 4 {
+			t.Fatalf("cycle %d: the first session started %d runs, want 4", cycle, len(first.Order))
+		}
+		want := append(interrupted, s.lastID(t, first)) // and the one never started
+		slices.Sort(want)
+		slices.Sort(rerun)
+		if !slices.Equal(rerun, want) {
+			t.Errorf("cycle %d: rerun ran %v, want the interrupted and the unstarted ones %v", cycle, rerun, want)
+		}
+		for id, n := range s.completions(t) {
+			if n != 1 {
+				t.Errorf("cycle %d: run %s completed %d times", cycle, id, n)
+			}
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// lastID is the id of the run the first session never started.
+func (s *gatedSweep) lastID(t *testing.T, first *runner.LedgerLog) string {
+	t.Helper()
+	code, stdout, _ := runCLI(t, "run", "--dry-run", "--gpus", "none", s.file)
+	if code != exitOK {
+		t.Fatalf("dry run: exit %d", code)
+	}
+	for line := range strings.Lines(stdout) {
+		id, _, _ := strings.Cut(line, "\t")
+		if _, ok := first.Runs[id]; !ok && id != "" {
+			return id
+		}
+	}
+	t.Fatal("every run was started")
+	return ""
+}
+
+// TestTornLastLine: a record cut off by a crash is ignored by status (a
+// line being written) and, with a warning, by the resume, which runs the
+// rest.
+func TestTornLastLine(t *testing.T) {
+	s := newGatedSweep(t, 3)
+	s.open(t)
+	if code, _, errOut := runCLI(t, s.args()...); code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+	path := filepath.Join(s.out, "ledger.jsonl")
+	b, _ := os.ReadFile(path)
+	// Drop the end record and the last finished record, and leave half of
+	// the latter.
+	lines := strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
+	last := lines[len(lines)-2]
+	torn := strings.Join(lines[:len(lines)-2], "") + last[:len(last)/2]
+	if err := os.WriteFile(path, []byte(torn), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ := runCLI(t, "status", "--json", s.out)
+	var doc statusDoc
+	if code != exitOK || json.Unmarshal([]byte(stdout), &doc) != nil || !doc.Shards[0].Torn {
+		t.Fatalf("status on a torn ledger: exit %d\n%s", code, stdout)
+	}
+	code, _, errOut := runCLI(t, s.args()...)
+	if code != exitOK || !strings.Contains(errOut, "left out an unfinished last line") || !strings.Contains(errOut, "1 interrupted (run again)") {
+		t.Errorf("rerun: exit %d:\n%s", code, errOut)
+	}
+	if _, err := readLedgerFile(path); err != nil {
+		t.Errorf("the ledger after the resume: %v", err)
+	}
+}
+
+// TestLedgerCorruptionIsAnError: a bad line that is not the last is an
+// error naming file and line, before anything runs.
+func TestLedgerCorruptionIsAnError(t *testing.T) {
+	s := newGatedSweep(t, 3)
+	s.open(t)
+	if code, _, errOut := runCLI(t, s.args()...); code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, errOut)
+	}
+	path := filepath.Join(s.out, "ledger.jsonl")
+	b, _ := os.ReadFile(path)
+	lines := strings.SplitAfter(string(b), "\n")
+	lines[2] = "{\"type\":\"started\", garbage\n"
+	os.WriteFile(path, []byte(strings.Join(lines, "")), 0o644)
+	os.Remove(filepath.Join(s.dir, "DONE"))
+	for _, args := range [][]string{s.args(), {"status", s.out}} {
+		code, _, errOut := runCLI(t, args...)
+		if code != exitUsage || !strings.Contains(errOut, path+":3:") {
+			t.Errorf("nodepack %s: exit %d, stderr %q; want 2 naming %s:3", args[0], code, errOut, path)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "DONE")); err == nil {
+		t.Error("a run started despite the corrupt ledger")
+	}
+}
+
+func TestRunUnwritableOutput(t *testing.T) {
+	s := newGatedSweep(t, 2)
+	notDir := writeFile(t, s.dir, "file", "")
+	s.out = filepath.Join(notDir, "out")
+	code, _, errOut := runCLI(t, s.args()...)
+	if code != exitUsage || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "not a directory") {
+		t.Errorf("exit %d, stderr %q; want 2 and one line", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(s.dir, "DONE")); err == nil {
+		t.Error("a run started")
+	}
+}
+
+// TestRestartAndRetryFailed: --retry-failed reruns the failed run only;
+// --restart keeps a backup and runs everything.
+func TestRestartAndRetryFailed(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	file := writeFile(t, dir, "tasks.txt", fmt.Sprintf("echo a >> %[1]s/A\necho b >> %[1]s/B; exit 3\n", dir))
+	args := []string{"run", "-q", "--gpus", "none", "-o", out}
+	count := func(name string) int {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return strings.Count(string(b), "\n")
+	}
+	steps := []struct {
+		description string
+		flags       []string
+		wantCode    int
+		wantA       int // lines in A and B afterwards
+		wantB       int
+		wantErr     string
+	}{
+		{"first run", nil, exitFailed, 1, 1, "1 failed"},
+		{"resume skips both", nil, exitFailed, 1, 1, "skipped 2 runs done before: 1 succeeded, 1 failed"},
+		{"--retry-failed reruns the failure", []string{"--retry-failed"}, exitFailed, 1, 2, "ran again 0 interrupted and 1 failed runs"},
+		{"--restart reruns everything", []string{"--restart"}, exitFailed, 2, 3, "the old ledger is now"},
+	}
+	attempt2 := func() int { // logs with a header for attempt 2
+		logs, _ := filepath.Glob(filepath.Join(out, "runs", "*", "stdout.log"))
+		n := 0
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			n += strings.Count(string(b), "--- nodepack: attempt 2 ---")
+		}
+		return n
+	}
+	for i, step := range steps {
+		code, _, errOut := runCLI(t, append(append(slices.Clone(args), step.flags...), file)...)
+		// The failed run rerun by --retry-failed keeps counting attempts
+		// and appends to its log; --restart starts the logs afresh.
+		if want := map[bool]int{true: 1, false: 0}[i == 2]; attempt2() != want {
+			t.Errorf("%s: %d logs with an attempt 2 header, want %d", step.description, attempt2(), want)
+		}
+		if code != step.wantCode || count("A") != step.wantA || count("B") != step.wantB || !strings.Contains(errOut, step.wantErr) {
+			t.Errorf("%s: exit %d, A %d, B %d; want %d, %d, %d, stderr with %q:\n%s",
+				step.description, code, count("A"), count("B"), step.wantCode, step.wantA, step.wantB, step.wantErr, errOut)
+		}
+	}
+	if backups, _ := filepath.Glob(filepath.Join(out, "ledger.jsonl.*.bak")); len(backups) != 1 {
+		t.Errorf("backups %v, want 1", backups)
+	}
+}
+
+// TestStopBeforeWalltime: with the job's end near, --stop-before stops
+// starting runs and stops running ones, exit 3 names the deferred runs,
+// and a rerun (the requeued job) completes them.
+func TestStopBeforeWalltime(t *testing.T) {
+	s := newGatedSweep(t, 5)
+	t.Setenv("SLURM_JOB_ID", "4242")
+	t.Setenv("SLURM_JOB_END_TIME", strconv.FormatInt(time.Now().Add(8*time.Second).Unix(), 10))
+	var code int
+	var errOut string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		code, _, errOut = runCLI(t, s.args("--stop-before", "6s")...)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("nodepack did not stop before the job's end")
+	}
+	if code != exitDeferred || !strings.Contains(errOut, "3 runs deferred to the requeue") {
+		t.Fatalf("exit %d, want 3 and 3 deferred runs:\n%s", code, errOut)
+	}
+	log := s.ledger(t)
+	if log.End == nil || log.End.Deferred != 3 {
+		t.Errorf("end record %+v, want 3 deferred", log.End)
+	}
+	os.Unsetenv("SLURM_JOB_END_TIME")
+	s.open(t)
+	if code, _, errOut := runCLI(t, s.args()...); code != exitOK {
+		t.Fatalf("rerun: exit %d:\n%s", code, errOut)
+	}
+	if done := s.completions(t); len(done) != 5 {
+		t.Errorf("%d runs completed, want 5", len(done))
+	}
+}
+
+func TestDefaultOutput(t *testing.T) {
+	env := func(kv ...string) func(string) (string, bool) {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	tests := []struct {
+		description string
+		env         func(string) (string, bool)
+		sharded     bool
+		want        string
+	}{
+		{"no scheduler", env(), false, "nodepack-out"},
+		{"slurm job: its id, the same after a requeue", env("SLURM_JOB_ID", "123"), false, "nodepack-123"},
+		{"sharded slurm array: the array's id, shared by all tasks", env("SLURM_JOB_ID", "125", "SLURM_ARRAY_JOB_ID", "123", "SLURM_ARRAY_TASK_ID", "2"), true, "nodepack-123"},
+		{"unsharded slurm array: one directory per task", env("SLURM_JOB_ID", "125", "SLURM_ARRAY_JOB_ID", "123", "SLURM_ARRAY_TASK_ID", "2"), false, "nodepack-123_2"},
+		{"sge array, unsharded", env("SGE_ROOT", "/sge", "JOB_ID", "77", "SGE_TASK_ID", "3"), false, "nodepack-77_3"},
+		{"pbs id with odd characters", env("PBS_JOBID", "12[3].server/x"), false, "nodepack-12_3_.server_x"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			got := defaultOutput(resources.DetectScheduler(tc.env), tc.env, tc.sharded)
+			if got != tc.want {
+				t.Errorf("defaultOutput = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

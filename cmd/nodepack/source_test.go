@@ -1,0 +1,281 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nodepack/nodepack/resources"
+	"github.com/nodepack/nodepack/runner"
+)
+
+// runsDocument is what the dry-run document decodes to in tests.
+type runsDocument struct {
+	runsHeader
+	Runs []runDoc `json:"runs"`
+}
+
+// dryRun runs nodepack run --dry-run --json with args and decodes the
+// document.
+func dryRun(t *testing.T, args ...string) runsDocument {
+	t.Helper()
+	code, stdout, stderr := runCLI(t, append([]string{"run", "--gpus", "none", "--dry-run", "--json"}, args...)...)
+	if code != exitOK {
+		t.Fatalf("nodepack run %q = %d: %s", args, code, stderr)
+	}
+	var doc runsDocument
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatalf("dry-run document: %v\n%s", err, stdout)
+	}
+	if doc.Schema != "nodepack.runs/v1" {
+		t.Errorf("schema %q", doc.Schema)
+	}
+	return doc
+}
+
+func argvsOf(doc runsDocument) []string {
+	var out []string
+	for _, r := range doc.Runs {
+		out = append(out, strings.Join(r.Argv, " "))
+	}
+	return out
+}
+
+// TestRunSweepClusterduck: the shell turns +iteration="range(2)" into
+// +iteration=range(2); nodepack gives exactly Hydra's four runs.
+func TestRunSweepClusterduck(t *testing.T) {
+	doc := dryRun(t, "--sweep", "--", "python", "train.py", "model=convnet,transformer", "+iteration=range(2)")
+	want := []string{
+		"python train.py model=convnet +iteration=0",
+		"python train.py model=convnet +iteration=1",
+		"python train.py model=transformer +iteration=0",
+		"python train.py model=transformer +iteration=1",
+	}
+	if got := argvsOf(doc); !slices.Equal(got, want) || doc.Total != 4 || doc.Source.Kind != "sweep" {
+		t.Errorf("runs %q (total %d, kind %q), want %q", got, doc.Total, doc.Source.Kind, want)
+	}
+}
+
+// TestRunGridMLFramework: mlframework's grid gives exactly six runs.
+func TestRunGridMLFramework(t *testing.T) {
+	grid := writeFile(t, t.TempDir(), "params.yml", "gpu: -1\nbatchsize: [100, 500]\nepoch: !!python/tuple [5,20,5]\n")
+	doc := dryRun(t, "--grid", grid, "--", "python", "train_mnist.py")
+	var want []string
+	for _, bs := range []string{"100", "500"} {
+		for _, ep := range []string{"5", "10", "15"} {
+			want = append(want, "python train_mnist.py --gpu=-1 --batchsize="+bs+" --epoch="+ep)
+		}
+	}
+	if got := argvsOf(doc); !slices.Equal(got, want) {
+		t.Errorf("runs %q, want %q", got, want)
+	}
+}
+
+// TestRunParamsWithoutShell runs for real, in a temporary directory, a
+// params value that a shell would split and execute: it must arrive as one
+// argv element and nothing named pwned may appear.
+func TestRunParamsWithoutShell(t *testing.T) {
+	dir := t.TempDir()
+	value := "a b;$(touch pwned) `touch pwned` * \"q\" 'q'\nline2"
+	line, _ := json.Marshal(map[string]string{"msg": value})
+	writeFile(t, dir, "runs.jsonl", string(line)+"\n")
+	cmd := nodepackCommand(t, nil, "run", "--gpus", "none", "-o", "out", "--params", "runs.jsonl", "--",
+		"printf", "[%s]", "{msg}")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("nodepack run: %v\n%s", err, out)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "out", "runs", "*", "stdout.log"))
+	if len(logs) != 1 {
+		t.Fatalf("%d run logs, want 1", len(logs))
+	}
+	got, _ := os.ReadFile(logs[0])
+	if string(got) != "["+value+"]" {
+		t.Errorf("the program got %q, want one argument %q", got, "["+value+"]")
+	}
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if d != nil && d.Name() == "pwned" {
+			t.Errorf("%s exists: a shell ran the value", path)
+		}
+		return nil
+	})
+}
+
+// TestShardAutoSlurmArray: under SLURM_ARRAY_TASK_ID=1 of a 3-task array,
+// --shard auto (the default) runs exactly its third of the sweep, for real,
+// and the three shards together hold every run once.
+func TestShardAutoSlurmArray(t *testing.T) {
+	dir := t.TempDir()
+	grid := writeFile(t, dir, "params.yml", "a: [1, 2, 3, 4]\nb: [x, y]\n")
+	whole := dryRun(t, "--shard", "none", "--grid", grid, "--", "echo")
+	t.Setenv("SLURM_JOB_ID", "77")
+	t.Setenv("SLURM_ARRAY_TASK_COUNT", "3")
+	t.Setenv("SLURM_ARRAY_TASK_MIN", "0")
+	t.Setenv("SLURM_ARRAY_TASK_MAX", "2")
+	seen := map[string]int{}
+	for task := range 3 {
+		t.Setenv("SLURM_ARRAY_TASK_ID", string(rune('0'+task)))
+		doc := dryRun(t, "--grid", grid, "--", "echo")
+		if doc.Shard.Index != task || doc.Shard.Count != 3 || len(doc.Runs) != (runner.Shard{Index: task, Count: 3}).Size(8) {
+			t.Errorf("task %d: shard %+v with %d runs", task, doc.Shard, len(doc.Runs))
+		}
+		for _, r := range doc.Runs {
+			seen[r.ID]++
+			if r.Index%3 != task {
+				t.Errorf("task %d runs run %d", task, r.Index)
+			}
+		}
+	}
+	for _, r := range whole.Runs {
+		if seen[r.ID] != 1 {
+			t.Errorf("run %d (%s) is in %d shards, want 1", r.Index, r.ID, seen[r.ID])
+		}
+	}
+	if len(seen) != len(whole.Runs) {
+		t.Errorf("the shards hold %d runs, the sweep %d", len(seen), len(whole.Runs))
+	}
+
+	t.Setenv("SLURM_ARRAY_TASK_ID", "1")
+	out := filepath.Join(dir, "out")
+	code, _, stderr := runCLI(t, "run", "--gpus", "none", "-o", out, "--grid", grid, "--", "echo", "{index}")
+	if code != exitOK {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	var ran []string
+	logs, _ := filepath.Glob(filepath.Join(out, "runs", "*", "stdout.log"))
+	for _, log := range logs {
+		b, _ := os.ReadFile(log)
+		ran = append(ran, strings.Fields(string(b))[0])
+	}
+	slices.Sort(ran)
+	if !slices.Equal(ran, []string{"1", "4", "7"}) {
+		t.Errorf("array task 1 ran runs %q, want 1, 4, 7", ran)
+	}
+}
+
+func TestAutoShard(t *testing.T) {
+	slurm := func(env ...string) resources.Scheduler {
+		m := map[string]string{"SLURM_JOB_ID": "1"}
+		for i := 0; i < len(env); i += 2 {
+			m[env[i]] = env[i+1]
+		}
+		return resources.DetectScheduler(func(k string) (string, bool) { v, ok := m[k]; return v, ok })
+	}
+	tests := []struct {
+		description  string
+		sched        resources.Scheduler
+		total        int
+		runsPerShard int
+		want         runner.Shard
+		wantErr      string
+	}{
+		{"no scheduler", resources.Scheduler{Kind: "none"}, 10, 0, runner.Shard{Index: 0, Count: 1}, ""},
+		{"batch job", slurm(), 10, 0, runner.Shard{Index: 0, Count: 1}, ""},
+		{"slurm array from 0", slurm("SLURM_ARRAY_TASK_ID", "2", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_MAX", "3", "SLURM_ARRAY_TASK_COUNT", "4"), 10, 0, runner.Shard{Index: 2, Count: 4}, ""},
+		{"slurm array with an offset and a step", slurm("SLURM_ARRAY_TASK_ID", "5", "SLURM_ARRAY_TASK_MIN", "1", "SLURM_ARRAY_TASK_MAX", "9", "SLURM_ARRAY_TASK_STEP", "2", "SLURM_ARRAY_TASK_COUNT", "5"), 10, 0, runner.Shard{Index: 2, Count: 5}, ""},
+		{"slurm irregular array", slurm("SLURM_ARRAY_TASK_ID", "5", "SLURM_ARRAY_TASK_MIN", "1", "SLURM_ARRAY_TASK_MAX", "7", "SLURM_ARRAY_TASK_COUNT", "3"), 10, 0, runner.Shard{}, "use --shard I/N"},
+		{"srun tasks", slurm("SLURM_STEP_ID", "0", "SLURM_PROCID", "3", "SLURM_NTASKS", "4"), 10, 0, runner.Shard{Index: 3, Count: 4}, ""},
+		{"batch script with --ntasks", slurm("SLURM_PROCID", "0", "SLURM_NTASKS", "4"), 10, 0, runner.Shard{Index: 0, Count: 1}, ""},
+		{"array of multi-task steps", slurm("SLURM_ARRAY_TASK_ID", "1", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_MAX", "2", "SLURM_ARRAY_TASK_COUNT", "3",
+			"SLURM_STEP_ID", "0", "SLURM_PROCID", "1", "SLURM_NTASKS", "2"), 10, 0, runner.Shard{Index: 3, Count: 6}, ""},
+		{"grid engine array from 1", resources.Scheduler{Kind: "sge", Array: &resources.Array{Index: 7, Min: 1, Max: 10, Step: 3, Count: 4}}, 10, 0, runner.Shard{Index: 2, Count: 4}, ""},
+		{"pbs needs a size", resources.Scheduler{Kind: "pbs", Array: &resources.Array{Index: 1, Min: 1, Max: 1, Step: 1}}, 10, 0, runner.Shard{}, "--runs-per-shard"},
+		{"pbs from 0 with runs per shard", resources.Scheduler{Kind: "pbs", Array: &resources.Array{Index: 1, Min: 1, Max: 1, Step: 1}}, 10, 4, runner.Shard{Index: 1, Count: 3}, ""},
+		{"pbs index past the shards", resources.Scheduler{Kind: "pbs", Array: &resources.Array{Index: 3, Min: 3, Max: 3, Step: 1}}, 10, 4, runner.Shard{}, "is not one of the 3 array tasks"},
+		{"lsf from 1 with runs per shard", resources.Scheduler{Kind: "lsf", Array: &resources.Array{Index: 1, Min: 1, Max: 3, Step: 1}}, 10, 4, runner.Shard{Index: 0, Count: 3}, ""},
+		{"unknown size and standard input", resources.Scheduler{Kind: "lsf", Array: &resources.Array{Index: 1, Min: 1, Max: 3, Step: 1}}, -1, 4, runner.Shard{}, "not standard input"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			got, _, err := autoShard(tc.sched, tc.total, tc.runsPerShard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("autoShard error = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("autoShard = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunRepsAndTemplates(t *testing.T) {
+	dir := t.TempDir()
+	tasks := writeFile(t, dir, "tasks.txt", "echo a\necho b\n")
+	once := dryRun(t, tasks)
+	twice := dryRun(t, "--reps", "2", tasks)
+	if len(twice.Runs) != 4 || twice.Runs[0].ID != once.Runs[0].ID || twice.Runs[2].ID != once.Runs[1].ID ||
+		!slices.Equal(twice.Runs[1].Env, []string{"NODEPACK_REP=1"}) {
+		t.Errorf("--reps 2: %+v; without: %+v", twice.Runs, once.Runs)
+	}
+	out := filepath.Join(dir, "out")
+	doc := dryRun(t, "-o", out, "--sweep", "--", "prog", "a=1,2", "--dir={run_dir}", "--id={run_id}", "--i={index}", "--r={rep}", "{{x}}")
+	r := doc.Runs[1]
+	want := []string{"prog", "a=2", "--dir=" + filepath.Join(out, "runs", r.ID), "--id=" + r.ID, "--i=1", "--r=0", "{x}"}
+	if !slices.Equal(r.Argv, want) {
+		t.Errorf("argv %q, want %q", r.Argv, want)
+	}
+}
+
+// TestSourceBadInput: every kind of bad input exits 2 with one line naming
+// where, and nothing starts.
+func TestSourceBadInput(t *testing.T) {
+	dir := t.TempDir()
+	grid := writeFile(t, dir, "grid.yml", "lr: [0.1, 0.01]\n")
+	badGrid := writeFile(t, dir, "bad.yml", "lr: [0.1, 0.01]\nbs:\n")
+	badParams := writeFile(t, dir, "bad.jsonl", `{"a": 1}`+"\n"+`{"a": 2,}`+"\n")
+	emptyParams := writeFile(t, dir, "empty.jsonl", "\n# nothing\n")
+	tasks := writeFile(t, dir, "tasks.txt", "true\n")
+	tests := []struct {
+		description string
+		args        []string
+		want        string
+	}{
+		{"bad override", []string{"--sweep", "--", "p", "a=range(1,x)"}, `sweep argv[1]:11: range: "x" is not a finite number`},
+		{"sweep without command", []string{"--sweep"}, "--sweep needs the command after --"},
+		{"bad grid node", []string{"--grid", badGrid, "--", "p"}, "bad.yml:2:4: bs: no value"},
+		{"missing grid", []string{"--grid", filepath.Join(dir, "nope.yml"), "--", "p"}, "nope.yml"},
+		{"unknown placeholder", []string{"--grid", grid, "--", "p", "--seed={seed}"}, "grid.yml: command argv[1]:8: unknown placeholder {seed}"},
+		{"bad params line", []string{"--params", badParams, "--", "p"}, "bad.jsonl:2:"},
+		{"empty params", []string{"--params", emptyParams, "--", "p"}, "empty.jsonl: no runs"},
+		{"two sources", []string{"--sweep", "--grid", grid, "--", "p"}, "exclude each other"},
+		{"bad reps", []string{"--reps", "0", tasks}, "--reps 0"},
+		{"bad shard", []string{"--shard", "3/3", tasks}, "--shard: shard 3/3"},
+		{"json without dry run", []string{"--json", tasks}, "--json goes with --dry-run"},
+		{"run_dir is fine, seed is not", []string{"--sweep", "--", "p", "{run_dir}", "{seed}"}, "unknown placeholder {seed}"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			code, _, stderr := runCLI(t, append([]string{"run", "--gpus", "none", "-o", out}, tc.args...)...)
+			if code != exitUsage || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("exit %d, stderr %q; want 2 and one line containing %q", code, stderr, tc.want)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("output directory created although nothing should start")
+			}
+		})
+	}
+}
+
+func TestPlanRunsPerShard(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "plan", "--gpus", "none", "--parallel", "2", "--runs-per-shard", "4", "--sweep", "--", "p", "a=range(10)")
+	if code != exitOK || !strings.Contains(stdout, "runs: 10\n") || !strings.Contains(stdout, "shards: 3 of up to 4 runs; submit sbatch --array=0-2") {
+		t.Errorf("plan = %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, "plan", "--gpus", "none", "--parallel", "2", "--json", "--runs-per-shard", "8", "--reps", "3", "--sweep", "--", "p", "a=range(10)")
+	var doc planDoc
+	if err := json.Unmarshal([]byte(stdout), &doc); code != exitOK || err != nil || doc.Runs == nil ||
+		!reflect.DeepEqual(*doc.Runs, runsPlanDoc{Total: 30, RunsPerShard: 8, Shards: 4, SlurmArray: "0-3"}) {
+		t.Errorf("plan --json = %d, %v: %+v\n%s", code, err, doc.Runs, stderr)
+	}
+	if code, _, stderr := runCLI(t, "plan", "--gpus", "none", "--runs-per-shard", "8"); code != exitUsage || !strings.Contains(stderr, "needs the runs") {
+		t.Errorf("--runs-per-shard without runs = %d: %s", code, stderr)
+	}
+}

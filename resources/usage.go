@@ -1,0 +1,168 @@
+package resources
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// UsageSampler measures running processes at a low rate: the summed
+// resident memory of a process tree (through gopsutil) and the memory and
+// utilisation of GPUs (through NVML, when there is a driver). It is what
+// nodepack run gives the runner as its Sampler. Its methods may be called
+// concurrently; Close it when done.
+type UsageSampler struct {
+	interval time.Duration
+	gpus     gpuReader // nil without NVML
+}
+
+// TreeUsage is what a Sampling saw.
+type TreeUsage struct {
+	Samples     int
+	TreeRSSPeak uint64 // bytes: the largest sum of resident sets at one sample
+	GPUs        []GPUUsage
+}
+
+// GPUUsage is one GPU's sampled use: the device's, including any other
+// process on it.
+type GPUUsage struct {
+	UUID            string
+	PeakMemoryBytes uint64
+	MeanUtilization float64 // percent
+	Samples         int
+}
+
+// gpuReader reads one GPU's current memory use and utilisation.
+type gpuReader interface {
+	readGPU(uuid string) (usedBytes uint64, utilization float64, hasUtil, ok bool)
+	close()
+}
+
+// NewUsageSampler returns a sampler that samples every interval (at least
+// 100 ms), the first time after min(interval, 500 ms).
+func NewUsageSampler(interval time.Duration) *UsageSampler {
+	return &UsageSampler{interval: max(interval, 100*time.Millisecond), gpus: openGPUReader()}
+}
+
+// Close releases NVML.
+func (s *UsageSampler) Close() {
+	if s.gpus != nil {
+		s.gpus.close()
+	}
+}
+
+// Sampling is one process tree being sampled.
+type Sampling struct {
+	stop chan struct{}
+	done chan struct{}
+	mu   sync.Mutex
+	got  TreeUsage
+	util []float64 // summed utilisation per GPU
+	nUtl []int
+}
+
+// Start samples the tree of processes under root (root too unless
+// skipRoot) and the GPUs with the given UUIDs until Stop.
+func (s *UsageSampler) Start(root int, skipRoot bool, gpuUUIDs []string) *Sampling {
+	sp := &Sampling{stop: make(chan struct{}), done: make(chan struct{}),
+		util: make([]float64, len(gpuUUIDs)), nUtl: make([]int, len(gpuUUIDs))}
+	for _, u := range gpuUUIDs {
+		sp.got.GPUs = append(sp.got.GPUs, GPUUsage{UUID: u})
+	}
+	go func() {
+		defer close(sp.done)
+		timer := time.NewTimer(min(s.interval, 500*time.Millisecond))
+		defer timer.Stop()
+		var pids []int
+		var buf []byte
+		for {
+			select {
+			case <-sp.stop:
+				return
+			case <-timer.C:
+			}
+			pids, buf = processTree(root, skipRoot, pids[:0], buf)
+			sp.sample(s, pids)
+			timer.Reset(s.interval)
+		}
+	}()
+	return sp
+}
+
+// sample takes one sample.
+func (sp *Sampling) sample(s *UsageSampler, pids []int) {
+	var rss uint64
+	for _, pid := range pids {
+		rss += processRSS(pid)
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.got.Samples++
+	sp.got.TreeRSSPeak = max(sp.got.TreeRSSPeak, rss)
+	if s.gpus == nil {
+		return
+	}
+	for i := range sp.got.GPUs {
+		g := &sp.got.GPUs[i]
+		used, util, hasUtil, ok := s.gpus.readGPU(g.UUID)
+		if !ok {
+			continue
+		}
+		g.Samples++
+		g.PeakMemoryBytes = max(g.PeakMemoryBytes, used)
+		if hasUtil {
+			sp.util[i] += util
+			sp.nUtl[i]++
+		}
+	}
+}
+
+// Stop ends the sampling and returns what it saw.
+func (sp *Sampling) Stop() TreeUsage {
+	close(sp.stop)
+	<-sp.done
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	got := sp.got
+	got.GPUs = append([]GPUUsage(nil), sp.got.GPUs...)
+	for i := range got.GPUs {
+		if sp.nUtl[i] > 0 {
+			got.GPUs[i].MeanUtilization = sp.util[i] / float64(sp.nUtl[i])
+		}
+	}
+	return got
+}
+
+// processTree appends root's descendants (and root unless skipRoot) to
+// pids, reading /proc/PID/task/TID/children; buf is scratch space.
+func processTree(root int, skipRoot bool, pids []int, buf []byte) ([]int, []byte) {
+	if !skipRoot {
+		pids = append(pids, root)
+	}
+	queue := []int{root}
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		dir := "/proc/" + strconv.Itoa(pid) + "/task"
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile(dir + "/" + t.Name() + "/children")
+			if err != nil {
+				continue
+			}
+			buf = append(buf[:0], b...)
+			for f := range strings.FieldsSeq(string(buf)) {
+				if child, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, child)
+					queue = append(queue, child)
+				}
+			}
+		}
+	}
+	return pids, buf
+}

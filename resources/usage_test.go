@@ -1,0 +1,91 @@
+package resources
+
+import (
+	"os/exec"
+	"runtime"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestProcessTreeSampling samples a real tree: a shell whose child holds
+// 40 MB and whose setsid grandchild sleeps. The root is skipped, as it is
+// for a guard.
+func TestProcessTreeSampling(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	cmd := exec.Command("bash", "-c", `setsid sleep 30 & bash -c 'x=$(head -c 40000000 /dev/zero | tr "\0" a); sleep 30' & wait`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	var pids []int
+	for {
+		pids, _ = processTree(cmd.Process.Pid, true, pids[:0], nil)
+		if len(pids) >= 3 || time.Now().After(deadline) { // setsid sleep, the inner shell, its children
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if slices.Contains(pids, cmd.Process.Pid) || len(pids) < 3 {
+		t.Fatalf("tree %v: want the descendants of %d without it", pids, cmd.Process.Pid)
+	}
+	s := NewUsageSampler(100 * time.Millisecond)
+	defer s.Close()
+	sp := s.Start(cmd.Process.Pid, true, nil)
+	for {
+		time.Sleep(200 * time.Millisecond)
+		var rss uint64
+		ps, _ := processTree(cmd.Process.Pid, true, nil, nil)
+		for _, pid := range ps {
+			rss += processRSS(pid)
+		}
+		if rss > 40e6 || time.Now().After(deadline) {
+			break
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	got := sp.Stop()
+	if got.Samples < 2 || got.TreeRSSPeak < 40e6 {
+		t.Errorf("usage %+v: want ≥ 2 samples and a peak above 40 MB", got)
+	}
+}
+
+// BenchmarkUsageSample is the cost of one sample of a small tree (a shell
+// and two children): at the default 10 s interval the sampler's share of
+// one core is this time divided by 10 s.
+func BenchmarkUsageSample(b *testing.B) {
+	if runtime.GOOS != "linux" {
+		b.Skip("reads /proc")
+	}
+	cmd := exec.Command("bash", "-c", "sleep 60 & sleep 60 & wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() }()
+	time.Sleep(100 * time.Millisecond)
+	s := &UsageSampler{interval: time.Hour}
+	sp := &Sampling{}
+	var pids []int
+	var buf []byte
+	var ru0, ru1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	b.ResetTimer()
+	for b.Loop() {
+		pids, buf = processTree(cmd.Process.Pid, false, pids[:0], buf)
+		sp.sample(s, pids)
+	}
+	b.StopTimer()
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) / time.Duration(b.N)
+	b.ReportMetric(float64(cpu.Nanoseconds())/1e3, "cpu-µs/sample")
+	b.ReportMetric(100*cpu.Seconds()/10, "%core@10s")
+	if len(pids) != 3 {
+		b.Fatalf("tree %v, want 3 processes", pids)
+	}
+}

@@ -1,0 +1,243 @@
+package runner
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodepack/nodepack/pack"
+)
+
+const ledgerHeader = `{"type":"header","time":"2026-01-01T00:00:00Z","format":"nodepack.ledger/v1","pid":1}` + "\n"
+
+func ledgerStarted(id string, attempt int) string {
+	return `{"type":"started","time":"2026-01-01T00:00:01Z","id":"` + id + `","attempt":` + ledgerItoa(attempt) + `,"slot":0}` + "\n"
+}
+
+func ledgerFinished(id string, attempt int, reason string, retry bool) string {
+	r := ""
+	if retry {
+		r = `,"retry":true`
+	}
+	return `{"type":"finished","time":"2026-01-01T00:00:02Z","id":"` + id + `","attempt":` + ledgerItoa(attempt) + `,"exit_code":0,"reason":"` + reason + `"` + r + "}\n"
+}
+
+func ledgerItoa(n int) string { return string(rune('0' + n)) }
+
+const ledgerEnd = `{"type":"end","time":"2026-01-01T00:00:03Z","note":"done"}` + "\n"
+
+func TestReadLedgerStates(t *testing.T) {
+	tests := []struct {
+		description string
+		ledger      string
+		want        map[string]RunState
+		wantLive    bool
+		wantTorn    bool
+	}{
+		{"ok, failed, interrupted", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "ok", false) +
+			ledgerStarted("b", 1) + ledgerFinished("b", 1, "failed", false) + ledgerStarted("c", 1) + ledgerFinished("c", 1, "interrupted", false) + ledgerEnd,
+			map[string]RunState{"a": StateSucceeded, "b": StateFailed, "c": StateInterrupted}, false, false},
+		{"a timeout is a failure", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "timeout", false) + ledgerEnd,
+			map[string]RunState{"a": StateFailed}, false, false},
+		{"started in the live session: running", ledgerHeader + ledgerStarted("a", 1),
+			map[string]RunState{"a": StateRunning}, true, false},
+		{"between a failure and its retry: running", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "failed", true),
+			map[string]RunState{"a": StateRunning}, true, false},
+		{"started in a session that ended: interrupted", ledgerHeader + ledgerStarted("a", 1) + ledgerEnd,
+			map[string]RunState{"a": StateInterrupted}, false, false},
+		{"started in a killed session (a new header follows): interrupted", ledgerHeader + ledgerStarted("a", 1) + ledgerHeader,
+			map[string]RunState{"a": StateInterrupted}, true, false},
+		{"the last record wins", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "failed", false) + ledgerEnd + ledgerHeader + ledgerStarted("a", 2) + ledgerFinished("a", 2, "ok", false) + ledgerEnd,
+			map[string]RunState{"a": StateSucceeded}, false, false},
+		{"an unfinished last line is left out", ledgerHeader + ledgerStarted("a", 1) + `{"type":"finished","id":"a"`,
+			map[string]RunState{"a": StateRunning}, true, true},
+		{"empty", "", map[string]RunState{}, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			log, err := ReadLedger(strings.NewReader(tc.ledger), "l")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]RunState{}
+			for id, run := range log.Runs {
+				got[id] = run.State
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("runs %v, want %v", got, tc.want)
+			}
+			for id, state := range tc.want {
+				if got[id] != state {
+					t.Errorf("run %s: %s, want %s", id, got[id], state)
+				}
+			}
+			if log.Live() != tc.wantLive || (log.Torn > 0) != tc.wantTorn {
+				t.Errorf("live %v torn %d, want %v %v", log.Live(), log.Torn, tc.wantLive, tc.wantTorn)
+			}
+		})
+	}
+}
+
+func TestReadLedgerCorruption(t *testing.T) {
+	tests := []struct {
+		description string
+		ledger      string
+		want        string // in the error
+	}{
+		{"not JSON", ledgerHeader + "garbage\n", "l:2: not a record"},
+		{"an empty line", ledgerHeader + "\n" + ledgerStarted("a", 1), "l:2:"},
+		{"a record before the header", ledgerStarted("a", 1), "l:1: \"started\" record before the first header"},
+		{"an unknown type", ledgerHeader + `{"type":"paused"}` + "\n", `l:2: unknown record type "paused"`},
+		{"another format", `{"type":"header","format":"nodepack.ledger/v9"}` + "\n", "l:1: header format"},
+		{"a bad run id", ledgerHeader + ledgerStarted("a/b", 1), "l:2: started record: bad run id"},
+		{"no attempt", ledgerHeader + `{"type":"started","id":"a"}` + "\n", "l:2:"},
+		{"finished without an exit code", ledgerHeader + `{"type":"finished","id":"a","attempt":1,"reason":"ok"}` + "\n", "l:2: finished record without exit_code"},
+		{"an unknown reason", ledgerHeader + strings.Replace(ledgerFinished("a", 1, "ok", false), `"ok"`, `"meh"`, 1), `l:2: finished record: unknown reason "meh"`},
+		{"a record after the end", ledgerHeader + ledgerEnd + ledgerStarted("a", 1), "l:3: \"started\" record after the session's end"},
+		{"a torn line that is not the last", ledgerHeader + `{"type":"started","id":"a"` + "\n" + ledgerStarted("b", 1), "l:2: not a record"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			_, err := ReadLedger(strings.NewReader(tc.ledger), "l")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzReadLedger: any input either reads, with every run in a known
+// state, or is an error naming a line; a torn tail never makes an error.
+func FuzzReadLedger(f *testing.F) {
+	f.Add(ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "ok", false) + ledgerEnd)
+	f.Add(ledgerHeader + ledgerStarted("a", 1) + `{"type":"fin`)
+	f.Add(ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "failed", true) + ledgerHeader + ledgerStarted("a", 2))
+	f.Add("{}\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		log, err := ReadLedger(strings.NewReader(s), "f")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "ledger f:") {
+				t.Fatalf("error without file and line: %v", err)
+			}
+			return
+		}
+		if log.Size+log.Torn != int64(len(s)) {
+			t.Fatalf("size %d + torn %d != %d", log.Size, log.Torn, len(s))
+		}
+		for _, run := range log.Runs {
+			switch run.State {
+			case StateRunning, StateSucceeded, StateFailed, StateInterrupted:
+			default:
+				t.Fatalf("run %s in state %q", run.ID, run.State)
+			}
+		}
+		// Whatever follows a torn tail once it is completed must not change
+		// what the complete lines said.
+		if log.Torn > 0 {
+			again, err := ReadLedger(strings.NewReader(s[:log.Size]), "f")
+			if err != nil || len(again.Runs) != len(log.Runs) {
+				t.Fatalf("the complete lines alone: %v, %d runs, want %d", err, len(again.Runs), len(log.Runs))
+			}
+		}
+	})
+}
+
+func TestResume(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out", "ledger.jsonl")
+	ledger := ledgerHeader + ledgerStarted("ok", 1) + ledgerFinished("ok", 1, "ok", false) +
+		ledgerStarted("bad", 1) + ledgerFinished("bad", 1, "failed", false) +
+		ledgerStarted("cut", 1) + ledgerFinished("cut", 1, "interrupted", false) +
+		ledgerStarted("killed", 2) // nodepack died here: no end record
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	os.WriteFile(path, []byte(ledger), 0o644)
+	l, err := OpenLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	runs := Runs(Run{ID: "ok"}, Run{ID: "bad"}, Run{ID: "cut"}, Run{ID: "killed"}, Run{ID: "new"})
+	for _, tc := range []struct {
+		retryFailed bool
+		want        []string
+		counts      ResumeCounts
+	}{
+		{false, []string{"cut", "killed", "new"}, ResumeCounts{SkippedSucceeded: 1, SkippedFailed: 1, Interrupted: 2, New: 1}},
+		{true, []string{"bad", "cut", "killed", "new"}, ResumeCounts{SkippedSucceeded: 1, RetriedFailed: 1, Interrupted: 2, New: 1}},
+	} {
+		pending, counts := l.Resume(runs, tc.retryFailed)
+		var got []string
+		for run := range pending {
+			got = append(got, run.ID)
+		}
+		if strings.Join(got, " ") != strings.Join(tc.want, " ") || counts() != tc.counts {
+			t.Errorf("retryFailed %v: ran %v, counts %+v; want %v, %+v", tc.retryFailed, got, counts(), tc.want, tc.counts)
+		}
+	}
+	if l.PriorAttempts("killed") != 2 || l.PriorAttempts("new") != 0 {
+		t.Errorf("prior attempts %d, %d; want 2, 0", l.PriorAttempts("killed"), l.PriorAttempts("new"))
+	}
+}
+
+func TestOpenLedgerIsExclusive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	l, err := OpenLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := OpenLedger(path); err == nil || !strings.Contains(err.Error(), "another nodepack") {
+		t.Errorf("second OpenLedger: %v, want it refused", err)
+	}
+}
+
+// fullDisk is a ledger file on a disk that fills up after room bytes.
+type fullDisk struct {
+	b    []byte
+	room int
+}
+
+func (f *fullDisk) Write(p []byte) (int, error) {
+	n := min(len(p), f.room-len(f.b))
+	f.b = append(f.b, p[:n]...)
+	if n < len(p) {
+		return n, syscall.ENOSPC
+	}
+	return n, nil
+}
+func (f *fullDisk) Sync() error               { return nil }
+func (f *fullDisk) Truncate(size int64) error { f.b = f.b[:size]; return nil }
+func (f *fullDisk) Close() error              { return nil }
+func (f *fullDisk) contents() string          { return string(f.b) }
+func (f *fullDisk) records() (*LedgerLog, error) {
+	return ReadLedger(strings.NewReader(f.contents()), "disk")
+}
+
+// TestFullDiskKeepsTheLedgerWhole: a write cut short by a full disk is
+// taken back, and nothing is written after it.
+func TestFullDiskKeepsTheLedgerWhole(t *testing.T) {
+	disk := &fullDisk{room: 700}
+	l := &Ledger{path: "disk", dir: ".", past: &LedgerLog{Runs: map[string]*LedgerRun{}}, file: disk}
+	if err := l.WriteHeader(LedgerRecord{Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	for i := 0; err == nil && i < 100; i++ {
+		ev := Event{Kind: Started, Run: Run{ID: "run" + string(rune('a'+i%26))}, Attempt: 1, Start: time.Now(), Slot: pack.Slot{Slot: 0}}
+		err = l.Record(ev)
+	}
+	if !errors.Is(err, syscall.ENOSPC) || !errors.Is(l.Err(), syscall.ENOSPC) {
+		t.Fatalf("err %v, ledger err %v; want ENOSPC", err, l.Err())
+	}
+	size := len(disk.b)
+	if err := l.WriteEnd("done", 0); !errors.Is(err, syscall.ENOSPC) || len(disk.b) != size {
+		t.Errorf("a write after the error: %v, %d bytes more", err, len(disk.b)-size)
+	}
+	log, err := disk.records()
+	if err != nil || log.Torn != 0 || len(log.Runs) == 0 {
+		t.Errorf("after a full disk the ledger reads %v, torn %d, %d runs; want whole records", err, log.Torn, len(log.Runs))
+	}
+}
