@@ -137,4 +137,3 @@ func (b *envBuilder) setByUser(key string, run Run) bool {
 	}
 	return false
 }
-
