@@ -543,6 +543,8 @@ func (e *execution) attempt(slot pack.Slot, run Run, n int) (Event, error) {
 		ev.Reason = reason
 	case ev.ExitCode == 0:
 		ev.Reason = OK
+	case e.stoppedAround(ev.Signal):
+		ev.Reason = Interrupted
 	default:
 		ev.Reason = Failed
 	}
@@ -551,6 +553,34 @@ func (e *execution) attempt(slot pack.Slot, run Run, n int) (Event, error) {
 		ev.Err = waitErr
 	}
 	return ev, nil
+}
+
+// stopWindow is how long a run's death by a stop signal may precede the
+// stop of the whole sweep and still count as an interruption.
+const stopWindow = 500 * time.Millisecond
+
+// stoppedAround reports whether a run that died of signal sig was stopped
+// together with the sweep. Batch systems signal every process of a job at
+// once (scancel, a time limit, preemption), so the run's death can reach
+// nodepack before its own SIGTERM does; that run was interrupted, not
+// failed. Only deaths by SIGTERM, SIGINT, SIGHUP and SIGKILL wait for the
+// window, and only while the sweep is not already stopping.
+func (e *execution) stoppedAround(sig string) bool {
+	switch sig {
+	case "SIGTERM", "SIGINT", "SIGHUP", "SIGKILL":
+	default:
+		return false
+	}
+	t := time.NewTimer(stopWindow)
+	defer t.Stop()
+	select {
+	case <-e.ctx.Done():
+	case <-e.terminate:
+	case <-e.opts.Kill:
+	case <-t.C:
+		return false
+	}
+	return true
 }
 
 // command is exec.Command with PATH lookups cached for the Execute: with

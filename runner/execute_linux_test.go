@@ -197,6 +197,32 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// TestSignalledWithTheSweep: a batch system signals every process of a job
+// at once, so a run can die of SIGTERM just before nodepack's own context is
+// cancelled. That run was interrupted, not failed.
+func TestSignalledWithTheSweep(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	started := make(chan struct{})
+	var once sync.Once
+	opts := Options{OnEvent: func(ev Event) {
+		if ev.Kind == Started {
+			once.Do(func() { close(started) })
+		}
+	}}
+	go func() {
+		<-started
+		// The run kills itself 50 ms in; the sweep is stopped 150 ms later.
+		time.Sleep(200 * time.Millisecond)
+		cancel()
+	}()
+	_, events, _ := execute(t, ctx, plainSlots(1), opts,
+		Run{ID: "scancelled", Args: []string{"bash", "-c", "sleep 0.05; kill -TERM $$"}})
+	if len(events) != 1 || events[0].ExitCode != 143 || events[0].Reason != Interrupted {
+		t.Errorf("events %+v; want one run, exit 143, interrupted", events)
+	}
+}
+
 func TestTimeout(t *testing.T) {
 	start := time.Now()
 	sum, events, err := execute(t, t.Context(), plainSlots(2), Options{Timeout: 200 * time.Millisecond, Grace: 200 * time.Millisecond},

@@ -84,6 +84,7 @@ type runOptions struct {
 	RetryFailed      bool
 	Restart          bool
 	StopBefore       time.Duration
+	Requeue          bool
 	SampleInterval   time.Duration
 }
 
@@ -93,6 +94,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.Output, "output", "o", "", "`DIR` for the ledger and logs (DIR/runs/<run-id>/); default nodepack-<job id> in a batch job, else nodepack-out")
 	fs.BoolVar(&o.RetryFailed, "retry-failed", false, "when resuming, also run again the runs that failed")
 	fs.BoolVar(&o.Restart, "restart", false, "start over: keep the old ledger as a backup and run everything")
+	fs.BoolVar(&o.Requeue, "requeue", false, "when stopped by SIGUSR1/SIGUSR2 (sbatch --signal) or --stop-before with runs left, have the batch system run this job again (Slurm: scontrol requeue; Grid Engine: exit 99); never on SIGTERM (scancel)")
 	fs.DurationVar(&o.StopBefore, "stop-before", 0, "start no runs `D` before the job's end (SLURM_JOB_END_TIME) and stop running ones in time for --grace; 0 means off")
 	fs.DurationVar(&o.SampleInterval, "sample-interval", 10*time.Second, "measure each run's process tree and GPUs every `D`; 0 means only the kernel's totals")
 	fs.DurationVar(&o.Stagger, "stagger", 0, "start slot i's first run i×`D` after the start")
@@ -182,6 +184,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	drainAt, terminateAt, err := walltime(sched, o.StopBefore, opts.Grace)
 	if err != nil {
 		return usageErrorf(stderr, "run", "%v", err)
+	}
+	if o.Requeue && !canRequeue(sched) {
+		return usageErrorf(stderr, "run", "--requeue: nodepack can requeue Slurm and Grid Engine jobs, not %s", describeKind(sched))
 	}
 	printWarnings(stderr, node.Warnings)
 	printWarnings(stderr, plan.Warnings)
@@ -293,8 +298,15 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if ledgerErr != nil {
 		fmt.Fprintf(stderr, "nodepack: stopped starting runs: %v; the ledger holds every record written before, and a rerun runs the rest again\n", ledgerErr)
 	}
+	// Only a warning (sbatch --signal, SGE -notify) or --stop-before asks for
+	// a requeue: SIGTERM is scancel, qdel or a time limit already reached.
+	warned := sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2
+	requeue := o.Requeue && (warned || sum.Drained) && left != 0 && ledgerErr == nil
 	if sig != 0 {
 		fmt.Fprintf(stderr, "nodepack: stopped by %s: %d runs interrupted; rerun the same command to run them again\n", unix.SignalName(sig), sum.Interrupted)
+		if requeue {
+			return requeueJob(sched, stderr, 128+int(sig))
+		}
 		return 128 + int(sig)
 	}
 	if err != nil {
@@ -308,6 +320,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "nodepack: stopped starting runs %v before the job's end (--stop-before): %s deferred to the requeue; rerun the same command to run them\n",
 			o.StopBefore, countWord(left, "run"))
 		if left != 0 {
+			if requeue {
+				return requeueJob(sched, stderr, exitDeferred)
+			}
 			return exitDeferred
 		}
 	}

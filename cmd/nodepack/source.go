@@ -429,9 +429,6 @@ func (o *sourceOptions) open(args []string) (iter.Seq2[runner.Run, error], func(
 func (o *sourceOptions) printDryRun(args []string, stdout, stderr io.Writer) int {
 	runs, closeRuns := o.open(args)
 	defer closeRuns()
-	for _, note := range o.Notes {
-		fmt.Fprintf(stderr, "nodepack: %s\n", note)
-	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	if o.JSON {

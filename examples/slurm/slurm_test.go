@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 var (
@@ -215,4 +216,218 @@ func TestTorchThreads(t *testing.T) {
 	}
 }
 
-var _ = bufio.NewScanner // used by the scenarios that read ledgers
+// statusOf returns nodepack status DIR --json.
+func statusOf(t *testing.T, dir string) (doc struct {
+	Counts map[string]int `json:"counts"`
+	Shards []any          `json:"shards"`
+}) {
+	t.Helper()
+	out, err := exec.Command(nodepack, "status", "--json", dir).Output()
+	if err != nil {
+		t.Fatalf("nodepack status %s: %v", dir, err)
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	return doc
+}
+
+// record is the part of a ledger record these tests read.
+type record struct {
+	Type   string `json:"type"`
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
+}
+
+// ledgerRecords reads every record of every ledger file in dir, in order
+// within each file.
+func ledgerRecords(t *testing.T, dir string) []record {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "ledger*.jsonl"))
+	if len(files) == 0 {
+		t.Fatalf("no ledger in %s", dir)
+	}
+	var recs []record
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(fh)
+		sc.Buffer(nil, 1<<24)
+		for sc.Scan() {
+			var r record
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			recs = append(recs, r)
+		}
+		fh.Close()
+	}
+	return recs
+}
+
+// doneLines returns the lines of the file runs append their id to when
+// they complete, and fails the test if any id is there twice.
+func doneLines(t *testing.T, path string) []string {
+	t.Helper()
+	b, _ := os.ReadFile(path)
+	lines := strings.Fields(string(b))
+	seen := map[string]bool{}
+	for _, l := range lines {
+		if seen[l] {
+			t.Errorf("run %s completed twice", l)
+		}
+		seen[l] = true
+	}
+	return lines
+}
+
+// TestArrayShards is scenario 2: one sweep over an array of 3; every run
+// ran exactly once across the shards, and status sees all three.
+func TestArrayShards(t *testing.T) {
+	needSlurm(t)
+	dir := t.TempDir()
+	done := filepath.Join(dir, "done.txt")
+	var lines []string
+	for i := range 10 {
+		lines = append(lines, fmt.Sprintf("echo $NODEPACK_RUN_ID >> %s; : run %d", done, i))
+	}
+	tasks := writeTasks(t, dir, lines...)
+	id := submit(t, dir, "--export=ALL,NODEPACK="+nodepack+",TASKS="+tasks, filepath.Join(repoRoot, "examples/slurm/array.sbatch"))
+	if err := wait(t, id, 180); err != nil {
+		t.Fatalf("array %s: %v", id, err)
+	}
+	if got := doneLines(t, done); len(got) != 10 {
+		t.Errorf("%d runs completed, want 10 (each once)", len(got))
+	}
+	st := statusOf(t, filepath.Join(dir, "nodepack-"+id))
+	if st.Counts["succeeded"] != 10 || len(st.Shards) != 3 {
+		t.Errorf("status: counts %v, %d shards; want 10 succeeded in 3 shards", st.Counts, len(st.Shards))
+	}
+}
+
+// trainTasks returns task lines that run the training example, each
+// appending its run id to done when it completes.
+func trainTasks(dir, done string, epochs []int, epochSeconds int) []string {
+	python := "/usr/bin/python3"
+	train := filepath.Join(repoRoot, "examples/train/train.py")
+	var lines []string
+	for i, n := range epochs {
+		lines = append(lines, fmt.Sprintf("%s %s --epochs %d --epoch-seconds %d --seed %d && echo $NODEPACK_RUN_ID >> %s",
+			python, train, n, epochSeconds, i, done))
+	}
+	return lines
+}
+
+// TestScancelThenRequeue is scenario 3: scancel mid-sweep (Slurm itself
+// sends SIGCONT and SIGTERM to every process of the job, not only to
+// nodepack): the running runs end as interrupted, not failed; scontrol
+// requeue runs the same job id again, which finishes only the unfinished
+// runs, and the training runs resume from their checkpoints.
+func TestScancelThenRequeue(t *testing.T) {
+	needSlurm(t)
+	dir := t.TempDir()
+	done := filepath.Join(dir, "done.txt")
+	tasks := writeTasks(t, dir, trainTasks(dir, done, []int{6, 6, 6, 6}, 1)...)
+	id := submit(t, dir, "--export=ALL,NODEPACK="+nodepack+",TASKS="+tasks, filepath.Join(repoRoot, "examples/slurm/sweep.sbatch"))
+	out := filepath.Join(dir, "nodepack-"+id)
+	waitFor(t, 60, "every run to checkpoint", func() bool {
+		c, _ := filepath.Glob(filepath.Join(out, "runs", "*", "checkpoint"))
+		return len(c) == 4
+	})
+	if err := exec.Command("scancel", id).Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(t, id, 120); err == nil {
+		t.Fatalf("job %s completed although cancelled", id)
+	}
+	reasons := map[string]int{}
+	for _, r := range ledgerRecords(t, out) {
+		if r.Type == "finished" {
+			reasons[r.Reason]++
+		}
+	}
+	if reasons["interrupted"] != 4 || len(reasons) != 1 {
+		t.Fatalf("finished records by reason %v, want 4 interrupted and nothing else:\n%s", reasons, jobLog(t, filepath.Join(dir, "nodepack-"+id+".log")))
+	}
+	if st := statusOf(t, out); st.Counts["interrupted"] != 4 || st.Counts["failed"] != 0 {
+		t.Errorf("status after scancel: %v", st.Counts)
+	}
+
+	if out, err := exec.Command("scontrol", "requeue", id).CombinedOutput(); err != nil {
+		t.Fatalf("scontrol requeue %s: %v: %s", id, err, out)
+	}
+	if err := wait(t, id, 180); err != nil {
+		t.Fatalf("requeued job %s: %v\n%s", id, err, jobLog(t, filepath.Join(dir, "nodepack-"+id+".log")))
+	}
+	if got := doneLines(t, done); len(got) != 4 {
+		t.Errorf("%d runs completed, want 4, each once", len(got))
+	}
+	for run, log := range runOutputs(t, out) {
+		if !strings.Contains(log, `"event": "resume"`) || strings.Contains(log, `"from_epoch": 0`) {
+			t.Errorf("run %s did not resume from its checkpoint:\n%s", run, log)
+		}
+	}
+	if st := statusOf(t, out); st.Counts["succeeded"] != 4 || st.Counts["failed"] != 0 {
+		t.Errorf("status after the requeue: %v", st.Counts)
+	}
+}
+
+// TestTimeLimitWarning is scenario 4: a time limit with
+// --signal=B:USR1@30: on the warning nodepack starts no more runs, stops the
+// running ones (which have checkpointed every epoch) and requeues the job;
+// the requeued job completes the sweep. Slurm checks limits on a 30 s tick,
+// so this takes two to three minutes.
+func TestTimeLimitWarning(t *testing.T) {
+	needSlurm(t)
+	if testing.Short() {
+		t.Skip("takes minutes")
+	}
+	dir := t.TempDir()
+	done := filepath.Join(dir, "done.txt")
+	// Two long runs outlast the warning; the third, short, would start only
+	// after one of them ended, so the first job never starts it.
+	tasks := writeTasks(t, dir, trainTasks(dir, done, []int{14, 14, 1}, 7)...)
+	id := submit(t, dir, "--time=2", "--signal=B:USR1@30",
+		"--export=ALL,NODEPACK="+nodepack+",TASKS="+tasks+",NODEPACK_FLAGS=--parallel 2",
+		filepath.Join(repoRoot, "examples/slurm/sweep.sbatch"))
+	if err := wait(t, id, 420); err != nil {
+		t.Fatalf("job %s: %v\n%s", id, err, jobLog(t, filepath.Join(dir, "nodepack-"+id+".log")))
+	}
+	log := jobLog(t, filepath.Join(dir, "nodepack-"+id+".log"))
+	if !strings.Contains(log, "stopped by SIGUSR1") || !strings.Contains(log, "requeued job "+id) {
+		t.Errorf("the job log does not show the warning and the requeue:\n%s", log)
+	}
+	if got := doneLines(t, done); len(got) != 3 {
+		t.Errorf("%d runs completed, want 3, each once:\n%s", len(got), log)
+	}
+	recs := ledgerRecords(t, filepath.Join(dir, "nodepack-"+id))
+	var interrupted, startedFirst int
+	firstSession := true
+	for _, r := range recs {
+		switch {
+		case r.Type == "end":
+			firstSession = false
+		case r.Type == "finished" && r.Reason == "interrupted":
+			interrupted++
+		case r.Type == "started" && firstSession:
+			startedFirst++
+		}
+	}
+	if interrupted != 2 || startedFirst != 2 {
+		t.Errorf("%d interrupted runs, %d started by the first job; want the 2 long ones both times", interrupted, startedFirst)
+	}
+}
+
+// waitFor polls cond every 100 ms for up to seconds.
+func waitFor(t *testing.T, seconds int, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; i < seconds*10; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
