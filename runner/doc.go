@@ -6,7 +6,13 @@
 // CUDA_VISIBLE_DEVICES, thread caps sized to its CPUs, a private TMPDIR, its
 // own process group and its own log files. Runs come from a stream
 // ([iter.Seq2] of [Run] and error), so a task file of a million lines is never
-// held in memory; [ReadTaskFile] turns a task file into such a stream.
+// held in memory. Sources turn the shapes users write sweeps in into such
+// streams, all with content-derived run IDs that stay stable when a sweep
+// grows: [ReadTaskFile] (one shell command per line), [ParseSweep]
+// (Hydra-style key=a,b overrides), [ReadGrid] (a YAML grid) and
+// [ReadParams] (one JSON object per line), with reps and shards
+// ([SourceOptions], [Shard]). Runs from sweeps, grids and params are
+// executed directly, never through a shell.
 //
 // The package never logs, never exits and never installs signal handlers:
 // [Execute] reports through [Options.OnEvent] and its returned [Summary], and
