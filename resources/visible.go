@@ -184,13 +184,13 @@ func (n Node) SelectGPUs(list string) (Node, error) {
 		if e == "" {
 			return n, bad("empty entry")
 		}
-		if lo, hi, ok := strings.Cut(e, "-"); ok && !strings.HasPrefix(e, "GPU-") && !strings.HasPrefix(e, "MIG-") {
-			a, errA := strconv.Atoi(lo)
-			b, errB := strconv.Atoi(hi)
-			if errA != nil || errB != nil || a < 0 || b < a {
+		if strings.Contains(e, "-") && !strings.HasPrefix(e, "GPU-") && !strings.HasPrefix(e, "MIG-") {
+			// A range of indices reads like a cpu list range.
+			indices, err := pack.ParseCPUList(e)
+			if err != nil {
 				return n, bad("bad entry %q", e)
 			}
-			for i := a; i <= b; i++ {
+			for _, i := range indices {
 				entries = append(entries, strconv.Itoa(i))
 			}
 			continue

@@ -41,7 +41,7 @@ type LedgerRecord struct {
 	Command []string        `json:"command,omitempty"`
 	Host    string          `json:"host,omitempty"` // also in started records
 	PID     int             `json:"pid,omitempty"`  // header: the runner's; started: the run's
-	Shard   *LedgerShard    `json:"shard,omitempty"`
+	Shard   *Shard          `json:"shard,omitempty"`
 	Total   *int            `json:"total,omitempty"` // runs of this shard, when the source knows
 	Node    json.RawMessage `json:"node,omitempty"`
 	Plan    json.RawMessage `json:"plan,omitempty"`
@@ -72,12 +72,6 @@ type LedgerRecord struct {
 	// End.
 	Note     string `json:"note,omitempty"`     // how the session ended
 	Deferred int    `json:"deferred,omitempty"` // runs left for the next session
-}
-
-// LedgerShard is which part of a sweep a ledger records.
-type LedgerShard struct {
-	Index int `json:"index"`
-	Count int `json:"count"`
 }
 
 // LedgerFileName is the name of shard index's ledger in a sweep of count

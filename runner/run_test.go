@@ -78,8 +78,8 @@ func TestReadTaskFileErrors(t *testing.T) {
 	}
 }
 
-// endlessReader yields "echo N" lines forever and counts the bytes read.
-type endlessReader struct{ n, read int }
+// endlessReader yields "echo zzz…" lines forever and counts the bytes read.
+type endlessReader struct{ read int }
 
 func (r *endlessReader) Read(p []byte) (int, error) {
 	line := "echo " + strings.Repeat("z", 50) + "\n"

@@ -20,7 +20,8 @@ import (
 //
 // The zero value, like any Count ≤ 1, is the whole source.
 type Shard struct {
-	Index, Count int
+	Index int `json:"index"`
+	Count int `json:"count"`
 }
 
 // ParseShard parses "I/N" with 0 ≤ I < N.

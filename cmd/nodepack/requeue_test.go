@@ -12,47 +12,24 @@ import (
 	"github.com/nodepack/nodepack/resources"
 )
 
-// TestRequeue: stopped with runs left (here: the job is already inside
-// its --stop-before window, so every run is deferred), nodepack asks the
-// batch system to run the job again.
+// TestRequeue: a Slurm job already inside its --stop-before window defers
+// every run, so nodepack exits 3 and asks Slurm to run the job again.
 func TestRequeue(t *testing.T) {
 	var calls [][]string
 	saved := scontrol
 	scontrol = func(args ...string) ([]byte, error) { calls = append(calls, args); return nil, nil }
 	t.Cleanup(func() { scontrol = saved })
+	t.Setenv("SLURM_JOB_ID", "77")
+	t.Setenv("SLURM_JOB_END_TIME", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
 
-	tests := []struct {
-		description string
-		env         map[string]string
-		wantCode    int
-		wantCall    []string // nil: scontrol must not be called
-		wantErr     string
-	}{
-		{"slurm: scontrol requeue of this job", map[string]string{"SLURM_JOB_ID": "77"}, exitDeferred,
-			[]string{"requeue", "77"}, "requeued job 77"},
+	dir := t.TempDir()
+	tasks := writeFile(t, dir, "tasks.txt", "true\ntrue\n")
+	code, _, stderr := runCLI(t, "run", "--gpus", "none", "-o", filepath.Join(dir, "out"), "--requeue", "--stop-before", "2h", tasks)
+	if code != exitDeferred || !strings.Contains(stderr, "requeued job 77") {
+		t.Errorf("exit %d, want 3 and the requeue reported:\n%s", code, stderr)
 	}
-	for _, tc := range tests {
-		t.Run(tc.description, func(t *testing.T) {
-			calls = nil
-			for _, k := range []string{"SLURM_JOB_ID", "SLURM_JOB_END_TIME", "JOB_ID", "SGE_ROOT", "SGE_TASK_ID"} {
-				os.Unsetenv(k)
-			}
-			for k, v := range tc.env {
-				t.Setenv(k, v)
-			}
-			t.Setenv("SLURM_JOB_END_TIME", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
-			dir := t.TempDir()
-			tasks := writeFile(t, dir, "tasks.txt", "true\ntrue\n")
-			args := []string{"run", "--gpus", "none", "-o", filepath.Join(dir, "out"), "--requeue", tasks}
-			args = append(args, "--stop-before", "2h")
-			code, _, stderr := runCLI(t, args...)
-			if code != tc.wantCode || !strings.Contains(stderr, tc.wantErr) {
-				t.Errorf("exit %d, want %d with %q:\n%s", code, tc.wantCode, tc.wantErr, stderr)
-			}
-			if len(calls) != 1 || !slices.Equal(calls[0], tc.wantCall) {
-				t.Errorf("scontrol calls %q, want one %q", calls, tc.wantCall)
-			}
-		})
+	if len(calls) != 1 || !slices.Equal(calls[0], []string{"requeue", "77"}) {
+		t.Errorf("scontrol calls %q, want one [requeue 77]", calls)
 	}
 }
 

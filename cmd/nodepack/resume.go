@@ -22,12 +22,11 @@ const terminateMargin = 5 * time.Second
 
 // shard is this invocation's shard of the sweep, as the source options
 // chose it (--shard, or the array index); 0 of 1 when not sharded.
-func (o *runOptions) shard() runner.LedgerShard {
-	s := o.source.Shard
-	if s.Count < 1 {
-		return runner.LedgerShard{Index: 0, Count: 1}
+func (o *runOptions) shard() runner.Shard {
+	if o.source.Shard.Count < 1 {
+		return runner.Shard{Index: 0, Count: 1}
 	}
-	return runner.LedgerShard{Index: s.Index, Count: s.Count}
+	return o.source.Shard
 }
 
 // defaultOutput is the output directory when -o is not given. Inside a

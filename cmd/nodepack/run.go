@@ -223,7 +223,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	header := runner.LedgerRecord{
 		Version: nodepackVersion(),
 		Command: append([]string{"nodepack", "run"}, args...),
-		Shard:   &runner.LedgerShard{Index: shard.Index, Count: shard.Count},
+		Shard:   &shard,
 	}
 	if total >= 0 {
 		header.Total = &total
@@ -275,10 +275,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	printSummary(stderr, sum, o.Output)
 	counts := resumed()
 	printSkipped(stderr, counts)
-	left := o.countLeft(fs.Args(), total, ledger.Past(), ended, o.RetryFailed)
-
 	sig := interruptSignal(ctx)
 	ledgerErr := ledger.Err()
+	// A sweep that ran to its end left nothing for a requeue; only a stopped
+	// one is worth reading the source again to count what is left.
+	left := 0
+	if sig != 0 || sum.Drained || sum.Stopped || err != nil || ledgerErr != nil {
+		left = o.countLeft(fs.Args(), total, ledger.Past(), ended, o.RetryFailed)
+	}
 	note := "done"
 	switch {
 	case sig != 0:
