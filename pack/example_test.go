@@ -35,7 +35,7 @@ func ExampleNewPlan() {
 		return
 	}
 	for _, s := range plan.Slots {
-		fmt.Printf("slot %d: gpu %s, cpus %s, numa %d\n", s.Slot, s.GPUs[0].UUID, pack.FormatCPUList(s.CPUs), s.NUMA)
+		fmt.Printf("slot %d: gpu %s, cpus %s, numa %d\n", s.Index, s.GPUs[0].UUID, pack.FormatCPUList(s.CPUs), s.NUMA)
 	}
 	fmt.Printf("idle: %d gpus, cpus %q\n", len(plan.IdleGPUs), pack.FormatCPUList(plan.IdleCPUs))
 	// Output:

@@ -38,7 +38,7 @@ type Options struct {
 // Plan is a static layout of a node: Parallel slots, each running one run at
 // a time on the same Assignment. The zero Plan has no slots.
 type Plan struct {
-	// Slots are in allocation order: Slots[i].Slot == i.
+	// Slots are in allocation order: Slots[i].Index == i.
 	Slots []Slot
 
 	// IdleGPUs are the GPUs no slot uses, in topology order (by Index).
@@ -108,7 +108,7 @@ func NewPlan(t Topology, o Options) (Plan, error) {
 			// resolve has checked that every slot fits the empty node.
 			return Plan{}, fmt.Errorf("plan: slot %d: %w", i, err)
 		}
-		p.Slots = append(p.Slots, Slot{Slot: i, Assignment: as})
+		p.Slots = append(p.Slots, Slot{Index: i, Assignment: as})
 	}
 	if shareCPUs {
 		most := a.shareCPUs(p.Slots)

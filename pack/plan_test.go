@@ -183,8 +183,8 @@ func TestNewPlan(t *testing.T) {
 			}
 			var got []string
 			for i, s := range p.Slots {
-				if s.Slot != i {
-					t.Errorf("Slots[%d].Slot = %d", i, s.Slot)
+				if s.Index != i {
+					t.Errorf("Slots[%d].Index = %d", i, s.Index)
 				}
 				got = append(got, describe(s.Assignment))
 			}
@@ -220,27 +220,27 @@ func TestNewPlanDoneWhen(t *testing.T) {
 	perGPU := map[string]int{}
 	for _, s := range p.Slots {
 		if len(s.GPUs) != 1 {
-			t.Fatalf("slot %d has %d GPUs, want 1", s.Slot, len(s.GPUs))
+			t.Fatalf("slot %d has %d GPUs, want 1", s.Index, len(s.GPUs))
 		}
 		g := s.GPUs[0]
 		perGPU[g.UUID]++
 		if split := splitCores(topoDGXA100, s.CPUs); len(split) > 0 {
-			t.Errorf("slot %d: split cores %v", s.Slot, split)
+			t.Errorf("slot %d: split cores %v", s.Index, split)
 		}
 		if len(s.CPUs) != 16 {
-			t.Errorf("slot %d: %d CPUs, want 16", s.Slot, len(s.CPUs))
+			t.Errorf("slot %d: %d CPUs, want 16", s.Index, len(s.CPUs))
 		}
 		for _, id := range s.CPUs {
 			if c, _ := topoCPU(topoDGXA100, id); c.NUMA != g.NUMA {
-				t.Errorf("slot %d: CPU %d on NUMA node %d, its GPU on %d", s.Slot, id, c.NUMA, g.NUMA)
+				t.Errorf("slot %d: CPU %d on NUMA node %d, its GPU on %d", s.Index, id, c.NUMA, g.NUMA)
 			}
 			if prev, ok := owner[id]; ok {
-				t.Errorf("CPU %d in slots %d and %d", id, prev, s.Slot)
+				t.Errorf("CPU %d in slots %d and %d", id, prev, s.Index)
 			}
-			owner[id] = s.Slot
+			owner[id] = s.Index
 		}
 		if s.NUMA != g.NUMA {
-			t.Errorf("slot %d: NUMA = %d, want %d", s.Slot, s.NUMA, g.NUMA)
+			t.Errorf("slot %d: NUMA = %d, want %d", s.Index, s.NUMA, g.NUMA)
 		}
 	}
 	for uuid, n := range perGPU {
@@ -525,27 +525,27 @@ func checkPlan(t *testing.T, topo Topology, p Plan) {
 	shared := false
 	for _, s := range p.Slots {
 		if len(s.GPUs) != p.Request.GPUs {
-			t.Errorf("slot %d: %d GPUs, want %d", s.Slot, len(s.GPUs), p.Request.GPUs)
+			t.Errorf("slot %d: %d GPUs, want %d", s.Index, len(s.GPUs), p.Request.GPUs)
 		}
 		if len(s.CPUs) != p.Request.CPUs {
-			t.Errorf("slot %d: %d CPUs, want %d", s.Slot, len(s.CPUs), p.Request.CPUs)
+			t.Errorf("slot %d: %d CPUs, want %d", s.Index, len(s.CPUs), p.Request.CPUs)
 		}
 		if !slices.IsSorted(s.CPUs) {
-			t.Errorf("slot %d: CPUs %v not ascending", s.Slot, s.CPUs)
+			t.Errorf("slot %d: CPUs %v not ascending", s.Index, s.CPUs)
 		}
 		shared = shared || s.SharedCPUs
 		for _, id := range s.CPUs {
 			if _, ok := topoCPU(topo, id); !ok {
-				t.Errorf("slot %d: CPU %d not in the topology", s.Slot, id)
+				t.Errorf("slot %d: CPU %d not in the topology", s.Index, id)
 			}
 			cpuLoad[id]++
 		}
 		for _, g := range s.GPUs {
 			if g.MIG && len(s.GPUs) > 1 {
-				t.Errorf("slot %d: MIG device %s in a %d-GPU run", s.Slot, g.UUID, len(s.GPUs))
+				t.Errorf("slot %d: MIG device %s in a %d-GPU run", s.Index, g.UUID, len(s.GPUs))
 			}
 			if !slices.ContainsFunc(topo.GPUs, func(h GPU) bool { return h.UUID == g.UUID }) {
-				t.Errorf("slot %d: GPU %s not in the topology", s.Slot, g.UUID)
+				t.Errorf("slot %d: GPU %s not in the topology", s.Index, g.UUID)
 			}
 			gpuLoad[g.UUID]++
 		}
@@ -553,7 +553,7 @@ func checkPlan(t *testing.T, topo Topology, p Plan) {
 	for _, s := range p.Slots {
 		for _, id := range s.CPUs {
 			if s.SharedCPUs != (cpuLoad[id] > 1) {
-				t.Errorf("slot %d: SharedCPUs = %v, but CPU %d serves %d slots", s.Slot, s.SharedCPUs, id, cpuLoad[id])
+				t.Errorf("slot %d: SharedCPUs = %v, but CPU %d serves %d slots", s.Index, s.SharedCPUs, id, cpuLoad[id])
 			}
 		}
 	}

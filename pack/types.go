@@ -42,9 +42,9 @@ type Assignment struct {
 	SharedCPUs bool // a CPU also serves other concurrent runs (a plan with more runs than CPUs)
 }
 
-// Slot is one of the concurrent places of a static plan: slot i runs one run
-// at a time with the same Assignment.
+// Slot is one of the concurrent places of a static plan: slot Index runs
+// one run at a time with the same Assignment.
 type Slot struct {
-	Slot int
+	Index int
 	Assignment
 }

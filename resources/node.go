@@ -91,12 +91,15 @@ func (m Memory) Usable() uint64 {
 
 // Scheduler is the batch system's view of the job nodepack runs in.
 type Scheduler struct {
-	Kind    string    `json:"kind"` // slurm, sge, pbs, lsf or none
-	JobID   string    `json:"job_id,omitempty"`
-	Array   *Array    `json:"array,omitempty"` // nil outside an array job
-	Tasks   *Tasks    `json:"tasks,omitempty"` // nil outside a multi-task step
-	EndTime time.Time `json:"end_time,omitzero"`
-	Scratch string    `json:"scratch,omitempty"` // node-local scratch directory the scheduler provides
+	Kind  string `json:"kind"` // slurm, sge, pbs, lsf or none
+	JobID string `json:"job_id,omitempty"`
+	// ArrayJobID is the id of the whole array (Slurm's SLURM_ARRAY_JOB_ID),
+	// where each task has a job id of its own; empty otherwise.
+	ArrayJobID string    `json:"array_job_id,omitempty"`
+	Array      *Array    `json:"array,omitempty"` // nil outside an array job
+	Tasks      *Tasks    `json:"tasks,omitempty"` // nil outside a multi-task step
+	EndTime    time.Time `json:"end_time,omitzero"`
+	Scratch    string    `json:"scratch,omitempty"` // node-local scratch directory the scheduler provides
 }
 
 // Array is this job's place in an array job, as the scheduler numbers it.

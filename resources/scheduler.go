@@ -58,6 +58,7 @@ func DetectScheduler(getenv func(string) (string, bool)) Scheduler {
 				a.Min, a.Max, a.Step = 0, a.Count-1, 1
 			}
 			s.Array = &a
+			s.ArrayJobID = str("SLURM_ARRAY_JOB_ID")
 		}
 		// The batch script has SLURM_PROCID=0 and, with --ntasks, SLURM_NTASKS
 		// too, but it is not a step's task: only srun sets a regular step id

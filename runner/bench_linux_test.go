@@ -21,8 +21,8 @@ func benchSlots() []pack.Slot {
 	var set unix.CPUSet
 	if unix.SchedGetaffinity(0, &set) == nil && set.IsSet(0) && set.IsSet(1) {
 		return []pack.Slot{
-			{Slot: 0, Assignment: pack.Assignment{CPUs: []int{0}}},
-			{Slot: 1, Assignment: pack.Assignment{CPUs: []int{1}}},
+			{Index: 0, Assignment: pack.Assignment{CPUs: []int{0}}},
+			{Index: 1, Assignment: pack.Assignment{CPUs: []int{1}}},
 		}
 	}
 	return plainSlots(2)
@@ -85,10 +85,10 @@ func refillGaps(events []Event) []time.Duration {
 	var gaps []time.Duration
 	slices.SortFunc(events, func(a, b Event) int { return a.Start.Compare(b.Start) })
 	for _, ev := range events {
-		if end, ok := last[ev.Slot.Slot]; ok {
+		if end, ok := last[ev.Slot.Index]; ok {
 			gaps = append(gaps, ev.Start.Sub(end))
 		}
-		last[ev.Slot.Slot] = ev.End
+		last[ev.Slot.Index] = ev.End
 	}
 	slices.Sort(gaps)
 	return gaps

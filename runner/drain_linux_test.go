@@ -3,6 +3,8 @@
 package runner
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,19 +13,74 @@ import (
 )
 
 func TestDrainStopsStartingOnly(t *testing.T) {
-	drain := make(chan struct{})
+	var x *Execution
+	ready := make(chan struct{})
 	var once sync.Once
-	opts := Options{Drain: drain, OnEvent: func(ev Event) {
+	opts := Options{TempDir: t.TempDir(), OutputDir: t.TempDir(), OnEvent: func(ev Event) {
 		if ev.Kind == Started {
-			once.Do(func() { close(drain) })
+			<-ready
+			once.Do(x.Drain)
 		}
 	}}
-	sum, events, err := execute(t, t.Context(), plainSlots(1), opts, shell("sleep 0.2", "true", "true")...)
+	rec := &recorder{}
+	opts.OnEvent = func(next func(Event)) func(Event) { return func(ev Event) { rec.add(ev); next(ev) } }(opts.OnEvent)
+	x, err := Start(t.Context(), plainSlots(1), Runs(shell("sleep 0.2", "true", "true")...), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(ready)
+	sum, err := x.Wait()
+	events := rec.finished()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !sum.Drained || sum.Runs != 1 || len(events) != 1 || events[0].Reason != OK {
 		t.Errorf("summary %+v, events %d; want the running run to finish and nothing else to start", sum, len(events))
+	}
+}
+
+// TestDrainDeadlineInThePastStartsNothing: a batch job already inside its
+// stop window starts nothing, however busy the machine: the deadline is
+// checked at the moment of each start, not by a timer racing the slots.
+func TestDrainDeadlineInThePastStartsNothing(t *testing.T) {
+	trials := 300
+	if testing.Short() {
+		trials = 50
+	}
+	for trial := range trials {
+		dir := t.TempDir()
+		opts := Options{TempDir: dir, OutputDir: dir, DrainAt: time.Now().Add(-time.Millisecond)}
+		sum, events, err := execute(t, t.Context(), plainSlots(4), opts, shell("true", "true", "true", "true", "true", "true")...)
+		if err != nil || sum.Runs != 0 || len(events) != 0 || !sum.Drained {
+			t.Fatalf("trial %d: err %v, summary %+v, %d events; want nothing started and a drain", trial, err, sum, len(events))
+		}
+		if entries, _ := os.ReadDir(filepath.Join(dir, "runs")); len(entries) != 0 {
+			t.Fatalf("trial %d: %d run directories made for runs that never started", trial, len(entries))
+		}
+	}
+}
+
+// TestSetDeadlinesMovesThem: a drain deadline moved into the past while
+// runs go on stops the next start.
+func TestSetDeadlinesMovesThem(t *testing.T) {
+	var x *Execution
+	gate := make(chan struct{})
+	rec := &recorder{}
+	opts := Options{TempDir: t.TempDir(), OutputDir: t.TempDir(), DrainAt: time.Now().Add(time.Hour), OnEvent: func(ev Event) {
+		rec.add(ev)
+		if ev.Kind == Finished && ev.Run.Index == 0 {
+			<-gate
+			x.SetDeadlines(time.Now().Add(-time.Second), time.Time{})
+		}
+	}}
+	x, err := Start(t.Context(), plainSlots(1), Runs(shell("true", "true", "true")...), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(gate)
+	sum, err := x.Wait()
+	if err != nil || sum.Runs != 1 || !sum.Drained {
+		t.Errorf("err %v, summary %+v; want one run, then the moved deadline drains", err, sum)
 	}
 }
 

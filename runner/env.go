@@ -108,7 +108,7 @@ func (b *envBuilder) build(a attemptEnv) []string {
 	}
 	set("NODEPACK_RUN_ID", a.run.ID)
 	set("NODEPACK_RUN_INDEX", strconv.Itoa(a.run.Index))
-	set("NODEPACK_SLOT", strconv.Itoa(a.slot.Slot))
+	set("NODEPACK_SLOT", strconv.Itoa(a.slot.Index))
 	set("NODEPACK_ATTEMPT", strconv.Itoa(a.attempt))
 	if a.runDir != "" {
 		set("NODEPACK_RUN_DIR", a.runDir)
@@ -121,9 +121,25 @@ func (b *envBuilder) build(a attemptEnv) []string {
 	set("NODEPACK_GPU_UUIDS", strings.Join(uuids, ","))
 	set("NODEPACK_CPUS", pack.FormatCPUList(a.slot.CPUs))
 
-	env = append(env, b.opts.Env...)
+	for _, kv := range b.opts.Env {
+		if strings.IndexByte(kv, '{') >= 0 {
+			kv = b.fillIn(kv, a)
+		}
+		env = append(env, kv)
+	}
 	env = append(env, a.run.Env...)
 	return env
+}
+
+// fillIn replaces the attempt placeholders in an Options.Env entry.
+func (b *envBuilder) fillIn(kv string, a attemptEnv) string {
+	return strings.NewReplacer(
+		"{run_id}", a.run.ID,
+		"{run_dir}", a.runDir,
+		"{index}", strconv.Itoa(a.run.Index),
+		"{rep}", strconv.Itoa(a.run.Rep),
+		"{attempt}", strconv.Itoa(a.attempt),
+	).Replace(kv)
 }
 
 func (b *envBuilder) setByUser(key string, run Run) bool {

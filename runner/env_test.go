@@ -37,7 +37,7 @@ func TestEnvBuild(t *testing.T) {
 		{
 			name:    "uuids and caps",
 			environ: []string{"CUDA_VISIBLE_DEVICES=0,1", "GPU_DEVICE_ORDINAL=0,1", "ROCR_VISIBLE_DEVICES=0", "ZE_AFFINITY_MASK=0", "KMP_AFFINITY=x", "GOMP_CPU_AFFINITY=0-3", "HOME=/h"},
-			slot:    pack.Slot{Slot: 1, Assignment: pack.Assignment{GPUs: []pack.GPU{gpuA, gpuB}, CPUs: []int{4, 5, 6, 7, 9}}},
+			slot:    pack.Slot{Index: 1, Assignment: pack.Assignment{GPUs: []pack.GPU{gpuA, gpuB}, CPUs: []int{4, 5, 6, 7, 9}}},
 			run:     Run{ID: "abc", Index: 7},
 			want: want{
 				"CUDA_VISIBLE_DEVICES": "GPU-aaaa,GPU-bbbb", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",

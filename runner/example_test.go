@@ -13,7 +13,7 @@ import (
 func Example() {
 	// One slot; a real plan comes from pack and carries GPUs and CPUs, e.g.
 	// pack.Assignment{CPUs: []int{0, 1}} pins every run of the slot there.
-	slots := []pack.Slot{{Slot: 0}}
+	slots := []pack.Slot{{Index: 0}}
 	runs := runner.Runs(
 		runner.Run{ID: "hello", Args: []string{"echo", "hello"}},
 		runner.Run{ID: "fails", Args: []string{"sh", "-c", "echo oops >&2; exit 3"}},

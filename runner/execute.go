@@ -22,6 +22,9 @@ import (
 // them; the sweeper normally kills such a holder well before.
 const waitDelay = 2 * time.Second
 
+// ErrKilled is what Wait returns (wrapped) when Kill stopped the sweep.
+var ErrKilled = errors.New("killed")
+
 // attemptKey names one attempt of one run, as its environment does.
 type attemptKey struct {
 	id      string
@@ -30,86 +33,54 @@ type attemptKey struct {
 
 // Execute runs every run from runs on the given slots and returns when the
 // source is exhausted and all started runs have ended, or after it stopped
-// early. Each slot runs one run at a time, with the slot's Assignment, and
-// takes the next run as soon as one ends; slot i's first run waits
-// i×Stagger.
-//
-// A run's exit status is data, not an error: failures are counted in the
-// Summary and reported through OnEvent. Execute returns a non-nil error when
-//   - ctx was cancelled: new runs stop, every running process group gets
-//     SIGTERM and, after Grace, SIGKILL; the error wraps context.Cause(ctx);
-//   - Options.Kill was closed: the same, but SIGKILL at once;
-//   - runs yielded an error: that ends the stream, the runs read before it
-//     still run, and the error is returned as is;
-//   - the setup failed (bad options, unwritable OutputDir, CPUs that cannot
-//     be set); running runs finish first.
-//
-// The Summary is valid in every case. Execute may be called concurrently;
-// see the package documentation for its process-wide effects.
+// early: it is [Start] followed by [Execution.Wait].
 func Execute(ctx context.Context, slots []pack.Slot, runs iter.Seq2[Run, error], opts Options) (Summary, error) {
-	e, err := newExecution(ctx, slots, opts)
+	x, err := Start(ctx, slots, runs, opts)
 	if err != nil {
 		return Summary{}, err
 	}
-	defer os.RemoveAll(e.scratch)
-
-	stopOnCancel := context.AfterFunc(ctx, e.halt)
-	defer stopOnCancel()
-	done := make(chan struct{})
-	defer close(done)
-	if opts.Kill != nil {
-		go func() {
-			select {
-			case <-opts.Kill:
-				e.halt()
-			case <-done:
-			}
-		}()
-	}
-	if opts.Drain != nil || !opts.DrainAt.IsZero() || !opts.TerminateAt.IsZero() {
-		go e.watchDrain(done)
-	}
-
-	go e.feed(runs)
-	var wg sync.WaitGroup
-	for i := range slots {
-		wg.Go(func() { e.work(i) })
-	}
-	wg.Wait()
-	e.halt() // releases the feeder if it is still waiting to hand over a run
-	sweepAll()
-
-	e.sum.End = time.Now()
-	switch {
-	case ctx.Err() != nil:
-		return e.sum, fmt.Errorf("execute: interrupted: %w", context.Cause(ctx))
-	case e.killed():
-		return e.sum, errors.New("execute: killed")
-	}
-	return e.sum, e.err
+	return x.Wait()
 }
 
-// execution is the state of one Execute call.
-type execution struct {
-	ctx         context.Context
-	opts        Options
-	slots       []pack.Slot
-	env         *envBuilder
-	live        *liveWriter
-	outDir      string // absolute; "" for no logs
-	scratch     string // parent of the per-run TMPDIRs
-	grace       time.Duration
-	maxFailures int
+// Execution is a sweep started by [Start]. Its runs go on in the background
+// until the source is exhausted and the started runs have ended, or until
+// it is stopped: by cancelling the context Start was given (stop every run:
+// SIGTERM, then SIGKILL after Options.Grace), by [Execution.Kill] (SIGKILL
+// at once), by [Execution.Drain] (start nothing more, let running runs
+// end), or by the deadlines of [Execution.SetDeadlines].
+//
+// Its methods may be called from any goroutine, concurrently, and also
+// after Wait has returned, when they do nothing.
+type Execution struct {
+	ctx          context.Context
+	opts         Options
+	slots        []pack.Slot
+	env          *envBuilder
+	live         *liveWriter
+	outDir       string // absolute; "" for no logs
+	scratch      string // parent of the per-run TMPDIRs
+	grace        time.Duration
+	start        time.Time // when Start was called; never written after
+	stopOnCancel func() bool
 
-	next     chan Run      // runs handed from the source to the slots
-	stop     chan struct{} // closed when no run may start any more
-	haltOnce sync.Once
+	next       chan Run      // runs handed from the source to the slots
+	sourceDone chan struct{} // closed when the feeder has handed over its last run
+	stop       chan struct{} // closed when no run may start any more
+	haltOnce   sync.Once
+	kill       chan struct{} // closed by Kill
+	killOnce   sync.Once
+	terminate  chan struct{} // closed when the terminate deadline passes
+	termOnce   sync.Once
+	done       chan struct{} // closed once the slots have returned
+	workers    sync.WaitGroup
 
-	terminate     chan struct{} // closed at Options.TerminateAt
-	terminateOnce sync.Once
+	deadlineMu    sync.Mutex
+	drainAt       time.Time
+	terminateAt   time.Time
+	deadlineMoved chan struct{} // wakes the deadline watcher; holds at most one signal
 
-	gateMu   sync.Mutex
-	gateNext time.Time // earliest next start under MinStartInterval
+	turn     chan struct{} // the token a start holds while it waits out MinStartInterval
+	turnNext time.Time     // earliest next start; used only by the token's holder
 
 	mu  sync.Mutex // guards sum and err
 	sum Summary
@@ -119,9 +90,109 @@ type execution struct {
 
 	pathMu sync.Mutex
 	paths  map[string]string // command name → path found in PATH
+
+	waitOnce sync.Once
+	result   Summary
+	resErr   error
 }
 
-func newExecution(ctx context.Context, slots []pack.Slot, opts Options) (*execution, error) {
+// Start checks its arguments, sets up the output directory and starts the
+// sweep: each slot runs one run at a time with the slot's Assignment and
+// takes the next run as soon as one ends; slot i takes its first run
+// i×Stagger after the start. Runs start in the order the source yields
+// them.
+//
+// A run's exit status is data, not an error: failures are counted in the
+// Summary and reported through OnEvent. Start returns an error only when
+// the sweep cannot begin (no slots, bad options, an unwritable OutputDir).
+// See the package documentation for its process-wide effects.
+func Start(ctx context.Context, slots []pack.Slot, runs iter.Seq2[Run, error], opts Options) (*Execution, error) {
+	e, err := newExecution(ctx, slots, opts)
+	if err != nil {
+		return nil, err
+	}
+	e.stopOnCancel = context.AfterFunc(ctx, e.halt)
+	go e.feed(runs)
+	go e.watchDeadlines()
+	for i := range slots {
+		e.workers.Go(func() { e.work(i) })
+	}
+	return e, nil
+}
+
+// Wait waits for the sweep to end and returns its summary, valid in every
+// case, and an error when
+//   - the context was cancelled: new runs stopped, every running process
+//     group got SIGTERM and, after Grace, SIGKILL; the error wraps
+//     context.Cause(ctx);
+//   - Kill was called: the same, but SIGKILL at once; the error wraps
+//     [ErrKilled];
+//   - runs yielded an error: that ended the stream, the runs read before it
+//     still ran, and the error is returned as is;
+//   - a run could not be set up (its log files, its CPUs): running runs
+//     finished first.
+//
+// A drain or a terminate deadline is no error: Summary.Drained says so.
+// Wait may be called more than once; every call returns the same.
+func (e *Execution) Wait() (Summary, error) {
+	e.waitOnce.Do(func() {
+		e.workers.Wait()
+		e.halt() // releases the feeder if it is still waiting to hand over a run
+		close(e.done)
+		e.stopOnCancel()
+		sweepAll()
+		os.RemoveAll(e.scratch)
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.sum.End = time.Now()
+		e.result, e.resErr = e.sum, e.err
+		switch {
+		case e.ctx.Err() != nil:
+			e.resErr = fmt.Errorf("execute: interrupted: %w", context.Cause(e.ctx))
+		case e.killed():
+			e.resErr = fmt.Errorf("execute: %w", ErrKilled)
+		}
+	})
+	return e.result, e.resErr
+}
+
+// Drain stops the starting of runs and retries; running runs go on to
+// their end. Summary.Drained reports it.
+func (e *Execution) Drain() { e.drain() }
+
+// Kill stops the starting of runs and sends SIGKILL to every running
+// process group at once: the escalation for a second Ctrl-C.
+func (e *Execution) Kill() {
+	e.killOnce.Do(func() { close(e.kill) })
+	e.halt()
+}
+
+// SetDeadlines sets when the sweep stops starting runs (drainAt, checked at
+// the moment of every start) and when it stops the running ones as a
+// cancellation would, SIGTERM then SIGKILL after Grace, with Reason
+// Interrupted but without making Wait return an error (terminateAt). A
+// zero time means never. A batch job that ends at a known time drains some
+// minutes before its end and terminates at least Grace before it, so that
+// every run has ended when the scheduler kills the job; when the job's end
+// moves (scontrol update TimeLimit), call it again. Moving a deadline that
+// has already passed does not undo what it did.
+func (e *Execution) SetDeadlines(drainAt, terminateAt time.Time) {
+	e.deadlineMu.Lock()
+	e.drainAt, e.terminateAt = drainAt, terminateAt
+	e.deadlineMu.Unlock()
+	select {
+	case e.deadlineMoved <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Execution) deadlines() (drainAt, terminateAt time.Time) {
+	e.deadlineMu.Lock()
+	defer e.deadlineMu.Unlock()
+	return e.drainAt, e.terminateAt
+}
+
+func newExecution(ctx context.Context, slots []pack.Slot, opts Options) (*Execution, error) {
 	if len(slots) == 0 {
 		return nil, errors.New("execute: no slots")
 	}
@@ -133,30 +204,33 @@ func newExecution(ctx context.Context, slots []pack.Slot, opts Options) (*execut
 	for _, s := range slots {
 		for _, c := range s.CPUs {
 			if c < 0 {
-				return nil, fmt.Errorf("execute: slot %d: cpu %d", s.Slot, c)
+				return nil, fmt.Errorf("execute: slot %d: cpu %d", s.Index, c)
 			}
 		}
 	}
 	if err := setup(); err != nil {
 		return nil, fmt.Errorf("execute: %w", err)
 	}
-	e := &execution{
-		ctx:         ctx,
-		opts:        opts,
-		slots:       slots,
-		grace:       opts.Grace,
-		maxFailures: opts.MaxFailures,
-		next:        make(chan Run),
-		paths:       make(map[string]string),
-		stop:        make(chan struct{}),
-		terminate:   make(chan struct{}),
+	e := &Execution{
+		ctx:           ctx,
+		opts:          opts,
+		slots:         slots,
+		grace:         opts.Grace,
+		next:          make(chan Run),
+		sourceDone:    make(chan struct{}),
+		paths:         make(map[string]string),
+		stop:          make(chan struct{}),
+		kill:          make(chan struct{}),
+		terminate:     make(chan struct{}),
+		done:          make(chan struct{}),
+		deadlineMoved: make(chan struct{}, 1),
+		turn:          make(chan struct{}, 1),
+		drainAt:       opts.DrainAt,
+		terminateAt:   opts.TerminateAt,
 	}
 	e.env = newEnvBuilder(os.Environ(), &e.opts)
 	if e.grace <= 0 {
 		e.grace = DefaultGrace
-	}
-	if opts.FailFast {
-		e.maxFailures = 1
 	}
 	if opts.Live != nil {
 		e.live = &liveWriter{w: opts.Live}
@@ -173,9 +247,6 @@ func newExecution(ctx context.Context, slots []pack.Slot, opts Options) (*execut
 	}
 	base := opts.TempDir
 	if base == "" {
-		base = os.Getenv("SLURM_TMPDIR")
-	}
-	if base == "" {
 		base = os.TempDir()
 	}
 	scratch, err := os.MkdirTemp(base, "nodepack-")
@@ -184,47 +255,63 @@ func newExecution(ctx context.Context, slots []pack.Slot, opts Options) (*execut
 	}
 	e.scratch = scratch
 	e.sum.SlotBusy = make([]time.Duration, len(slots))
-	e.sum.Start = time.Now()
-	e.gateNext = e.sum.Start
+	e.start = time.Now()
+	e.sum.Start = e.start
+	e.turnNext = e.start
 	return e, nil
 }
 
 // halt stops the starting of runs; running ones are left alone.
-func (e *execution) halt() { e.haltOnce.Do(func() { close(e.stop) }) }
+func (e *Execution) halt() { e.haltOnce.Do(func() { close(e.stop) }) }
 
-// watchDrain stops the starting of runs when Drain is closed or at
-// DrainAt, and stops running ones at TerminateAt; it returns when done is
-// closed.
-func (e *execution) watchDrain(done <-chan struct{}) {
-	timer := func(t time.Time) <-chan time.Time {
-		if t.IsZero() {
-			return nil
-		}
-		tm := time.NewTimer(time.Until(t))
-		return tm.C
-	}
-	drainAt, terminateAt := timer(e.opts.DrainAt), timer(e.opts.TerminateAt)
-	drain := e.opts.Drain
+// watchDeadlines drains the sweep at its drain deadline (so that slots
+// waiting for their turn stop waiting; every start also checks it itself)
+// and stops the running runs at its terminate deadline. It returns when
+// the slots have returned.
+func (e *Execution) watchDeadlines() {
+	drained := false
 	for {
+		drainAt, terminateAt := e.deadlines()
+		var drainC, termC <-chan time.Time
+		var timers []*time.Timer
+		arm := func(t time.Time) <-chan time.Time {
+			if t.IsZero() {
+				return nil
+			}
+			tm := time.NewTimer(time.Until(t))
+			timers = append(timers, tm)
+			return tm.C
+		}
+		if !drained {
+			drainC = arm(drainAt)
+		}
+		termC = arm(terminateAt)
 		select {
-		case <-drain:
-			drain = nil
+		case <-drainC:
+			drained = true
 			e.drain()
-		case <-drainAt:
-			drainAt = nil
+		case <-termC:
 			e.drain()
-		case <-terminateAt:
-			e.drain()
-			e.terminateOnce.Do(func() { close(e.terminate) })
+			e.termOnce.Do(func() { close(e.terminate) })
+			for _, tm := range timers {
+				tm.Stop()
+			}
 			return
-		case <-done:
+		case <-e.deadlineMoved:
+		case <-e.done:
+			for _, tm := range timers {
+				tm.Stop()
+			}
 			return
+		}
+		for _, tm := range timers {
+			tm.Stop()
 		}
 	}
 }
 
 // drain stops the starting of runs and says so in the summary.
-func (e *execution) drain() {
+func (e *Execution) drain() {
 	e.mu.Lock()
 	e.sum.Drained = true
 	e.mu.Unlock()
@@ -233,7 +320,7 @@ func (e *execution) drain() {
 
 // halted reports whether runs may no longer start. It checks the context
 // and Kill itself rather than wait for the goroutines that close stop.
-func (e *execution) halted() bool {
+func (e *Execution) halted() bool {
 	select {
 	case <-e.stop:
 		return true
@@ -246,12 +333,22 @@ func (e *execution) halted() bool {
 	return false
 }
 
-func (e *execution) killed() bool {
-	if e.opts.Kill == nil {
+// mayStart decides, at the moment of a start, whether the start may go
+// ahead: the sweep is not stopped and its drain deadline has not come.
+func (e *Execution) mayStart() bool {
+	if e.halted() {
 		return false
 	}
+	if drainAt, _ := e.deadlines(); !drainAt.IsZero() && !time.Now().Before(drainAt) {
+		e.drain()
+		return false
+	}
+	return true
+}
+
+func (e *Execution) killed() bool {
 	select {
-	case <-e.opts.Kill:
+	case <-e.kill:
 		return true
 	default:
 		return false
@@ -259,7 +356,7 @@ func (e *execution) killed() bool {
 }
 
 // fail records the first source or setup error and stops new runs.
-func (e *execution) fail(err error) {
+func (e *Execution) fail(err error) {
 	e.mu.Lock()
 	if e.err == nil {
 		e.err = err
@@ -268,7 +365,7 @@ func (e *execution) fail(err error) {
 	e.halt()
 }
 
-func (e *execution) emit(ev Event) {
+func (e *Execution) emit(ev Event) {
 	if e.opts.OnEvent == nil {
 		return
 	}
@@ -279,7 +376,8 @@ func (e *execution) emit(ev Event) {
 
 // feed hands runs to the slots one at a time, so the source is read only as
 // fast as runs start.
-func (e *execution) feed(runs iter.Seq2[Run, error]) {
+func (e *Execution) feed(runs iter.Seq2[Run, error]) {
+	defer close(e.sourceDone)
 	defer close(e.next)
 	for run, err := range runs {
 		if err != nil {
@@ -299,10 +397,13 @@ func (e *execution) feed(runs iter.Seq2[Run, error]) {
 	}
 }
 
-// work is slot i's loop.
-func (e *execution) work(i int) {
-	slot := e.slots[i]
-	first := true
+// work is slot i's loop. A slot takes a run only when it can start it at
+// once: a staggered slot first waits out its stagger, so no run is held
+// back in a slot that is not ready while another slot is idle.
+func (e *Execution) work(i int) {
+	if d := time.Duration(i) * e.opts.Stagger; d > 0 && !e.sleepUntil(e.start.Add(d), e.sourceDone) {
+		return
+	}
 	for {
 		var run Run
 		select {
@@ -314,50 +415,64 @@ func (e *execution) work(i int) {
 		case <-e.stop:
 			return
 		}
-		if first {
-			first = false
-			if !e.sleepUntil(e.sum.Start.Add(time.Duration(i) * e.opts.Stagger)) {
-				return
-			}
-		}
-		if !e.runAll(i, slot, run) {
+		if !e.runAll(i, run) {
 			return
 		}
 	}
 }
 
-// sleepUntil waits for t and reports whether runs may still start.
-func (e *execution) sleepUntil(t time.Time) bool {
+// sleepUntil waits for t and reports whether runs may still start; it
+// gives up early when the sweep stops or, if not nil, when also is closed.
+func (e *Execution) sleepUntil(t time.Time, also <-chan struct{}) bool {
 	if d := time.Until(t); d > 0 {
 		timer := time.NewTimer(d)
 		defer timer.Stop()
 		select {
 		case <-timer.C:
 		case <-e.stop:
+		case <-also:
+			return false
 		}
 	}
 	return !e.halted()
 }
 
 // waitTurn spaces starts by MinStartInterval and reports whether the start
-// may go ahead.
-func (e *execution) waitTurn() bool {
+// may go ahead. With an interval, the start takes the one turn token and
+// must give it back with endTurn: starts pass one at a time, each at least
+// the interval after the previous one really began.
+func (e *Execution) waitTurn() bool {
 	if e.opts.MinStartInterval <= 0 {
 		return !e.halted()
 	}
-	e.gateMu.Lock()
-	at := time.Now()
-	if at.Before(e.gateNext) {
-		at = e.gateNext
+	select {
+	case e.turn <- struct{}{}:
+	case <-e.stop:
+		return false
 	}
-	e.gateNext = at.Add(e.opts.MinStartInterval)
-	e.gateMu.Unlock()
-	return e.sleepUntil(at)
+	if !e.sleepUntil(e.turnNext, nil) { // turnNext is only used by the token's holder
+		<-e.turn
+		return false
+	}
+	return true
+}
+
+// endTurn gives the turn back after a start that began at started (zero:
+// the start did not happen).
+func (e *Execution) endTurn(started time.Time) {
+	if e.opts.MinStartInterval <= 0 {
+		return
+	}
+	if !started.IsZero() {
+		e.turnNext = started.Add(e.opts.MinStartInterval)
+	}
+	<-e.turn
 }
 
 // runAll runs one run's attempts in slot i and reports whether the slot
 // should go on.
-func (e *execution) runAll(i int, slot pack.Slot, run Run) bool {
+func (e *Execution) runAll(i int, run Run) bool {
+	slot := e.slots[i]
 	if run.ID == "" {
 		run.ID = strconv.Itoa(run.Index)
 	}
@@ -370,13 +485,13 @@ func (e *execution) runAll(i int, slot pack.Slot, run Run) bool {
 		prior = max(0, e.opts.PriorAttempts(run.ID))
 	}
 	for n := 1; ; n++ {
-		if !e.waitTurn() {
+		ev, started, err := e.attempt(slot, run, prior+n)
+		if err != nil {
+			e.fail(fmt.Errorf("execute: slot %d: %s: %w", slot.Index, originOf(run), err))
 			return false
 		}
-		ev, err := e.attempt(slot, run, prior+n)
-		if err != nil {
-			e.fail(fmt.Errorf("execute: slot %d: %s: %w", slot.Slot, originOf(run), err))
-			return false
+		if !started {
+			return false // the sweep stopped before this attempt could start
 		}
 		ev.Retry = (ev.Reason == Failed || ev.Reason == TimedOut) && n <= e.opts.Retries && !e.halted()
 		e.record(i, ev, n == 1)
@@ -395,8 +510,8 @@ func originOf(run Run) string {
 }
 
 // record counts a finished attempt; first says it was the run's first in
-// this Execute.
-func (e *execution) record(i int, ev Event, first bool) {
+// this sweep.
+func (e *Execution) record(i int, ev Event, first bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := &e.sum
@@ -423,121 +538,221 @@ func (e *execution) record(i int, ev Event, first bool) {
 		if len(s.Failures) < MaxReportedFailures {
 			s.Failures = append(s.Failures, ev)
 		}
-		if e.maxFailures > 0 && s.Failed >= e.maxFailures && !s.Stopped {
+		if e.opts.MaxFailures > 0 && s.Failed >= e.opts.MaxFailures && !s.Stopped {
 			s.Stopped = true
 			e.halt()
 		}
 	}
 }
 
-// attempt runs attempt n of run and returns its Finished event. An error
-// means the runner could not prepare the attempt, which is not the run's
-// fault; a command that cannot start is a failed attempt.
-func (e *execution) attempt(slot pack.Slot, run Run, n int) (Event, error) {
-	ev := Event{Kind: Started, Run: run, Attempt: n, Slot: slot}
-	var runDir string
-	var stdout, stderr *os.File
+// attemptFiles are one attempt's log files and private directories.
+type attemptFiles struct {
+	runDir         string // "" without OutputDir
+	createdRunDir  bool   // this attempt made runDir
+	stdout, stderr *os.File
+	tmpDir         string
+}
+
+// close closes the logs and removes the private TMPDIR; with unused, it
+// also removes a run directory this attempt made, since nothing ran.
+func (f *attemptFiles) close(unused bool) {
+	if f.stdout != nil {
+		f.stdout.Close()
+		f.stderr.Close()
+	}
+	if f.tmpDir != "" {
+		os.RemoveAll(f.tmpDir)
+	}
+	if unused && f.createdRunDir {
+		os.RemoveAll(f.runDir)
+	}
+}
+
+// prepare makes attempt n's run directory, logs and TMPDIR. The logs are
+// not truncated yet: begin does that once the attempt really starts.
+func (e *Execution) prepare(ev *Event, n int) (*attemptFiles, error) {
+	f := &attemptFiles{}
 	if e.outDir != "" {
-		runDir = filepath.Join(e.outDir, "runs", run.ID)
-		if err := os.Mkdir(runDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return ev, err
+		f.runDir = filepath.Join(e.outDir, "runs", ev.Run.dirName())
+		switch err := os.Mkdir(f.runDir, 0o755); {
+		case err == nil:
+			f.createdRunDir = true
+		case !errors.Is(err, os.ErrExist):
+			return nil, err
 		}
-		ev.Stdout = filepath.Join(runDir, "stdout.log")
-		ev.Stderr = filepath.Join(runDir, "stderr.log")
+		ev.Stdout = filepath.Join(f.runDir, "stdout.log")
+		ev.Stderr = filepath.Join(f.runDir, "stderr.log")
 		var err error
-		if stdout, err = openLog(ev.Stdout, n); err != nil {
-			return ev, err
+		if f.stdout, err = openLog(ev.Stdout); err != nil {
+			f.close(true)
+			return nil, err
 		}
-		defer stdout.Close()
-		if stderr, err = openLog(ev.Stderr, n); err != nil {
-			return ev, err
+		if f.stderr, err = openLog(ev.Stderr); err != nil {
+			f.stdout.Close()
+			f.stdout = nil
+			f.close(true)
+			return nil, err
 		}
-		defer stderr.Close()
+		if f.createdRunDir {
+			if err := writeParams(f.runDir, ev.Run); err != nil {
+				f.close(true)
+				return nil, err
+			}
+		}
 	}
-	// The scratch directory is private to this Execute, so the name is free.
-	tmpDir := filepath.Join(e.scratch, run.ID+"."+strconv.Itoa(n))
-	if err := os.Mkdir(tmpDir, 0o700); err != nil {
-		return ev, err
+	// The scratch directory is private to this sweep, so the name is free.
+	f.tmpDir = filepath.Join(e.scratch, ev.Run.ID+"."+strconv.Itoa(n))
+	if err := os.Mkdir(f.tmpDir, 0o700); err != nil {
+		f.tmpDir = ""
+		f.close(true)
+		return nil, err
 	}
-	defer os.RemoveAll(tmpDir)
+	return f, nil
+}
 
-	argv := append(slices.Clip(e.opts.Wrap), run.Args...)
-	if len(argv) == 0 {
-		return e.notStarted(ev, errors.New("empty command")), nil
-	}
-	cmd := e.command(argv)
-	cmd.Dir = run.Dir
-	cmd.Env = e.env.build(attemptEnv{run: run, slot: slot, attempt: n, runDir: runDir, tmpDir: tmpDir})
-	var outW, errW *lineWriter
-	switch {
-	case e.live != nil:
-		prefix := []byte("[" + run.ID + "] ")
-		outW = &lineWriter{live: e.live, prefix: prefix}
-		errW = &lineWriter{live: e.live, prefix: prefix}
-		if stdout != nil {
-			outW.file, errW.file = stdout, stderr
+// begin readies the logs for attempt n once it is sure to start: the first
+// attempt starts them afresh, later ones append after a header line.
+func (f *attemptFiles) begin(n int) error {
+	for _, log := range []*os.File{f.stdout, f.stderr} {
+		if log == nil {
+			continue
 		}
-		cmd.Stdout, cmd.Stderr = outW, errW
-		cmd.WaitDelay = waitDelay
-	case stdout != nil:
-		cmd.Stdout, cmd.Stderr = stdout, stderr // the child writes to the files itself
+		if n == 1 {
+			if err := log.Truncate(0); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := fmt.Fprintf(log, "--- nodepack: attempt %d ---\n", n); err != nil {
+			return err
+		}
 	}
+	return nil
+}
 
+// attempt runs attempt n of run and returns its Finished event; started is
+// false when the sweep stopped (or its drain deadline came) before the
+// attempt could start, and then nothing ran. An error means the runner
+// could not prepare the attempt, which is not the run's fault; a command
+// that cannot start is a failed attempt.
+func (e *Execution) attempt(slot pack.Slot, run Run, n int) (ev Event, started bool, err error) {
+	ev = Event{Kind: Started, Run: run, Attempt: n, Slot: slot}
+	files, err := e.prepare(&ev, n)
+	if err != nil {
+		return ev, false, err
+	}
+	cmd, outW, errW, cmdErr := e.command(ev, slot, files, n)
+
+	// The turn and the deadline are checked last, right before the start,
+	// so MinStartInterval and the drain deadline hold at the process start.
+	if !e.waitTurn() {
+		files.close(true)
+		return ev, false, nil
+	}
+	if !e.mayStart() {
+		e.endTurn(time.Time{})
+		files.close(true)
+		return ev, false, nil
+	}
+	defer files.close(false)
+	if err := files.begin(n); err != nil {
+		e.endTurn(time.Time{})
+		return ev, false, err
+	}
+	ev.Start = time.Now()
+	e.endTurn(ev.Start)
+	if cmdErr != nil {
+		return e.notStarted(ev, cmdErr), true, nil
+	}
 	p, startErr, err := startProcess(cmd, slot.CPUs, attemptKey{run.ID, n})
 	if err != nil {
-		return ev, err
+		return ev, false, err
 	}
 	if startErr != nil {
-		return e.notStarted(ev, startErr), nil
+		return e.notStarted(ev, startErr), true, nil
 	}
 	ev.PID = p.pid
-	ev.Start = time.Now()
 	e.emit(ev)
 
-	var timeout <-chan time.Time
-	if e.opts.Timeout > 0 {
-		t := time.NewTimer(e.opts.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
 	var stopSampling func() SampledUsage
 	if e.opts.Sampler != nil {
 		stopSampling = e.opts.Sampler.Sample(SampleTarget{Root: p.child, SkipRoot: p.child != p.pid, GPUs: gpuUUIDs(slot)})
 	}
-	var reason Reason
-	select {
-	case <-p.exited:
-	case <-timeout:
-		reason = TimedOut
-		e.stopProcess(p)
-	case <-e.ctx.Done():
-		reason = Interrupted
-		e.stopProcess(p)
-	case <-e.terminate:
-		reason = Interrupted
-		e.stopProcess(p)
-	case <-e.opts.Kill:
-		reason = Interrupted
-		p.signal(syscall.SIGKILL)
-		<-p.exited
-	}
+	reason := e.wait(p)
 	ev.End = time.Now()
 	var sampled SampledUsage
 	if stopSampling != nil {
 		sampled = stopSampling()
 	}
 	exit := p.finish()
-	waitErr := exit.err
 	if outW != nil {
 		outW.flush()
 		errW.flush()
 	}
+	e.classify(&ev, reason, exit)
+	ev.Usage.Sampled = sampled
+	return ev, true, nil
+}
 
+// command builds attempt n's command: argv (with the Wrap prefix),
+// directory, environment and output.
+func (e *Execution) command(ev Event, slot pack.Slot, files *attemptFiles, n int) (cmd *exec.Cmd, outW, errW *lineWriter, err error) {
+	argv := append(slices.Clip(e.opts.Wrap), ev.Run.Args...)
+	if len(argv) == 0 {
+		return nil, nil, nil, errors.New("empty command")
+	}
+	cmd = e.lookup(argv)
+	cmd.Dir = ev.Run.Dir
+	cmd.Env = e.env.build(attemptEnv{run: ev.Run, slot: slot, attempt: n, runDir: files.runDir, tmpDir: files.tmpDir})
+	switch {
+	case e.live != nil:
+		prefix := []byte("[" + ev.Run.label() + "] ")
+		outW = &lineWriter{live: e.live, prefix: prefix}
+		errW = &lineWriter{live: e.live, prefix: prefix}
+		if files.stdout != nil {
+			outW.file, errW.file = files.stdout, files.stderr
+		}
+		cmd.Stdout, cmd.Stderr = outW, errW
+		cmd.WaitDelay = waitDelay
+	case files.stdout != nil:
+		cmd.Stdout, cmd.Stderr = files.stdout, files.stderr // the child writes to the files itself
+	}
+	return cmd, outW, errW, nil
+}
+
+// wait waits for the attempt's process to exit, stopping it on a timeout,
+// a cancellation, the terminate deadline or Kill; it returns the reason
+// the runner stopped it, or "" if it ended by itself.
+func (e *Execution) wait(p *process) Reason {
+	var timeout <-chan time.Time
+	if e.opts.Timeout > 0 {
+		t := time.NewTimer(e.opts.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-p.exited:
+		return ""
+	case <-timeout:
+		e.stopProcess(p)
+		return TimedOut
+	case <-e.ctx.Done():
+	case <-e.terminate:
+	case <-e.kill:
+		p.signal(syscall.SIGKILL)
+		<-p.exited
+		return Interrupted
+	}
+	e.stopProcess(p)
+	return Interrupted
+}
+
+// classify completes a Finished event from how the process ended.
+func (e *Execution) classify(ev *Event, reason Reason, exit exitInfo) {
 	ev.Kind = Finished
 	ev.ExitCode = exit.code
 	ev.Signal = exit.signal
 	ev.Usage = exit.usage
-	ev.Usage.Sampled = sampled
 	switch {
 	case reason != "":
 		ev.Reason = reason
@@ -549,10 +764,9 @@ func (e *execution) attempt(slot pack.Slot, run Run, n int) (Event, error) {
 		ev.Reason = Failed
 	}
 	var exitErr *exec.ExitError
-	if waitErr != nil && !errors.As(waitErr, &exitErr) && !errors.Is(waitErr, exec.ErrWaitDelay) {
-		ev.Err = waitErr
+	if exit.err != nil && !errors.As(exit.err, &exitErr) && !errors.Is(exit.err, exec.ErrWaitDelay) {
+		ev.Err = exit.err
 	}
-	return ev, nil
 }
 
 // stopWindow is how long a run's death by a stop signal may precede the
@@ -565,7 +779,7 @@ const stopWindow = 500 * time.Millisecond
 // nodepack before its own SIGTERM does; that run was interrupted, not
 // failed. Only deaths by SIGTERM, SIGINT, SIGHUP and SIGKILL wait for the
 // window, and only while the sweep is not already stopping.
-func (e *execution) stoppedAround(sig string) bool {
+func (e *Execution) stoppedAround(sig string) bool {
 	switch sig {
 	case "SIGTERM", "SIGINT", "SIGHUP", "SIGKILL":
 	default:
@@ -576,17 +790,17 @@ func (e *execution) stoppedAround(sig string) bool {
 	select {
 	case <-e.ctx.Done():
 	case <-e.terminate:
-	case <-e.opts.Kill:
+	case <-e.kill:
 	case <-t.C:
 		return false
 	}
 	return true
 }
 
-// command is exec.Command with PATH lookups cached for the Execute: with
+// lookup is exec.Command with PATH lookups cached for the sweep: with
 // many short runs the lookup is a tenth of the runner's own CPU time. Only
 // successful lookups are kept, and argv[0] is left as given.
-func (e *execution) command(argv []string) *exec.Cmd {
+func (e *Execution) lookup(argv []string) *exec.Cmd {
 	name := argv[0]
 	if filepath.Base(name) != name {
 		return exec.Command(name, argv[1:]...)
@@ -610,9 +824,9 @@ func (e *execution) command(argv []string) *exec.Cmd {
 }
 
 // stopProcess sends SIGTERM to the run's group and SIGKILL after the grace
-// period, or at once if Kill is closed meanwhile; it returns once the run's
+// period, or at once if Kill is called meanwhile; it returns once the run's
 // process has exited.
-func (e *execution) stopProcess(p *process) {
+func (e *Execution) stopProcess(p *process) {
 	p.signal(syscall.SIGTERM)
 	grace := time.NewTimer(e.grace)
 	defer grace.Stop()
@@ -620,41 +834,28 @@ func (e *execution) stopProcess(p *process) {
 	case <-p.exited:
 		return
 	case <-grace.C:
-	case <-e.opts.Kill:
+	case <-e.kill:
 	}
 	p.signal(syscall.SIGKILL)
 	<-p.exited
 }
 
 // notStarted completes ev for an attempt whose command could not start.
-func (e *execution) notStarted(ev Event, err error) Event {
+func (e *Execution) notStarted(ev Event, err error) Event {
 	ev.Kind = Finished
-	ev.Start = time.Now()
-	ev.End = ev.Start
+	if ev.Start.IsZero() {
+		ev.Start = time.Now()
+	}
+	ev.End = time.Now()
 	ev.ExitCode = -1
 	ev.Reason = Failed
 	ev.Err = err
 	return ev
 }
 
-// openLog opens a log file for attempt n: the first attempt starts it
-// afresh, later ones append after a header line.
-func openLog(path string, n int) (*os.File, error) {
-	flag := os.O_WRONLY | os.O_CREATE | os.O_APPEND
-	if n == 1 {
-		flag |= os.O_TRUNC
-	}
-	f, err := os.OpenFile(path, flag, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if n > 1 {
-		if _, err := fmt.Fprintf(f, "--- nodepack: attempt %d ---\n", n); err != nil {
-			f.Close()
-			return nil, err
-		}
-	}
-	return f, nil
+// openLog opens a log file for appending, creating it if needed.
+func openLog(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 }
 
 // exitInfo is how an attempt's process ended.
@@ -673,14 +874,26 @@ func gpuUUIDs(slot pack.Slot) []string {
 	return uuids
 }
 
+// exitSignalBase is how shells report a death by signal N: exit status
+// 128+N, since a process's own exit status uses only 7 bits of the byte.
+const exitSignalBase = 128
+
 // exitCode reports a process's exit status the way shells do: 128+N for a
 // death by signal N; -1 if unknown.
 func exitCode(ps *os.ProcessState) int {
 	if ps == nil {
 		return -1
 	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+		return waitStatusCode(ws)
 	}
 	return ps.ExitCode()
+}
+
+// waitStatusCode is exitCode for a raw wait status.
+func waitStatusCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return exitSignalBase + int(ws.Signal())
+	}
+	return ws.ExitStatus()
 }

@@ -35,7 +35,7 @@ func cpuSlots(t *testing.T, cpus ...int) []pack.Slot {
 		if !set.IsSet(c) {
 			t.Skipf("CPU %d is not in this process's affinity mask", c)
 		}
-		slots = append(slots, pack.Slot{Slot: i, Assignment: pack.Assignment{CPUs: []int{c}}})
+		slots = append(slots, pack.Slot{Index: i, Assignment: pack.Assignment{CPUs: []int{c}}})
 	}
 	return slots
 }
@@ -44,7 +44,7 @@ func cpuSlots(t *testing.T, cpus ...int) []pack.Slot {
 func plainSlots(n int) []pack.Slot {
 	slots := make([]pack.Slot, n)
 	for i := range slots {
-		slots[i].Slot = i
+		slots[i].Index = i
 	}
 	return slots
 }
@@ -124,7 +124,7 @@ func TestAffinityInPlaceFromFirstInstruction(t *testing.T) {
 		got := strings.TrimSpace(strings.TrimPrefix(readLog(t, ev.Stdout), "Cpus_allowed_list:"))
 		if want := strconv.Itoa(ev.Slot.CPUs[0]); got != want {
 			wrong++
-			t.Logf("run %s in slot %d: Cpus_allowed_list %q, want %q", ev.Run.ID, ev.Slot.Slot, got, want)
+			t.Logf("run %s in slot %d: Cpus_allowed_list %q, want %q", ev.Run.ID, ev.Slot.Index, got, want)
 		}
 	}
 	if wrong > 0 {
@@ -140,7 +140,7 @@ func TestAffinityInPlaceFromFirstInstruction(t *testing.T) {
 
 func TestEnvInRun(t *testing.T) {
 	t.Setenv("ROCR_VISIBLE_DEVICES", "0")
-	slot := pack.Slot{Slot: 0, Assignment: pack.Assignment{GPUs: []pack.GPU{gpuA, gpuB}, CPUs: cpuSlots(t, 0)[0].CPUs}}
+	slot := pack.Slot{Index: 0, Assignment: pack.Assignment{GPUs: []pack.GPU{gpuA, gpuB}, CPUs: cpuSlots(t, 0)[0].CPUs}}
 	run := shell(`echo "$CUDA_VISIBLE_DEVICES|$CUDA_DEVICE_ORDER|${ROCR_VISIBLE_DEVICES-unset}|$OMP_NUM_THREADS|$NODEPACK_SLOT|$NODEPACK_ATTEMPT|$NODEPACK_CPUS|$X|$(basename $(pwd))"; test -d "$TMPDIR" && test "$TMPDIR" = "$TMP" && test -d "$NODEPACK_RUN_DIR" && echo "$TMPDIR" >&2`)[0]
 	run.Dir = t.TempDir()
 	os.Mkdir(filepath.Join(run.Dir, "wd"), 0o755)
@@ -274,7 +274,7 @@ func TestRetries(t *testing.T) {
 }
 
 func TestFailFast(t *testing.T) {
-	sum, events, err := execute(t, t.Context(), plainSlots(1), Options{FailFast: true, Retries: 2},
+	sum, events, err := execute(t, t.Context(), plainSlots(1), Options{MaxFailures: 1, Retries: 2},
 		shell("true", "exit 1", "true", "true")...)
 	if err != nil {
 		t.Fatal(err)
@@ -292,25 +292,25 @@ func TestFailFast(t *testing.T) {
 	}
 }
 
+// TestStagger: slot i takes its first run i×Stagger after the start, runs
+// start in input order, and MinStartInterval spaces every two starts. The
+// bounds are exact: Event.Start is taken after the waits, and timers never
+// fire early.
 func TestStagger(t *testing.T) {
-	const stagger = 150 * time.Millisecond
+	const stagger = 100 * time.Millisecond
 	rec := &recorder{}
-	start := time.Now()
-	_, err := Execute(t.Context(), plainSlots(3), Runs(shell("true", "true", "true", "true")...),
+	sum, err := Execute(t.Context(), plainSlots(3), Runs(shell("sleep 2", "sleep 2", "sleep 2")...),
 		Options{Stagger: stagger, OnEvent: rec.add, TempDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := map[int]time.Duration{}
 	for _, ev := range rec.finished() {
-		if _, ok := first[ev.Slot.Slot]; !ok {
-			first[ev.Slot.Slot] = ev.Start.Sub(start)
+		i := ev.Run.Index
+		if ev.Slot.Index != i {
+			t.Errorf("run %d ran in slot %d, want slot %d: each slot takes a run when it is ready", i, ev.Slot.Index, i)
 		}
-	}
-	for i := range 3 {
-		lo, hi := time.Duration(i)*stagger, time.Duration(i)*stagger+time.Second
-		if d := first[i]; d < lo || d > hi {
-			t.Errorf("slot %d started its first run after %v, want within [%v, %v]", i, d, lo, hi)
+		if d := ev.Start.Sub(sum.Start); d < time.Duration(i)*stagger {
+			t.Errorf("run %d started %v after the start, want ≥ %v", i, d, time.Duration(i)*stagger)
 		}
 	}
 
@@ -327,8 +327,35 @@ func TestStagger(t *testing.T) {
 	}
 	slices.SortFunc(starts, time.Time.Compare)
 	for i := 1; i < len(starts); i++ {
-		if gap := starts[i].Sub(starts[i-1]); gap < interval-30*time.Millisecond {
+		if gap := starts[i].Sub(starts[i-1]); gap < interval {
 			t.Errorf("starts %d and %d only %v apart, want ≥ %v", i-1, i, gap, interval)
+		}
+	}
+}
+
+// TestStaggerHoldsNoRunHostage: a staggered slot takes no run before it can
+// start it, so a long stagger never delays a run another slot could run,
+// and the sweep ends when the runs do.
+func TestStaggerHoldsNoRunHostage(t *testing.T) {
+	done := make(chan struct{})
+	var sum Summary
+	var events []Event
+	var err error
+	go func() {
+		defer close(done)
+		sum, events, err = execute(t, t.Context(), plainSlots(2), Options{Stagger: 1000 * time.Hour}, shell("true", "true", "true", "true")...)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the sweep waited for the stagger of a slot with nothing to do")
+	}
+	if err != nil || sum.Succeeded != 4 {
+		t.Fatalf("err %v, summary %+v", err, sum)
+	}
+	for _, ev := range events {
+		if ev.Slot.Index != 0 {
+			t.Errorf("run %d went to slot %d, which was still waiting for its stagger", ev.Run.Index, ev.Slot.Index)
 		}
 	}
 }
@@ -455,37 +482,58 @@ func TestGrandchildHoldingOutputDoesNotHang(t *testing.T) {
 
 func TestKillAtOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
-	kill := make(chan struct{})
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
 	started := make(chan struct{}, 1)
-	opts := Options{Grace: time.Hour, Kill: kill, OnEvent: func(ev Event) {
+	rec := &recorder{}
+	opts := Options{Grace: time.Hour, TempDir: dir, OutputDir: dir, OnEvent: func(ev Event) {
+		rec.add(ev)
 		if ev.Kind == Started {
 			started <- struct{}{}
 		}
 	}}
-	var events []Event
-	var sum Summary
+	x, err := Start(ctx, plainSlots(1), Runs(shell(`trap '' TERM; sleep 300 & echo $!; touch `+ready+`; wait; wait`)...), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	waitForFile(t, ready) // the run ignores SIGTERM from here on
+	cancel()              // SIGTERM, ignored
+	x.Kill()
 	done := make(chan struct{})
+	var sum Summary
 	go func() {
 		defer close(done)
-		sum, events, _ = execute(t, ctx, plainSlots(1), opts, shell(`trap '' TERM; sleep 300 & echo $!; wait; wait`)...)
+		sum, err = x.Wait()
 	}()
-	<-started
-	time.Sleep(200 * time.Millisecond)
-	cancel() // SIGTERM, ignored
-	time.Sleep(200 * time.Millisecond)
-	close(kill)
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("Execute did not return after Kill")
+		t.Fatal("Wait did not return after Kill")
 	}
-	if sum.Interrupted != 1 || events[0].ExitCode != 137 {
-		t.Errorf("summary %+v, exit %d; want interrupted, 137", sum, events[0].ExitCode)
+	events := rec.finished()
+	if sum.Interrupted != 1 || len(events) != 1 || events[0].ExitCode != 137 {
+		t.Fatalf("summary %+v, events %+v; want interrupted, 137", sum, events)
 	}
 	for _, pid := range pidsIn(t, events) {
 		if exists(pid) {
 			t.Errorf("pid %d survived", pid)
 		}
+	}
+}
+
+// waitForFile waits for a file a run makes to say it got somewhere.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear", path)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 
@@ -507,11 +555,16 @@ func TestLiveLinesDoNotInterleave(t *testing.T) {
 	if err != nil || len(events) != 3 {
 		t.Fatal(err, events)
 	}
-	line := regexp.MustCompile(`^\[([0-9a-f]{12})\] ([0-9a-f]{12}) (line \d+|err \d+|tail)$`)
+	// Lines are prefixed with the run's origin; each run prints its own id.
+	idOf := map[string]string{}
+	for _, ev := range events {
+		idOf[ev.Run.Origin] = ev.Run.ID
+	}
+	line := regexp.MustCompile(`^\[(test:\d)\] ([0-9a-f]{12}) (line \d+|err \d+|tail)$`)
 	n := 0
 	for _, l := range strings.Split(strings.TrimSuffix(live.String(), "\n"), "\n") {
 		m := line.FindStringSubmatch(l)
-		if m == nil || m[1] != m[2] {
+		if m == nil || idOf[m[1]] != m[2] {
 			t.Fatalf("live line %q is mixed up", l)
 		}
 		n++

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -25,10 +27,11 @@ type SourceOptions struct {
 	// Shard keeps only the runs of one shard. Positions (Run.Index) and IDs
 	// are those of the whole source, so every shard agrees on them.
 	Shard Shard
-	// RunDir returns the value of the {run_dir} placeholder for a run ID:
-	// the directory the runner gives the run, <OutputDir>/runs/<id>
-	// (NODEPACK_RUN_DIR). Nil makes {run_dir} an error.
-	RunDir func(id string) string
+	// OutputDir is the output directory the runs will have
+	// (Options.OutputDir), for the {run_dir} placeholder: the directory
+	// the runner gives a run, NODEPACK_RUN_DIR. Empty makes {run_dir} an
+	// error.
+	OutputDir string
 }
 
 // entry is what a source hands the expander: one line or combination,
@@ -40,6 +43,8 @@ type entry struct {
 	env    []string            // environment the source adds (part of the ID)
 	dir    string
 	origin string
+	name   string          // Run.Name
+	params json.RawMessage // Run.Params
 }
 
 // expander numbers, names, repeats and shards the entries of one source.
@@ -71,6 +76,8 @@ func (x *expander) expand(e *entry, yield func(Run, error) bool) bool {
 					switch {
 					case name == placeholderRep:
 						return strconv.Itoa(rep)
+					case name == placeholderParamsJSON:
+						return e.paramsText()
 					case isNamePlaceholder(name):
 						names = true
 						return "{" + name + "}"
@@ -89,12 +96,14 @@ func (x *expander) expand(e *entry, yield func(Run, error) bool) bool {
 					switch name {
 					case placeholderRep:
 						return strconv.Itoa(rep)
+					case placeholderParamsJSON:
+						return e.paramsText()
 					case placeholderIndex:
 						return strconv.Itoa(index)
 					case placeholderRunID:
 						return id
 					case placeholderRunDir:
-						return x.opts.RunDir(id)
+						return RunDir(x.opts.OutputDir, Run{ID: id, Name: e.name})
 					}
 					return e.value(name)
 				})
@@ -112,12 +121,46 @@ func (x *expander) expand(e *entry, yield func(Run, error) bool) bool {
 			Env:    append(slices.Clip(e.env), "NODEPACK_REP="+strconv.Itoa(rep)),
 			Dir:    e.dir,
 			Origin: e.origin,
+			Name:   e.name,
+			Params: e.params,
 		}
 		if !yield(run, nil) {
 			return false
 		}
 	}
 	return true
+}
+
+// paramsText is the {params_json} placeholder's value: the entry's
+// parameters as one compact JSON object.
+func (e *entry) paramsText() string {
+	if e.params == nil {
+		return "{}"
+	}
+	return string(e.params)
+}
+
+// paramsObject writes keys and their JSON values, in order, as one JSON
+// object.
+func paramsObject(keys []string, values []json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(values[i])
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// configName names a configuration by its key=value pairs, for Run.Name.
+func configName(pairs []string) string {
+	return SafeName(strings.Join(pairs, ","), maxNameBytes)
 }
 
 // checkArgv rejects an argv the kernel would refuse to start.
@@ -150,7 +193,7 @@ func Expand(runs iter.Seq2[Run, error], opts SourceOptions) iter.Seq2[Run, error
 				yield(Run{}, err)
 				return
 			}
-			e := entry{plain: run.Args, env: run.Env, dir: run.Dir, origin: run.Origin}
+			e := entry{plain: run.Args, env: run.Env, dir: run.Dir, origin: run.Origin, name: run.Name, params: run.Params}
 			if !x.expand(&e, yield) {
 				return
 			}
@@ -160,34 +203,49 @@ func Expand(runs iter.Seq2[Run, error], opts SourceOptions) iter.Seq2[Run, error
 
 // parseCommand parses the templated command of a grid or params source.
 // keys says which names besides the built-in ones are placeholders; used
-// collects the keys the command refers to.
-func parseCommand(command []string, opts SourceOptions, keys func(string) bool) (tmpl []argTemplate, used map[string]bool, err error) {
+// collects the keys the command refers to. A command that uses
+// {params_json} takes all its parameters from it: every key counts as used,
+// so none is appended as --key=value.
+func parseCommand(command []string, opts SourceOptions, keys func(string) bool) (*commandTemplate, error) {
 	if len(command) == 0 {
-		return nil, nil, errors.New("no command")
+		return nil, errors.New("no command")
 	}
-	used = make(map[string]bool)
-	tmpl = make([]argTemplate, len(command))
+	c := &commandTemplate{used: make(map[string]bool), args: make([]argTemplate, len(command))}
 	for i, a := range command {
 		t, err := parseTemplate(a, func(name string) bool { return isBuiltinPlaceholder(name) || keys(name) })
 		if err != nil {
-			return nil, nil, commandError(i, a, err)
+			return nil, commandError(i, a, err)
 		}
 		if err := checkRunDir(t, opts); err != nil {
-			return nil, nil, commandError(i, a, err)
+			return nil, commandError(i, a, err)
 		}
 		for _, p := range t {
-			if p.placeholder && !isBuiltinPlaceholder(p.text) {
-				used[p.text] = true
+			switch {
+			case !p.placeholder:
+			case p.text == placeholderParamsJSON:
+				c.allParams = true
+			case !isBuiltinPlaceholder(p.text):
+				c.used[p.text] = true
 			}
 		}
-		tmpl[i] = t
+		c.args[i] = t
 	}
-	return tmpl, used, nil
+	return c, nil
 }
+
+// commandTemplate is the parsed command of a grid or params source.
+type commandTemplate struct {
+	args      []argTemplate
+	used      map[string]bool // keys the command uses as {key}
+	allParams bool            // the command uses {params_json}
+}
+
+// appended says whether key goes after the command as --key=value.
+func (c *commandTemplate) appended(key string) bool { return !c.allParams && !c.used[key] }
 
 // checkRunDir reports a {run_dir} that cannot be filled in.
 func checkRunDir(t argTemplate, opts SourceOptions) error {
-	if opts.RunDir == nil && t.uses(func(name string) bool { return name == placeholderRunDir }) {
+	if opts.OutputDir == "" && t.uses(func(name string) bool { return name == placeholderRunDir }) {
 		return errors.New("{run_dir} needs an output directory")
 	}
 	return nil

@@ -8,7 +8,7 @@ import (
 // fuzzRunLimit bounds the runs a fuzz input is expanded into.
 const fuzzRunLimit = 1000
 
-var fuzzRunDir = func(id string) string { return "/out/runs/" + id }
+const fuzzOutputDir = "/out"
 
 // FuzzParseSweep checks that any override either parses, and then expands
 // into Len runs (up to a limit) with one argv element per argument, or
@@ -26,7 +26,7 @@ func FuzzParseSweep(f *testing.F) {
 			}
 			return
 		}
-		seq, err := s.Runs(SourceOptions{RunDir: fuzzRunDir})
+		seq, err := s.Runs(SourceOptions{OutputDir: fuzzOutputDir})
 		if err != nil {
 			t.Fatalf("Runs: %v", err)
 		}

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -113,7 +114,7 @@ func gridValues(key string, n *yaml.Node, at func(*yaml.Node, string, ...any) er
 	switch n.Kind {
 	case yaml.ScalarNode:
 		v, err := gridScalar(key, n, at)
-		return gridKey{name: key, values: valueSet{list: []string{v}}}, err
+		return gridKey{name: key, values: valueSet{list: []string{v}, json: []json.RawMessage{scalarJSON(n)}}}, err
 	case yaml.SequenceNode:
 		switch n.Tag {
 		case "!!python/tuple":
@@ -137,6 +138,7 @@ func gridValues(key string, n *yaml.Node, at func(*yaml.Node, string, ...any) er
 				return gridKey{}, err
 			}
 			gk.values.list = append(gk.values.list, v)
+			gk.values.json = append(gk.values.json, scalarJSON(item))
 		}
 		return gk, nil
 	}
@@ -156,6 +158,24 @@ func gridScalar(key string, n *yaml.Node, at func(*yaml.Node, string, ...any) er
 		return "", at(n, "%v", err)
 	}
 	return n.Value, nil
+}
+
+// scalarJSON is a YAML scalar as a typed JSON value: a number, a boolean
+// or a string, as YAML reads it (0x1f is 31, 1e-3 a number, "1" a
+// string). Values JSON has no form for (.inf, a timestamp) become their
+// text.
+func scalarJSON(n *yaml.Node) json.RawMessage {
+	var v any
+	switch n.Tag {
+	case "!!int", "!!float", "!!bool":
+		if err := n.Decode(&v); err == nil {
+			if b, err := json.Marshal(v); err == nil {
+				return b
+			}
+		}
+	}
+	b, _ := json.Marshal(n.Value)
+	return b
 }
 
 // gridRange reads !!python/tuple [start, end(, step)].
@@ -190,7 +210,8 @@ func (g *Grid) Len() int { return g.total }
 // --key=value to the command for every key in file order, except keys the
 // command uses as a {key} placeholder: there the value goes in place.
 // Values reach the program byte for byte: no shell sees them. Its Origin
-// is the file name and the combination's swept values.
+// is the file name and the combination's swept values, its Name the swept
+// key=value pairs, and its Params every key with its typed value.
 //
 // The error reports a placeholder that is neither a key nor built in
 // ({rep}, {index}, {run_id}, {run_dir}), or malformed braces, as
@@ -200,28 +221,36 @@ func (g *Grid) Runs(command []string, opts SourceOptions) (iter.Seq2[Run, error]
 	for i, k := range g.keys {
 		index[k.name] = i
 	}
-	tmpl, used, err := parseCommand(command, opts, func(name string) bool { _, ok := index[name]; return ok })
+	cmd, err := parseCommand(command, opts, func(name string) bool { _, ok := index[name]; return ok })
 	if err != nil {
 		return nil, err
+	}
+	keys := make([]string, len(g.keys))
+	for i, k := range g.keys {
+		keys[i] = k.name
 	}
 	return func(yield func(Run, error) bool) {
 		x := newExpander(opts)
 		values := make([]string, len(g.keys))
+		raws := make([]json.RawMessage, len(g.keys))
 		e := entry{value: func(name string) string { return values[index[name]] }}
 		odometer(g.sizes, func(digits []int) bool {
 			var origin strings.Builder
 			origin.WriteString(g.name + ":")
-			args := append(make([]argTemplate, 0, len(tmpl)+len(g.keys)), tmpl...)
+			args := append(make([]argTemplate, 0, len(cmd.args)+len(g.keys)), cmd.args...)
+			var swept []string
 			for i, k := range g.keys {
-				values[i] = k.values.At(digits[i])
+				values[i], raws[i] = k.values.At(digits[i]), k.values.JSON(digits[i])
 				if k.swept {
 					origin.WriteString(" " + k.name + "=" + values[i])
+					swept = append(swept, k.name+"="+values[i])
 				}
-				if !used[k.name] {
+				if cmd.appended(k.name) {
 					args = append(args, literalArg("--"+k.name+"="+values[i]))
 				}
 			}
 			e.args, e.origin = args, origin.String()
+			e.name, e.params = configName(swept), paramsObject(keys, raws)
 			return x.expand(&e, yield)
 		})
 	}, nil

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
@@ -45,6 +46,11 @@ type LedgerRecord struct {
 	Total   *int            `json:"total,omitempty"` // runs of this shard, when the source knows
 	Node    json.RawMessage `json:"node,omitempty"`
 	Plan    json.RawMessage `json:"plan,omitempty"`
+	Sweep   *Definition     `json:"sweep,omitempty"`
+	// Retired lists the runs that earlier sessions of this ledger recorded
+	// and that are not part of this session's sweep (its task file lost
+	// those lines, say): they are left out of its counts.
+	Retired []string `json:"retired,omitempty"`
 
 	// Started and finished.
 	ID      string   `json:"id,omitempty"`
@@ -117,6 +123,9 @@ type LedgerRun struct {
 	Session  int           // index in LedgerLog.Sessions of its last record
 	Started  *LedgerRecord // its last started record; nil if none
 	Finished *LedgerRecord // its last finished record; nil if none
+	// Retired says the last session's header listed the run as not part
+	// of its sweep; Count leaves it out.
+	Retired bool
 }
 
 // LedgerLog is what a ledger file holds, folded by run.
@@ -179,6 +188,14 @@ func (log *LedgerLog) add(line []byte) error {
 		}
 		log.Sessions = append(log.Sessions, rec)
 		log.End = nil
+		for _, run := range log.Runs {
+			run.Retired = false
+		}
+		for _, id := range rec.Retired {
+			if run := log.Runs[id]; run != nil {
+				run.Retired = true
+			}
+		}
 		return nil
 	case RecordEnd:
 		if log.End != nil {
@@ -204,6 +221,7 @@ func (log *LedgerLog) add(line []byte) error {
 	}
 	run.Attempts = max(run.Attempts, rec.Attempt)
 	run.Session = len(log.Sessions) - 1
+	run.Retired = false
 	if rec.Type == RecordStarted {
 		run.Started = &rec
 		run.State = StateRunning
@@ -251,84 +269,195 @@ func (log *LedgerLog) Header() LedgerRecord {
 	return log.Sessions[len(log.Sessions)-1]
 }
 
-// Count returns how many runs are in each state.
+// Count returns how many runs of the last session's sweep are in each
+// state; retired runs are left out.
 func (log *LedgerLog) Count() map[RunState]int {
 	counts := make(map[RunState]int)
 	for _, run := range log.Runs {
-		counts[run.State]++
+		if !run.Retired {
+			counts[run.State]++
+		}
 	}
 	return counts
+}
+
+// Retire marks the runs ids as not part of the sweep, as a header that
+// lists them in Retired does: Count and Members leave them out.
+func (log *LedgerLog) Retire(ids []string) {
+	for _, id := range ids {
+		if run := log.Runs[id]; run != nil {
+			run.Retired = true
+		}
+	}
+}
+
+// Members returns how many runs of the last session's sweep the ledger
+// knows: all but the retired ones.
+func (log *LedgerLog) Members() int {
+	n := 0
+	for _, run := range log.Runs {
+		if !run.Retired {
+			n++
+		}
+	}
+	return n
+}
+
+// ReadLedgerFile reads the ledger at path; see ReadLedger.
+func ReadLedgerFile(path string) (*LedgerLog, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadLedger(f, path)
 }
 
 // Ledger appends the record of a sweep to a ledger file: one JSON line per
 // record, each written with a single write, the file synced after every
 // finished attempt. Open one per shard: a ledger has one writer, and
-// OpenLedger takes an advisory lock to keep a second one out. Its methods
-// may be called concurrently.
+// OpenLedger locks it against a second one. Its methods may be called
+// concurrently.
+//
+// A Ledger watches over its file. Before every write it checks that its
+// file is still the one at its path; if someone deleted or replaced it, it
+// writes the file again from what it holds open (nothing is lost) and
+// reports a Problem. It also keeps room allocated past the end of the
+// file, so that when the disk fills up the records of the runs still
+// running and the session's end record still fit: the Problem then says
+// the disk is full, before any write fails.
 type Ledger struct {
-	path string
-	dir  string
-	host string
-	past *LedgerLog // what the file held when opened
+	path   string
+	dir    string
+	host   string
+	past   *LedgerLog // what the file held when opened
+	lock   *os.File   // the lock directory, held for the life of the Ledger
+	backup string     // where --restart moved the old ledger
 
-	mu   sync.Mutex
-	file ledgerFile
-	size int64
-	err  error // the first write error; no record is written after it
-	warn []string
+	mu        sync.Mutex
+	file      ledgerFile
+	size      int64
+	reserved  int64 // the file's blocks are allocated up to here
+	noReserve bool  // the file system cannot reserve space
+	err       error // the first write error; no record is written after it
+	problem   error // the first reason to start no more runs
+	warn      []string
 }
 
 // ledgerFile is what Ledger needs of its file (tests use a full disk).
 type ledgerFile interface {
 	io.Writer
+	io.ReaderAt
 	Sync() error
 	Truncate(size int64) error
 	Close() error
+	Stat() (os.FileInfo, error)
 }
 
+// ledgerReserve is the room a Ledger keeps allocated past the end of its
+// file: enough for the finished records of a few hundred running runs and
+// the end record. It is topped up when less than half of it is left.
+const ledgerReserve = 256 << 10
+
+// LockName is the name of the lock of the ledger at path: a directory
+// beside it, which a cleanup that deletes ledger files does not remove.
+func LockName(path string) string { return path + ".lock" }
+
 // OpenLedger opens the ledger at path for appending, creating it and its
-// directory if needed. It reads what the file holds first: any line that
-// is not a valid record is an error naming the file and line, while an
-// unfinished last line (the node lost power during a write) is cut off,
-// with a warning. Runs the last session left running count as interrupted,
-// since the lock shows its writer is gone.
-func OpenLedger(path string) (*Ledger, error) {
+// directory if needed. First it takes the ledger's lock (see [LockName]):
+// if another nodepack holds it, OpenLedger fails naming its pid and host.
+// With restart, it then moves the old ledger out of the way (to
+// path.<UTC time>.bak; see Backup) and starts an empty one.
+//
+// It reads what the file holds: any line that is not a valid record is an
+// error naming the file and line, while an unfinished last line (the node
+// lost power during a write) is cut off, with a warning. Runs the last
+// session left running count as interrupted, since its writer is gone.
+func OpenLedger(path string, restart bool) (*Ledger, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open ledger: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	lock, err := lockLedger(path)
 	if err != nil {
-		return nil, fmt.Errorf("open ledger: %w", err)
-	}
-	if err := lockFile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("open ledger %s: another nodepack is writing it: %w", path, err)
-	}
-	past, err := ReadLedger(f, path)
-	if err != nil {
-		f.Close()
 		return nil, err
 	}
+	l := &Ledger{path: path, dir: dir, lock: lock}
+	fail := func(err error) (*Ledger, error) {
+		if l.file != nil {
+			l.file.Close()
+		}
+		lock.Close()
+		return nil, err
+	}
+	if restart {
+		if l.backup, err = backupLedger(path); err != nil {
+			return fail(err)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fail(fmt.Errorf("open ledger: %w", err))
+	}
+	l.file = f
+	past, err := ReadLedger(f, path)
+	if err != nil {
+		return fail(err)
+	}
 	past.Stop()
-	l := &Ledger{path: path, dir: dir, past: past, file: f, size: past.Size}
+	l.past, l.size = past, past.Size
 	l.host, _ = os.Hostname()
 	if past.Torn > 0 {
 		if err := f.Truncate(past.Size); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("open ledger: cut the unfinished last line: %w", err)
+			return fail(fmt.Errorf("open ledger: cut the unfinished last line: %w", err))
 		}
 		l.warn = append(l.warn, fmt.Sprintf("%s: left out an unfinished last line (%d bytes): the write was cut off", path, past.Torn))
 	}
 	if _, err := f.Seek(0, io.SeekEnd); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("open ledger: %w", err)
+		return fail(fmt.Errorf("open ledger: %w", err))
 	}
 	return l, nil
 }
 
-// Path returns the ledger's file name.
-func (l *Ledger) Path() string { return l.path }
+// lockOwner is what the lock directory's owner file says.
+type lockOwner struct {
+	PID   int       `json:"pid"`
+	Host  string    `json:"host"`
+	Since time.Time `json:"since"`
+}
+
+// lockLedger takes the lock of the ledger at path: an exclusive flock on
+// its lock directory, whose owner file names the holder for the next one.
+func lockLedger(path string) (*os.File, error) {
+	name := LockName(path)
+	if err := os.Mkdir(name, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("open ledger: lock: %w", err)
+	}
+	dir, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger: lock: %w", err)
+	}
+	if err := lockFile(dir); err != nil {
+		dir.Close()
+		holder := "another nodepack"
+		var o lockOwner
+		if b, rerr := os.ReadFile(filepath.Join(name, "owner")); rerr == nil && json.Unmarshal(b, &o) == nil && o.PID > 0 {
+			holder = fmt.Sprintf("another nodepack (pid %d on %s, since %s)", o.PID, o.Host, o.Since.Local().Format(time.DateTime))
+		}
+		return nil, fmt.Errorf("%s is in use: %s is writing it: %w", path, holder, err)
+	}
+	host, _ := os.Hostname()
+	b, _ := json.Marshal(lockOwner{PID: os.Getpid(), Host: host, Since: time.Now().UTC()})
+	if err := os.WriteFile(filepath.Join(name, "owner"), append(b, '\n'), 0o644); err != nil {
+		dir.Close()
+		return nil, fmt.Errorf("open ledger: lock: %w", err)
+	}
+	return dir, nil
+}
+
+// Backup returns where OpenLedger moved the old ledger for a restart; ""
+// if there was none or it was no restart.
+func (l *Ledger) Backup() string { return l.backup }
 
 // Past returns what the ledger held when it was opened.
 func (l *Ledger) Past() *LedgerLog { return l.past }
@@ -343,6 +472,16 @@ func (l *Ledger) Err() error {
 	return l.err
 }
 
+// Problem returns the first reason the sweep should start no more runs: a
+// write error, the disk filling up (records still fit), or the file having
+// been deleted or replaced behind the ledger's back (it was written again).
+// It is nil while all is well.
+func (l *Ledger) Problem() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.problem
+}
+
 // PriorAttempts returns how many attempts the run had before, for
 // Options.PriorAttempts.
 func (l *Ledger) PriorAttempts(runID string) int {
@@ -353,12 +492,15 @@ func (l *Ledger) PriorAttempts(runID string) int {
 }
 
 // WriteHeader starts a session. h holds what the caller knows (version,
-// command, shard, total, node, plan); type, time, format, host and pid
-// are filled in. The write is synced, so a full disk shows here, before
-// anything runs.
+// command, shard, total, node, plan, sweep); type, time, format, host and
+// pid are filled in. The write is synced and room is reserved for the
+// session's last records, so a full disk shows here, before anything runs.
 func (l *Ledger) WriteHeader(h LedgerRecord) error {
 	h.Type, h.Time, h.Format, h.Host, h.PID = RecordHeader, time.Now().UTC(), LedgerFormat, l.host, os.Getpid()
-	return l.write(&h, true)
+	if err := l.write(&h, true); err != nil {
+		return err
+	}
+	return l.Problem()
 }
 
 // WriteEnd ends the session: note says how, deferred counts the runs left
@@ -370,7 +512,7 @@ func (l *Ledger) WriteEnd(note string, deferred int) error {
 // Record appends an Event, for Options.OnEvent: a started record, or a
 // finished one, which is synced.
 func (l *Ledger) Record(ev Event) error {
-	slot := ev.Slot.Slot
+	slot := ev.Slot.Index
 	rec := LedgerRecord{
 		ID: ev.Run.ID, Index: ev.Run.Index, Origin: ev.Run.Origin, Attempt: ev.Attempt, Slot: &slot,
 		Stdout: l.relative(ev.Stdout), Stderr: l.relative(ev.Stderr),
@@ -428,6 +570,7 @@ func (l *Ledger) write(rec *LedgerRecord, sync bool) error {
 	if l.err != nil {
 		return l.err
 	}
+	l.checkPresent()
 	n, err := l.file.Write(line)
 	if err == nil && sync {
 		err = l.file.Sync()
@@ -437,17 +580,119 @@ func (l *Ledger) write(rec *LedgerRecord, sync bool) error {
 			l.file.Truncate(l.size)
 		}
 		l.err = fmt.Errorf("ledger %s: %w", l.path, err)
+		if l.problem == nil {
+			l.problem = l.err
+		}
 		return l.err
 	}
 	l.size += int64(n)
+	l.topUp()
 	return nil
 }
 
-// Close closes the file.
+// topUp keeps ledgerReserve bytes allocated past the end of the file. A
+// file system that cannot allocate ahead is left alone; one that is full
+// is a Problem while the rest of the reserve still holds the last records.
+func (l *Ledger) topUp() {
+	if l.noReserve || l.reserved-l.size >= ledgerReserve/2 {
+		return
+	}
+	switch err := reserve(l.file, l.size, ledgerReserve); {
+	case err == nil:
+		l.reserved = l.size + ledgerReserve
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		l.noReserve = true
+		if l.problem == nil {
+			l.problem = fmt.Errorf("disk full: %s: no room to keep recording runs (%w)", l.path, err)
+		}
+	default:
+		l.noReserve = true
+	}
+}
+
+// reserve allocates n bytes of f from off without changing its size, so
+// later writes there cannot fail for want of space.
+func reserve(f ledgerFile, off, n int64) error {
+	if r, ok := f.(interface{ Reserve(off, n int64) error }); ok {
+		return r.Reserve(off, n)
+	}
+	if osf, ok := f.(*os.File); ok {
+		return reserveFile(osf, off, n)
+	}
+	return errors.ErrUnsupported
+}
+
+// checkPresent makes sure the file at the ledger's path is the one it
+// writes. If it was deleted or replaced, the ledger writes what it holds
+// to a new file there (or, if another file took the name, beside it),
+// carries on in that file, and records the Problem.
+func (l *Ledger) checkPresent() {
+	held, err := l.file.Stat()
+	if err != nil {
+		return
+	}
+	onDisk, err := os.Stat(l.path)
+	if err == nil && os.SameFile(held, onDisk) {
+		return
+	}
+	what := "deleted"
+	if err == nil {
+		what = "replaced by another file"
+	}
+	dest, rerr := l.rewrite()
+	switch {
+	case rerr != nil:
+		l.problem = fmt.Errorf("%s was %s while the sweep ran, and could not be written again: %w", l.path, what, rerr)
+	case dest != l.path:
+		l.problem = fmt.Errorf("%s was %s while the sweep ran: this sweep's records are now in %s", l.path, what, dest)
+		l.path = dest
+	default:
+		l.problem = fmt.Errorf("%s was %s while the sweep ran: it was written again from the open file, nothing is lost", l.path, what)
+	}
+}
+
+// rewrite copies what the ledger holds into a new file at its path, or
+// beside it when another file has the name, and writes there from now on.
+func (l *Ledger) rewrite() (string, error) {
+	tmp, err := os.CreateTemp(l.dir, ".ledger-rewrite-")
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(tmp, io.NewSectionReader(l.file, 0, l.size)); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	dest := l.path
+	if err := os.Link(tmp.Name(), dest); err != nil {
+		dest = l.path + "." + time.Now().UTC().Format("20060102T150405.000Z") + ".recovered"
+		if err := os.Rename(tmp.Name(), dest); err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+			return "", err
+		}
+	} else {
+		os.Remove(tmp.Name())
+	}
+	l.file.Close()
+	l.file = tmp
+	l.reserved = 0
+	l.topUp()
+	return dest, nil
+}
+
+// Close closes the file and gives up the lock.
 func (l *Ledger) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.file.Close()
+	err := l.file.Close()
+	l.lock.Close()
+	return err
 }
 
 // ResumeCounts says what a resumed sweep did with the runs its ledger
@@ -514,9 +759,9 @@ func (l *Ledger) stateOf(id string) RunState {
 	return StatePending
 }
 
-// BackupLedger renames the ledger at path out of the way, to
+// backupLedger renames the ledger at path out of the way, to
 // path.<UTC time>.bak, and returns the new name; "" if there was none.
-func BackupLedger(path string) (string, error) {
+func backupLedger(path string) (string, error) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return "", nil
 	}

@@ -2,8 +2,11 @@ package runner
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -56,6 +59,12 @@ func TestReadLedgerStates(t *testing.T) {
 		{"an unfinished last line is left out", ledgerHeader + ledgerStarted("a", 1) + `{"type":"finished","id":"a"`,
 			map[string]RunState{"a": StateRunning}, true, true},
 		{"empty", "", map[string]RunState{}, false, false},
+		{"a run retired by the last header is not counted", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "ok", false) + ledgerStarted("b", 1) + ledgerFinished("b", 1, "ok", false) + ledgerEnd +
+			strings.Replace(ledgerHeader, `"pid":1`, `"pid":1,"retired":["a"]`, 1),
+			map[string]RunState{"b": StateSucceeded}, true, false},
+		{"a retired run that runs again counts again", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "ok", false) + ledgerEnd +
+			strings.Replace(ledgerHeader, `"pid":1`, `"pid":1,"retired":["a"]`, 1) + ledgerEnd + ledgerHeader + ledgerStarted("a", 2),
+			map[string]RunState{"a": StateRunning}, true, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
@@ -65,7 +74,16 @@ func TestReadLedgerStates(t *testing.T) {
 			}
 			got := map[string]RunState{}
 			for id, run := range log.Runs {
-				got[id] = run.State
+				if !run.Retired {
+					got[id] = run.State
+				}
+			}
+			counted := 0
+			for _, n := range log.Count() {
+				counted += n
+			}
+			if counted != len(got) || log.Members() != len(got) {
+				t.Errorf("Count() covers %d runs, Members() %d, want %d", counted, log.Members(), len(got))
 			}
 			if len(got) != len(tc.want) {
 				t.Errorf("runs %v, want %v", got, tc.want)
@@ -154,7 +172,7 @@ func TestResume(t *testing.T) {
 		ledgerStarted("killed", 2) // nodepack died here: no end record
 	os.MkdirAll(filepath.Dir(path), 0o755)
 	os.WriteFile(path, []byte(ledger), 0o644)
-	l, err := OpenLedger(path)
+	l, err := OpenLedger(path, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,53 +202,74 @@ func TestResume(t *testing.T) {
 
 func TestOpenLedgerIsExclusive(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger.jsonl")
-	l, err := OpenLedger(path)
+	l, err := OpenLedger(path, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if _, err := OpenLedger(path); err == nil || !strings.Contains(err.Error(), "another nodepack") {
+	if _, err := OpenLedger(path, false); err == nil || !strings.Contains(err.Error(), "another nodepack") {
 		t.Errorf("second OpenLedger: %v, want it refused", err)
 	}
 }
 
 // fullDisk is a ledger file on a disk that fills up after room bytes.
+// Space reserved with Reserve stays writable; with noReserve the file
+// system cannot reserve at all.
 type fullDisk struct {
-	b    []byte
-	room int
+	b         []byte
+	room      int
+	reserved  int
+	noReserve bool
 }
 
 func (f *fullDisk) Write(p []byte) (int, error) {
-	n := min(len(p), f.room-len(f.b))
+	n := min(len(p), max(f.room, f.reserved)-len(f.b))
 	f.b = append(f.b, p[:n]...)
 	if n < len(p) {
 		return n, syscall.ENOSPC
 	}
 	return n, nil
 }
-func (f *fullDisk) Sync() error               { return nil }
-func (f *fullDisk) Truncate(size int64) error { f.b = f.b[:size]; return nil }
-func (f *fullDisk) Close() error              { return nil }
-func (f *fullDisk) contents() string          { return string(f.b) }
+func (f *fullDisk) Reserve(off, n int64) error {
+	if f.noReserve {
+		return errors.ErrUnsupported
+	}
+	if int(off+n) > f.room {
+		return syscall.ENOSPC
+	}
+	f.reserved = max(f.reserved, int(off+n))
+	return nil
+}
+func (f *fullDisk) ReadAt(p []byte, off int64) (int, error) {
+	return strings.NewReader(string(f.b)).ReadAt(p, off)
+}
+func (f *fullDisk) Stat() (os.FileInfo, error) { return nil, errors.ErrUnsupported }
+func (f *fullDisk) Sync() error                { return nil }
+func (f *fullDisk) Truncate(size int64) error  { f.b = f.b[:size]; return nil }
+func (f *fullDisk) Close() error               { return nil }
+func (f *fullDisk) contents() string           { return string(f.b) }
 func (f *fullDisk) records() (*LedgerLog, error) {
 	return ReadLedger(strings.NewReader(f.contents()), "disk")
 }
 
-// TestFullDiskKeepsTheLedgerWhole: a write cut short by a full disk is
-// taken back, and nothing is written after it.
+func startedEvent(i int) Event {
+	return Event{Kind: Started, Run: Run{ID: "run" + strconv.Itoa(i)}, Attempt: 1, Start: time.Now(), Slot: pack.Slot{Index: 0}}
+}
+
+// TestFullDiskKeepsTheLedgerWhole: where no room can be reserved, a write
+// cut short by a full disk is taken back, and nothing is written after it.
 func TestFullDiskKeepsTheLedgerWhole(t *testing.T) {
-	disk := &fullDisk{room: 700}
+	disk := &fullDisk{room: 700, noReserve: true}
 	l := &Ledger{path: "disk", dir: ".", past: &LedgerLog{Runs: map[string]*LedgerRun{}}, file: disk}
 	if err := l.WriteHeader(LedgerRecord{Version: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	var err error
 	for i := 0; err == nil && i < 100; i++ {
-		ev := Event{Kind: Started, Run: Run{ID: "run" + string(rune('a'+i%26))}, Attempt: 1, Start: time.Now(), Slot: pack.Slot{Slot: 0}}
-		err = l.Record(ev)
+		err = l.Record(startedEvent(i))
 	}
-	if !errors.Is(err, syscall.ENOSPC) || !errors.Is(l.Err(), syscall.ENOSPC) {
-		t.Fatalf("err %v, ledger err %v; want ENOSPC", err, l.Err())
+	if !errors.Is(err, syscall.ENOSPC) || !errors.Is(l.Err(), syscall.ENOSPC) || !errors.Is(l.Problem(), syscall.ENOSPC) {
+		t.Fatalf("err %v, ledger err %v, problem %v; want ENOSPC", err, l.Err(), l.Problem())
 	}
 	size := len(disk.b)
 	if err := l.WriteEnd("done", 0); !errors.Is(err, syscall.ENOSPC) || len(disk.b) != size {
@@ -239,5 +278,181 @@ func TestFullDiskKeepsTheLedgerWhole(t *testing.T) {
 	log, err := disk.records()
 	if err != nil || log.Torn != 0 || len(log.Runs) == 0 {
 		t.Errorf("after a full disk the ledger reads %v, torn %d, %d runs; want whole records", err, log.Torn, len(log.Runs))
+	}
+}
+
+// TestFullDiskIsSeenBeforeWritesFail: with room reserved past the end, a
+// disk that fills up is a Problem while records still fit, so the sweep
+// stops starting runs and still records the running ones and its end.
+func TestFullDiskIsSeenBeforeWritesFail(t *testing.T) {
+	disk := &fullDisk{room: 1 << 30}
+	l := &Ledger{path: "disk", dir: ".", past: &LedgerLog{Runs: map[string]*LedgerRun{}}, file: disk}
+	if err := l.WriteHeader(LedgerRecord{Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	disk.room = len(disk.b) + 100 // another program fills the disk
+	i := 0
+	for ; l.Problem() == nil && i < 10000; i++ {
+		if err := l.Record(startedEvent(i)); err != nil {
+			t.Fatalf("record %d: %v before the problem was reported", i, err)
+		}
+	}
+	if p := l.Problem(); p == nil || !strings.Contains(p.Error(), "disk full") || !errors.Is(p, syscall.ENOSPC) {
+		t.Fatalf("problem %v, want disk full", p)
+	}
+	for j := range 200 { // the running runs end
+		if err := l.Record(Event{Kind: Finished, Run: Run{ID: "run" + strconv.Itoa(j)}, Attempt: 1, Reason: OK}); err != nil {
+			t.Fatalf("finished record %d after the problem: %v", j, err)
+		}
+	}
+	if err := l.WriteEnd("stopped: disk full", 3); err != nil {
+		t.Fatalf("end record: %v", err)
+	}
+	log, err := disk.records()
+	if err != nil || log.End == nil || log.End.Note != "stopped: disk full" {
+		t.Errorf("ledger reads %v, end %+v", err, log.End)
+	}
+}
+
+// TestFullDiskOnARealFileSystem fills a small tmpfs under an open ledger:
+// the ledger reports the full disk while its reserve still takes the last
+// records and the end record. It needs root to mount the tmpfs.
+func TestFullDiskOnARealFileSystem(t *testing.T) {
+	dir := t.TempDir()
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "nodepack-test", dir).Run(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (needs root): %v", err)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	path := filepath.Join(dir, "out", "ledger.jsonl")
+	l, err := OpenLedger(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.WriteHeader(LedgerRecord{Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	filler, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := filler.Write(chunk); err != nil {
+			break
+		}
+	}
+	filler.Close()
+	i := 0
+	for ; l.Problem() == nil && i < 100000; i++ {
+		if err := l.Record(startedEvent(i)); err != nil {
+			t.Fatalf("record %d failed before the full disk was reported: %v", i, err)
+		}
+	}
+	if p := l.Problem(); p == nil || !errors.Is(p, syscall.ENOSPC) {
+		t.Fatalf("after %d records: problem %v, want the full disk", i, p)
+	}
+	for j := range 100 {
+		if err := l.Record(Event{Kind: Finished, Run: Run{ID: "run" + strconv.Itoa(j)}, Attempt: 1, Reason: OK}); err != nil {
+			t.Fatalf("finished record %d: %v", j, err)
+		}
+	}
+	if err := l.WriteEnd("stopped: disk full", 0); err != nil {
+		t.Fatalf("end record: %v", err)
+	}
+	log, err := ReadLedgerFile(path)
+	if err != nil || log.End == nil || log.Torn != 0 {
+		t.Fatalf("the ledger reads %v, end %v, torn %d", err, log.End, log.Torn)
+	}
+}
+
+// TestDeletedLedgerIsWrittenAgain: a ledger deleted under a running sweep
+// is written again from the open file with every record, the sweep is told
+// to stop starting runs, and the lock still keeps a second writer out.
+func TestDeletedLedgerIsWrittenAgain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	l, err := OpenLedger(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.WriteHeader(LedgerRecord{Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	l.Record(startedEvent(1))
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenLedger(path, false); err == nil || !strings.Contains(err.Error(), "is writing it") {
+		t.Errorf("a second writer after the delete: %v, want it refused", err)
+	}
+	if err := l.Record(Event{Kind: Finished, Run: Run{ID: "run1"}, Attempt: 1, Reason: OK}); err != nil {
+		t.Fatal(err)
+	}
+	if p := l.Problem(); p == nil || !strings.Contains(p.Error(), "was deleted while the sweep ran") {
+		t.Errorf("problem %v, want the deletion", p)
+	}
+	log, err := ReadLedgerFile(path)
+	if err != nil || len(log.Sessions) != 1 || log.Runs["run1"] == nil || log.Runs["run1"].State != StateSucceeded {
+		t.Fatalf("the ledger on disk: %v, %+v", err, log)
+	}
+}
+
+// TestReplacedLedgerIsKeptBeside: a file put in the ledger's place is not
+// overwritten; the sweep's records go to a file beside it, which the
+// problem names.
+func TestReplacedLedgerIsKeptBeside(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	l, err := OpenLedger(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.WriteHeader(LedgerRecord{Version: "test"})
+	os.Remove(path)
+	os.WriteFile(path, []byte("someone else's\n"), 0o644)
+	l.Record(startedEvent(1))
+	p := l.Problem()
+	if p == nil || !strings.Contains(p.Error(), "replaced by another file") {
+		t.Fatalf("problem %v", p)
+	}
+	recovered, _ := filepath.Glob(path + ".*.recovered")
+	if len(recovered) != 1 || !strings.Contains(p.Error(), recovered[0]) {
+		t.Fatalf("recovered files %v, problem %v", recovered, p)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "someone else's\n" {
+		t.Errorf("the other file was overwritten: %q", b)
+	}
+	if log, err := ReadLedgerFile(recovered[0]); err != nil || log.Runs["run1"] == nil {
+		t.Errorf("recovered ledger: %v", err)
+	}
+}
+
+// TestRestartTakesTheLockFirst: --restart while another nodepack writes the
+// ledger is refused, naming it, and the live ledger stays where it is.
+func TestRestartTakesTheLockFirst(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	l, err := OpenLedger(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.WriteHeader(LedgerRecord{Version: "test"})
+	host, _ := os.Hostname()
+	_, err = OpenLedger(path, true)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("pid %d on %s", os.Getpid(), host)) {
+		t.Errorf("restart while in use: %v, want it refused naming pid and host", err)
+	}
+	if backups, _ := filepath.Glob(path + ".*.bak"); len(backups) != 0 {
+		t.Errorf("the live ledger was moved to %v", backups)
+	}
+	l.Close()
+	r, err := OpenLedger(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Backup() == "" || len(r.Past().Sessions) != 0 {
+		t.Errorf("restart after the other ended: backup %q, %d sessions", r.Backup(), len(r.Past().Sessions))
 	}
 }

@@ -64,8 +64,6 @@ type Options struct {
 	// MaxFailures stops the starting of new runs (and retries) once that many
 	// runs have failed; running ones finish. Zero means no limit.
 	MaxFailures int
-	// FailFast is MaxFailures = 1.
-	FailFast bool
 
 	// GPUIDs says how CUDA_VISIBLE_DEVICES names GPUs; empty means GPUUUIDs.
 	GPUIDs GPUIDMode
@@ -77,7 +75,9 @@ type Options struct {
 	// nodepack's environment, Env or Run.Env already sets it.
 	NoThreadCaps bool
 	// Env holds KEY=VALUE entries for every run, applied after the
-	// runner's variables (so they override them) and before Run.Env.
+	// runner's variables (so they override them) and before Run.Env. In a
+	// VALUE, {run_id}, {run_dir}, {index}, {rep} and {attempt} are
+	// replaced by the attempt's own; other braces are kept as they are.
 	Env []string
 	// Wrap is put before every run's argv, e.g.
 	// ["ch-run", "--set-env=config.env", "img", "--"].
@@ -92,21 +92,10 @@ type Options struct {
 	// goroutines, so a slow OnEvent delays the runs.
 	OnEvent func(Event)
 
-	// Kill, if non-nil, makes Execute stop starting runs and SIGKILL every
-	// running process group at once when it is closed: the escalation for a
-	// second Ctrl-C.
-	Kill <-chan struct{}
-
-	// Drain, if non-nil, makes Execute start no more runs or retries once it
-	// is closed (the caller ran out of disk, say); running runs go on to
-	// their end. Summary.Drained reports it.
-	Drain <-chan struct{}
-	// DrainAt, if not zero, is when Execute stops starting runs, as Drain
-	// does; TerminateAt, if not zero, is when it stops the running ones as a
-	// cancellation would (SIGTERM, SIGKILL after Grace, Reason Interrupted),
-	// without returning an error. A batch job that ends at a known time
-	// drains some minutes before its end and terminates at least Grace
-	// before it, so that every run has ended when the scheduler kills the job.
+	// DrainAt, if not zero, is when the sweep stops starting runs, checked at
+	// the moment of every start; TerminateAt, if not zero, is when it stops
+	// the running ones. They are the initial deadlines of
+	// [Execution.SetDeadlines], which says what they do and moves them.
 	DrainAt, TerminateAt time.Time
 
 	// PriorAttempts, if non-nil, returns how many attempts a run already had
@@ -181,7 +170,7 @@ const (
 	OK          Reason = "ok"          // exit status 0
 	Failed      Reason = "failed"      // non-zero exit, death by a signal not sent by the runner, or failure to start
 	TimedOut    Reason = "timeout"     // the runner stopped it after Options.Timeout
-	Interrupted Reason = "interrupted" // the runner stopped it because the context was cancelled or Kill closed
+	Interrupted Reason = "interrupted" // the runner stopped it: the context was cancelled, Kill was called or the terminate deadline passed
 )
 
 // EventKind tells a Started event from a Finished one.
@@ -213,7 +202,7 @@ type Event struct {
 	Slot    pack.Slot // the placement: GPUs and CPUs
 	Stdout  string    // log path; empty without OutputDir
 	Stderr  string    // log path; empty without OutputDir
-	Start   time.Time // when the process was started
+	Start   time.Time // when the start began, right after the checks of MinStartInterval and the drain deadline
 	PID     int       // the run's process, also its process group id; 0 if it did not start
 
 	End      time.Time // when its process was seen to exit (or the start failed)
@@ -232,13 +221,13 @@ type Summary struct {
 	Succeeded   int
 	Failed      int // runs whose last attempt failed or timed out
 	TimedOut    int // of Failed, those whose last attempt timed out
-	Interrupted int // runs stopped by cancellation or Kill
+	Interrupted int // runs stopped by cancellation, Kill or the terminate deadline
 	// Failures holds the Finished event of the last attempt of each failed
 	// run, in the order they ended; at most MaxReportedFailures of them.
 	Failures []Event
-	// Stopped reports that MaxFailures or FailFast stopped new runs.
+	// Stopped reports that MaxFailures stopped new runs.
 	Stopped bool
-	// Drained reports that Drain or DrainAt stopped new runs.
+	// Drained reports that Drain or the drain deadline stopped new runs.
 	Drained bool
 
 	Start, End time.Time

@@ -9,6 +9,7 @@ import (
 	"io"
 	"iter"
 	"strconv"
+	"unicode/utf8"
 )
 
 // MaxParamsLineBytes is the longest params-file line ReadParams accepts.
@@ -30,7 +31,7 @@ const MaxParamsLineBytes = 1 << 20
 // [MaxParamsLineBytes]. The reader is consumed lazily, one line per run,
 // so a file of a million lines starts its first run at once.
 func ReadParams(r io.Reader, name string, command []string, opts SourceOptions) (iter.Seq2[Run, error], error) {
-	tmpl, used, err := parseCommand(command, opts, func(string) bool { return true })
+	cmd, err := parseCommand(command, opts, func(string) bool { return true })
 	if err != nil {
 		return nil, err
 	}
@@ -43,11 +44,15 @@ func ReadParams(r io.Reader, name string, command []string, opts SourceOptions) 
 		line := 0
 		for sc.Scan() {
 			line++
-			text := bytes.TrimSpace(sc.Bytes())
+			text := sc.Bytes()
+			if line == 1 {
+				text = bytes.TrimPrefix(text, utf8BOM)
+			}
+			text = bytes.TrimSpace(text)
 			if len(text) == 0 || text[0] == '#' {
 				continue
 			}
-			keys, vals, err := parseParamsLine(text)
+			keys, vals, raws, err := parseParamsLine(text)
 			if err != nil {
 				var ce *columnError
 				if errors.As(err, &ce) {
@@ -62,19 +67,22 @@ func ReadParams(r io.Reader, name string, command []string, opts SourceOptions) 
 			for i, k := range keys {
 				values[k] = vals[i]
 			}
-			for k := range used {
+			for k := range cmd.used {
 				if _, ok := values[k]; !ok {
 					yield(Run{}, fmt.Errorf("%s:%d: no value for placeholder {%s}", name, line, k))
 					return
 				}
 			}
-			args := append(make([]argTemplate, 0, len(tmpl)+len(keys)), tmpl...)
+			args := append(make([]argTemplate, 0, len(cmd.args)+len(keys)), cmd.args...)
+			pairs := make([]string, len(keys))
 			for i, k := range keys {
-				if !used[k] {
+				if cmd.appended(k) {
 					args = append(args, literalArg("--"+k+"="+vals[i]))
 				}
+				pairs[i] = k + "=" + vals[i]
 			}
 			e.args, e.origin = args, name+":"+strconv.Itoa(line)
+			e.name, e.params = configName(pairs), paramsObject(keys, raws)
 			if !x.expand(&e, yield) {
 				return
 			}
@@ -88,8 +96,22 @@ func ReadParams(r io.Reader, name string, command []string, opts SourceOptions) 
 	}, nil
 }
 
-// parseParamsLine reads one JSON object, keeping its keys in order.
-func parseParamsLine(line []byte) (keys, values []string, err error) {
+// parseParamsLine reads one JSON object, keeping its keys in order: the
+// argument text of each value and its JSON, compacted.
+func parseParamsLine(line []byte) (keys, values []string, raws []json.RawMessage, err error) {
+	if !utf8.Valid(line) {
+		// encoding/json would turn the bytes into U+FFFD before the
+		// program saw them.
+		bad := 0
+		for bad < len(line) {
+			r, size := utf8.DecodeRune(line[bad:])
+			if r == utf8.RuneError && size <= 1 {
+				break
+			}
+			bad += size
+		}
+		return nil, nil, nil, &columnError{bad + 1, "invalid UTF-8: a params file is JSON, which is UTF-8"}
+	}
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
 	// next returns the column of the next token: past spaces, ',' and ':'.
@@ -112,46 +134,48 @@ func parseParamsLine(line []byte) (keys, values []string, err error) {
 	tok, err := dec.Token()
 	if err != nil || tok != json.Delim('{') {
 		if err == nil {
-			return nil, nil, &columnError{start, "want a JSON object"}
+			return nil, nil, nil, &columnError{start, "want a JSON object"}
 		}
-		return nil, nil, fail(err, "want a JSON object")
+		return nil, nil, nil, fail(err, "want a JSON object")
 	}
 	seen := map[string]bool{}
 	for dec.More() {
 		keyAt := next()
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, nil, fail(err, "want a key")
+			return nil, nil, nil, fail(err, "want a key")
 		}
 		key := tok.(string) // inside an object, Token returns keys as strings
 		if err := checkKey(key); err != nil {
-			return nil, nil, &columnError{keyAt, err.Error()}
+			return nil, nil, nil, &columnError{keyAt, err.Error()}
 		}
 		if seen[key] {
-			return nil, nil, &columnError{keyAt, fmt.Sprintf("duplicate key %q", key)}
+			return nil, nil, nil, &columnError{keyAt, fmt.Sprintf("duplicate key %q", key)}
 		}
 		seen[key] = true
 		valueAt := next()
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, nil, fail(err, "bad value")
+			return nil, nil, nil, fail(err, "bad value")
 		}
 		value, err := paramText(raw)
 		if err != nil {
-			return nil, nil, &columnError{valueAt, err.Error()}
+			return nil, nil, nil, &columnError{valueAt, err.Error()}
 		}
 		if err := checkValue(key, value); err != nil {
-			return nil, nil, &columnError{valueAt, err.Error()}
+			return nil, nil, nil, &columnError{valueAt, err.Error()}
 		}
-		keys, values = append(keys, key), append(values, value)
+		var compact bytes.Buffer
+		json.Compact(&compact, raw)
+		keys, values, raws = append(keys, key), append(values, value), append(raws, compact.Bytes())
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, nil, fail(err, "want } to end the object")
+		return nil, nil, nil, fail(err, "want } to end the object")
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, nil, fail(err, "text after the object: one JSON object per line")
+		return nil, nil, nil, fail(err, "text after the object: one JSON object per line")
 	}
-	return keys, values, nil
+	return keys, values, raws, nil
 }
 
 // paramText turns a JSON value into argument text.

@@ -296,16 +296,6 @@ func processWaitStatus(ps *os.ProcessState) (syscall.WaitStatus, bool) {
 	return ws, ok
 }
 
-// lockFile takes an exclusive advisory lock on f without waiting.
-func lockFile(f *os.File) error { return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) }
-
-func waitStatusCode(ws syscall.WaitStatus) int {
-	if ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ws.ExitStatus()
-}
-
 // sweepAll kills and reaps every leftover of ended runs and returns when
 // none is left (or after a few seconds, if one cannot die).
 func sweepAll() {

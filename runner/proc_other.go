@@ -3,7 +3,6 @@
 package runner
 
 import (
-	"os"
 	"os/exec"
 	"syscall"
 )
@@ -46,6 +45,3 @@ func (p *process) finish() exitInfo {
 }
 
 func sweepAll() {}
-
-// lockFile does nothing: ledgers are not locked on these systems.
-func lockFile(f *os.File) error { return nil }

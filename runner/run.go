@@ -6,10 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -18,8 +22,8 @@ import (
 // parameter files) produce the same value with an argv that is executed
 // directly, without a shell.
 type Run struct {
-	// ID names the run: its log directory <OutputDir>/runs/<ID> and
-	// NODEPACK_RUN_ID. It must be unique among the runs of one Execute and a
+	// ID names the run: NODEPACK_RUN_ID, the key of its ledger records, and
+	// the end of its log directory's name (see Name). It must be unique among the runs of one Execute and a
 	// single path element. If empty, the decimal Index is used.
 	ID string
 	// Index is the run's position among the runs of its source, from 0
@@ -39,7 +43,90 @@ type Run struct {
 	// Rep is the repetition of the same entry, from 0 (NODEPACK_REP and the
 	// {rep} placeholder); see [SourceOptions.Reps].
 	Rep int
+	// Name is a readable name of the run's configuration, the same for all
+	// its reps ("lr=0.1,seed=3"), so a person finds its logs without the
+	// ledger: the run's directory is <OutputDir>/runs/<Name>-<ID>, or
+	// runs/<ID> when Name is empty. It need not be unique; characters that
+	// do not belong in a file name are replaced, and it is cut short.
+	Name string
+	// Params holds the run's parameters as one JSON object with typed
+	// values (numbers, booleans and lists as the source wrote them); nil
+	// for a run without parameters, such as a task-file line. The runner
+	// writes it to params.json in the run's directory.
+	Params json.RawMessage
 }
+
+// maxNameBytes is how much of Run.Name goes into a directory name.
+const maxNameBytes = 80
+
+// RunDir returns the directory the runner gives run r under outputDir:
+// outputDir/runs/<Name>-<ID>, or outputDir/runs/<ID> without a Name. It is
+// NODEPACK_RUN_DIR and the {run_dir} placeholder.
+func RunDir(outputDir string, r Run) string {
+	return filepath.Join(outputDir, "runs", r.dirName())
+}
+
+// dirName is the name of the run's directory under runs/.
+func (r Run) dirName() string {
+	name := SafeName(r.Name, maxNameBytes)
+	if name == "" {
+		return r.ID
+	}
+	return name + "-" + r.ID
+}
+
+// label names the run in live output: where it came from (tasks.txt:12),
+// with its rep when there are several, else its ID.
+func (r Run) label() string {
+	switch {
+	case r.Origin == "":
+		return r.ID
+	case r.Rep > 0:
+		return r.Origin + " rep " + strconv.Itoa(r.Rep)
+	}
+	return r.Origin
+}
+
+// SafeName turns s into something usable inside a file name: letters,
+// digits and . _ = , + - are kept, every other byte run becomes one '_',
+// and the result is cut to at most max bytes (never inside a kept run of
+// a multi-byte character: those are replaced anyway). Leading dots are
+// dropped, so the name is never hidden, "." or "..".
+func SafeName(s string, max int) string {
+	var b strings.Builder
+	underscore := false
+	for i := 0; i < len(s) && b.Len() < max; i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
+			c == '.' || c == '_' || c == '=' || c == ',' || c == '+' || c == '-':
+			if c == '.' && b.Len() == 0 {
+				continue
+			}
+			b.WriteByte(c)
+			underscore = c == '_'
+		default:
+			if !underscore && b.Len() > 0 {
+				b.WriteByte('_')
+				underscore = true
+			}
+		}
+	}
+	return strings.TrimRight(b.String(), "_")
+}
+
+// writeParams writes the run's parameters to params.json in dir, if it has
+// any.
+func writeParams(dir string, r Run) error {
+	if r.Params == nil {
+		return nil
+	}
+	return os.WriteFile(filepath.Join(dir, "params.json"), append(slices.Clip(r.Params), '\n'), 0o644)
+}
+
+// utf8BOM is the byte order mark some editors put at the start of a UTF-8
+// file; it is not part of the first line.
+var utf8BOM = []byte("\xef\xbb\xbf")
 
 // MaxLineBytes is the longest task-file line ReadTaskFile accepts: the
 // kernel's limit on one execve argument (MAX_ARG_STRLEN, 128 KiB with its
@@ -49,7 +136,8 @@ const MaxLineBytes = 128<<10 - 1
 
 // ReadTaskFile returns the runs of a task file: one shell command per line,
 // run as ["bash", "-c", line]. Blank lines and lines whose first non-blank
-// character is '#' are skipped; a trailing "\r" is dropped. name is used in
+// character is '#' are skipped; a trailing "\r" and a UTF-8 byte order mark
+// at the start of the file are dropped. name is used in
 // Origin ("name:line") and in errors.
 //
 // Each run's ID is the first 12 hex digits of the SHA-256 of its argv, so it
@@ -71,6 +159,9 @@ func ReadTaskFile(r io.Reader, name string) iter.Seq2[Run, error] {
 		for sc.Scan() {
 			line++
 			text := sc.Bytes()
+			if line == 1 {
+				text = bytes.TrimPrefix(text, utf8BOM) // Windows editors start files with one
+			}
 			trimmed := bytes.TrimSpace(text)
 			if len(trimmed) == 0 || trimmed[0] == '#' {
 				continue
@@ -89,6 +180,7 @@ func ReadTaskFile(r io.Reader, name string) iter.Seq2[Run, error] {
 				Index:  index,
 				Args:   args,
 				Origin: name + ":" + strconv.Itoa(line),
+				Name:   SafeName(string(trimmed), maxNameBytes),
 			}
 			index++
 			if !yield(run, nil) {

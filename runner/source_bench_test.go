@@ -42,7 +42,7 @@ func BenchmarkSourceStream(b *testing.B) {
 	tasks := write("tasks.txt", func(w *bufio.Writer, i int) {
 		fmt.Fprintf(w, "python train.py --seed=%d --lr=%g\n", i, 1/float64(i+1))
 	})
-	opts := SourceOptions{Shard: Shard{Index: 0, Count: 2}, RunDir: func(id string) string { return "/out/runs/" + id }}
+	opts := SourceOptions{Shard: Shard{Index: 0, Count: 2}, OutputDir: "/out"}
 	for _, tc := range []struct {
 		name string
 		open func(f *os.File) iter.Seq2[Run, error]

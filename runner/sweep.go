@@ -1,9 +1,11 @@
 package runner
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
+	"strconv"
 	"strings"
 )
 
@@ -54,9 +56,18 @@ type Sweep struct {
 // sweepArg is one argument of a sweep command.
 type sweepArg struct {
 	fixed  argTemplate   // an argument that is not swept
-	prefix string        // a swept override up to and including '='
+	prefix string        // an override up to and including '=' (also a fixed one)
+	value  string        // a fixed override's value
 	values []argTemplate // choice values, or
 	rng    *numRange     // range values
+}
+
+// override reports whether the argument is an override, swept or not.
+func (a *sweepArg) override() bool { return a.prefix != "" }
+
+// key is an override's config key, without its + ++ ~ prefix.
+func (a *sweepArg) key() string {
+	return strings.TrimLeft(strings.TrimSuffix(a.prefix, "="), "+~")
 }
 
 func (a *sweepArg) swept() bool { return a.fixed == nil }
@@ -108,7 +119,9 @@ func (s *Sweep) Len() int { return s.total }
 
 // Runs returns the runs of the sweep in order: combination by combination,
 // each repeated opts.Reps times. Its Origin lists the combination's swept
-// overrides. The only error is a {run_dir} without opts.RunDir.
+// overrides, its Name the same as key=value pairs, and its Params every
+// override's key with its value, typed as Hydra would read it (see
+// [hydraJSON]). The only error is a {run_dir} without opts.OutputDir.
 func (s *Sweep) Runs(opts SourceOptions) (iter.Seq2[Run, error], error) {
 	for i, a := range s.args {
 		if a.fixed != nil {
@@ -123,34 +136,101 @@ func (s *Sweep) Runs(opts SourceOptions) (iter.Seq2[Run, error], error) {
 			}
 		}
 	}
+	var keys []string
+	for i := range s.args {
+		if a := &s.args[i]; a.override() {
+			keys = append(keys, a.key())
+		}
+	}
 	return func(yield func(Run, error) bool) {
 		x := newExpander(opts)
 		odometer(s.sizes, func(digits []int) bool {
 			e := entry{args: make([]argTemplate, len(s.args)), value: func(string) string { return "" }}
 			var origin strings.Builder
 			origin.WriteString("sweep:")
+			var swept []string
+			raws := make([]json.RawMessage, 0, len(keys))
 			d := 0
 			for i := range s.args {
 				a := &s.args[i]
 				if !a.swept() {
 					e.args[i] = a.fixed
+					if a.override() {
+						raws = append(raws, hydraJSON(a.value))
+					}
 					continue
 				}
 				e.args[i] = a.at(digits[d])
 				d++
-				origin.WriteByte(' ')
-				for _, p := range e.args[i] {
-					if p.placeholder {
-						origin.WriteString("{" + p.text + "}")
-					} else {
-						origin.WriteString(p.text)
-					}
-				}
+				text := templateText(e.args[i])
+				origin.WriteString(" " + text)
+				value := strings.TrimPrefix(text, a.prefix)
+				swept = append(swept, a.key()+"="+value)
+				raws = append(raws, hydraJSON(value))
 			}
 			e.origin = origin.String()
+			e.name, e.params = configName(swept), paramsObject(keys, raws)
 			return x.expand(&e, yield)
 		})
 	}, nil
+}
+
+// Template returns the sweep's command with each swept value written as
+// {sweep}: the same for a sweep that only gained or lost values.
+func (s *Sweep) Template() []string {
+	out := make([]string, len(s.args))
+	for i := range s.args {
+		a := &s.args[i]
+		if a.swept() {
+			out[i] = a.prefix + "{sweep}"
+		} else {
+			out[i] = templateText(a.fixed)
+		}
+	}
+	return out
+}
+
+// templateText writes a template back as text, placeholders in braces.
+func templateText(t argTemplate) string {
+	var b strings.Builder
+	for _, p := range t {
+		if p.placeholder {
+			b.WriteString("{" + p.text + "}")
+		} else {
+			b.WriteString(p.text)
+		}
+	}
+	return b.String()
+}
+
+// hydraJSON types an override's value as Hydra's grammar reads it: an
+// integer or a float is a number, true and false (any case) a boolean,
+// null a null, a quoted string its text; anything else, lists and dicts
+// included, is a string as written.
+func hydraJSON(v string) json.RawMessage {
+	t := strings.TrimSpace(v)
+	plain := strings.ReplaceAll(t, "_", "")
+	if n, err := parseNumber(t); err == nil {
+		if n.isInt {
+			return json.RawMessage(strconv.FormatInt(n.i, 10))
+		}
+		if f, err := strconv.ParseFloat(plain, 64); err == nil {
+			if b, err := json.Marshal(f); err == nil {
+				return b
+			}
+		}
+	}
+	switch strings.ToLower(t) {
+	case "true", "false":
+		return json.RawMessage(strings.ToLower(t))
+	case "null":
+		return json.RawMessage("null")
+	}
+	if len(t) >= 2 && (t[0] == '\'' || t[0] == '"') && t[len(t)-1] == t[0] {
+		t = t[1 : len(t)-1]
+	}
+	b, _ := json.Marshal(t)
+	return b
 }
 
 // parseSweepArg parses one argument; program says it is argv[0].
@@ -160,6 +240,10 @@ func parseSweepArg(a string, program bool) (sweepArg, error) {
 	if program || !ok {
 		t, err := parseTemplate(a, builtin)
 		return sweepArg{fixed: t}, err
+	}
+	fixed := func() (sweepArg, error) {
+		t, err := parseTemplate(a, builtin)
+		return sweepArg{fixed: t, prefix: prefix, value: value}, err
 	}
 	base := len(prefix) // columns of the value start after the prefix
 	elems, err := sweepElements(value)
@@ -194,8 +278,7 @@ func parseSweepArg(a string, program bool) (sweepArg, error) {
 		case isCast(name) && containsSweep(inner):
 			return sweepArg{}, &columnError{base + el.off + 1, "a cast of a sweep is not supported: cast each value, e.g. int(1),int(2)"}
 		}
-		t, err := parseTemplate(a, builtin)
-		return sweepArg{fixed: t}, err
+		return fixed()
 	}
 	return choiceArg(prefix, elems, base)
 }

@@ -155,10 +155,10 @@ func TestSweepRunDirNeedsAnOutputDirectory(t *testing.T) {
 	if _, err := s.Runs(SourceOptions{}); err == nil || !strings.Contains(err.Error(), "{run_dir} needs an output directory") {
 		t.Errorf("Runs without RunDir: %v", err)
 	}
-	runs := collect(t, s, SourceOptions{RunDir: func(id string) string { return "/out/runs/" + id }})
+	runs := collect(t, s, SourceOptions{OutputDir: "/out"})
 	for _, r := range runs {
-		if r.Args[1] != "--out=/out/runs/"+r.ID {
-			t.Errorf("run %s: %q", r.ID, r.Args)
+		if want := "--out=/out/runs/" + r.Name + "-" + r.ID; r.Args[1] != want || r.Args[1] != "--out="+RunDir("/out", r) {
+			t.Errorf("run %s: %q, want %s", r.ID, r.Args, want)
 		}
 	}
 }

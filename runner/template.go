@@ -7,17 +7,18 @@ import (
 	"strings"
 )
 
-// The placeholders every templated source knows. {rep} is content (it is
-// part of the run's ID); {index}, {run_id} and {run_dir} name the run and
-// are filled in after its ID is known.
+// The placeholders every templated source knows. {rep} and {params_json}
+// are content (part of the run's ID); {index}, {run_id} and {run_dir} name
+// the run and are filled in after its ID is known.
 const (
-	placeholderRep    = "rep"
-	placeholderIndex  = "index"
-	placeholderRunID  = "run_id"
-	placeholderRunDir = "run_dir"
+	placeholderRep        = "rep"
+	placeholderParamsJSON = "params_json"
+	placeholderIndex      = "index"
+	placeholderRunID      = "run_id"
+	placeholderRunDir     = "run_dir"
 )
 
-var builtinPlaceholders = []string{placeholderRep, placeholderIndex, placeholderRunID, placeholderRunDir}
+var builtinPlaceholders = []string{placeholderRep, placeholderParamsJSON, placeholderIndex, placeholderRunID, placeholderRunDir}
 
 func isBuiltinPlaceholder(name string) bool { return slices.Contains(builtinPlaceholders, name) }
 

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -146,6 +147,7 @@ func formatPythonFloat(f float64) string {
 // valueSet is the values of one swept key: a list, or a range.
 type valueSet struct {
 	list []string
+	json []json.RawMessage // list's values as typed JSON
 	rng  *numRange
 }
 
@@ -161,4 +163,12 @@ func (v valueSet) At(i int) string {
 		return v.rng.At(i)
 	}
 	return v.list[i]
+}
+
+// JSON returns value i as typed JSON: a range's values are numbers.
+func (v valueSet) JSON(i int) json.RawMessage {
+	if v.rng != nil {
+		return json.RawMessage(v.rng.At(i))
+	}
+	return v.json[i]
 }

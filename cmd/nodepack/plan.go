@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner"
 	"github.com/spf13/pflag"
 )
 
@@ -62,7 +63,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := parseFlags(fs, planUsage, args, stdout, stderr); !ok {
 		return code
 	}
-	hasSource := o.source.kind() != sourceTasks || fs.NArg() > 0
+	hasSource := o.source.kind() != runner.KindTasks || fs.NArg() > 0
 	if !hasSource && o.source.RunsPerShard > 0 {
 		return usageErrorf(stderr, "plan", "--runs-per-shard needs the runs: a TASKFILE, or --sweep, --grid or --params with the command after --")
 	}
@@ -77,14 +78,14 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var runs *runsPlanDoc
 	if hasSource {
 		o.source.OutputDir = "nodepack-out" // {run_dir} is fine; nothing is rendered for real
-		total, err := o.source.prepare(fs.Args())
-		if err != nil {
+		defer o.source.close()
+		if err := o.source.prepare(fs.Args()); err != nil {
 			return usageErrorf(stderr, "plan", "%v", err)
 		}
-		if total < 0 {
-			return usageErrorf(stderr, "plan", "cannot count the runs of standard input")
+		if err := o.source.scan(nil); err != nil {
+			return usageErrorf(stderr, "plan", "%v", err)
 		}
-		runs = runsPlan(total, o.source.RunsPerShard, len(plan.Slots))
+		runs = runsPlan(o.source.Total, o.source.RunsPerShard, len(plan.Slots))
 		plan.Warnings = append(plan.Warnings, runs.Warnings...)
 	}
 	printWarnings(stderr, plan.Warnings)
@@ -191,7 +192,7 @@ func planDocument(p pack.Plan) planDoc {
 		Warnings: p.Warnings,
 	}
 	for i, s := range p.Slots {
-		doc.Slots[i] = slotDoc{Slot: s.Slot, GPUs: gpuRefs(s.GPUs), CPUs: orEmpty(s.CPUs), NUMA: s.NUMA,
+		doc.Slots[i] = slotDoc{Slot: s.Index, GPUs: gpuRefs(s.GPUs), CPUs: orEmpty(s.CPUs), NUMA: s.NUMA,
 			SharedGPUs: s.SharedGPUs, SharedCPUs: s.SharedCPUs}
 	}
 	return doc
@@ -217,7 +218,7 @@ func printPlan(w io.Writer, p pack.Plan) {
 		if s.SharedCPUs {
 			cpus += " (shared)"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", s.Slot, gpus, cpus, numaString(s.NUMA))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", s.Index, gpus, cpus, numaString(s.NUMA))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d slots; each run: %d GPUs", len(p.Slots), p.Request.GPUs)

@@ -24,9 +24,12 @@ type progress struct {
 	finished int
 }
 
-func newProgress(w io.Writer, total int, quiet bool) *progress {
-	p := &progress{w: w, total: total, quiet: quiet}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !quiet {
+// newProgress reports on a sweep of total runs of which done were
+// finished before (a resumed sweep skips them), so the count ends at
+// total/total.
+func newProgress(w io.Writer, total, done int, quiet bool) *progress {
+	p := &progress{w: w, total: total, quiet: quiet, finished: done}
+	if f, ok := terminalOf(w); ok && term.IsTerminal(int(f.Fd())) && !quiet {
 		p.bar = progressbar.NewOptions(total,
 			progressbar.OptionSetWriter(w),
 			progressbar.OptionSetDescription("runs"),
@@ -35,8 +38,19 @@ func newProgress(w io.Writer, total int, quiet bool) *progress {
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionClearOnFinish(),
 		)
+		p.bar.Add(done)
 	}
 	return p
+}
+
+// terminalOf finds the file behind nodepack's console, to ask whether it
+// is a terminal.
+func terminalOf(w io.Writer) (*os.File, bool) {
+	if c, ok := w.(*console); ok {
+		w = c.w
+	}
+	f, ok := w.(*os.File)
+	return f, ok
 }
 
 // event is the runner's OnEvent; the runner never calls it concurrently.
@@ -77,7 +91,7 @@ func (p *progress) line(ev runner.Event) string {
 		state += ", will retry"
 	}
 	s := fmt.Sprintf("nodepack: [%s] %s %s exit %d %v slot %d", count, state, ev.Run.ID, ev.ExitCode,
-		ev.End.Sub(ev.Start).Round(10*time.Millisecond), ev.Slot.Slot)
+		ev.End.Sub(ev.Start).Round(10*time.Millisecond), ev.Slot.Index)
 	if ev.Attempt > 1 {
 		s += fmt.Sprintf(" attempt %d", ev.Attempt)
 	}

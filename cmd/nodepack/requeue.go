@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os/exec"
 	"strings"
 
 	"github.com/nodepack/nodepack/resources"
@@ -12,11 +11,6 @@ import (
 // sgeRequeueExit is the exit status that makes Grid Engine reschedule a
 // job (with -r y or not): the documented "rerun" convention of sge_execd.
 const sgeRequeueExit = 99
-
-// scontrol runs Slurm's scontrol; a variable so tests can stand in for it.
-var scontrol = func(args ...string) ([]byte, error) {
-	return exec.Command("scontrol", args...).CombinedOutput()
-}
 
 func canRequeue(s resources.Scheduler) bool {
 	return s.Kind == resources.SchedulerSlurm || s.Kind == resources.SchedulerSGE
@@ -39,9 +33,9 @@ func describeKind(s resources.Scheduler) string {
 func requeueJob(s resources.Scheduler, stderr io.Writer, code int) int {
 	switch s.Kind {
 	case resources.SchedulerSlurm:
-		out, err := scontrol("requeue", s.JobID)
+		out, err := batchCommand("scontrol", "requeue", s.JobID)
 		if err != nil {
-			fmt.Fprintf(stderr, "nodepack: scontrol requeue %s failed: %v: %s\n", s.JobID, err, strings.TrimSpace(string(out)))
+			fmt.Fprintf(stderr, "nodepack: scontrol requeue %s failed: %v %s\n", s.JobID, err, strings.TrimSpace(string(out)))
 			return code
 		}
 		fmt.Fprintf(stderr, "nodepack: requeued job %s: it resumes where this one stopped\n", s.JobID)

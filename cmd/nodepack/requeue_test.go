@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,9 +18,13 @@ import (
 // every run, so nodepack exits 3 and asks Slurm to run the job again.
 func TestRequeue(t *testing.T) {
 	var calls [][]string
-	saved := scontrol
-	scontrol = func(args ...string) ([]byte, error) { calls = append(calls, args); return nil, nil }
-	t.Cleanup(func() { scontrol = saved })
+	fakeBatch(t, func(name string, args ...string) ([]byte, error) {
+		if name == "scontrol" && args[0] == "requeue" {
+			calls = append(calls, args)
+			return nil, nil
+		}
+		return nil, errors.New("no Slurm here")
+	})
 	t.Setenv("SLURM_JOB_ID", "77")
 	t.Setenv("SLURM_JOB_END_TIME", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
 
@@ -35,10 +41,8 @@ func TestRequeue(t *testing.T) {
 
 // TestRequeueJob covers each scheduler's way of requeueing directly.
 func TestRequeueJob(t *testing.T) {
-	saved := scontrol
-	t.Cleanup(func() { scontrol = saved })
 	var calls [][]string
-	scontrol = func(args ...string) ([]byte, error) { calls = append(calls, args); return nil, nil }
+	fakeBatch(t, func(name string, args ...string) ([]byte, error) { calls = append(calls, args); return nil, nil })
 	var stderr strings.Builder
 	if code := requeueJob(slurmJob("5"), &stderr, 143); code != 143 || len(calls) != 1 || !slices.Equal(calls[0], []string{"requeue", "5"}) {
 		t.Errorf("slurm: exit %d, calls %q", code, calls)
@@ -46,8 +50,8 @@ func TestRequeueJob(t *testing.T) {
 	if code := requeueJob(sgeJob("6"), &stderr, 143); code != sgeRequeueExit || len(calls) != 1 {
 		t.Errorf("sge: exit %d, want 99 and no scontrol call (calls %q)", code, calls)
 	}
-	scontrol = func(args ...string) ([]byte, error) {
-		return []byte("Requested operation is presently disabled"), os.ErrPermission
+	batchCommand = func(name string, args ...string) ([]byte, error) {
+		return nil, fmt.Errorf("%w: Requested operation is presently disabled", os.ErrPermission)
 	}
 	stderr.Reset()
 	if code := requeueJob(slurmJob("7"), &stderr, 143); code != 143 || !strings.Contains(stderr.String(), "presently disabled") {
@@ -75,4 +79,11 @@ func slurmJob(id string) resources.Scheduler {
 }
 func sgeJob(id string) resources.Scheduler {
 	return resources.Scheduler{Kind: resources.SchedulerSGE, JobID: id}
+}
+
+// fakeBatch stands in for the batch system's commands for one test.
+func fakeBatch(t *testing.T, f func(name string, args ...string) ([]byte, error)) {
+	saved := batchCommand
+	batchCommand = f
+	t.Cleanup(func() { batchCommand = saved })
 }

@@ -106,7 +106,7 @@ func (s *gatedSweep) completions(t *testing.T) map[string]int {
 
 func (s *gatedSweep) ledger(t *testing.T) *runner.LedgerLog {
 	t.Helper()
-	log, err := readLedgerFile(filepath.Join(s.out, "ledger.jsonl"))
+	log, err := runner.ReadLedgerFile(filepath.Join(s.out, "ledger.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestTornLastLine(t *testing.T) {
 	if code != exitOK || !strings.Contains(errOut, "left out an unfinished last line") || !strings.Contains(errOut, "1 interrupted (run again)") {
 		t.Errorf("rerun: exit %d:\n%s", code, errOut)
 	}
-	if _, err := readLedgerFile(path); err != nil {
+	if _, err := runner.ReadLedgerFile(path); err != nil {
 		t.Errorf("the ledger after the resume: %v", err)
 	}
 }
@@ -387,7 +387,7 @@ func TestRestartAndRetryFailed(t *testing.T) {
 	}{
 		{"first run", nil, exitFailed, 1, 1, "1 failed"},
 		{"resume skips both", nil, exitFailed, 1, 1, "skipped 2 runs done before: 1 succeeded, 1 failed"},
-		{"--retry-failed reruns the failure", []string{"--retry-failed"}, exitFailed, 1, 2, "ran again 0 interrupted and 1 failed runs"},
+		{"--retry-failed reruns the failure", []string{"--retry-failed"}, exitFailed, 1, 2, "ran again 0 interrupted runs and 1 failed run"},
 		{"--restart reruns everything", []string{"--restart"}, exitFailed, 2, 3, "the old ledger is now"},
 	}
 	attempt2 := func() int { // logs with a header for attempt 2
@@ -460,25 +460,49 @@ func TestDefaultOutput(t *testing.T) {
 		}
 		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 	}
+	tasks := runner.Definition{Kind: runner.KindTasks, Source: "tasks.txt"}
+	key := tasks.Key()
 	tests := []struct {
 		description string
 		env         func(string) (string, bool)
 		sharded     bool
 		want        string
 	}{
-		{"no scheduler", env(), false, "nodepack-out"},
-		{"slurm job: its id, the same after a requeue", env("SLURM_JOB_ID", "123"), false, "nodepack-123"},
-		{"sharded slurm array: the array's id, shared by all tasks", env("SLURM_JOB_ID", "125", "SLURM_ARRAY_JOB_ID", "123", "SLURM_ARRAY_TASK_ID", "2"), true, "nodepack-123"},
-		{"unsharded slurm array: one directory per task", env("SLURM_JOB_ID", "125", "SLURM_ARRAY_JOB_ID", "123", "SLURM_ARRAY_TASK_ID", "2"), false, "nodepack-123_2"},
-		{"sge array, unsharded", env("SGE_ROOT", "/sge", "JOB_ID", "77", "SGE_TASK_ID", "3"), false, "nodepack-77_3"},
-		{"pbs id with odd characters", env("PBS_JOBID", "12[3].server/x"), false, "nodepack-12_3_.server_x"},
+		{"no scheduler: the sweep's name and key", env(), false, "nodepack-tasks-" + key},
+		{"slurm job: its id, the same after a requeue", env("SLURM_JOB_ID", "123"), false, "nodepack-123-tasks-" + key},
+		{"sharded slurm array: the array's id, shared by all tasks", env("SLURM_JOB_ID", "125", "SLURM_ARRAY_JOB_ID", "123", "SLURM_ARRAY_TASK_ID", "2"), true, "nodepack-123-tasks-" + key},
+		{"unsharded slurm array: one directory per task", env("SLURM_JOB_ID", "125", "SLURM_ARRAY_JOB_ID", "123", "SLURM_ARRAY_TASK_ID", "2"), false, "nodepack-123_2-tasks-" + key},
+		{"sge array, unsharded", env("SGE_ROOT", "/sge", "JOB_ID", "77", "SGE_TASK_ID", "3"), false, "nodepack-77_3-tasks-" + key},
+		{"pbs id with odd characters", env("PBS_JOBID", "12[3].server/x"), false, "nodepack-12_3_.server_x-tasks-" + key},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
-			got := defaultOutput(resources.DetectScheduler(tc.env), tc.env, tc.sharded)
+			got := defaultOutput(resources.DetectScheduler(tc.env), tasks, tc.sharded)
 			if got != tc.want {
 				t.Errorf("defaultOutput = %q, want %q", got, tc.want)
 			}
 		})
+	}
+	// Two sweeps never share a default directory; the same sweep grown does.
+	hydra := runner.Definition{Kind: runner.KindSweep, Command: []string{"python", "train.py", "model={sweep}"}}
+	grid := runner.Definition{Kind: runner.KindGrid, Source: "params.yml", Command: []string{"python", "train.py"}}
+	withEnv := tasks
+	withEnv.Env = []string{"X=second"}
+	moreReps := tasks
+	moreReps.Reps = 3
+	none := resources.Scheduler{Kind: resources.SchedulerNone}
+	dirs := map[string]string{}
+	for name, def := range map[string]runner.Definition{"tasks": tasks, "hydra": hydra, "grid": grid, "env": withEnv} {
+		d := defaultOutput(none, def, false)
+		if other, ok := dirs[d]; ok {
+			t.Errorf("%s and %s share %s", name, other, d)
+		}
+		dirs[d] = name
+	}
+	if defaultOutput(none, moreReps, false) != defaultOutput(none, tasks, false) {
+		t.Error("more reps moved the default directory: the sweep would not resume")
+	}
+	if d := defaultOutput(none, hydra, false); !strings.HasPrefix(d, "nodepack-train-") {
+		t.Errorf("a --sweep of train.py: %s, want it named after the script", d)
 	}
 }

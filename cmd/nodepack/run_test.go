@@ -104,7 +104,7 @@ func TestRunBadInput(t *testing.T) {
 		{"NUL byte names file and line", []string{nul}, "nul.txt:2: line contains a NUL byte"},
 		{"no commands", []string{empty}, "empty.txt: no commands"},
 		{"bad --gpu-ids", []string{"--gpu-ids", "name", good}, `--gpu-ids "name"`},
-		{"bad --env", []string{"--env", "NOEQUALS", good}, `--env "NOEQUALS"`},
+		{"bad --env", []string{"--env", "NO SPACE=1", good}, `--env "NO SPACE=1"`},
 		{"bad --wrap", []string{"--wrap", "ch-run 'img", good}, "unterminated single quote"},
 		{"negative --timeout", []string{"--timeout", "-1s", good}, "--timeout -1s"},
 		{"plan does not fit", []string{"--cpus-per-run", "64", good}, "--cpus-per-run"},

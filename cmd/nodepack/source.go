@@ -9,7 +9,6 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/nodepack/nodepack/resources"
@@ -17,19 +16,11 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// Source kinds, as the dry-run document names them.
-const (
-	sourceTasks  = "tasks"
-	sourceSweep  = "sweep"
-	sourceGrid   = "grid"
-	sourceParams = "params"
-)
-
 // sourceOptions say where the runs come from: one task file (or - for
 // standard input) as the only argument, or, with --sweep, --grid or
 // --params, the command after --. They also repeat (--reps) and shard
-// (--shard) the runs. Call check before open or printDryRun; check sets
-// Shard, ShardFrom, Total and Notes. Not safe for concurrent use.
+// (--shard) the runs. Call check (or prepare, scan and chooseShard) before
+// open or printDryRun, and close when done. Not safe for concurrent use.
 type sourceOptions struct {
 	DryRun       bool   // list the runs, start nothing
 	JSON         bool   // with DryRun: a nodepack.runs/v1 document
@@ -40,25 +31,29 @@ type sourceOptions struct {
 	ShardSpec    string // I/N, auto or none
 	RunsPerShard int    // shard size for plan, and for auto where the array size is unknown
 
-	// OutputDir is the run's --output, for {run_dir}. Empty means the value
-	// of the "output" flag of the FlagSet given to AddFlags, if any.
+	// OutputDir is the run's output directory, for {run_dir}.
 	OutputDir string
+	// CheckShell, with a task file, checks that bash can parse every line.
+	CheckShell bool
 
-	// Set by check.
+	// Set by prepare.
+	Definition runner.Definition // Shards is set by chooseShard
+	Notes      []string          // remarks for stderr, one line each
+	// Set by scan.
+	Total int // runs in all shards
+	// Set by chooseShard.
 	Shard     runner.Shard // this invocation's shard; Count is 1 when the runs are not sharded
 	ShardFrom string       // what chose Shard ("--shard 1/4", "SLURM_ARRAY_TASK_ID=1 of 0-3"); empty when not sharded
-	Total     int          // runs in all shards; -1 when unknown (standard input)
-	Notes     []string     // remarks for stderr, one line each
 
 	getenv  func(string) (string, bool) // nil means os.LookupEnv
-	flags   *pflag.FlagSet
+	args    []string
 	checked bool
+	input   *input // the task or params file
 	sweep   *runner.Sweep
 	grid    *runner.Grid
 }
 
 func (o *sourceOptions) AddFlags(fs *pflag.FlagSet) {
-	o.flags = fs
 	fs.BoolVar(&o.DryRun, "dry-run", false, "list the runs (id, index, shard, added env, argv) and start nothing")
 	fs.BoolVar(&o.JSON, "json", false, "with --dry-run: print the runs as a JSON document (schema nodepack.runs/v1)")
 	o.addSourceFlags(fs)
@@ -78,62 +73,60 @@ func (o *sourceOptions) addSourceFlags(fs *pflag.FlagSet) {
 func (o *sourceOptions) kind() string {
 	switch {
 	case o.Sweep:
-		return sourceSweep
+		return runner.KindSweep
 	case o.Grid != "":
-		return sourceGrid
+		return runner.KindGrid
 	case o.Params != "":
-		return sourceParams
+		return runner.KindParams
 	}
-	return sourceTasks
+	return runner.KindTasks
 }
 
 // name names the source in messages and documents.
-func (o *sourceOptions) name(args []string) string {
+func (o *sourceOptions) name() string {
 	switch o.kind() {
-	case sourceSweep:
+	case runner.KindSweep:
 		return "sweep"
-	case sourceGrid:
+	case runner.KindGrid:
 		return o.Grid
-	case sourceParams:
+	case runner.KindParams:
 		return o.Params
 	}
-	if len(args) == 1 {
-		return args[0]
+	if len(o.args) == 1 {
+		return o.args[0]
 	}
 	return ""
 }
 
 // check validates every run before anything starts, so bad input is
 // reported as file:line[:col] and nothing runs, and chooses the shard. It
-// returns the number of runs of this shard, or -1 when that cannot be
-// known up front (standard input).
+// returns the number of runs of this shard.
 func (o *sourceOptions) check(args []string) (int, error) {
-	if o.JSON && !o.DryRun {
-		return 0, errors.New("--json goes with --dry-run")
-	}
-	total, err := o.prepare(args)
-	if err != nil {
+	if err := o.prepare(args); err != nil {
 		return 0, err
 	}
-	if err := o.chooseShard(total); err != nil {
+	if err := o.scan(nil); err != nil {
 		return 0, err
 	}
-	o.checked = true
-	if total < 0 {
-		return -1, nil
+	if err := o.chooseShard(o.Total); err != nil {
+		return 0, err
 	}
-	return o.Shard.Size(total), nil
+	return o.Shard.Size(o.Total), nil
 }
 
-// prepare parses and validates the source and returns its number of runs
-// in all shards (-1 when unknown); it sets Total.
-func (o *sourceOptions) prepare(args []string) (int, error) {
-	o.Total = -1
+// prepare checks the flags and arguments, parses a sweep or a grid, opens
+// a task or params file (a stream is spooled: see input), and sets
+// Definition and Notes.
+func (o *sourceOptions) prepare(args []string) error {
+	o.args, o.Total = args, 0
+	if o.JSON && !o.DryRun {
+		return errors.New("--json goes with --dry-run")
+	}
 	if o.Reps < 1 {
-		return 0, fmt.Errorf("--reps %d: want at least 1", o.Reps)
+		return fmt.Errorf("--reps %d: want at least 1", o.Reps)
 	}
 	if o.RunsPerShard < 0 {
-		return 0, fmt.Errorf("--runs-per-shard %d: must not be negative", o.RunsPerShard)
+		return fmt.Errorf("--runs-per-shard %d: must not be negative", o.RunsPerShard)
 	}
 	n := 0
 	for _, set := range []bool{o.Sweep, o.Grid != "", o.Params != ""} {
@@ -142,121 +135,186 @@ func (o *sourceOptions) prepare(args []string) (int, error) {
 		}
 	}
 	if n > 1 {
-		return 0, errors.New("--sweep, --grid and --params exclude each other")
+		return errors.New("--sweep, --grid and --params exclude each other")
 	}
 	kind := o.kind()
-	if kind == sourceTasks {
+	if kind == runner.KindTasks {
 		if len(args) != 1 {
-			return 0, fmt.Errorf("want one TASKFILE (or - for standard input), got %d arguments", len(args))
+			return fmt.Errorf("want one TASKFILE (or - for standard input), got %d arguments", len(args))
 		}
 	} else if len(args) == 0 {
-		return 0, fmt.Errorf("--%s needs the command after --, e.g. --%s -- python train.py", kind, kind)
+		return fmt.Errorf("--%s needs the command after --, e.g. --%s -- python train.py", kind, kind)
 	}
+	o.Definition = runner.Definition{Kind: kind, Reps: o.Reps}
 	opts := o.sourceOptions()
-	if opts.RunDir == nil {
-		// The output directory may be chosen after check (the default
-		// depends on the job); validating {run_dir} needs no real path.
-		opts.RunDir = func(id string) string { return filepath.Join("OUTPUT", "runs", id) }
+	if opts.OutputDir == "" {
+		opts.OutputDir = "OUTPUT" // to check {run_dir}: the directory may be chosen later
 	}
-	entries := -1
 	switch kind {
-	case sourceTasks:
-		var err error
-		if entries, err = checkTaskFile(args[0]); err != nil {
-			return 0, err
+	case runner.KindTasks:
+		in, err := openInput(args[0])
+		if err != nil {
+			return err
 		}
-	case sourceSweep:
+		o.input, o.Definition.Source = in, sourceName(args[0])
+	case runner.KindSweep:
+		args = o.dropMultirun(args)
 		s, err := runner.ParseSweep(args)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if _, err := s.Runs(opts); err != nil {
-			return 0, err
+			return err
 		}
-		o.sweep, entries = s, s.Len()
-	case sourceGrid:
-		f, err := os.Open(o.Grid)
+		o.sweep, o.args, o.Definition.Command = s, args, s.Template()
+	case runner.KindGrid:
+		in, err := openInput(o.Grid)
 		if err != nil {
-			return 0, fmt.Errorf("--grid: %w", err)
+			return fmt.Errorf("--grid: %w", err)
 		}
-		g, err := runner.ReadGrid(f, o.Grid)
-		f.Close()
+		g, err := runner.ReadGrid(in.reader(), o.Grid)
+		in.Close()
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if _, err := g.Runs(args, opts); err != nil {
-			return 0, fmt.Errorf("%s: %w", o.Grid, err)
+			return fmt.Errorf("%s: %w", o.Grid, err)
 		}
-		o.grid, entries = g, g.Len()
-	case sourceParams:
-		if o.Params == "-" {
-			// Standard input cannot be read twice: it is checked as it
-			// streams, and its size is unknown.
-			if _, err := runner.ReadParams(strings.NewReader(""), "<stdin>", args, opts); err != nil {
-				return 0, err
-			}
-			return -1, nil
+		o.grid, o.Definition.Source, o.Definition.Command = g, sourceName(o.Grid), args
+	case runner.KindParams:
+		if _, err := runner.ReadParams(strings.NewReader(""), o.Params, args, opts); err != nil {
+			return fmt.Errorf("%s: %w", o.Params, err)
 		}
-		var err error
-		if entries, err = checkParams(o.Params, args, opts); err != nil {
-			return 0, err
+		in, err := openInput(o.Params)
+		if err != nil {
+			return fmt.Errorf("--params: %w", err)
 		}
+		o.input, o.Definition.Source, o.Definition.Command = in, sourceName(o.Params), args
 	}
-	if entries < 0 {
-		return -1, nil
+	return nil
+}
+
+// sourceName is how a Definition names a source file: its base name, or
+// "-" for standard input.
+func sourceName(name string) string {
+	if name == "-" || name == "/dev/stdin" {
+		return "-"
 	}
-	if entries > (1<<53)/o.Reps {
-		return 0, fmt.Errorf("--reps %d: too many runs", o.Reps)
+	return filepath.Base(name)
+}
+
+// dropMultirun removes Hydra's --multirun (-m) from a sweep's command, with
+// a note: nodepack runs the sweep itself, and with the flag every run
+// would start a sweep of its own. A -m right after a Python interpreter is
+// Python's (python -m module) and stays.
+func (o *sourceOptions) dropMultirun(args []string) []string {
+	python := len(args) > 0 && strings.HasPrefix(filepath.Base(args[0]), "python")
+	var kept []string
+	for i, a := range args {
+		if i > 0 && (a == "--multirun" || a == "-m" && !(i == 1 && python)) {
+			o.Notes = append(o.Notes, fmt.Sprintf("dropped %s from the command: nodepack runs the sweep itself, and with it every run would start a Hydra sweep of its own", a))
+			continue
+		}
+		kept = append(kept, a)
 	}
-	o.Total = entries * o.Reps
-	return o.Total, nil
+	return kept
 }
 
 // sourceOptions returns the runner's options for the chosen reps and
 // shard.
 func (o *sourceOptions) sourceOptions() runner.SourceOptions {
 	opts := runner.SourceOptions{Reps: o.Reps, Shard: o.Shard}
-	out := o.OutputDir
-	if out == "" && o.flags != nil {
-		if f := o.flags.Lookup("output"); f != nil {
-			out = f.Value.String()
-		}
-	}
-	if out != "" {
-		if abs, err := filepath.Abs(out); err == nil {
-			out = abs
-		}
-		// The runner's run directory, NODEPACK_RUN_DIR.
-		opts.RunDir = func(id string) string { return filepath.Join(out, "runs", id) }
+	if o.OutputDir != "" {
+		opts.OutputDir, _ = filepath.Abs(o.OutputDir)
 	}
 	return opts
 }
 
-// checkParams reads the whole params file once, rendering every run, and
-// returns the number of lines with an object.
-func checkParams(name string, command []string, opts runner.SourceOptions) (int, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return 0, fmt.Errorf("--params: %w", err)
+// runs streams the runs of the source with the given options.
+func (o *sourceOptions) runs(opts runner.SourceOptions) iter.Seq2[runner.Run, error] {
+	fail := func(err error) iter.Seq2[runner.Run, error] {
+		return func(yield func(runner.Run, error) bool) { yield(runner.Run{}, err) }
 	}
-	defer f.Close()
-	opts.Reps, opts.Shard = 1, runner.Shard{}
-	runs, err := runner.ReadParams(bufio.NewReaderSize(f, 1<<20), name, command, opts)
+	var runs iter.Seq2[runner.Run, error]
+	var err error
+	switch o.kind() {
+	case runner.KindSweep:
+		runs, err = o.sweep.Runs(opts)
+	case runner.KindGrid:
+		runs, err = o.grid.Runs(o.args, opts)
+	case runner.KindParams:
+		runs, err = runner.ReadParams(o.input.reader(), o.input.label, o.args, opts)
+	default:
+		runs = runner.Expand(runner.ReadTaskFile(o.input.reader(), o.input.label), opts)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", name, err)
+		return fail(err)
+	}
+	return runs
+}
+
+// scan reads every run of every shard once, before anything starts: a
+// task or params file is checked line by line (with CheckShell, every
+// task line must parse as bash), and Total is counted. A sweep or a grid
+// was checked when parsed; it is walked only when past is not nil. past,
+// if not nil, is called with every run's ID and index, so a caller can
+// tell which of the runs it knows are still part of the sweep.
+func (o *sourceOptions) scan(past func(id string, index int)) error {
+	kind := o.kind()
+	perRep := 0
+	switch kind {
+	case runner.KindSweep:
+		perRep = o.sweep.Len()
+	case runner.KindGrid:
+		perRep = o.grid.Len()
+	}
+	if perRep > 0 && perRep > maxTotalRuns/o.Reps {
+		return fmt.Errorf("--reps %d: %d × %d runs, more than %d", o.Reps, perRep, o.Reps, maxTotalRuns)
+	}
+	if perRep > 0 && past == nil {
+		o.Total = perRep * o.Reps
+		return nil
+	}
+	opts := o.sourceOptions()
+	opts.Shard = runner.Shard{}
+	var shell *shellChecker
+	if kind == runner.KindTasks && o.CheckShell {
+		shell = newShellChecker()
 	}
 	n := 0
-	for _, err := range runs {
+	for run, err := range o.runs(opts) {
 		if err != nil {
-			return 0, err
+			return err
+		}
+		if shell != nil && run.Rep == 0 {
+			if err := shell.check(run.Args[2]); err != nil {
+				return fmt.Errorf("%s: %w", run.Origin, err)
+			}
+		}
+		if past != nil {
+			past(run.ID, run.Index)
 		}
 		n++
+		if n > maxTotalRuns {
+			return fmt.Errorf("%s: more than %d runs", o.name(), maxTotalRuns)
+		}
 	}
 	if n == 0 {
-		return 0, fmt.Errorf("%s: no runs", name)
+		if kind == runner.KindTasks {
+			return fmt.Errorf("%s: no commands", o.input.label)
+		}
+		return fmt.Errorf("%s: no runs", o.name())
 	}
-	return n, nil
+	o.Total = n
+	return nil
 }
+
+// maxTotalRuns bounds a sweep, reps included, so that a typo is an input
+// error rather than a hang.
+const maxTotalRuns = 1_000_000_000
+
+// close releases the task or params file.
+func (o *sourceOptions) close() { o.input.Close() }
 
 // chooseShard sets Shard and ShardFrom from --shard.
 func (o *sourceOptions) chooseShard(total int) error {
@@ -378,62 +436,22 @@ func submitLine(n int) string {
 	return fmt.Sprintf("sbatch --array=0-%d, qsub -t 1-%d (Grid Engine), qsub -J 0-%d (PBS), bsub -J 'name[1-%d]' (LSF)", n-1, n, n-1, n)
 }
 
-// open streams the runs of this shard; the returned function releases what
-// open holds.
-func (o *sourceOptions) open(args []string) (iter.Seq2[runner.Run, error], func()) {
-	fail := func(err error) (iter.Seq2[runner.Run, error], func()) {
-		return func(yield func(runner.Run, error) bool) { yield(runner.Run{}, err) }, func() {}
-	}
-	if !o.checked {
-		if _, err := o.check(args); err != nil {
-			return fail(err)
-		}
-	}
-	opts := o.sourceOptions()
-	switch o.kind() {
-	case sourceSweep:
-		runs, err := o.sweep.Runs(opts)
-		if err != nil {
-			return fail(err)
-		}
-		return runs, func() {}
-	case sourceGrid:
-		runs, err := o.grid.Runs(args, opts)
-		if err != nil {
-			return fail(err)
-		}
-		return runs, func() {}
-	case sourceParams:
-		r, name, closeFile := io.Reader(os.Stdin), "<stdin>", func() {}
-		if o.Params != "-" {
-			f, err := os.Open(o.Params)
-			if err != nil {
-				return fail(fmt.Errorf("--params: %w", err))
-			}
-			r, name, closeFile = bufio.NewReaderSize(f, 1<<20), o.Params, func() { f.Close() }
-		}
-		runs, err := runner.ReadParams(r, name, args, opts)
-		if err != nil {
-			closeFile()
-			return fail(err)
-		}
-		return runs, closeFile
-	}
-	runs, closeFile := openTaskFile(args[0])
-	return runner.Expand(runs, opts), closeFile
+// open streams the runs of this shard.
+func (o *sourceOptions) open() iter.Seq2[runner.Run, error] {
+	return o.runs(o.sourceOptions())
 }
 
 // printDryRun lists the runs of this shard and returns the exit code:
 // one line per run (id, index, shard, added env, argv) or, with --json, a
 // nodepack.runs/v1 document.
-func (o *sourceOptions) printDryRun(args []string, stdout, stderr io.Writer) int {
-	runs, closeRuns := o.open(args)
-	defer closeRuns()
+func (o *sourceOptions) printDryRun(stdout, stderr io.Writer) int {
+	runs := o.open()
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	if o.JSON {
-		head, _ := json.Marshal(runsHeader{Schema: runsSchema, Source: sourceDoc{Kind: o.kind(), Name: o.name(args)},
-			Total: o.Total, Reps: o.Reps, Shard: shardDoc{Index: o.Shard.Index, Count: max(o.Shard.Count, 1), From: o.ShardFrom}})
+		head, _ := json.Marshal(runsHeader{Schema: runsSchema, Source: sourceDoc{Kind: o.kind(), Name: o.name()},
+			Total: o.Total, Reps: o.Reps, Shard: shardDoc{Index: o.Shard.Index, Count: max(o.Shard.Count, 1), From: o.ShardFrom},
+			Output: o.OutputDir})
 		// The runs stream: the document is the header's fields plus "runs".
 		w.Write(head[:len(head)-1])
 		w.WriteString(",\"runs\":[")
@@ -450,7 +468,8 @@ func (o *sourceOptions) printDryRun(args []string, stdout, stderr io.Writer) int
 				w.WriteByte(',')
 			}
 			b, _ := json.Marshal(runDoc{ID: run.ID, Index: run.Index, Rep: run.Rep, Shard: o.Shard.Index,
-				Argv: run.Args, Env: orEmptyStrings(run.Env), Origin: run.Origin})
+				Argv: run.Args, Env: orEmptyStrings(run.Env), Origin: run.Origin, Name: run.Name, Params: run.Params,
+				Dir: runner.RunDir(o.OutputDir, run)})
 			w.WriteString("\n  ")
 			w.Write(b)
 		} else {
@@ -465,15 +484,8 @@ func (o *sourceOptions) printDryRun(args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "nodepack: %v\n", err)
 		return exitFailed
 	}
-	fmt.Fprintf(stderr, "nodepack run: dry run: %d runs of shard %s%s; nothing started\n", n, o.Shard, totalNote(o.Total))
+	fmt.Fprintf(stderr, "nodepack run: dry run: %s of shard %s (%d in all shards); nothing started\n", countWord(n, "run"), o.Shard, o.Total)
 	return exitOK
-}
-
-func totalNote(total int) string {
-	if total < 0 {
-		return ""
-	}
-	return " (" + strconv.Itoa(total) + " in all shards)"
 }
 
 func orEmptyStrings(s []string) []string {
@@ -492,9 +504,10 @@ const runsSchema = "nodepack.runs/v1"
 type runsHeader struct {
 	Schema string    `json:"schema"`
 	Source sourceDoc `json:"source"`
-	Total  int       `json:"total"` // runs in all shards; -1 when unknown
+	Total  int       `json:"total"` // runs in all shards
 	Reps   int       `json:"reps"`
 	Shard  shardDoc  `json:"shard"`
+	Output string    `json:"output"` // the output directory a run would use
 }
 
 type sourceDoc struct {
@@ -510,49 +523,14 @@ type shardDoc struct {
 
 // runDoc is one run of the dry-run document.
 type runDoc struct {
-	ID     string   `json:"id"`
-	Index  int      `json:"index"` // position among the runs of all shards (NODEPACK_RUN_INDEX)
-	Rep    int      `json:"rep"`
-	Shard  int      `json:"shard"`
-	Argv   []string `json:"argv"`
-	Env    []string `json:"env"` // added to the run's environment
-	Origin string   `json:"origin"`
-}
-
-// checkTaskFile reads the whole task file once before anything starts, so
-// a bad line is reported as file:line and nothing runs; it returns the
-// number of runs. Standard input cannot be read twice: it is checked as it
-// streams, and its total is unknown (-1).
-func checkTaskFile(name string) (int, error) {
-	if name == "-" {
-		return -1, nil
-	}
-	f, err := os.Open(name)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	n := 0
-	for _, err := range runner.ReadTaskFile(bufio.NewReaderSize(f, 1<<20), name) {
-		if err != nil {
-			return 0, err
-		}
-		n++
-	}
-	if n == 0 {
-		return 0, fmt.Errorf("%s: no commands", name)
-	}
-	return n, nil
-}
-
-// openTaskFile streams the runs of a task file (or standard input).
-func openTaskFile(name string) (iter.Seq2[runner.Run, error], func()) {
-	if name == "-" {
-		return runner.ReadTaskFile(os.Stdin, "<stdin>"), func() {}
-	}
-	f, err := os.Open(name)
-	if err != nil {
-		return func(yield func(runner.Run, error) bool) { yield(runner.Run{}, err) }, func() {}
-	}
-	return runner.ReadTaskFile(bufio.NewReaderSize(f, 1<<20), name), func() { f.Close() }
+	ID     string          `json:"id"`
+	Index  int             `json:"index"` // position among the runs of all shards (NODEPACK_RUN_INDEX)
+	Rep    int             `json:"rep"`
+	Shard  int             `json:"shard"`
+	Argv   []string        `json:"argv"`
+	Env    []string        `json:"env"` // added to the run's environment
+	Origin string          `json:"origin"`
+	Name   string          `json:"name,omitempty"`   // readable name of its configuration
+	Params json.RawMessage `json:"params,omitempty"` // its parameters, typed; params.json in its directory
+	Dir    string          `json:"dir"`              // its directory: logs, params.json, NODEPACK_RUN_DIR
 }

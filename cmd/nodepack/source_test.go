@@ -217,7 +217,7 @@ func TestRunRepsAndTemplates(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	doc := dryRun(t, "-o", out, "--sweep", "--", "prog", "a=1,2", "--dir={run_dir}", "--id={run_id}", "--i={index}", "--r={rep}", "{{x}}")
 	r := doc.Runs[1]
-	want := []string{"prog", "a=2", "--dir=" + filepath.Join(out, "runs", r.ID), "--id=" + r.ID, "--i=1", "--r=0", "{x}"}
+	want := []string{"prog", "a=2", "--dir=" + filepath.Join(out, "runs", "a=2-"+r.ID), "--id=" + r.ID, "--i=1", "--r=0", "{x}"}
 	if !slices.Equal(r.Argv, want) {
 		t.Errorf("argv %q, want %q", r.Argv, want)
 	}

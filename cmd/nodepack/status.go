@@ -71,7 +71,8 @@ type statusShard struct {
 	File     string    `json:"file"`
 	Index    int       `json:"index"`
 	Count    int       `json:"count"`
-	State    string    `json:"state"` // running, ended, gone (killed), or unknown (running elsewhere or killed)
+	State    string    `json:"state"`           // running, ended, gone (its nodepack ended without an end record), unknown (running elsewhere, or gone there), or other sweep (not counted)
+	Sweep    string    `json:"sweep,omitempty"` // the key of the sweep's definition
 	Host     string    `json:"host"`
 	PID      int       `json:"pid"`
 	Started  time.Time `json:"started"`
@@ -104,7 +105,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	asJSON := fs.Bool("json", false, "print a nodepack.status/v1 document")
 	watch := fs.Duration("watch", 0, "refresh every `D` until interrupted (--watch alone: 2s)")
 	fs.Lookup("watch").NoOptDefVal = "2s"
-	if code, ok := parseFlags(fs, statusUsage, args, stdout, stderr); !ok {
+	if code, ok := parseFlags(fs, statusUsage, watchValue(args), stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {
@@ -147,8 +148,40 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 }
 
+// watchValue joins "--watch D" into "--watch=D": --watch alone means 2s,
+// so pflag would take D for the directory. D joins when it reads as a
+// duration and another argument is left for the directory.
+func watchValue(args []string) []string {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--" {
+			break
+		}
+		if args[i] != "--watch" {
+			continue
+		}
+		if _, err := time.ParseDuration(args[i+1]); err != nil {
+			continue
+		}
+		rest := 0
+		for _, a := range append(slices.Clone(args[:i]), args[i+2:]...) {
+			if !strings.HasPrefix(a, "-") {
+				rest++
+			}
+		}
+		if rest > 0 {
+			joined := append(slices.Clone(args[:i]), "--watch="+args[i+1])
+			return append(joined, args[i+2:]...)
+		}
+	}
+	return args
+}
+
 // readStatus reads every ledger in dir. A line being written (no newline
-// yet) is not there yet; any other bad line is an error naming it.
+// yet) is not there yet; any other bad line is an error naming it. Only
+// the runs of the directory's sweep are counted: a run its last session
+// retired is not, nor a shard ledger that holds another sweep (which
+// nodepack run refuses to make, but an older one may have), and the counts
+// add up to the total.
 func readStatus(dir string, now time.Time) (*statusDoc, error) {
 	files, err := runner.LedgerFiles(dir)
 	if err != nil {
@@ -157,15 +190,26 @@ func readStatus(dir string, now time.Time) (*statusDoc, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s: no ledger (ledger*.jsonl): not a nodepack output directory, or nothing started yet", dir)
 	}
+	logs := make(map[string]*runner.LedgerLog, len(files))
+	var current *runner.LedgerRecord // the newest header: the directory's sweep
+	for _, file := range files {
+		log, err := runner.ReadLedgerFile(file)
+		if err != nil {
+			return nil, err
+		}
+		logs[file] = log
+		if len(log.Sessions) > 0 {
+			if h := log.Header(); current == nil || h.Time.After(current.Time) {
+				current = &h
+			}
+		}
+	}
 	host, _ := os.Hostname()
 	doc := &statusDoc{Format: statusFormat, Dir: dir, Time: now.UTC(), Running: []statusRun{}, Failures: []statusRun{}, Shards: []statusShard{}}
 	total, totalKnown := 0, true
 	left := 0 // runs not finished for good: pending, running, interrupted
 	for _, file := range files {
-		log, err := readLedgerFile(file)
-		if err != nil {
-			return nil, err
-		}
+		log := logs[file]
 		if len(log.Sessions) == 0 {
 			continue // created, header not written yet
 		}
@@ -174,6 +218,9 @@ func readStatus(dir string, now time.Time) (*statusDoc, error) {
 			Sessions: len(log.Sessions), Torn: log.Torn > 0}
 		if h.Shard != nil {
 			sh.Index, sh.Count = h.Shard.Index, h.Shard.Count
+		}
+		if h.Sweep != nil {
+			sh.Sweep = h.Sweep.Key()
 		}
 		switch {
 		case log.End != nil:
@@ -186,6 +233,11 @@ func readStatus(dir string, now time.Time) (*statusDoc, error) {
 		default:
 			sh.State = "unknown" // running on another host, or killed there
 		}
+		if otherSweep(h, *current) {
+			sh.State = "other sweep"
+			doc.Shards = append(doc.Shards, sh)
+			continue
+		}
 		doc.Shards = append(doc.Shards, sh)
 
 		c := log.Count()
@@ -193,9 +245,9 @@ func readStatus(dir string, now time.Time) (*statusDoc, error) {
 		doc.Counts.Succeeded += c[runner.StateSucceeded]
 		doc.Counts.Failed += c[runner.StateFailed]
 		doc.Counts.Interrupted += c[runner.StateInterrupted]
-		if h.Total != nil {
+		if h.Total != nil && *h.Total >= 0 {
 			total += *h.Total
-			doc.Counts.Pending += max(0, *h.Total-len(log.Runs))
+			doc.Counts.Pending += max(0, *h.Total-log.Members())
 		} else {
 			totalKnown = false
 		}
@@ -204,6 +256,9 @@ func readStatus(dir string, now time.Time) (*statusDoc, error) {
 		finished := 0 // in the last session
 		session := len(log.Sessions) - 1
 		for _, run := range log.SortedRuns() {
+			if run.Retired {
+				continue
+			}
 			switch run.State {
 			case runner.StateRunning:
 				doc.Running = append(doc.Running, statusRunOf(dir, run, now))
@@ -232,13 +287,16 @@ func readStatus(dir string, now time.Time) (*statusDoc, error) {
 	return doc, nil
 }
 
-func readLedgerFile(path string) (*runner.LedgerLog, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+// otherSweep reports whether a shard ledger's last header h belongs to
+// another sweep than current, the directory's newest header.
+func otherSweep(h, current runner.LedgerRecord) bool {
+	switch {
+	case h.Sweep != nil && current.Sweep != nil:
+		return h.Sweep.Key() != current.Sweep.Key() || max(h.Sweep.Shards, 1) != max(current.Sweep.Shards, 1)
+	case h.Sweep == nil && current.Sweep == nil:
+		return shardCount(h) != shardCount(current)
 	}
-	defer f.Close()
-	return runner.ReadLedger(f, path)
+	return false // a ledger from before definitions were recorded: assumed the same
 }
 
 // processAlive reports whether pid exists on this host.
@@ -295,8 +353,8 @@ func printStatus(w io.Writer, doc *statusDoc) {
 	if doc.Total != nil {
 		total = fmt.Sprint(*doc.Total)
 	}
-	fmt.Fprintf(w, "%s: %s runs: %d succeeded, %d failed, %d interrupted, %d running, %d pending\n",
-		doc.Dir, total, c.Succeeded, c.Failed, c.Interrupted, c.Running, c.Pending)
+	fmt.Fprintf(w, "%s: %s %s: %d succeeded, %d failed, %d interrupted, %d running, %d pending\n",
+		doc.Dir, total, plural(c.Succeeded+c.Failed+c.Interrupted+c.Running+c.Pending, "run"), c.Succeeded, c.Failed, c.Interrupted, c.Running, c.Pending)
 	for _, sh := range doc.Shards {
 		fmt.Fprintf(w, "  %s (shard %d/%d): %s", sh.File, sh.Index, sh.Count, sh.State)
 		switch sh.State {
@@ -306,7 +364,9 @@ func printStatus(w io.Writer, doc *statusDoc) {
 				fmt.Fprintf(w, ", %d deferred", sh.Deferred)
 			}
 		case "gone":
-			fmt.Fprintf(w, ": nodepack (pid %d) was killed; rerun to resume", sh.PID)
+			fmt.Fprintf(w, ": nodepack (pid %d) ended without an end record (killed, or its node went down); rerun to resume", sh.PID)
+		case "other sweep":
+			fmt.Fprintf(w, ": holds another sweep than the newest ledger here, not counted")
 		default:
 			fmt.Fprintf(w, " on %s (pid %d) since %s", sh.Host, sh.PID, sh.Started.Local().Format(time.DateTime))
 		}

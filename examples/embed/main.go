@@ -68,7 +68,7 @@ func sweep(out string) error {
 		OnEvent: func(ev runner.Event) {
 			if ev.Kind == runner.Finished {
 				fmt.Printf("%-16s %-11s exit %d  slot %d  cpus %s\n", ev.Run.ID, ev.Reason, ev.ExitCode,
-					ev.Slot.Slot, pack.FormatCPUList(ev.Slot.CPUs))
+					ev.Slot.Index, pack.FormatCPUList(ev.Slot.CPUs))
 			}
 		},
 	})
