@@ -16,7 +16,8 @@ import (
 type Options struct {
 	// Parallel is the number of runs at once (--parallel). Default: the GPUs
 	// (or MIG devices) divided by GPUsPerRun, times RunsPerGPU; on a node
-	// without GPUs, the number of physical cores.
+	// without GPUs, the number of physical cores; in either case no more
+	// than CPUsPerRun allows, when it is given.
 	Parallel int
 
 	// GPUsPerRun is the number of GPUs per run (--gpus-per-run). Default: 1
@@ -118,6 +119,10 @@ func NewPlan(t Topology, o Options) (Plan, error) {
 			parallel, len(a.cpus), most))
 	}
 	p.IdleGPUs, _ = a.Free()
+	if o.Parallel == 0 && o.CPUsPerRun > 0 && len(p.IdleGPUs) > 0 && len(a.units) > 0 {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("--cpus-per-run %d leaves room for %s at once on %s: %s idle",
+			o.CPUsPerRun, plural(parallel, "run"), plural(len(a.cpus), "CPU"), plural(len(p.IdleGPUs), "GPU")))
+	}
 	used := make(map[int]bool, len(a.cpus))
 	for _, s := range p.Slots {
 		for _, id := range s.CPUs {
@@ -186,6 +191,10 @@ func (a *Allocator) resolve(o Options) (parallel int, r Request, shareCPUs bool,
 
 	ncpus := len(a.cpus)
 	cpus := o.CPUsPerRun
+	if o.Parallel == 0 && cpus > 0 && cpus <= ncpus && parallel*cpus > ncpus {
+		// No --parallel: as many runs as the CPUs per run allow.
+		parallel = ncpus / cpus
+	}
 	switch {
 	case cpus > ncpus:
 		fe := &FitError{Problem: fmt.Sprintf("--cpus-per-run %d does not fit %s", cpus, plural(ncpus, "CPU"))}

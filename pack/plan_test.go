@@ -398,9 +398,9 @@ func TestNewPlanFitError(t *testing.T) {
 			want:        "--runs-per-gpu 2 does not fit a node without GPUs",
 		},
 		{
-			description: "explicit CPUs per run that do not fit the default parallelism",
+			description: "explicit CPUs per run that do not fit an explicit parallelism",
 			topo:        topoDGXA100,
-			opts:        Options{CPUsPerRun: 40},
+			opts:        Options{Parallel: 8, CPUsPerRun: 40},
 			want:        "--cpus-per-run 40 with --parallel 8 needs 320 CPUs, the node has 256: use --cpus-per-run 32, or --parallel 6",
 		},
 		{
@@ -431,6 +431,39 @@ func TestNewPlanFitError(t *testing.T) {
 			}
 			if err.Error() != tc.want {
 				t.Errorf("NewPlan(%+v) error:\n got %s\nwant %s", tc.opts, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestCPUsPerRunSetsTheDefaultParallelism: without --parallel, as many
+// runs go at once as --cpus-per-run allows, rather than an error; GPUs
+// that are left over are named in a warning.
+func TestCPUsPerRunSetsTheDefaultParallelism(t *testing.T) {
+	twoCPUs := Topology{CPUs: []CPU{{ID: 0, Core: 0, NUMA: 0}, {ID: 1, Core: 1, NUMA: 0}}}
+	tests := []struct {
+		description string
+		topo        Topology
+		opts        Options
+		wantSlots   int
+		wantWarning string
+	}{
+		{"2 CPUs, no GPUs, 2 CPUs per run: one run at a time", twoCPUs, Options{CPUsPerRun: 2}, 1, ""},
+		{"32 CPUs, no GPUs, 5 CPUs per run", topoCPUOnly, Options{CPUsPerRun: 5}, 6, ""},
+		{"DGX A100, 40 CPUs per run: 6 of 8 GPUs used", topoDGXA100, Options{CPUsPerRun: 40}, 6, "--cpus-per-run 40 leaves room for 6 runs at once on 256 CPUs: 2 GPUs idle"},
+		{"DGX A100, 32 CPUs per run: every GPU", topoDGXA100, Options{CPUsPerRun: 32}, 8, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			p, err := NewPlan(tc.topo, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Slots) != tc.wantSlots || p.Request.CPUs != tc.opts.CPUsPerRun {
+				t.Errorf("%d slots of %d CPUs, want %d of %d", len(p.Slots), p.Request.CPUs, tc.wantSlots, tc.opts.CPUsPerRun)
+			}
+			if got := strings.Join(p.Warnings, "; "); got != tc.wantWarning {
+				t.Errorf("warnings %q, want %q", got, tc.wantWarning)
 			}
 		})
 	}

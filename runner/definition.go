@@ -56,7 +56,7 @@ func (d Definition) Changes(earlier Definition) []string {
 	if d.Kind != earlier.Kind {
 		changes = append(changes, fmt.Sprintf("the source was %s, now %s", kindPhrase(earlier.Kind), kindPhrase(d.Kind)))
 	} else if d.Source != earlier.Source {
-		changes = append(changes, fmt.Sprintf("the %s was %s, now %s", kindPhrase(d.Kind), quoteOrNone(earlier.Source), quoteOrNone(d.Source)))
+		changes = append(changes, fmt.Sprintf("the %s was %s, now %s", sourceNoun(d.Kind), quoteOrNone(earlier.Source), quoteOrNone(d.Source)))
 	}
 	compare := func(what string, was, now []string) {
 		if !slices.Equal(was, now) {
@@ -86,6 +86,17 @@ func kindPhrase(kind string) string {
 		return "a --params file"
 	}
 	return "unknown (" + kind + ")"
+}
+
+// sourceNoun names the file of a kind of source.
+func sourceNoun(kind string) string {
+	switch kind {
+	case KindGrid:
+		return "--grid file"
+	case KindParams:
+		return "--params file"
+	}
+	return "task file"
 }
 
 func quoteOrNone(s string) string {

@@ -221,11 +221,11 @@ func printPlan(w io.Writer, p pack.Plan) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", s.Index, gpus, cpus, numaString(s.NUMA))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%d slots; each run: %d GPUs", len(p.Slots), p.Request.GPUs)
+	fmt.Fprintf(w, "%s; each run: %s", countWord(len(p.Slots), "slot"), countWord(p.Request.GPUs, "GPU"))
 	if p.Request.RunsPerGPU > 1 {
 		fmt.Fprintf(w, " (%d runs per GPU)", p.Request.RunsPerGPU)
 	}
-	fmt.Fprintf(w, ", %d CPUs\n", p.Request.CPUs)
+	fmt.Fprintf(w, ", %s\n", countWord(p.Request.CPUs, "CPU"))
 	if len(p.IdleGPUs) == 0 && len(p.IdleCPUs) == 0 {
 		fmt.Fprintln(w, "idle: nothing")
 		return

@@ -118,7 +118,7 @@ func TestPlanErrors(t *testing.T) {
 		want        string
 	}{
 		{"parallel not a multiple of the GPUs", []string{"--inventory", dgx, "--parallel", "12"}, "use --parallel 8, or --runs-per-gpu 2 with --parallel 16"},
-		{"too many CPUs per run", []string{"--inventory", dgx, "--cpus-per-run", "64"}, "--cpus-per-run"},
+		{"too many CPUs per run", []string{"--inventory", dgx, "--parallel", "8", "--cpus-per-run", "64"}, "--cpus-per-run"},
 		{"bad inventory", []string{"--inventory", "nope.json"}, "nope.json"},
 		{"bad flag value", []string{"--parallel", "many"}, "invalid argument"},
 	}

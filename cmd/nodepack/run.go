@@ -224,6 +224,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageErrorf(errOut, "run", "%v", err)
 	}
 	if o.source.DryRun {
+		printNotes(errOut, o.source.Notes)
 		return o.source.printDryRun(outOut, errOut)
 	}
 	return s.run(ctx)

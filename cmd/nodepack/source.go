@@ -484,7 +484,7 @@ func (o *sourceOptions) printDryRun(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "nodepack: %v\n", err)
 		return exitFailed
 	}
-	fmt.Fprintf(stderr, "nodepack run: dry run: %s of shard %s (%d in all shards); nothing started\n", countWord(n, "run"), o.Shard, o.Total)
+	fmt.Fprintf(stderr, "nodepack run: dry run: %s of shard %s (%d in all shards), output %s; nothing started\n", countWord(n, "run"), o.Shard, o.Total, o.OutputDir)
 	return exitOK
 }
 
