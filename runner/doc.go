@@ -15,9 +15,11 @@
 // executed directly, never through a shell.
 //
 // The package never logs, never exits and never installs signal handlers:
-// [Execute] reports through [Options.OnEvent] and its returned [Summary], and
-// the caller decides what a signal means by cancelling the context (stop and
-// terminate) or closing [Options.Kill] (kill at once).
+// [Execute] (or [Start] and [Execution.Wait]) reports through
+// [Options.OnEvent] and the returned [Summary], and the caller decides what
+// a signal means by cancelling the context (stop and terminate), calling
+// [Execution.Kill] (kill at once) or [Execution.Drain] (start nothing
+// more).
 //
 // # Process-wide effects (Linux)
 //
@@ -58,11 +60,13 @@
 // # Ledgers
 //
 // A [Ledger] is the append-only record of a sweep (JSON lines, one file per
-// shard), written from [Options.OnEvent]; [Ledger.Resume] filters a source
-// down to the runs still to do, keyed on Run.ID, so a sweep rerun after a
-// crash, a cancellation or a requeue does only what is left. Runs must
-// tolerate being run again: one that was running when the program was
-// killed has a started record and no finished one, and runs again.
+// shard), written from [Options.OnEvent]; its header records the sweep's
+// [Definition], so a rerun can tell the same sweep from another one.
+// [Ledger.Resume] filters a source down to the runs still to do, keyed on
+// Run.ID, so a sweep rerun after a crash, a cancellation or a requeue does
+// only what is left. Runs must tolerate being run again: one that was
+// running when the program was killed has a started record and no finished
+// one, and runs again.
 //
 // On other systems runs get their own environment and logs but no CPU
 // affinity, no process group, no guard and no sweeping.

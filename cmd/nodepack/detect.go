@@ -23,7 +23,7 @@ Examples:
   nodepack detect
   taskset -c 0-3 nodepack detect --gpus none
   nodepack detect --json > node.json      # save it, then on a login node:
-  nodepack plan --inventory node.json --parallel 16`
+  nodepack plan --inventory node.json --parallel 16 --runs-per-gpu 2`
 
 type detectOptions struct {
 	nodeOptions

@@ -100,17 +100,21 @@ func deadlines(end time.Time, stopBefore, grace time.Duration) (drainAt, termina
 	return drainAt, terminateAt
 }
 
+// jobEndPoll bounds how often followJobEnd asks Slurm: at least every
+// jobEndPoll[1], at most every jobEndPoll[0].
+var jobEndPoll = [2]time.Duration{5 * time.Second, time.Minute}
+
 // followJobEnd asks Slurm for the job's end now and then (more often as
-// the drain comes near) and moves the sweep's deadlines when it moved;
-// note says so. It returns when done is closed.
-func followJobEnd(s resources.Scheduler, end time.Time, stopBefore, grace time.Duration, x *runner.Execution,
-	note func(string), done <-chan struct{}) {
+// the drain comes near) and, when it moved, moves the sweep's deadlines
+// with set and says so with note. It returns when done is closed.
+func followJobEnd(s resources.Scheduler, end time.Time, stopBefore, grace time.Duration,
+	set func(drainAt, terminateAt time.Time), note func(string), done <-chan struct{}) {
 	if s.Kind != resources.SchedulerSlurm || s.JobID == "" {
 		return
 	}
 	for {
 		drainAt, _ := deadlines(end, stopBefore, grace)
-		wait := min(max(time.Until(drainAt)/4, 5*time.Second), time.Minute)
+		wait := min(max(time.Until(drainAt)/4, jobEndPoll[0]), jobEndPoll[1])
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
@@ -123,7 +127,7 @@ func followJobEnd(s resources.Scheduler, end time.Time, stopBefore, grace time.D
 			continue
 		}
 		end = moved
-		x.SetDeadlines(deadlines(end, stopBefore, grace))
+		set(deadlines(end, stopBefore, grace))
 		note(fmt.Sprintf("the job's end moved to %s: runs start until %s", end.Format(time.DateTime),
 			end.Add(-stopBefore).Format(time.DateTime)))
 	}

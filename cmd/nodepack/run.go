@@ -492,7 +492,7 @@ func (s *session) run(ctx context.Context) int {
 	following := make(chan struct{})
 	go signals.killOnSecond(x, following)
 	if o.StopBefore > 0 {
-		go followJobEnd(s.sched, s.end, o.StopBefore, o.Grace, x, func(note string) { printNotes(s.stderr, []string{note}) }, following)
+		go followJobEnd(s.sched, s.end, o.StopBefore, o.Grace, x.SetDeadlines, func(note string) { printNotes(s.stderr, []string{note}) }, following)
 	}
 	sum, err := x.Wait()
 	close(following)

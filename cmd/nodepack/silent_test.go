@@ -698,6 +698,43 @@ func TestJobEndFromSlurm(t *testing.T) {
 	}
 }
 
+// TestFollowJobEnd: a time limit moved while the job runs (scontrol
+// update TimeLimit) moves the sweep's deadlines.
+func TestFollowJobEnd(t *testing.T) {
+	saved := jobEndPoll
+	jobEndPoll = [2]time.Duration{time.Millisecond, 10 * time.Millisecond}
+	t.Cleanup(func() { jobEndPoll = saved })
+	end := time.Now().Add(time.Hour).Truncate(time.Second)
+	moved := end.Add(30 * time.Minute)
+	fakeBatch(t, func(name string, args ...string) ([]byte, error) {
+		return []byte(moved.Format("2006-01-02T15:04:05") + "\n"), nil
+	})
+	got := make(chan time.Time, 1)
+	done, finished := make(chan struct{}), make(chan struct{})
+	notes := make(chan string, 10)
+	go func() {
+		defer close(finished)
+		followJobEnd(slurmJob("42"), end, 10*time.Minute, time.Second, func(drainAt, terminateAt time.Time) {
+			select {
+			case got <- drainAt:
+			default:
+			}
+		}, func(n string) { notes <- n }, done)
+	}()
+	defer func() { close(done); <-finished }()
+	select {
+	case drainAt := <-got:
+		if want := moved.Add(-10 * time.Minute); !drainAt.Equal(want) {
+			t.Errorf("drain moved to %v, want %v", drainAt, want)
+		}
+		if n := <-notes; !strings.Contains(n, "the job's end moved") {
+			t.Errorf("note %q", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the moved end was not followed")
+	}
+}
+
 // TestStatusWatchTakesAValue: the help's own example, --watch 10s DIR.
 func TestStatusWatchTakesAValue(t *testing.T) {
 	s := newGatedSweep(t, 2)
@@ -741,6 +778,9 @@ func TestResumedProgressEndsAtTotal(t *testing.T) {
 	if code != exitOK || !strings.Contains(stderr, "[3/3] ok") || !strings.Contains(stderr, "1 run: 1 succeeded") {
 		t.Errorf("exit %d\n%s", code, stderr)
 	}
+	if first, _, _ := strings.Cut(stderr, "\n"); first != "nodepack: output "+out+" (nodepack status "+out+")" {
+		t.Errorf("first line %q, want the output directory", first)
+	}
 	if !strings.Contains(stdout, "["+tasks+":3] three") {
 		t.Errorf("--live output %q, want the line prefixed with its origin", stdout)
 	}
@@ -777,5 +817,14 @@ func TestLedgerHeaderIsSnakeCase(t *testing.T) {
 	}
 	if _, ok := h.Sweep["kind"]; !ok {
 		t.Errorf("header has no sweep definition: %s", header)
+	}
+}
+
+// TestGitignoreCoversOutputs: output directories made in the repository
+// (running the examples) are not committed by accident.
+func TestGitignoreCoversOutputs(t *testing.T) {
+	b, err := os.ReadFile("../../.gitignore")
+	if err != nil || !slices.Contains(strings.Fields(string(b)), "nodepack-*/") {
+		t.Errorf(".gitignore lacks nodepack-*/: %v", err)
 	}
 }

@@ -218,11 +218,8 @@ func lookPath(name string) (string, error) {
 		}
 		return name, nil
 	}
-	return execLookPath(name)
+	return exec.LookPath(name)
 }
-
-// execLookPath finds a program in PATH; a variable so tests can stand in.
-var execLookPath = exec.LookPath
 
 // sortedKeys returns m's keys in order.
 func sortedKeys[V any](m map[string]V) []string {

@@ -105,6 +105,19 @@ func writeTasks(t *testing.T, dir string, lines ...string) string {
 	return path
 }
 
+// outputOf returns the output directory nodepack made in dir for job id,
+// nodepack-ID-NAME-KEY by default; "" while there is none.
+func outputOf(t *testing.T, dir, id string) string {
+	t.Helper()
+	matches, _ := filepath.Glob(filepath.Join(dir, "nodepack-"+id+"-*"))
+	for _, m := range matches {
+		if st, err := os.Stat(m); err == nil && st.IsDir() {
+			return m
+		}
+	}
+	return ""
+}
+
 // runOutputs returns the stdout.log of every run under out/runs.
 func runOutputs(t *testing.T, out string) map[string]string {
 	t.Helper()
@@ -133,7 +146,7 @@ func TestFakeGPUs(t *testing.T) {
 	if err := wait(t, id, 120); err != nil {
 		t.Fatalf("job %s: %v\n%s", id, err, jobLog(t, filepath.Join(dir, "nodepack-"+id+".log")))
 	}
-	outputs := runOutputs(t, filepath.Join(dir, "nodepack-"+id))
+	outputs := runOutputs(t, outputOf(t, dir, id))
 	if len(outputs) != 8 {
 		t.Fatalf("%d run logs, want 8:\n%s", len(outputs), jobLog(t, filepath.Join(dir, "nodepack-"+id+".log")))
 	}
@@ -301,7 +314,7 @@ func TestArrayShards(t *testing.T) {
 	if got := doneLines(t, done); len(got) != 10 {
 		t.Errorf("%d runs completed, want 10 (each once)", len(got))
 	}
-	st := statusOf(t, filepath.Join(dir, "nodepack-"+id))
+	st := statusOf(t, outputOf(t, dir, id))
 	if st.Counts["succeeded"] != 10 || len(st.Shards) != 3 {
 		t.Errorf("status: counts %v, %d shards; want 10 succeeded in 3 shards", st.Counts, len(st.Shards))
 	}
@@ -331,8 +344,11 @@ func TestScancelThenRequeue(t *testing.T) {
 	done := filepath.Join(dir, "done.txt")
 	tasks := writeTasks(t, dir, trainTasks(dir, done, []int{6, 6, 6, 6}, 1)...)
 	id := submit(t, dir, "--export=ALL,NODEPACK="+nodepack+",TASKS="+tasks, filepath.Join(repoRoot, "examples/slurm/sweep.sbatch"))
-	out := filepath.Join(dir, "nodepack-"+id)
+	var out string
 	waitFor(t, 60, "every run to checkpoint", func() bool {
+		if out == "" {
+			out = outputOf(t, dir, id)
+		}
 		c, _ := filepath.Glob(filepath.Join(out, "runs", "*", "checkpoint"))
 		return len(c) == 4
 	})
@@ -402,7 +418,7 @@ func TestTimeLimitWarning(t *testing.T) {
 	if got := doneLines(t, done); len(got) != 3 {
 		t.Errorf("%d runs completed, want 3, each once:\n%s", len(got), log)
 	}
-	recs := ledgerRecords(t, filepath.Join(dir, "nodepack-"+id))
+	recs := ledgerRecords(t, outputOf(t, dir, id))
 	var interrupted, startedFirst int
 	firstSession := true
 	for _, r := range recs {
@@ -417,6 +433,54 @@ func TestTimeLimitWarning(t *testing.T) {
 	}
 	if interrupted != 2 || startedFirst != 2 {
 		t.Errorf("%d interrupted runs, %d started by the first job; want the 2 long ones both times", interrupted, startedFirst)
+	}
+}
+
+// TestStopBeforeOnSlurm22: Slurm 22.05 sets no SLURM_JOB_END_TIME, so
+// --stop-before asks squeue for the job's end: with the end 5 minutes away
+// and --stop-before 4m45s, nodepack stops starting runs after about 15 s
+// and exits 3 with the rest deferred. In a second job, the time limit is
+// raised (scontrol update TimeLimit) while it runs: nodepack follows the
+// new end and runs every run.
+func TestStopBeforeOnSlurm22(t *testing.T) {
+	needSlurm(t)
+	dir := t.TempDir()
+	done := filepath.Join(dir, "done.txt")
+	var lines []string
+	for i := range 30 {
+		lines = append(lines, fmt.Sprintf("sleep 1; echo $NODEPACK_RUN_ID >> %s # %d", done, i))
+	}
+	tasks := writeTasks(t, dir, lines...)
+	script := "env | grep -q SLURM_JOB_END_TIME && echo HAS_END_TIME; exec $NODEPACK run --gpus none --parallel 1 --grace 2s --stop-before 4m45s -o out " + tasks
+	id := submit(t, dir, "--time=5", "--output", filepath.Join(dir, "job1.log"), "--wrap", script)
+	if err := wait(t, id, 120); err == nil {
+		t.Errorf("job %s exited 0; want 3 (runs deferred)", id)
+	}
+	log := jobLog(t, filepath.Join(dir, "job1.log"))
+	if strings.Contains(log, "HAS_END_TIME") {
+		t.Log("this Slurm sets SLURM_JOB_END_TIME: the squeue fallback is not what ran")
+	}
+	got := doneLines(t, done)
+	if !strings.Contains(log, "stopped starting runs 4m45s before the job's end") || len(got) == 0 || len(got) >= 30 {
+		t.Fatalf("%d runs done; want some, not all, and the stop in the log:\n%s", len(got), log)
+	}
+	recs := ledgerRecords(t, filepath.Join(dir, "out"))
+	if last := recs[len(recs)-1]; last.Type != "end" {
+		t.Errorf("the ledger does not end with an end record: %+v", last)
+	}
+
+	// The same sweep, resumed in a job whose limit is raised while it runs.
+	id = submit(t, dir, "--time=5", "--output", filepath.Join(dir, "job2.log"), "--wrap", script)
+	waitFor(t, 60, "the second job to start a run", func() bool { return len(doneLines(t, done)) > len(got) })
+	if out, err := exec.Command("scontrol", "update", "jobid="+id, "TimeLimit=15").CombinedOutput(); err != nil {
+		t.Fatalf("scontrol update: %v: %s", err, out)
+	}
+	if err := wait(t, id, 120); err != nil {
+		t.Fatalf("job %s: %v\n%s", id, err, jobLog(t, filepath.Join(dir, "job2.log")))
+	}
+	log = jobLog(t, filepath.Join(dir, "job2.log"))
+	if !strings.Contains(log, "the job's end moved") || len(doneLines(t, done)) != 30 {
+		t.Errorf("%d runs done, want 30 after the limit moved:\n%s", len(doneLines(t, done)), log)
 	}
 }
 

@@ -1,0 +1,332 @@
+package main
+
+// The README's commands and every --help example are executed here, in a
+// sandbox with fake GPUs, so that none of them can rot.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// elsewhere lists the README commands this test does not run, with where
+// they are run instead. Every other command in the README is run here.
+var elsewhere = map[string]string{
+	"go test -race ./...": "the test suite itself (.ci/run runs it)",
+	"SLURM_LOCAL_KILLWAIT=5 SLURM_LOCAL_CRED_EXPIRE=5 scripts/slurm-local.sh start": "needs root and a few minutes: .ci/run runs this block in its Slurm step",
+	`eval "$(scripts/slurm-local.sh env)"`:                                          "the Slurm block, run by .ci/run",
+	"NODEPACK_SLURM_TESTS=1 go test -count=1 -v -timeout 25m ./examples/slurm":      "the Slurm block, run by .ci/run",
+	"scripts/slurm-local.sh stop":                                                   "the Slurm block, run by .ci/run",
+}
+
+// sandbox is a directory with a copy of the repository (so go run and go
+// install work, and nothing lands in the real one), a bin directory first
+// in PATH with nodepack (this test binary) and stand-ins for python,
+// squeue, scontrol and ch-run, and the fixture files the examples name.
+type sandbox struct {
+	dir, bin string
+	env      []string
+}
+
+func newSandbox(t *testing.T) *sandbox {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sb := &sandbox{dir: dir, bin: filepath.Join(dir, "bin")}
+	copyCmd := exec.Command("bash", "-c", `git ls-files -z | xargs -0 cp --parents -t "$1"`, "copy", dir)
+	copyCmd.Dir = root
+	if out, err := copyCmd.CombinedOutput(); err != nil {
+		t.Fatalf("copying the repository: %v\n%s", err, out)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(sb.bin, 0o755)
+	script := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(sb.bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script("nodepack", "NODEPACK_TEST_AS_MAIN=1 exec "+exe+` "$@"`)
+	script("python", `exec python3 "$@"`)
+	script("squeue", `echo "squeue: no Slurm in this sandbox" >&2; exit 1`)
+	script("ch-run", `exec "$(dirname "$0")/../examples/sweeps/ch-run-standin.sh" "$@"`) // Charliecloud's, as the sweeps README uses it
+	script("scontrol", `echo "scontrol: no Slurm in this sandbox" >&2; exit 1`)
+	// The files the examples name.
+	train := "import sys\nprint(sys.argv[1:])\n"
+	fixtures := map[string]string{
+		"train.py":       train,
+		"train_mnist.py": train,
+		"tasks.txt":      "echo one\necho two\n",
+		"sweep.txt":      "python train.py --seed=1\npython train.py --seed=2\n",
+		"params.yml":     "lr: [0.1, 0.01]\nbatch: 32\n",
+		"runs.jsonl":     "{\"lr\": 0.1}\n{\"lr\": 0.01}\n",
+	}
+	for name, body := range fixtures {
+		writeFile(t, dir, name, body)
+	}
+	inv, err := os.ReadFile(filepath.Join(root, "examples/inventories/dgx-a100.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "dgx.json", string(inv))
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "PATH" || k == "GOPATH" || k == "CUDA_VISIBLE_DEVICES" || strings.HasPrefix(k, "SLURM_") || strings.HasPrefix(k, "SGE_") ||
+			strings.HasPrefix(k, "PBS_") || strings.HasPrefix(k, "LSB_") || k == "JOB_ID" || k == "NODEPACK_TEST_AS_MAIN" {
+			continue
+		}
+		sb.env = append(sb.env, kv)
+	}
+	modcache, _ := exec.Command("go", "env", "GOMODCACHE").Output()
+	sb.env = append(sb.env,
+		"PATH="+sb.bin+string(os.PathListSeparator)+filepath.Join(dir, "gopath", "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"GOPATH="+filepath.Join(dir, "gopath"), "GOMODCACHE="+strings.TrimSpace(string(modcache)), "GOFLAGS=-mod=mod",
+		"CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7") // eight fake GPUs: no driver here
+	if os.Getenv("NODEPACK_FRESH_BUILD") == "1" {
+		// As on a fresh machine: nothing built yet, so the README's install
+		// line compiles go-nvml's cgo, whose warnings it must silence.
+		sb.env = append(sb.env, "GOCACHE="+filepath.Join(dir, "gocache"))
+	}
+	return sb
+}
+
+// shell runs script with bash in the sandbox; with stopAfter it sends
+// SIGINT after that long, for commands that run until interrupted.
+func (sb *sandbox) shell(script string, limit, stopAfter time.Duration) (string, error) {
+	return sb.shellIn("", script, limit, stopAfter)
+}
+
+// shellIn is shell in a directory of the sandbox.
+func (sb *sandbox) shellIn(dir, script string, limit, stopAfter time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", script)
+	cmd.Dir, cmd.Env = filepath.Join(sb.dir, dir), sb.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	var out syncBuilder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	if stopAfter > 0 {
+		go func() {
+			time.Sleep(stopAfter)
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		}()
+	}
+	err := cmd.Wait()
+	if stopAfter > 0 {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && exit.ProcessState.Sys().(syscall.WaitStatus).Signal() == syscall.SIGINT {
+			err = nil // stopped as planned
+		}
+	}
+	return out.String(), err
+}
+
+// readmeCommands returns the commands of the README's sh blocks, one
+// string per block (backslash continuations joined), and the inline code
+// spans that are whole nodepack commands.
+func readmeCommands(t *testing.T, readme string) (blocks []string, inline []string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join("../..", readme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var block []string
+	inBlock, shell := false, false
+	span := regexp.MustCompile("`((?:taskset -c [0-9,-]+ )?nodepack [^`]+)`")
+	placeholder := regexp.MustCompile(`\b[A-Z]{3,}\b|\[|…`)
+	for sc := bufio.NewScanner(f); sc.Scan(); {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "```") && !inBlock:
+			inBlock, shell = true, line == "```sh"
+			block = nil
+		case strings.HasPrefix(line, "```"):
+			if shell && len(block) > 0 {
+				blocks = append(blocks, strings.Join(block, "\n"))
+			}
+			inBlock = false
+		case inBlock && shell:
+			block = append(block, line)
+		case !inBlock:
+			for _, m := range span.FindAllStringSubmatch(line, -1) {
+				// A whole command: no DIR or … to fill in, and not just the
+				// name of a command that needs arguments.
+				if !placeholder.MatchString(m[1]) && m[1] != "nodepack run" && m[1] != "nodepack status" {
+					inline = append(inline, m[1])
+				}
+			}
+		}
+	}
+	return blocks, inline
+}
+
+// commandLines splits a block into its commands, without comments.
+func commandLines(block string) []string {
+	var lines []string
+	for _, l := range strings.Split(strings.ReplaceAll(block, "\\\n", " "), "\n") {
+		if i := strings.Index(l, "   #"); i >= 0 {
+			l = l[:i]
+		}
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// readmes are the READMEs whose commands are run, each in its directory.
+var readmes = []string{"README.md", "examples/sweeps/README.md"}
+
+// TestReadmeCommands runs every command of the READMEs: each sh block as
+// one script (its commands depend on each other), and every inline
+// nodepack command, in a sandbox.
+func TestReadmeCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("copies the repository and builds nodepack")
+	}
+	sb := newSandbox(t)
+	if out, _ := sb.shell("nodepack detect --json", time.Minute, 0); strings.Contains(out, `"gpu_source": "nvml"`) {
+		t.Skip("an NVIDIA driver is present: the README's examples are checked with fake GPUs")
+	}
+	listed := map[string]bool{}
+	for _, readme := range readmes {
+		dir := filepath.Dir(readme)
+		blocks, inline := readmeCommands(t, readme)
+		if len(blocks)+len(inline) < 3 {
+			t.Fatalf("found %d blocks and %d inline commands in %s: the parser is broken", len(blocks), len(inline), readme)
+		}
+		for _, block := range blocks {
+			var run []string
+			for _, cmd := range commandLines(block) {
+				if _, ok := elsewhere[cmd]; ok {
+					listed[cmd] = true
+					continue
+				}
+				run = append(run, cmd)
+			}
+			if len(run) == 0 {
+				continue
+			}
+			script := strings.Join(run, "\n")
+			out, err := sb.shellIn(dir, script, 5*time.Minute, 0)
+			if err != nil {
+				t.Errorf("%s block failed: %v\n%s\n--- output:\n%s", readme, err, script, out)
+				continue
+			}
+			if strings.Contains(out, "warning:") && strings.Contains(script, "go install") {
+				t.Errorf("the install line prints compiler warnings:\n%s", out)
+			}
+		}
+		for _, cmd := range inline {
+			t.Logf("%s: %s", readme, cmd)
+			if out, err := sb.shellIn(dir, cmd, 2*time.Minute, 0); err != nil {
+				t.Errorf("%s inline command %q failed: %v\n%s", readme, cmd, err, out)
+			}
+		}
+	}
+	for cmd := range elsewhere {
+		if !listed[cmd] {
+			t.Errorf("elsewhere lists %q, which the README no longer has", cmd)
+		}
+	}
+}
+
+// helpExampleSetup prepares what some --help examples expect: the output
+// directories status looks at.
+const helpExampleSetup = `nodepack run -q -o nodepack-123456 tasks.txt
+nodepack run -q -o nodepack-out tasks.txt`
+
+// helpExampleEnv is extra environment for the examples that say where
+// they belong ("in sbatch").
+var helpExampleEnv = map[string]string{
+	"nodepack run --stop-before 10m -o sweep1 sweep.txt": "SLURM_JOB_ID=123456 SLURM_JOB_END_TIME=$(( $(date +%s) + 3600 ))",
+}
+
+// helpExamplesRunning lists the examples that run until interrupted.
+var helpExamplesRunning = map[string]bool{
+	"nodepack status --watch 10s nodepack-out": true,
+}
+
+// TestHelpExamples runs every example of every command's --help in the
+// sandbox: each must exit 0.
+func TestHelpExamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("copies the repository")
+	}
+	sb := newSandbox(t)
+	if out, _ := sb.shell("nodepack detect --json", time.Minute, 0); strings.Contains(out, `"gpu_source": "nvml"`) {
+		t.Skip("an NVIDIA driver is present: the examples are checked with fake GPUs")
+	}
+	if out, err := sb.shell(helpExampleSetup, time.Minute, 0); err != nil {
+		t.Fatalf("setup: %v\n%s", err, out)
+	}
+	n := 0
+	for _, c := range commands() {
+		code, usage, _ := runCLI(t, c.name, "--help")
+		if code != exitOK {
+			t.Fatalf("%s --help: exit %d", c.name, code)
+		}
+		_, examples, ok := strings.Cut(usage, "Examples:\n")
+		if !ok {
+			_, examples, ok = strings.Cut(usage, "Example:\n")
+		}
+		if !ok {
+			t.Errorf("%s --help has no example", c.name)
+			continue
+		}
+		examples, _, _ = strings.Cut(examples, "\nFlags:\n")
+		for _, line := range strings.Split(examples, "\n") {
+			cmd := strings.TrimSpace(line)
+			if cmd == "" {
+				continue
+			}
+			if i := strings.Index(cmd, "   #"); i >= 0 {
+				cmd = strings.TrimSpace(cmd[:i])
+			}
+			script := cmd
+			if env, ok := helpExampleEnv[cmd]; ok {
+				script = "export " + env + "; " + cmd
+			}
+			stop := time.Duration(0)
+			if helpExamplesRunning[cmd] {
+				stop = 2 * time.Second
+			}
+			out, err := sb.shell(script, 2*time.Minute, stop)
+			if err != nil {
+				t.Errorf("%s --help example %q: %v\n%s", c.name, cmd, err, out)
+			}
+			if stop > 0 && !strings.Contains(out, "succeeded") {
+				t.Errorf("%s --help example %q printed nothing before it was stopped:\n%s", c.name, cmd, out)
+			}
+			n++
+		}
+	}
+	for cmd := range helpExampleEnv {
+		if !slices.ContainsFunc([]string{runUsage, statusUsage, planUsage, detectUsage}, func(u string) bool { return strings.Contains(u, cmd) }) {
+			t.Errorf("helpExampleEnv names %q, which no --help shows", cmd)
+		}
+	}
+	if n < 15 {
+		t.Errorf("ran %d examples: the parser is broken", n)
+	}
+	t.Logf("ran %d --help examples", n)
+}
