@@ -370,15 +370,7 @@ func TestFullDiskOnARealFileSystem(t *testing.T) {
 // is written again from the open file with every record, the sweep is told
 // to stop starting runs, and the lock still keeps a second writer out.
 func TestDeletedLedgerIsWrittenAgain(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ledger.jsonl")
-	l, err := OpenLedger(path, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	if err := l.WriteHeader(LedgerRecord{Version: "test"}); err != nil {
-		t.Fatal(err)
-	}
+	l, path := openTestLedger(t)
 	l.Record(startedEvent(1))
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
@@ -402,13 +394,7 @@ func TestDeletedLedgerIsWrittenAgain(t *testing.T) {
 // overwritten; the sweep's records go to a file beside it, which the
 // problem names.
 func TestReplacedLedgerIsKeptBeside(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ledger.jsonl")
-	l, err := OpenLedger(path, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	l.WriteHeader(LedgerRecord{Version: "test"})
+	l, path := openTestLedger(t)
 	os.Remove(path)
 	os.WriteFile(path, []byte("someone else's\n"), 0o644)
 	l.Record(startedEvent(1))
@@ -431,15 +417,9 @@ func TestReplacedLedgerIsKeptBeside(t *testing.T) {
 // TestRestartTakesTheLockFirst: --restart while another nodepack writes the
 // ledger is refused, naming it, and the live ledger stays where it is.
 func TestRestartTakesTheLockFirst(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "ledger.jsonl")
-	l, err := OpenLedger(path, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	l.WriteHeader(LedgerRecord{Version: "test"})
+	l, path := openTestLedger(t)
 	host, _ := os.Hostname()
-	_, err = OpenLedger(path, true)
+	_, err := OpenLedger(path, true)
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("pid %d on %s", os.Getpid(), host)) {
 		t.Errorf("restart while in use: %v, want it refused naming pid and host", err)
 	}
@@ -455,4 +435,19 @@ func TestRestartTakesTheLockFirst(t *testing.T) {
 	if r.Backup() == "" || len(r.Past().Sessions) != 0 {
 		t.Errorf("restart after the other ended: backup %q, %d sessions", r.Backup(), len(r.Past().Sessions))
 	}
+}
+
+// openTestLedger opens a new ledger with a header, closed at the test's end.
+func openTestLedger(t *testing.T) (*Ledger, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	l, err := OpenLedger(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if err := l.WriteHeader(LedgerRecord{Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	return l, path
 }

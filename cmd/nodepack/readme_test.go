@@ -96,6 +96,9 @@ func newSandbox(t *testing.T) *sandbox {
 		"PATH="+sb.bin+string(os.PathListSeparator)+filepath.Join(dir, "gopath", "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"GOPATH="+filepath.Join(dir, "gopath"), "GOMODCACHE="+strings.TrimSpace(string(modcache)), "GOFLAGS=-mod=mod",
 		"CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7") // eight fake GPUs: no driver here
+	if out, _ := sb.shell("nodepack detect --json", time.Minute, 0); strings.Contains(out, `"gpu_source": "nvml"`) {
+		t.Skip("an NVIDIA driver is present: the examples are checked with fake GPUs")
+	}
 	if os.Getenv("NODEPACK_FRESH_BUILD") == "1" {
 		// As on a fresh machine: nothing built yet, so the README's install
 		// line compiles go-nvml's cgo, whose warnings it must silence.
@@ -204,9 +207,6 @@ func TestReadmeCommands(t *testing.T) {
 		t.Skip("copies the repository and builds nodepack")
 	}
 	sb := newSandbox(t)
-	if out, _ := sb.shell("nodepack detect --json", time.Minute, 0); strings.Contains(out, `"gpu_source": "nvml"`) {
-		t.Skip("an NVIDIA driver is present: the README's examples are checked with fake GPUs")
-	}
 	listed := map[string]bool{}
 	for _, readme := range readmes {
 		dir := filepath.Dir(readme)
@@ -273,9 +273,6 @@ func TestHelpExamples(t *testing.T) {
 		t.Skip("copies the repository")
 	}
 	sb := newSandbox(t)
-	if out, _ := sb.shell("nodepack detect --json", time.Minute, 0); strings.Contains(out, `"gpu_source": "nvml"`) {
-		t.Skip("an NVIDIA driver is present: the examples are checked with fake GPUs")
-	}
 	if out, err := sb.shell(helpExampleSetup, time.Minute, 0); err != nil {
 		t.Fatalf("setup: %v\n%s", err, out)
 	}

@@ -149,7 +149,7 @@ func processesWith(token string) []int {
 
 // startSweep starts nodepack (this test binary) on a task file whose runs
 // sleep in ways that try to escape, and waits until both slots are running.
-func startSweep(t *testing.T, extra ...string) (*exec.Cmd, *bytes.Buffer, string) {
+func startSweep(t *testing.T, extra ...string) (*exec.Cmd, *syncBuilder, string) {
 	t.Helper()
 	dir := t.TempDir()
 	token := "np-orphan-" + filepath.Base(dir) // unique in every process of this sweep
@@ -163,7 +163,7 @@ func startSweep(t *testing.T, extra ...string) (*exec.Cmd, *bytes.Buffer, string
 	file := writeFile(t, dir, "tasks.txt", tasks)
 	args := append([]string{"run", "--parallel", "2", "--gpus", "none", "-o", filepath.Join(dir, "out")}, extra...)
 	cmd := nodepackCommand(t, nil, append(args, file)...)
-	var stderr bytes.Buffer
+	var stderr syncBuilder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
