@@ -42,6 +42,15 @@ type Assignment struct {
 	SharedCPUs bool // a CPU also serves other concurrent runs (a plan with more runs than CPUs)
 }
 
+// UUIDs returns the UUIDs of the assignment's GPUs, in order.
+func (a Assignment) UUIDs() []string {
+	uuids := make([]string, len(a.GPUs))
+	for i, g := range a.GPUs {
+		uuids[i] = g.UUID
+	}
+	return uuids
+}
+
 // Slot is one of the concurrent places of a static plan: slot Index runs
 // one run at a time with the same Assignment.
 type Slot struct {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/nodepack/nodepack/resources/batch"
 )
 
 // Options changes what [Detect] looks at. The zero value detects the
@@ -68,7 +70,7 @@ func Detect(ctx context.Context, o Options) (Node, error) {
 			n.Memory.SlurmBytes = mb << 20 // megabytes, as --mem takes them
 		}
 	}
-	n.Scheduler = DetectScheduler(o.Getenv)
+	n.Scheduler = batch.Detect(o.Getenv)
 
 	if strings.TrimSpace(o.GPUs) != "none" {
 		n.detectGPUs(o)

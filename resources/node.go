@@ -9,9 +9,9 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/resources/batch"
 )
 
 // Schema names the version of the inventory document.
@@ -37,7 +37,7 @@ type Node struct {
 	GPUSource   string    `json:"gpu_source"`
 	MemoryBytes uint64    `json:"memory_bytes"` // usable: the smallest of Memory's non-zero values
 	Memory      Memory    `json:"memory"`
-	Scheduler   Scheduler `json:"scheduler"`
+	Scheduler   batch.Job `json:"scheduler"`
 	Warnings    []string  `json:"warnings,omitempty"`
 }
 
@@ -87,37 +87,6 @@ func (m Memory) Usable() uint64 {
 		}
 	}
 	return usable
-}
-
-// Scheduler is the batch system's view of the job nodepack runs in.
-type Scheduler struct {
-	Kind  string `json:"kind"` // slurm, sge, pbs, lsf or none
-	JobID string `json:"job_id,omitempty"`
-	// ArrayJobID is the id of the whole array (Slurm's SLURM_ARRAY_JOB_ID),
-	// where each task has a job id of its own; empty otherwise.
-	ArrayJobID string    `json:"array_job_id,omitempty"`
-	Array      *Array    `json:"array,omitempty"` // nil outside an array job
-	Tasks      *Tasks    `json:"tasks,omitempty"` // nil outside a multi-task step
-	EndTime    time.Time `json:"end_time,omitzero"`
-	Scratch    string    `json:"scratch,omitempty"` // node-local scratch directory the scheduler provides
-}
-
-// Array is this job's place in an array job, as the scheduler numbers it.
-// Count is zero when the scheduler does not tell it (PBS, LSF).
-type Array struct {
-	Index int `json:"index"`
-	Min   int `json:"min"`
-	Max   int `json:"max"`
-	Step  int `json:"step"`
-	Count int `json:"count,omitempty"`
-}
-
-// Tasks is this process's place among the tasks of a job step (srun). The
-// batch script itself is not a step's task, even with --ntasks.
-type Tasks struct {
-	Rank      int `json:"rank"`
-	Count     int `json:"count"`
-	LocalRank int `json:"local_rank"`
 }
 
 // CPUIDs returns the ids of the allowed CPUs, ascending.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodepack/nodepack/resources/batch"
 )
 
 // sampleNode has every kind of field filled in.
@@ -21,7 +23,7 @@ var sampleNode = Node{
 	},
 	GPUSource: SourceNVML,
 	Memory:    Memory{TotalBytes: 512 << 30, CgroupLimitBytes: 64 << 30},
-	Scheduler: Scheduler{Kind: "slurm", JobID: "42", Array: &Array{Index: 1, Min: 0, Max: 2, Step: 1, Count: 3},
+	Scheduler: batch.Job{Kind: "slurm", JobID: "42", Array: &batch.Array{Index: 1, Min: 0, Max: 2, Step: 1, Count: 3},
 		EndTime: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)},
 	Warnings: []string{"something odd"},
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+
+	"github.com/nodepack/nodepack/resources/usage"
 )
 
 // TestNVMLSampling samples two GPUs of go-nvml's DGX A100 mock whose memory
@@ -41,7 +43,7 @@ func TestNVMLSampling(t *testing.T) {
 		sp.sample(s, nil)
 	}
 	got := sp.Stop()
-	want := []GPUUsage{
+	want := []usage.GPU{
 		{UUID: uuids[0], PeakMemoryBytes: 3 << 30, MeanUtilization: 50, Samples: 3},
 		{UUID: uuids[1], PeakMemoryBytes: 3 << 30, MeanUtilization: 0, Samples: 3},
 		{UUID: "GPU-missing"},

@@ -6,33 +6,21 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nodepack/nodepack/resources/usage"
 )
 
 // UsageSampler measures running processes at a low rate: the summed
 // resident memory of a process tree (through gopsutil) and the memory and
-// utilisation of GPUs (through NVML, when there is a driver). It is what
-// nodepack run gives the runner as its Sampler. Its methods may be called
-// concurrently; Close it when done.
+// utilisation of GPUs (through NVML, when there is a driver). It is a
+// [usage.Sampler], the runner's. Its methods may be called concurrently;
+// Close it when done.
 type UsageSampler struct {
 	interval time.Duration
 	gpus     gpuReader // nil without NVML
 }
 
-// TreeUsage is what a Sampling saw.
-type TreeUsage struct {
-	Samples     int
-	TreeRSSPeak uint64 // bytes: the largest sum of resident sets at one sample
-	GPUs        []GPUUsage
-}
-
-// GPUUsage is one GPU's sampled use: the device's, including any other
-// process on it.
-type GPUUsage struct {
-	UUID            string
-	PeakMemoryBytes uint64
-	MeanUtilization float64 // percent
-	Samples         int
-}
+var _ usage.Sampler = (*UsageSampler)(nil)
 
 // gpuReader reads one GPU's current memory use and utilisation.
 type gpuReader interface {
@@ -53,12 +41,17 @@ func (s *UsageSampler) Close() {
 	}
 }
 
+// Sample starts sampling t; the function it returns stops and reports.
+func (s *UsageSampler) Sample(t usage.Target) func() usage.Sampled {
+	return s.Start(t.Root, t.SkipRoot, t.GPUs).Stop
+}
+
 // Sampling is one process tree being sampled.
 type Sampling struct {
 	stop chan struct{}
 	done chan struct{}
 	mu   sync.Mutex
-	got  TreeUsage
+	got  usage.Sampled
 	util []float64 // summed utilisation per GPU
 	nUtl []int
 }
@@ -69,7 +62,7 @@ func (s *UsageSampler) Start(root int, skipRoot bool, gpuUUIDs []string) *Sampli
 	sp := &Sampling{stop: make(chan struct{}), done: make(chan struct{}),
 		util: make([]float64, len(gpuUUIDs)), nUtl: make([]int, len(gpuUUIDs))}
 	for _, u := range gpuUUIDs {
-		sp.got.GPUs = append(sp.got.GPUs, GPUUsage{UUID: u})
+		sp.got.GPUs = append(sp.got.GPUs, usage.GPU{UUID: u})
 	}
 	go func() {
 		defer close(sp.done)
@@ -120,13 +113,13 @@ func (sp *Sampling) sample(s *UsageSampler, pids []int) {
 }
 
 // Stop ends the sampling and returns what it saw.
-func (sp *Sampling) Stop() TreeUsage {
+func (sp *Sampling) Stop() usage.Sampled {
 	close(sp.stop)
 	<-sp.done
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	got := sp.got
-	got.GPUs = append([]GPUUsage(nil), sp.got.GPUs...)
+	got.GPUs = append([]usage.GPU(nil), sp.got.GPUs...)
 	for i := range got.GPUs {
 		if sp.nUtl[i] > 0 {
 			got.GPUs[i].MeanUtilization = sp.util[i] / float64(sp.nUtl[i])

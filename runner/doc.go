@@ -1,73 +1,32 @@
-// Package runner runs commands on the fixed slots of a node plan, one run per
-// slot at a time, and keeps every slot busy: as soon as a run ends, its slot
-// starts the next one.
+// Package runner runs a sweep on this node and keeps its record, so that
+// a sweep stopped for any reason — a kill -9, scancel, a time limit, a full
+// disk — resumes exactly where it stopped. It is the one entry point that
+// nodepack run and launchers embedding nodepack share.
 //
-// Each run starts with its slot's CPU affinity already in place, its GPUs in
-// CUDA_VISIBLE_DEVICES, thread caps sized to its CPUs, a private TMPDIR, its
-// own process group and its own log files. Runs come from a stream
-// ([iter.Seq2] of [Run] and error), so a task file of a million lines is never
-// held in memory. Sources turn the shapes users write sweeps in into such
-// streams, all with content-derived run IDs that stay stable when a sweep
-// grows: [ReadTaskFile] (one shell command per line), [ParseSweep]
-// (Hydra-style key=a,b overrides), [ReadGrid] (a YAML grid) and
-// [ReadParams] (one JSON object per line), with reps and shards
-// ([SourceOptions], [Shard]). Runs from sweeps, grids and params are
-// executed directly, never through a shell.
+// [Prepare] checks everything before anything starts: the source and every
+// one of its runs (package sweep), the program the runs start, the output
+// directory and what its ledgers hold (package ledger): a directory that
+// holds another sweep — another source, command, --env, --wrap or number of
+// shards — is refused, naming what changed. It chooses this invocation's
+// shard of the sweep (from the batch job's array index, package
+// resources/batch) and the default output directory, nodepack-NAME-KEY.
+// [Sweep.Start] then locks and opens the ledger, writes the session's
+// header, and executes the runs that are left on the plan's slots
+// (package execute), recording every start and end; [Session.Wait] writes
+// the session's end record, asks the batch system for a requeue when one
+// is due, and says how the session ended ([Outcome]).
 //
-// The package never logs, never exits and never installs signal handlers:
-// [Execute] (or [Start] and [Execution.Wait]) reports through
-// [Options.OnEvent] and the returned [Summary], and the caller decides what
-// a signal means by cancelling the context (stop and terminate), calling
-// [Execution.Kill] (kill at once) or [Execution.Drain] (start nothing
-// more).
+// The packages beneath it do one job each:
 //
-// # Process-wide effects (Linux)
+//   - execute runs commands on the slots of a plan: processes, CPU pinning,
+//     GPUs, logs, signals, no orphans;
+//   - sweep turns what users write (task files, Hydra sweeps, YAML grids,
+//     JSON-lines params) into streams of runs with content-derived IDs, and
+//     says what defines a sweep;
+//   - ledger records what ran, one JSON-lines file per shard, and reads it
+//     back: resume, status.
 //
-// The first call to [Execute] sets up, once for the life of the process:
-//
-//   - a spawner goroutine locked to its OS thread that never exits. It starts
-//     every run: it sets its own thread's CPU mask to the run's CPUs, starts
-//     the child (which inherits the mask from its first instruction), and
-//     restores the mask. Because that thread never exits, the children's
-//     Pdeathsig (SIGKILL) fires only when the process itself dies.
-//   - PR_SET_CHILD_SUBREAPER on the process, so descendants that escape a
-//     run's process group (setsid, double fork) are reparented to this
-//     process instead of init, and a sweeper that kills and reaps them.
-//
-// The sweeper only touches processes that this process adopted and that it
-// can tie to a run that has ended: a member of an ended run's process group,
-// or a process whose environment names a run attempt (NODEPACK_RUN_ID and
-// NODEPACK_ATTEMPT) that is no longer running. It reaps each one with a
-// targeted wait4(pid), never wait4(-1), so other children of the process and
-// their os/exec waits are left alone. A descendant that both leaves the
-// process group and scrubs its environment, or an escaped one that exits on
-// its own before a sweep sees it, is not recognised (the latter stays a
-// zombie until the process exits).
-//
-// # Guards (Linux)
-//
-// A program that calls [MaybeGuard] first thing in main lets the runner
-// start every run through a guard: a second exec of the program's own
-// binary, started from the spawner thread (so the run's CPU mask is
-// unchanged), that is a child subreaper for the run's tree. When the run's
-// process exits, the guard kills what is left of the run's process group
-// and every descendant it adopted before it exits; when the program dies,
-// even by SIGKILL, a pipe tells every guard, which does the same at once.
-// Without the call the run is the program's direct child: it dies with the
-// program (Pdeathsig), but its descendants may outlive a SIGKILL of it. A
-// guard costs about 2 ms of CPU and a few MB of memory per attempt.
-//
-// # Ledgers
-//
-// A [Ledger] is the append-only record of a sweep (JSON lines, one file per
-// shard), written from [Options.OnEvent]; its header records the sweep's
-// [Definition], so a rerun can tell the same sweep from another one.
-// [Ledger.Resume] filters a source down to the runs still to do, keyed on
-// Run.ID, so a sweep rerun after a crash, a cancellation or a requeue does
-// only what is left. Runs must tolerate being run again: one that was
-// running when the program was killed has a started record and no finished
-// one, and runs again.
-//
-// On other systems runs get their own environment and logs but no CPU
-// affinity, no process group, no guard and no sweeping.
+// Like them, it never logs, never exits and never installs signal
+// handlers; it reads no hardware (the caller detects the node, with
+// package resources, and gives the runner its plan).
 package runner

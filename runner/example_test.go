@@ -4,51 +4,53 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
+	"path/filepath"
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner"
+	"github.com/nodepack/nodepack/runner/sweep"
 )
 
+// Example runs a sweep of three commands, then, after the task file grew
+// by one line, the same sweep again into the same output directory: the
+// ledger there resumes it, so only the new run runs.
 func Example() {
-	// One slot; a real plan comes from pack and carries GPUs and CPUs, e.g.
-	// pack.Assignment{CPUs: []int{0, 1}} pins every run of the slot there.
-	slots := []pack.Slot{{Index: 0}}
-	runs := runner.Runs(
-		runner.Run{ID: "hello", Args: []string{"echo", "hello"}},
-		runner.Run{ID: "fails", Args: []string{"sh", "-c", "echo oops >&2; exit 3"}},
-	)
-	sum, err := runner.Execute(context.Background(), slots, runs, runner.Options{
-		Live: os.Stdout, // OutputDir would also keep runs/<id>/stdout.log and stderr.log
-		OnEvent: func(ev runner.Event) {
-			if ev.Kind == runner.Finished {
-				fmt.Printf("%s: %s, exit %d\n", ev.Run.ID, ev.Reason, ev.ExitCode)
-			}
-		},
-	})
+	dir, err := os.MkdirTemp("", "nodepack-example-")
 	if err != nil {
 		fmt.Println(err)
+		return
 	}
-	fmt.Printf("%d succeeded, %d failed\n", sum.Succeeded, sum.Failed)
-	// Output:
-	// [hello] hello
-	// hello: ok, exit 0
-	// [fails] oops
-	// fails: failed, exit 3
-	// 1 succeeded, 1 failed
-}
-
-func ExampleReadTaskFile() {
-	tasks := "# sweep\npython train.py --lr 0.1\n\npython train.py --lr 0.01\npython train.py --lr 0.1\n"
-	for run, err := range runner.ReadTaskFile(strings.NewReader(tasks), "tasks.txt") {
+	defer os.RemoveAll(dir)
+	tasks := filepath.Join(dir, "tasks.txt")
+	opts := runner.Options{
+		Source: sweep.Spec{TaskFile: tasks},
+		Output: filepath.Join(dir, "out"),
+		// One slot; a real plan comes from pack.NewPlan on the node that
+		// resources.Detect describes.
+		Plan: pack.Plan{Slots: []pack.Slot{{Index: 0}}},
+	}
+	for _, lines := range []string{"echo a\necho b\necho c\n", "echo a\necho b\necho c\necho d\n"} {
+		if err := os.WriteFile(tasks, []byte(lines), 0o644); err != nil {
+			fmt.Println(err)
+			return
+		}
+		sw, err := runner.Prepare(opts)
 		if err != nil {
 			fmt.Println(err)
 			return
 		}
-		fmt.Println(run.Index, run.Origin, run.ID, run.Args)
+		session, err := sw.Start(context.Background())
+		if err != nil {
+			fmt.Println(err)
+			sw.Close()
+			return
+		}
+		outcome := session.Wait()
+		sw.Close()
+		fmt.Printf("%d ran, %d succeeded, %d skipped as done before: %s\n",
+			outcome.Summary.Runs, outcome.Summary.Succeeded, outcome.Resumed.SkippedSucceeded, outcome.Note)
 	}
 	// Output:
-	// 0 tasks.txt:2 6f124c82c242 [bash -c python train.py --lr 0.1]
-	// 1 tasks.txt:4 8c3301acab3a [bash -c python train.py --lr 0.01]
-	// 2 tasks.txt:5 6f124c82c242-2 [bash -c python train.py --lr 0.1]
+	// 3 ran, 3 succeeded, 0 skipped as done before: done
+	// 1 ran, 1 succeeded, 3 skipped as done before: done
 }

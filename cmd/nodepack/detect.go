@@ -9,6 +9,7 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources"
+	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/spf13/pflag"
 )
 
@@ -102,8 +103,8 @@ func printNode(w io.Writer, n resources.Node) {
 	tw.Flush()
 }
 
-func describeScheduler(s resources.Scheduler) string {
-	if s.Kind == resources.SchedulerNone {
+func describeScheduler(s batch.Job) string {
+	if !s.InJob() {
 		return "no batch scheduler"
 	}
 	parts := []string{s.Kind + " job " + s.JobID}

@@ -6,10 +6,10 @@ import (
 	"context"
 	"os"
 
-	"github.com/nodepack/nodepack/runner"
+	"github.com/nodepack/nodepack/runner/execute"
 )
 
 func main() {
-	runner.MaybeGuard() // first: a guard process does its work and exits here
+	execute.MaybeGuard() // first: a guard process does its work and exits here
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }

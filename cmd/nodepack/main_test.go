@@ -8,13 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodepack/nodepack/runner"
+	"github.com/nodepack/nodepack/runner/execute"
 )
 
 // TestMain lets a test run this test binary as the nodepack command (under
 // taskset, say): with NODEPACK_TEST_AS_MAIN=1 it is nodepack.
 func TestMain(m *testing.M) {
-	runner.MaybeGuard()
+	execute.MaybeGuard()
 	if os.Getenv("NODEPACK_TEST_AS_MAIN") == "1" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}

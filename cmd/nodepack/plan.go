@@ -8,7 +8,9 @@ import (
 	"text/tabwriter"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner"
+	"github.com/nodepack/nodepack/runner/sweep"
 	"github.com/spf13/pflag"
 )
 
@@ -49,8 +51,9 @@ func (o *packOptions) AddFlags(fs *pflag.FlagSet) {
 type planOptions struct {
 	nodeOptions
 	packOptions
-	source sourceOptions
-	JSON   bool
+	Source       sweep.Spec
+	RunsPerShard int
+	JSON         bool
 }
 
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -59,13 +62,16 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o.packOptions.AddFlags(fs)
 	o.nodeOptions.AddFlags(fs)
 	fs.BoolVar(&o.JSON, "json", false, "print the plan as a JSON document (schema nodepack.plan/v1)")
-	o.source.addSourceFlags(fs)
+	addSourceFlags(fs, &o.Source, &o.RunsPerShard)
 	if code, ok := parseFlags(fs, planUsage, args, stdout, stderr); !ok {
 		return code
 	}
-	hasSource := o.source.kind() != runner.KindTasks || fs.NArg() > 0
-	if !hasSource && o.source.RunsPerShard > 0 {
-		return usageErrorf(stderr, "plan", "--runs-per-shard needs the runs: a TASKFILE, or --sweep, --grid or --params with the command after --")
+	hasSource := o.Source.Kind() != sweep.KindTasks || fs.NArg() > 0
+	if !hasSource && o.RunsPerShard > 0 {
+		return usageErrorf(stderr, "plan", "%v", errNoRuns)
+	}
+	if o.RunsPerShard < 0 {
+		return usageErrorf(stderr, "plan", "--runs-per-shard %d: must not be negative", o.RunsPerShard)
 	}
 	node, err := o.load(ctx)
 	if err != nil {
@@ -75,22 +81,21 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErrorf(stderr, "plan", "%v", err)
 	}
-	var runs *runsPlanDoc
+	var runs *runner.RunsPlanDoc
 	if hasSource {
-		o.source.OutputDir = "nodepack-out" // {run_dir} is fine; nothing is rendered for real
-		defer o.source.close()
-		if err := o.source.prepare(fs.Args()); err != nil {
+		total, err := o.countRuns(fs.Args())
+		if err != nil {
 			return usageErrorf(stderr, "plan", "%v", err)
 		}
-		if err := o.source.scan(nil); err != nil {
-			return usageErrorf(stderr, "plan", "%v", err)
+		runs = runsPlan(total, o.RunsPerShard)
+		if o.RunsPerShard > 0 && o.RunsPerShard%len(plan.Slots) != 0 {
+			plan.Warnings = append(plan.Warnings, fmt.Sprintf("%d runs per shard on %d slots: the last wave of each shard leaves slots idle; a multiple of %d keeps them busy",
+				o.RunsPerShard, len(plan.Slots), len(plan.Slots)))
 		}
-		runs = runsPlan(o.source.Total, o.source.RunsPerShard, len(plan.Slots))
-		plan.Warnings = append(plan.Warnings, runs.Warnings...)
 	}
 	printWarnings(stderr, plan.Warnings)
 	if o.JSON {
-		doc := planDocument(plan)
+		doc := runner.PlanDocument(plan)
 		doc.Runs = runs
 		return writeJSON(stdout, stderr, doc)
 	}
@@ -101,101 +106,39 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// runsPlanDoc is how a sweep splits into array tasks (--runs-per-shard).
-type runsPlanDoc struct {
-	Total        int      `json:"total"`
-	RunsPerShard int      `json:"runs_per_shard,omitempty"`
-	Shards       int      `json:"shards,omitempty"`
-	SlurmArray   string   `json:"slurm_array,omitempty"` // the value of sbatch --array
-	Warnings     []string `json:"-"`
+// countRuns counts the runs of the source in args, checking every one.
+func (o *planOptions) countRuns(args []string) (int, error) {
+	if err := sourceArgs(&o.Source, args); err != nil {
+		return 0, err
+	}
+	src, err := o.Source.Open()
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	if err := src.Scan(nil); err != nil {
+		return 0, err
+	}
+	return src.Total(), nil
 }
 
-func runsPlan(total, perShard, slots int) *runsPlanDoc {
-	doc := &runsPlanDoc{Total: total}
+func runsPlan(total, perShard int) *runner.RunsPlanDoc {
+	doc := &runner.RunsPlanDoc{Total: total}
 	if perShard <= 0 {
 		return doc
 	}
 	doc.RunsPerShard = perShard
 	doc.Shards = max((total+perShard-1)/perShard, 1)
 	doc.SlurmArray = fmt.Sprintf("0-%d", doc.Shards-1)
-	if perShard%slots != 0 {
-		doc.Warnings = append(doc.Warnings, fmt.Sprintf("%d runs per shard on %d slots: the last wave of each shard leaves slots idle; a multiple of %d keeps them busy",
-			perShard, slots, slots))
-	}
 	return doc
 }
 
-func printRunsPlan(w io.Writer, r *runsPlanDoc) {
+func printRunsPlan(w io.Writer, r *runner.RunsPlanDoc) {
 	fmt.Fprintf(w, "runs: %d\n", r.Total)
 	if r.Shards > 0 {
 		fmt.Fprintf(w, "shards: %d of up to %d runs; submit %s, each running nodepack run --shard auto with the same source\n",
-			r.Shards, r.RunsPerShard, submitLine(r.Shards))
+			r.Shards, r.RunsPerShard, batch.SubmitLine(r.Shards))
 	}
-}
-
-// planDoc is the stable JSON form of a plan (schema nodepack.plan/v1).
-type planDoc struct {
-	Schema   string       `json:"schema"`
-	Request  requestDoc   `json:"request"`
-	Slots    []slotDoc    `json:"slots"`
-	Idle     idleDoc      `json:"idle"`
-	Runs     *runsPlanDoc `json:"runs,omitempty"` // with a source: its runs and shards
-	Warnings []string     `json:"warnings,omitempty"`
-}
-
-type requestDoc struct {
-	GPUs       int `json:"gpus"`
-	RunsPerGPU int `json:"runs_per_gpu"`
-	CPUs       int `json:"cpus"`
-}
-
-type gpuRef struct {
-	Index int    `json:"index"`
-	UUID  string `json:"uuid"`
-}
-
-type slotDoc struct {
-	Slot       int      `json:"slot"`
-	GPUs       []gpuRef `json:"gpus"`
-	CPUs       []int    `json:"cpus"`
-	NUMA       int      `json:"numa"`
-	SharedGPUs bool     `json:"shared_gpus,omitempty"`
-	SharedCPUs bool     `json:"shared_cpus,omitempty"`
-}
-
-type idleDoc struct {
-	GPUs []gpuRef `json:"gpus"`
-	CPUs []int    `json:"cpus"`
-}
-
-func gpuRefs(gpus []pack.GPU) []gpuRef {
-	refs := make([]gpuRef, len(gpus))
-	for i, g := range gpus {
-		refs[i] = gpuRef{Index: g.Index, UUID: g.UUID}
-	}
-	return refs
-}
-
-func orEmpty(ids []int) []int {
-	if ids == nil {
-		return []int{}
-	}
-	return ids
-}
-
-func planDocument(p pack.Plan) planDoc {
-	doc := planDoc{
-		Schema:   "nodepack.plan/v1",
-		Request:  requestDoc{GPUs: p.Request.GPUs, RunsPerGPU: max(p.Request.RunsPerGPU, 1), CPUs: p.Request.CPUs},
-		Slots:    make([]slotDoc, len(p.Slots)),
-		Idle:     idleDoc{GPUs: gpuRefs(p.IdleGPUs), CPUs: orEmpty(p.IdleCPUs)},
-		Warnings: p.Warnings,
-	}
-	for i, s := range p.Slots {
-		doc.Slots[i] = slotDoc{Slot: s.Index, GPUs: gpuRefs(s.GPUs), CPUs: orEmpty(s.CPUs), NUMA: s.NUMA,
-			SharedGPUs: s.SharedGPUs, SharedCPUs: s.SharedCPUs}
-	}
-	return doc
 }
 
 func printPlan(w io.Writer, p pack.Plan) {

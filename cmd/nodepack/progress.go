@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nodepack/nodepack/runner"
+	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 )
@@ -54,8 +54,8 @@ func terminalOf(w io.Writer) (*os.File, bool) {
 }
 
 // event is the runner's OnEvent; the runner never calls it concurrently.
-func (p *progress) event(ev runner.Event) {
-	if ev.Kind != runner.Finished {
+func (p *progress) event(ev execute.Event) {
+	if ev.Kind != execute.Finished {
 		return
 	}
 	p.mu.Lock()
@@ -63,7 +63,7 @@ func (p *progress) event(ev runner.Event) {
 	if !ev.Retry {
 		p.finished++
 	}
-	failed := ev.Reason != runner.OK
+	failed := ev.Reason != execute.OK
 	if p.bar != nil {
 		if failed {
 			p.bar.Clear()
@@ -81,7 +81,7 @@ func (p *progress) event(ev runner.Event) {
 
 // line describes one finished attempt, e.g.
 // "nodepack: [3/100] ok 1a2b3c4d5e6f exit 0 0.21s slot 1 tasks.txt:3".
-func (p *progress) line(ev runner.Event) string {
+func (p *progress) line(ev execute.Event) string {
 	count := fmt.Sprintf("%d/%d", p.finished, p.total)
 	if p.total < 0 {
 		count = fmt.Sprint(p.finished)
@@ -98,24 +98,22 @@ func (p *progress) line(ev runner.Event) string {
 	if ev.Run.Origin != "" {
 		s += " " + ev.Run.Origin
 	}
-	if ev.Reason != runner.OK && ev.Stderr != "" {
+	if ev.Reason != execute.OK && ev.Stderr != "" {
 		s += " log " + ev.Stderr
 	}
 	return s
 }
 
-// liveWriter returns the writer for --live output: lines go to w, and the
-// bar is cleared first so they do not tangle with it.
-func (p *progress) liveWriter(w io.Writer) io.Writer {
+// live writes --live output to w; the bar is cleared first so lines do not
+// tangle with it.
+func (p *progress) live(w io.Writer, b []byte) (int, error) {
 	if p.bar == nil {
-		return w
-	}
-	return writerFunc(func(b []byte) (int, error) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.bar.Clear()
 		return w.Write(b)
-	})
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.bar.Clear()
+	return w.Write(b)
 }
 
 func (p *progress) finish() {

@@ -1,29 +1,20 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nodepack/nodepack/resources"
 )
 
 // TestRequeue: a Slurm job already inside its --stop-before window defers
 // every run, so nodepack exits 3 and asks Slurm to run the job again.
 func TestRequeue(t *testing.T) {
-	var calls [][]string
-	fakeBatch(t, func(name string, args ...string) ([]byte, error) {
-		if name == "scontrol" && args[0] == "requeue" {
-			calls = append(calls, args)
-			return nil, nil
-		}
-		return nil, errors.New("no Slurm here")
+	bin := fakeCommands(t, map[string]string{
+		"scontrol": `[ "$1" = requeue ] || exit 1; echo "$@" >> "$(dirname "$0")/calls"`,
+		"squeue":   "exit 1", // no end time from Slurm: SLURM_JOB_END_TIME says it
 	})
 	t.Setenv("SLURM_JOB_ID", "77")
 	t.Setenv("SLURM_JOB_END_TIME", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
@@ -34,29 +25,23 @@ func TestRequeue(t *testing.T) {
 	if code != exitDeferred || !strings.Contains(stderr, "requeued job 77") {
 		t.Errorf("exit %d, want 3 and the requeue reported:\n%s", code, stderr)
 	}
-	if len(calls) != 1 || !slices.Equal(calls[0], []string{"requeue", "77"}) {
-		t.Errorf("scontrol calls %q, want one [requeue 77]", calls)
+	if calls, _ := os.ReadFile(filepath.Join(bin, "calls")); string(calls) != "requeue 77\n" {
+		t.Errorf("scontrol calls %q, want one requeue 77", calls)
 	}
 }
 
-// TestRequeueJob covers each scheduler's way of requeueing directly.
-func TestRequeueJob(t *testing.T) {
-	var calls [][]string
-	fakeBatch(t, func(name string, args ...string) ([]byte, error) { calls = append(calls, args); return nil, nil })
-	var stderr strings.Builder
-	if code := requeueJob(slurmJob("5"), &stderr, 143); code != 143 || len(calls) != 1 || !slices.Equal(calls[0], []string{"requeue", "5"}) {
-		t.Errorf("slurm: exit %d, calls %q", code, calls)
+// fakeCommands puts scripts named after the batch system's commands first
+// in PATH for one test, and returns their directory.
+func fakeCommands(t *testing.T, scripts map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range scripts {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if code := requeueJob(sgeJob("6"), &stderr, 143); code != sgeRequeueExit || len(calls) != 1 {
-		t.Errorf("sge: exit %d, want 99 and no scontrol call (calls %q)", code, calls)
-	}
-	batchCommand = func(name string, args ...string) ([]byte, error) {
-		return nil, fmt.Errorf("%w: Requested operation is presently disabled", os.ErrPermission)
-	}
-	stderr.Reset()
-	if code := requeueJob(slurmJob("7"), &stderr, 143); code != 143 || !strings.Contains(stderr.String(), "presently disabled") {
-		t.Errorf("refused requeue: exit %d, stderr %q", code, stderr.String())
-	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return dir
 }
 
 func TestRequeueOutsideABatchJob(t *testing.T) {
@@ -72,18 +57,4 @@ func TestRequeueOutsideABatchJob(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr, "--requeue: nodepack can requeue Slurm and Grid Engine jobs") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
-}
-
-func slurmJob(id string) resources.Scheduler {
-	return resources.Scheduler{Kind: resources.SchedulerSlurm, JobID: id}
-}
-func sgeJob(id string) resources.Scheduler {
-	return resources.Scheduler{Kind: resources.SchedulerSGE, JobID: id}
-}
-
-// fakeBatch stands in for the batch system's commands for one test.
-func fakeBatch(t *testing.T, f func(name string, args ...string) ([]byte, error)) {
-	saved := batchCommand
-	batchCommand = f
-	t.Cleanup(func() { batchCommand = saved })
 }

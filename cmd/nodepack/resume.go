@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"time"
 
-	"github.com/nodepack/nodepack/resources"
-	"github.com/nodepack/nodepack/runner"
+	"github.com/nodepack/nodepack/runner/ledger"
 )
 
 // exitDeferred is run's exit status when --stop-before stopped it with
@@ -16,7 +14,7 @@ const exitDeferred = 3
 
 // printResuming says what an existing ledger holds before a resumed sweep
 // starts.
-func printResuming(w io.Writer, past *runner.LedgerLog, retired int, retryFailed bool) {
+func printResuming(w io.Writer, past *ledger.Log, retired int, retryFailed bool) {
 	if len(past.Runs) == 0 {
 		return
 	}
@@ -26,7 +24,7 @@ func printResuming(w io.Writer, past *runner.LedgerLog, retired int, retryFailed
 		failed = "run again: --retry-failed"
 	}
 	fmt.Fprintf(w, "nodepack: resuming %s: %d succeeded (skipped), %d failed (%s), %d interrupted (run again)\n",
-		past.Name, c[runner.StateSucceeded], c[runner.StateFailed], failed, c[runner.StateInterrupted]+c[runner.StateRunning])
+		past.Name, c[ledger.StateSucceeded], c[ledger.StateFailed], failed, c[ledger.StateInterrupted]+c[ledger.StateRunning])
 	if retired > 0 {
 		fmt.Fprintf(w, "nodepack: %s of the ledger %s no longer part of this sweep (lines or values removed from its source, or fewer --reps): left out of its counts\n",
 			countWord(retired, "run"), map[bool]string{true: "is", false: "are"}[retired == 1])
@@ -34,7 +32,7 @@ func printResuming(w io.Writer, past *runner.LedgerLog, retired int, retryFailed
 }
 
 // printSkipped says what the resume did with the runs the ledger knew.
-func printSkipped(w io.Writer, c runner.ResumeCounts) {
+func printSkipped(w io.Writer, c ledger.ResumeCounts) {
 	if n := c.SkippedSucceeded + c.SkippedFailed; n > 0 {
 		fmt.Fprintf(w, "nodepack: skipped %s done before: %d succeeded", countWord(n, "run"), c.SkippedSucceeded)
 		if c.SkippedFailed > 0 {
@@ -65,28 +63,3 @@ func plural(n int, word string) string {
 	}
 	return word + "s"
 }
-
-// usageSampler adapts resources' sampler to the runner's interface.
-type usageSampler struct{ s *resources.UsageSampler }
-
-// newUsageSampler returns a sampler at the interval, or nil for 0.
-func newUsageSampler(interval time.Duration) *usageSampler {
-	if interval <= 0 {
-		return nil
-	}
-	return &usageSampler{resources.NewUsageSampler(interval)}
-}
-
-func (u *usageSampler) Sample(t runner.SampleTarget) func() runner.SampledUsage {
-	sampling := u.s.Start(t.Root, t.SkipRoot, t.GPUs)
-	return func() runner.SampledUsage {
-		got := sampling.Stop()
-		out := runner.SampledUsage{Samples: got.Samples, TreeRSSPeak: got.TreeRSSPeak}
-		for _, g := range got.GPUs {
-			out.GPUs = append(out.GPUs, runner.GPUUsage{UUID: g.UUID, PeakMemoryBytes: g.PeakMemoryBytes, MeanUtilization: g.MeanUtilization, Samples: g.Samples})
-		}
-		return out
-	}
-}
-
-func (u *usageSampler) Close() { u.s.Close() }

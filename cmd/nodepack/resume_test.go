@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodepack/nodepack/resources"
-	"github.com/nodepack/nodepack/runner"
+	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/ledger"
 )
 
 // gatedSweep is a task file of n runs: the first two finish at once, the
@@ -104,9 +104,9 @@ func (s *gatedSweep) completions(t *testing.T) map[string]int {
 	return counts
 }
 
-func (s *gatedSweep) ledger(t *testing.T) *runner.LedgerLog {
+func (s *gatedSweep) ledger(t *testing.T) *ledger.Log {
 	t.Helper()
-	log, err := runner.ReadLedgerFile(filepath.Join(s.out, "ledger.jsonl"))
+	log, err := ledger.ReadFile(filepath.Join(s.out, "ledger.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,13 +136,13 @@ func waitGone(t *testing.T, token string, limit time.Duration) {
 
 // checkStatusMatchesLedger compares status --json with the ledger's own
 // fold.
-func checkStatusMatchesLedger(t *testing.T, s *gatedSweep, want statusCounts) {
+func checkStatusMatchesLedger(t *testing.T, s *gatedSweep, want ledger.Counts) {
 	t.Helper()
 	code, stdout, stderr := runCLI(t, "status", "--json", s.out)
 	if code != exitOK {
 		t.Fatalf("status: exit %d: %s", code, stderr)
 	}
-	var doc statusDoc
+	var doc ledger.Status
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, stdout)
 	}
@@ -151,9 +151,9 @@ func checkStatusMatchesLedger(t *testing.T, s *gatedSweep, want statusCounts) {
 	}
 	log := s.ledger(t)
 	c := log.Count()
-	fold := statusCounts{Pending: s.n - len(log.Runs), Running: c[runner.StateRunning], Succeeded: c[runner.StateSucceeded],
-		Failed: c[runner.StateFailed], Interrupted: c[runner.StateInterrupted]}
-	if log.Live() && !processAlive(log.Header().PID) {
+	fold := ledger.Counts{Pending: s.n - len(log.Runs), Running: c[ledger.StateRunning], Succeeded: c[ledger.StateSucceeded],
+		Failed: c[ledger.StateFailed], Interrupted: c[ledger.StateInterrupted]}
+	if log.Live() && syscall.Kill(log.Header().PID, 0) != nil {
 		fold.Interrupted += fold.Running
 		fold.Running = 0
 	}
@@ -179,7 +179,7 @@ func TestKill9ThenRerun(t *testing.T) {
 		s := newGatedSweep(t, 5)
 		p, stderr := s.start(t)
 		if cycle == 0 {
-			checkStatusMatchesLedger(t, s, statusCounts{Pending: 1, Running: 2, Succeeded: 2})
+			checkStatusMatchesLedger(t, s, ledger.Counts{Pending: 1, Running: 2, Succeeded: 2})
 		}
 		if err := p.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -189,7 +189,7 @@ func TestKill9ThenRerun(t *testing.T) {
 		if cycle == 0 {
 			// The ledger shows 2 started, never finished: status sees that
 			// their nodepack is gone.
-			checkStatusMatchesLedger(t, s, statusCounts{Pending: 1, Interrupted: 2, Succeeded: 2})
+			checkStatusMatchesLedger(t, s, ledger.Counts{Pending: 1, Interrupted: 2, Succeeded: 2})
 		}
 
 		s.open(t)
@@ -210,7 +210,7 @@ func TestKill9ThenRerun(t *testing.T) {
 			t.Errorf("cycle %d: rerun summary:\n%s", cycle, errOut)
 		}
 		if cycle == 0 {
-			checkStatusMatchesLedger(t, s, statusCounts{Succeeded: s.n})
+			checkStatusMatchesLedger(t, s, ledger.Counts{Succeeded: s.n})
 		}
 		if t.Failed() {
 			return
@@ -235,8 +235,8 @@ func TestSIGTERMThenRerun(t *testing.T) {
 		}
 		first := s.ledger(t)
 		var interrupted []string
-		for _, run := range first.SortedRuns() {
-			if run.State == runner.StateInterrupted && run.Finished != nil && run.Finished.Reason == runner.Interrupted {
+		for _, run := range first.InOrder() {
+			if run.State == ledger.StateInterrupted && run.Finished != nil && run.Finished.Reason == execute.Interrupted {
 				interrupted = append(interrupted, run.ID)
 			}
 		}
@@ -244,7 +244,7 @@ func TestSIGTERMThenRerun(t *testing.T) {
 			t.Fatalf("cycle %d: interrupted records for %v, end %+v; want 2 and an end record", cycle, interrupted, first.End)
 		}
 		if cycle == 0 {
-			checkStatusMatchesLedger(t, s, statusCounts{Pending: 1, Interrupted: 2, Succeeded: 2})
+			checkStatusMatchesLedger(t, s, ledger.Counts{Pending: 1, Interrupted: 2, Succeeded: 2})
 		}
 
 		s.open(t)
@@ -253,7 +253,7 @@ func TestSIGTERMThenRerun(t *testing.T) {
 		}
 		second := s.ledger(t)
 		var rerun []string
-		for _, run := range second.SortedRuns() {
+		for _, run := range second.InOrder() {
 			if run.Session == len(second.Sessions)-1 {
 				rerun = append(rerun, run.ID)
 			}
@@ -279,7 +279,7 @@ func TestSIGTERMThenRerun(t *testing.T) {
 }
 
 // lastID is the id of the run the first session never started.
-func (s *gatedSweep) lastID(t *testing.T, first *runner.LedgerLog) string {
+func (s *gatedSweep) lastID(t *testing.T, first *ledger.Log) string {
 	t.Helper()
 	code, stdout, _ := runCLI(t, "run", "--dry-run", "--gpus", "none", s.file)
 	if code != exitOK {
@@ -315,7 +315,7 @@ func TestTornLastLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, _ := runCLI(t, "status", "--json", s.out)
-	var doc statusDoc
+	var doc ledger.Status
 	if code != exitOK || json.Unmarshal([]byte(stdout), &doc) != nil || !doc.Shards[0].Torn {
 		t.Fatalf("status on a torn ledger: exit %d\n%s", code, stdout)
 	}
@@ -323,7 +323,7 @@ func TestTornLastLine(t *testing.T) {
 	if code != exitOK || !strings.Contains(errOut, "left out an unfinished last line") || !strings.Contains(errOut, "1 interrupted (run again)") {
 		t.Errorf("rerun: exit %d:\n%s", code, errOut)
 	}
-	if _, err := runner.ReadLedgerFile(path); err != nil {
+	if _, err := ledger.ReadFile(path); err != nil {
 		t.Errorf("the ledger after the resume: %v", err)
 	}
 }
@@ -449,60 +449,5 @@ func TestStopBeforeWalltime(t *testing.T) {
 	}
 	if done := s.completions(t); len(done) != 5 {
 		t.Errorf("%d runs completed, want 5", len(done))
-	}
-}
-
-func TestDefaultOutput(t *testing.T) {
-	env := func(kv ...string) func(string) (string, bool) {
-		m := map[string]string{}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-	}
-	tasks := runner.Definition{Kind: runner.KindTasks, Source: "tasks.txt"}
-	key := tasks.Key()
-	tests := []struct {
-		description string
-		env         func(string) (string, bool)
-		sharded     bool
-		want        string
-	}{
-		{"no scheduler: the sweep's name and key", env(), false, "nodepack-tasks-" + key},
-		{"slurm job: its id, the same after a requeue", env("SLURM_JOB_ID", "123"), false, "nodepack-123-tasks-" + key},
-		{"sharded slurm array: the array's id, shared by all tasks", env("SLURM_JOB_ID", "125", "SLURM_ARRAY_JOB_ID", "123", "SLURM_ARRAY_TASK_ID", "2"), true, "nodepack-123-tasks-" + key},
-		{"unsharded slurm array: one directory per task", env("SLURM_JOB_ID", "125", "SLURM_ARRAY_JOB_ID", "123", "SLURM_ARRAY_TASK_ID", "2"), false, "nodepack-123_2-tasks-" + key},
-		{"sge array, unsharded", env("SGE_ROOT", "/sge", "JOB_ID", "77", "SGE_TASK_ID", "3"), false, "nodepack-77_3-tasks-" + key},
-		{"pbs id with odd characters", env("PBS_JOBID", "12[3].server/x"), false, "nodepack-12_3_.server_x-tasks-" + key},
-	}
-	for _, tc := range tests {
-		t.Run(tc.description, func(t *testing.T) {
-			got := defaultOutput(resources.DetectScheduler(tc.env), tasks, tc.sharded)
-			if got != tc.want {
-				t.Errorf("defaultOutput = %q, want %q", got, tc.want)
-			}
-		})
-	}
-	// Two sweeps never share a default directory; the same sweep grown does.
-	hydra := runner.Definition{Kind: runner.KindSweep, Command: []string{"python", "train.py", "model={sweep}"}}
-	grid := runner.Definition{Kind: runner.KindGrid, Source: "params.yml", Command: []string{"python", "train.py"}}
-	withEnv := tasks
-	withEnv.Env = []string{"X=second"}
-	moreReps := tasks
-	moreReps.Reps = 3
-	none := resources.Scheduler{Kind: resources.SchedulerNone}
-	dirs := map[string]string{}
-	for name, def := range map[string]runner.Definition{"tasks": tasks, "hydra": hydra, "grid": grid, "env": withEnv} {
-		d := defaultOutput(none, def, false)
-		if other, ok := dirs[d]; ok {
-			t.Errorf("%s and %s share %s", name, other, d)
-		}
-		dirs[d] = name
-	}
-	if defaultOutput(none, moreReps, false) != defaultOutput(none, tasks, false) {
-		t.Error("more reps moved the default directory: the sweep would not resume")
-	}
-	if d := defaultOutput(none, hydra, false); !strings.HasPrefix(d, "nodepack-train-") {
-		t.Errorf("a --sweep of train.py: %s, want it named after the script", d)
 	}
 }

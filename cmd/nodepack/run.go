@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,14 +10,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources"
+	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner"
+	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 )
@@ -80,89 +80,89 @@ Examples:
   seq 100 | sed 's/^/python train.py --seed=/' | nodepack run -
   nodepack run --stop-before 10m -o sweep1 sweep.txt   # in sbatch, with --requeue`
 
-// runOptions are run's flags. The runner's own options are bound by the
-// flags directly; the rest say what to run, where to record it and how to
-// talk about it.
+// runOptions are run's flags, bound into the library's own options where
+// they are one: runner.Options, its Source (a sweep.Spec) and its Execute
+// options. The rest say which node, and how to talk about the sweep.
 type runOptions struct {
 	nodeOptions
 	packOptions
 	runner.Options
-	source         sourceOptions
-	Output         string
-	Wrap           string // split into Options.Wrap
-	GPUIDs         string // Options.GPUIDs
-	FailFast       bool   // Options.MaxFailures = 1
+	DryRun         bool
+	JSON           bool
+	Wrap           string // split into Execute.Wrap
+	GPUIDs         string // Execute.GPUIDs
+	FailFast       bool   // Execute.MaxFailures = 1
 	Live           bool
 	Quiet          bool
-	RetryFailed    bool
-	Restart        bool
-	StopBefore     time.Duration
-	Requeue        bool
 	SampleInterval time.Duration
 }
 
 func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
+	x := &o.Execute
 	o.packOptions.AddFlags(fs)
-	o.source.AddFlags(fs)
+	fs.BoolVar(&o.DryRun, "dry-run", false, "list the runs (id, index, shard, added env, argv) and start nothing")
+	fs.BoolVar(&o.JSON, "json", false, "with --dry-run: print the runs as a JSON document (schema nodepack.runs/v1)")
+	addSourceFlags(fs, &o.Source, &o.RunsPerShard)
+	fs.StringVar(&o.Shard, "shard", "auto", "run only shard `I/N`: the runs whose index is I mod N; auto takes it from the array index and task rank (SLURM_ARRAY_TASK_ID, SLURM_PROCID, SGE_TASK_ID, PBS_ARRAY_INDEX, LSB_JOBINDEX); none runs all")
 	fs.StringVarP(&o.Output, "output", "o", "", "`DIR` for the ledger and logs (DIR/runs/<name>-<run-id>/); default nodepack-NAME-KEY, in a batch job nodepack-JOBID-NAME-KEY")
 	fs.BoolVar(&o.RetryFailed, "retry-failed", false, "when resuming, also run again the runs that failed")
 	fs.BoolVar(&o.Restart, "restart", false, "start over: keep the old ledger as a backup and run everything (also when DIR holds another sweep)")
 	fs.BoolVar(&o.Requeue, "requeue", false, "when stopped by SIGUSR1/SIGUSR2 (sbatch --signal) or --stop-before with runs left, have the batch system run this job again (Slurm: scontrol requeue; Grid Engine: exit 99); never on SIGTERM (scancel)")
 	fs.DurationVar(&o.StopBefore, "stop-before", 0, "start no runs `D` before the job's end (Slurm: SLURM_JOB_END_TIME or squeue, followed while the job runs) and stop running ones in time for --grace; 0 means off")
 	fs.DurationVar(&o.SampleInterval, "sample-interval", 10*time.Second, "measure each run's process tree and GPUs every `D`; 0 means only the kernel's totals")
-	fs.DurationVar(&o.Stagger, "stagger", 0, "start slot i's first run i×`D` after the start")
-	fs.DurationVar(&o.MinStartInterval, "min-start-interval", 0, "at least `D` between any two starts")
-	fs.DurationVar(&o.Timeout, "timeout", 0, "stop a run after `D` (SIGTERM, then SIGKILL after --grace); 0 means none")
-	fs.DurationVar(&o.Grace, "grace", runner.DefaultGrace, "time between SIGTERM and SIGKILL")
-	fs.IntVar(&o.Retries, "retries", 0, "run a failed or timed-out run up to `N` more times")
-	fs.IntVar(&o.MaxFailures, "max-failures", 0, "start no new runs after `N` failures; 0 means keep going")
+	fs.DurationVar(&x.Stagger, "stagger", 0, "start slot i's first run i×`D` after the start")
+	fs.DurationVar(&x.MinStartInterval, "min-start-interval", 0, "at least `D` between any two starts")
+	fs.DurationVar(&x.Timeout, "timeout", 0, "stop a run after `D` (SIGTERM, then SIGKILL after --grace); 0 means none")
+	fs.DurationVar(&x.Grace, "grace", execute.DefaultGrace, "time between SIGTERM and SIGKILL")
+	fs.IntVar(&x.Retries, "retries", 0, "run a failed or timed-out run up to `N` more times")
+	fs.IntVar(&x.MaxFailures, "max-failures", 0, "start no new runs after `N` failures; 0 means keep going")
 	fs.BoolVar(&o.FailFast, "fail-fast", false, "start no new runs after the first failure (--max-failures 1)")
 	fs.StringVar(&o.GPUIDs, "gpu-ids", "uuid", "how CUDA_VISIBLE_DEVICES names GPUs: uuid or index")
-	fs.BoolVar(&o.Render, "render", false, "also set EGL_DEVICE_ID, MUJOCO_EGL_DEVICE_ID and PYGLET_HEADLESS_DEVICE")
-	fs.BoolVar(&o.NoThreadCaps, "no-thread-caps", false, "do not set OMP_NUM_THREADS, MKL_NUM_THREADS, … to the run's CPU count")
-	fs.StringArrayVar(&o.Env, "env", nil, "set `K=V` in every run (repeatable); K alone takes nodepack's own value of K; V may use {run_id}, {run_dir}, {index}, {rep} and {attempt}")
+	fs.BoolVar(&x.Render, "render", false, "also set EGL_DEVICE_ID, MUJOCO_EGL_DEVICE_ID and PYGLET_HEADLESS_DEVICE")
+	fs.BoolVar(&x.NoThreadCaps, "no-thread-caps", false, "do not set OMP_NUM_THREADS, MKL_NUM_THREADS, … to the run's CPU count")
+	fs.StringArrayVar(&x.Env, "env", nil, "set `K=V` in every run (repeatable); K alone takes nodepack's own value of K; V may use {run_id}, {run_dir}, {index}, {rep} and {attempt}")
 	fs.StringVar(&o.Wrap, "wrap", "", "put `PREFIX` before every run, e.g. 'ch-run --set-env=config.env img --'")
 	fs.BoolVar(&o.Live, "live", false, "also stream every run's output, each line prefixed with where the run comes from (tasks.txt:12)")
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "report only failures and the summary")
 	o.nodeOptions.AddFlags(fs)
 }
 
-// finish checks the flags and completes the runner's options from them.
-func (o *runOptions) finish() error {
-	for name, d := range map[string]time.Duration{"--stagger": o.Stagger, "--min-start-interval": o.MinStartInterval, "--timeout": o.Timeout, "--grace": o.Grace,
+// finish checks the flags and completes the library's options from them
+// and from the positional arguments.
+func (o *runOptions) finish(args []string) error {
+	x := &o.Execute
+	for name, d := range map[string]time.Duration{"--stagger": x.Stagger, "--min-start-interval": x.MinStartInterval, "--timeout": x.Timeout, "--grace": x.Grace,
 		"--stop-before": o.StopBefore, "--sample-interval": o.SampleInterval} {
 		if d < 0 {
 			return fmt.Errorf("%s %v: must not be negative", name, d)
 		}
 	}
-	if o.Retries < 0 || o.MaxFailures < 0 {
+	if x.Retries < 0 || x.MaxFailures < 0 {
 		return errors.New("--retries and --max-failures must not be negative")
 	}
-	if o.Restart && o.RetryFailed {
-		return errors.New("--restart reruns everything: --retry-failed goes with a resume")
+	if o.JSON && !o.DryRun {
+		return errors.New("--json goes with --dry-run")
 	}
 	if o.FailFast {
-		o.MaxFailures = 1
+		x.MaxFailures = 1
 	}
-	switch mode := runner.GPUIDMode(o.GPUIDs); mode {
-	case runner.GPUUUIDs, runner.GPUIndices:
-		o.Options.GPUIDs = mode
+	switch mode := execute.GPUIDMode(o.GPUIDs); mode {
+	case execute.GPUUUIDs, execute.GPUIndices:
+		x.GPUIDs = mode
 	default:
 		return fmt.Errorf("--gpu-ids %q: want uuid or index", o.GPUIDs)
 	}
-	env, err := resolveEnv(o.Env, os.LookupEnv)
+	env, err := resolveEnv(x.Env, os.LookupEnv)
 	if err != nil {
 		return err
 	}
-	o.Env = env
+	x.Env = env
 	if o.Wrap != "" {
-		words, err := splitWords(o.Wrap)
-		if err != nil {
+		if x.Wrap, err = splitWords(o.Wrap); err != nil {
 			return fmt.Errorf("--wrap: %w", err)
 		}
-		o.Options.Wrap = words
 	}
-	return nil
+	return sourceArgs(&o.Source, args)
 }
 
 // envKey is a variable name --env accepts.
@@ -190,8 +190,9 @@ func resolveEnv(entries []string, lookup func(string) (string, bool)) ([]string,
 			continue
 		}
 		if m := envSecondVar.FindString(v); m != "" {
+			i := strings.Index(v, m)
 			return nil, fmt.Errorf("--env %q: one variable per --env: give --env %s=%s --env %s (a value that holds %q can come from nodepack's environment: export it and give --env %s)",
-				kv, k, v[:strings.Index(v, m)], v[strings.Index(v, m)+1:], m, k)
+				kv, k, v[:i], v[i+1:], m, k)
 		}
 		env = append(env, kv)
 	}
@@ -210,166 +211,166 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// the console counts. Notify, not Ignore: an ignored signal would be
 	// inherited by the runs.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	errOut := newConsole(stderr)
-	outOut := newConsole(stdout)
+	errOut, outOut := newConsole(stderr), newConsole(stdout)
 	defer func() {
 		outOut.close(consoleWait)
 		if dropped := errOut.close(consoleWait); dropped > 0 {
 			fmt.Fprintf(stderr, "nodepack: %d lines of its own output could not be written (the ledger and the run logs are complete)\n", dropped)
 		}
 	}()
-	s := &session{o: &o, args: fs.Args(), rawArgs: args, stdout: outOut, stderr: errOut}
-	defer s.o.source.close()
-	if err := s.prepare(ctx); err != nil {
+	// What follows the sweep is set up front; the progress it reports to
+	// needs the sweep's size, known once it is prepared.
+	var progress *progress
+	var running atomic.Int64
+	o.Execute.OnEvent = func(ev execute.Event) {
+		switch {
+		case ev.Kind == execute.Started:
+			running.Add(1)
+		case ev.PID != 0:
+			running.Add(-1)
+		}
+		progress.event(ev)
+	}
+	if o.Live {
+		o.Execute.Live = writerFunc(func(b []byte) (int, error) { return progress.live(outOut, b) })
+	}
+	o.OnNote = func(line string) { printNotes(errOut, []string{line}) }
+	sw, node, err := o.prepare(ctx, fs.Args(), args)
+	if err != nil {
 		return usageErrorf(errOut, "run", "%v", err)
 	}
-	if o.source.DryRun {
-		printNotes(errOut, o.source.Notes)
-		return o.source.printDryRun(outOut, errOut)
+	defer sw.Close()
+	if o.DryRun {
+		printNotes(errOut, sw.Notes())
+		return dryRun(sw, o.JSON, outOut, errOut)
 	}
-	return s.run(ctx)
+	fmt.Fprintf(errOut, "nodepack: output %s (nodepack status %s)\n", sw.Output(), sw.Output())
+	printWarnings(errOut, node.Warnings)
+	printWarnings(errOut, o.Plan.Warnings)
+	printNotes(errOut, sw.Notes())
+	shardTotal, _ := sw.Total()
+	progress = newProgress(errOut, shardTotal, sw.Done(), o.Quiet)
+	return o.run(ctx, sw, progress, &running, errOut)
 }
 
 // consoleWait is how long nodepack waits for its own output to be written
 // out when it ends.
 const consoleWait = 2 * time.Second
 
-// session is one invocation of nodepack run: what it checked before
-// starting anything, then the sweep.
-type session struct {
-	o              *runOptions
-	args, rawArgs  []string
-	stdout, stderr io.Writer
-
-	node     resources.Node
-	plan     pack.Plan
-	sched    resources.Scheduler
-	shard    runner.Shard
-	ledgerAt string                   // the ledger file of this shard
-	past     *pastSweep               // the output directory's ledgers before this session
-	seen     map[string]int           // index of every run of the sweep a ledger knows
-	retired  []string                 // runs of this shard's ledger not in this sweep
-	end      time.Time                // the job's end, with --stop-before
-	endFrom  string                   // where end came from
-	done     int                      // runs of this shard finished before (skipped)
-	ended    map[string]runner.Reason // this session's final reasons, by run id
-	running  atomic.Int64
-}
-
-// prepare checks everything the user gave before anything starts: the
-// node, the plan, the programs, every run of the source, the output
-// directory and what its ledgers hold.
-func (s *session) prepare(ctx context.Context) error {
-	o := s.o
-	if err := o.finish(); err != nil {
-		return err
+// prepare checks everything before anything starts: the node, the plan,
+// and what runner.Prepare checks.
+func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*runner.Sweep, resources.Node, error) {
+	var node resources.Node
+	if err := o.finish(positional); err != nil {
+		return nil, node, err
 	}
-	var err error
-	if s.node, err = o.load(ctx); err != nil {
-		return err
+	node, err := o.load(ctx)
+	if err != nil {
+		return nil, node, err
 	}
 	if o.Inventory != "" {
-		if err := checkInventoryHere(ctx, s.node); err != nil {
-			return err
+		if err := checkInventoryHere(ctx, node); err != nil {
+			return nil, node, err
 		}
 	}
-	if s.plan, err = pack.NewPlan(s.node.Topology(), o.packOptions.Options); err != nil {
-		return err
+	if o.Plan, err = pack.NewPlan(node.Topology(), o.packOptions.Options); err != nil {
+		return nil, node, err
 	}
-	s.sched = resources.DetectScheduler(os.LookupEnv)
-	if o.Requeue && !canRequeue(s.sched) {
-		return fmt.Errorf("--requeue: nodepack can requeue Slurm and Grid Engine jobs, not %s", describeKind(s.sched))
+	o.Node = node
+	o.Job = batch.Detect(os.LookupEnv) // this process's job, also with --inventory
+	o.Version, o.Command = nodepackVersion(), append([]string{"nodepack", "run"}, args...)
+	o.Source.CheckShell = true
+	o.CheckPrograms = !o.DryRun // a dry run may list runs for another machine
+	if o.SampleInterval > 0 && !o.DryRun {
+		o.Execute.Sampler = resources.NewUsageSampler(o.SampleInterval)
 	}
-	src := &o.source
-	src.CheckShell = true
-	if err := src.prepare(s.args); err != nil {
-		return err
-	}
-	src.Definition.Env, src.Definition.Wrap = o.Env, o.Options.Wrap
-	if o.Output == "" {
-		o.Output = defaultOutput(s.sched, src.Definition, predictSharded(src.ShardSpec, s.sched))
-	}
-	src.OutputDir = o.Output
-	if err := s.scan(); err != nil {
-		return err
-	}
-	if !src.DryRun { // a dry run may list runs for another machine
-		if err := s.checkPrograms(); err != nil {
-			return err
-		}
-	}
-	if o.StopBefore > 0 {
-		if s.end, s.endFrom, err = jobEnd(s.sched); err != nil {
-			return fmt.Errorf("--stop-before: %w", err)
-		}
-	}
-	return nil
+	sw, err := runner.Prepare(o.Options)
+	return sw, node, err
 }
 
-// scan reads the output directory's ledgers, then every run of the
-// source, and decides what this session's ledger resumes: the same sweep,
-// without the runs that left it, or nothing at all when the directory
-// holds another sweep.
-func (s *session) scan() error {
-	o, src := s.o, &s.o.source
-	var err error
-	if s.past, err = readPast(o.Output); err != nil {
-		return err
+// run runs the prepared sweep, reports, and returns the exit status.
+func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progress, running *atomic.Int64, stderr io.Writer) int {
+	if sampler, ok := o.Execute.Sampler.(*resources.UsageSampler); ok {
+		defer sampler.Close()
 	}
-	if o.Restart {
-		s.past = &pastSweep{dir: o.Output, logs: map[string]*runner.LedgerLog{}}
+	ctx, signals := notifySignals(ctx, stderr, running, o.Execute.Grace)
+	defer signals.stop()
+	session, err := sw.Start(ctx)
+	if err != nil {
+		return usageErrorf(stderr, "run", "%v", err)
 	}
-	s.seen = map[string]int{}
-	if err := src.scan(func(id string, index int) {
-		if s.past.knows(id) {
-			s.seen[id] = index
-		}
-	}); err != nil {
-		return err
+	printWarnings(stderr, session.Ledger().Warnings())
+	if b := session.Ledger().Backup(); b != "" {
+		fmt.Fprintf(stderr, "nodepack: --restart: the old ledger is now %s\n", b)
 	}
-	if err := src.chooseShard(src.Total); err != nil {
-		return err
-	}
-	s.shard = src.Shard
-	if s.shard.Count < 1 {
-		s.shard = runner.Shard{Index: 0, Count: 1}
-	}
-	src.Definition.Shards = s.shard.Count
-	file := runner.LedgerFileName(s.shard.Index, s.shard.Count)
-	s.ledgerAt = filepath.Join(o.Output, file)
-	if changes := s.past.sameSweep(src.Definition, s.shard); len(changes) > 0 {
-		return anotherSweep(o.Output, changes)
-	}
-	log := s.past.log(file)
-	retired, none := retired(log, s.seen, s.shard)
-	if none {
-		return anotherSweep(o.Output, []string{fmt.Sprintf("none of the %s in %s is part of this sweep", countWord(len(log.Order), "run"), file)})
-	}
-	s.retired = retired
-	retiredSet := map[string]bool{}
-	for _, id := range retired {
-		retiredSet[id] = true
-	}
-	for id, run := range log.Runs {
-		if !retiredSet[id] && (run.State == runner.StateSucceeded || run.State == runner.StateFailed && !o.RetryFailed) {
-			s.done++
-		}
-	}
-	return nil
+	printResuming(stderr, session.Ledger().Past(), len(session.Retired()), o.RetryFailed)
+	done := make(chan struct{})
+	go signals.killOnSecond(session, done)
+	out := session.Wait()
+	close(done)
+	progress.finish()
+	return report(stderr, out, signals.signal(), o)
 }
 
-// checkPrograms checks that the program every run starts exists: the
-// --wrap prefix's, or bash for a task file, or the command's.
-func (s *session) checkPrograms() error {
-	o := s.o
+// report prints how the sweep ended and returns the exit status.
+func report(w io.Writer, out runner.Outcome, sig syscall.Signal, o *runOptions) int {
+	sum := out.Summary
+	printSummary(w, sum, o.Output)
+	printSkipped(w, out.Resumed)
 	switch {
-	case len(o.Options.Wrap) > 0:
-		return checkProgram("--wrap", o.Options.Wrap[0])
-	case o.source.kind() == runner.KindTasks:
-		return checkProgram("task files run with bash", "bash")
+	case out.LedgerErr != nil:
+		fmt.Fprintf(w, "nodepack: stopped starting runs: %v; the ledger holds every record written before, and a rerun runs the rest again\n", out.LedgerErr)
+	case out.Problem != nil:
+		fmt.Fprintf(w, "nodepack: stopped starting runs: %v; rerun the same command to run the rest\n", out.Problem)
 	}
-	return checkProgram("the command", o.source.args[0])
+	if sig != 0 {
+		fmt.Fprintf(w, "nodepack: stopped by %s: %s interrupted; rerun the same command to run them again\n", unix.SignalName(sig), countWord(sum.Interrupted, "run"))
+	}
+	if out.Err != nil && sig == 0 {
+		fmt.Fprintf(w, "nodepack run: %v\n", out.Err)
+	}
+	if sum.Drained && out.Problem == nil && out.LedgerErr == nil && sig == 0 && out.Err == nil {
+		fmt.Fprintf(w, "nodepack: stopped starting runs %v before the job's end (--stop-before): %s deferred to the requeue; rerun the same command to run them\n",
+			o.StopBefore, countWord(out.Left, "run"))
+	}
+	switch {
+	case out.Requeued && o.Job.Kind == batch.SGE:
+		fmt.Fprintf(w, "nodepack: exiting %d so that Grid Engine reschedules job %s\n", out.RequeueExit, o.Job.JobID)
+	case out.Requeued:
+		fmt.Fprintf(w, "nodepack: requeued job %s: it resumes where this one stopped\n", o.Job.JobID)
+	case out.RequeueErr != nil:
+		fmt.Fprintf(w, "nodepack: %v\n", out.RequeueErr)
+	}
+	return exitStatus(out, sig)
 }
+
+// exitStatus is the exit status of a sweep that ended as out, stopped by
+// signal sig (0 if none): a requeue's own status where it has one (Grid
+// Engine's 99), 128+N for a signal, 2 when nothing ran for a bad input
+// further down the source, 1 when runs failed (now or before) or the
+// ledger could not be kept, 3 when --stop-before deferred runs, else 0.
+func exitStatus(out runner.Outcome, sig syscall.Signal) int {
+	sum := out.Summary
+	switch {
+	case out.Requeued && out.RequeueExit != 0:
+		return out.RequeueExit
+	case sig != 0:
+		return exitSignalBase + int(sig)
+	case out.Err != nil && sum.Runs == 0:
+		return exitUsage
+	case out.Err != nil, out.LedgerErr != nil, out.Problem != nil:
+		return exitFailed
+	case sum.Drained && out.Left != 0:
+		return exitDeferred
+	case sum.Failed > 0, sum.Interrupted > 0, out.Resumed.SkippedFailed > 0:
+		return exitFailed
+	}
+	return exitOK
+}
+
+// exitSignalBase is how a death by signal N shows in an exit status:
+// 128+N, as shells report it.
+const exitSignalBase = 128
 
 // checkInventoryHere refuses to run on a node saved elsewhere with CPUs
 // this process may not use or GPUs this node does not show.
@@ -407,236 +408,17 @@ func checkInventoryHere(ctx context.Context, inv resources.Node) error {
 	return nil
 }
 
-// run opens the ledger, runs the sweep and reports; it returns the exit
-// status.
-func (s *session) run(ctx context.Context) int {
-	o := s.o
-	fmt.Fprintf(s.stderr, "nodepack: output %s (nodepack status %s)\n", o.Output, o.Output)
-	printWarnings(s.stderr, s.node.Warnings)
-	printWarnings(s.stderr, s.plan.Warnings)
-	printNotes(s.stderr, o.source.Notes)
-
-	// The ledger: locked, read and given a header before anything runs, so
-	// an unwritable directory, a full disk, a corrupt ledger or another
-	// nodepack on it stop here.
-	ledger, err := runner.OpenLedger(s.ledgerAt, o.Restart)
-	if err != nil {
-		return usageErrorf(s.stderr, "run", "%v", err)
-	}
-	defer ledger.Close()
-	if b := ledger.Backup(); b != "" {
-		fmt.Fprintf(s.stderr, "nodepack: --restart: the old ledger is now %s\n", b)
-	}
-	if !o.Restart && ledger.Past().Size != s.past.log(filepath.Base(s.ledgerAt)).Size {
-		// Another nodepack ended between the check and the lock: check again.
-		ledger.Close()
-		if err := s.scan(); err != nil {
-			return usageErrorf(s.stderr, "run", "%v", err)
-		}
-		if ledger, err = runner.OpenLedger(s.ledgerAt, false); err != nil {
-			return usageErrorf(s.stderr, "run", "%v", err)
-		}
-		defer ledger.Close()
-	}
-	printWarnings(s.stderr, ledger.Warnings())
-	total := s.shard.Size(o.source.Total)
-	if err := ledger.WriteHeader(s.header(total)); err != nil {
-		return usageErrorf(s.stderr, "run", "%v", err)
-	}
-	ledger.Past().Retire(s.retired)
-	printResuming(s.stderr, ledger.Past(), len(s.retired), o.RetryFailed)
-
-	o.OutputDir = o.Output
-	o.TempDir = s.sched.Scratch
-	if o.StopBefore > 0 {
-		o.DrainAt, o.TerminateAt = deadlines(s.end, o.StopBefore, o.Grace)
-	}
-	o.PriorAttempts = ledger.PriorAttempts
-	progress := newProgress(s.stderr, total, s.done, o.Quiet)
-	s.ended = make(map[string]runner.Reason)
-	var x *runner.Execution
-	var xReady sync.WaitGroup
-	xReady.Add(1)
-	o.OnEvent = func(ev runner.Event) {
-		if err := ledger.Record(ev); err != nil || ledger.Problem() != nil {
-			xReady.Wait()
-			x.Drain() // what runs must be recorded: start nothing more
-		}
-		switch {
-		case ev.Kind == runner.Started:
-			s.running.Add(1)
-		case ev.PID != 0:
-			s.running.Add(-1)
-		}
-		if ev.Kind == runner.Finished && !ev.Retry {
-			s.ended[ev.Run.ID] = ev.Reason
-		}
-		progress.event(ev)
-	}
-	if o.Live {
-		o.Options.Live = progress.liveWriter(s.stdout)
-	}
-	if sampler := newUsageSampler(o.SampleInterval); sampler != nil {
-		defer sampler.Close()
-		o.Sampler = sampler
-	}
-	runs, resumed := ledger.Resume(o.source.open(), o.RetryFailed)
-
-	ctx, signals := notifySignals(ctx, s.stderr, &s.running, o.Grace)
-	defer signals.stop()
-	x, err = runner.Start(ctx, s.plan.Slots, runs, o.Options)
-	xReady.Done()
-	if err != nil {
-		return usageErrorf(s.stderr, "run", "%v", err)
-	}
-	following := make(chan struct{})
-	go signals.killOnSecond(x, following)
-	if o.StopBefore > 0 {
-		go followJobEnd(s.sched, s.end, o.StopBefore, o.Grace, x.SetDeadlines, func(note string) { printNotes(s.stderr, []string{note}) }, following)
-	}
-	sum, err := x.Wait()
-	close(following)
-	progress.finish()
-	return s.report(ledger, sum, resumed(), err, signals.signal())
-}
-
-// header is the session's first ledger record.
-func (s *session) header(total int) runner.LedgerRecord {
-	def := s.o.source.Definition
-	shard := s.shard
-	h := runner.LedgerRecord{
-		Version: nodepackVersion(),
-		Command: append([]string{"nodepack", "run"}, s.rawArgs...),
-		Shard:   &shard,
-		Total:   &total,
-		Sweep:   &def,
-		Retired: s.retired,
-	}
-	h.Node, _ = json.Marshal(s.node)
-	h.Plan, _ = json.Marshal(planDocument(s.plan))
-	return h
-}
-
-// report ends the session: the summary, the end record, a requeue, and
-// the exit status.
-func (s *session) report(ledger *runner.Ledger, sum runner.Summary, counts runner.ResumeCounts, err error, sig syscall.Signal) int {
-	o := s.o
-	printSummary(s.stderr, sum, o.Output)
-	printSkipped(s.stderr, counts)
-	ledgerErr, problem := ledger.Err(), ledger.Problem()
-	// A sweep that ran to its end left nothing for a requeue; only a
-	// stopped one is worth reading the source again to count what is left.
-	left := 0
-	if sig != 0 || sum.Drained || sum.Stopped || err != nil || problem != nil {
-		left = s.countLeft(ledger.Past())
-	}
-	note := "done"
-	switch {
-	case sig != 0:
-		note = "stopped by " + unix.SignalName(sig)
-	case problem != nil && errors.Is(problem, syscall.ENOSPC):
-		note = "stopped: disk full (no space left on device)"
-	case problem != nil:
-		note = "stopped: " + problem.Error()
-	case sum.Drained:
-		note = "stopped before the job's end (--stop-before)"
-	case err != nil:
-		note = "stopped: " + err.Error()
-	}
-	if ledgerErr == nil {
-		if err := ledger.WriteEnd(note, max(left, 0)); err != nil {
-			ledgerErr = err
-		}
-	}
-	switch {
-	case ledgerErr != nil:
-		fmt.Fprintf(s.stderr, "nodepack: stopped starting runs: %v; the ledger holds every record written before, and a rerun runs the rest again\n", ledgerErr)
-	case problem != nil:
-		fmt.Fprintf(s.stderr, "nodepack: stopped starting runs: %v; rerun the same command to run the rest\n", problem)
-	}
-	// Only a warning (sbatch --signal, SGE -notify) or --stop-before asks for
-	// a requeue: SIGTERM is scancel, qdel or a time limit already reached.
-	warned := sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2
-	requeue := o.Requeue && (warned || sum.Drained && problem == nil) && left != 0 && ledgerErr == nil
-	if sig != 0 {
-		fmt.Fprintf(s.stderr, "nodepack: stopped by %s: %s interrupted; rerun the same command to run them again\n", unix.SignalName(sig), countWord(sum.Interrupted, "run"))
-		code := exitSignalBase + int(sig)
-		if requeue {
-			return requeueJob(s.sched, s.stderr, code)
-		}
-		return code
-	}
-	if err != nil {
-		fmt.Fprintf(s.stderr, "nodepack run: %v\n", err)
-		if sum.Runs == 0 {
-			return exitUsage
-		}
-		return exitFailed
-	}
-	if ledgerErr != nil || problem != nil {
-		return exitFailed
-	}
-	if sum.Drained {
-		fmt.Fprintf(s.stderr, "nodepack: stopped starting runs %v before the job's end (--stop-before): %s deferred to the requeue; rerun the same command to run them\n",
-			o.StopBefore, countWord(left, "run"))
-		if left != 0 {
-			if requeue {
-				return requeueJob(s.sched, s.stderr, exitDeferred)
-			}
-			return exitDeferred
-		}
-	}
-	if sum.Failed > 0 || sum.Interrupted > 0 || counts.SkippedFailed > 0 {
-		return exitFailed
-	}
-	return exitOK
-}
-
-// exitSignalBase is how a death by signal N shows in an exit status:
-// 128+N, as shells report it.
-const exitSignalBase = 128
-
-// countLeft counts the runs of this shard that a rerun would run: neither
-// succeeded nor failed (unless --retry-failed), before or in this session.
-// It reads the source again.
-func (s *session) countLeft(past *runner.LedgerLog) int {
-	left := 0
-	for run, err := range s.o.source.open() {
-		if err != nil {
-			return -1
-		}
-		if reason, ok := s.ended[run.ID]; ok {
-			if reason == runner.Interrupted {
-				left++
-			}
-			continue
-		}
-		state := runner.StatePending
-		if r := past.Runs[run.ID]; r != nil {
-			state = r.State
-		}
-		if state != runner.StateSucceeded && (state != runner.StateFailed || s.o.RetryFailed) {
-			left++
-		}
-	}
-	return left
-}
-
 // stopSignals are the signals that stop a sweep: scancel and walltime
 // (SIGTERM), Ctrl-C, a closed terminal or ssh session (SIGHUP), and the
 // early warnings of sbatch --signal and SGE -notify.
 var stopSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2}
-
-// signalCause is the context cause recorded when a signal stops the sweep.
-type signalCause struct{ sig syscall.Signal }
-
-func (c signalCause) Error() string { return "received " + unix.SignalName(c.sig) }
 
 // signals turns stop signals into the sweep's stop: the first cancels the
 // context (every run gets SIGTERM, then SIGKILL after the grace) and says
 // so at once; a second SIGINT kills every run now.
 type signals struct {
 	ctx    context.Context
+	sig    syscall.Signal // the first stop signal; set before ctx is cancelled
 	ch     chan os.Signal
 	kill   chan struct{} // closed by a second SIGINT
 	done   chan struct{}
@@ -656,7 +438,10 @@ func notifySignals(parent context.Context, w io.Writer, running *atomic.Int64, g
 				switch {
 				case !stopping:
 					stopping = true
-					cancel(signalCause{sig})
+					s.sig = sig
+					// A warning before a time limit wants the job requeued;
+					// a cancellation (scancel, qdel, Ctrl-C) does not.
+					cancel(runner.Interrupt{Reason: unix.SignalName(sig), Requeue: sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2})
 					again := ""
 					if sig == syscall.SIGINT {
 						again = ", Ctrl-C again to kill them now"
@@ -677,10 +462,10 @@ func notifySignals(parent context.Context, w io.Writer, running *atomic.Int64, g
 }
 
 // killOnSecond kills the sweep on a second SIGINT, until done is closed.
-func (s *signals) killOnSecond(x *runner.Execution, done <-chan struct{}) {
+func (s *signals) killOnSecond(session *runner.Session, done <-chan struct{}) {
 	select {
 	case <-s.kill:
-		x.Kill()
+		session.Kill()
 	case <-done:
 	}
 }
@@ -693,14 +478,13 @@ func (s *signals) stop() {
 
 // signal returns the signal that stopped the sweep, or 0.
 func (s *signals) signal() syscall.Signal {
-	var c signalCause
-	if errors.As(context.Cause(s.ctx), &c) {
-		return c.sig
+	if s.ctx.Err() == nil {
+		return 0
 	}
-	return 0
+	return s.sig
 }
 
-func printSummary(w io.Writer, s runner.Summary, output string) {
+func printSummary(w io.Writer, s execute.Summary, output string) {
 	fmt.Fprintf(w, "nodepack: %s: %d succeeded, %d failed", countWord(s.Runs, "run"), s.Succeeded, s.Failed)
 	if s.TimedOut > 0 {
 		fmt.Fprintf(w, " (%d timed out)", s.TimedOut)
@@ -720,7 +504,7 @@ func printSummary(w io.Writer, s runner.Summary, output string) {
 	}
 }
 
-func describeFailure(ev runner.Event) string {
+func describeFailure(ev execute.Event) string {
 	parts := []string{string(ev.Reason)}
 	if ev.Run.Origin != "" {
 		parts = append(parts, ev.Run.Origin)

@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodepack/nodepack/runner"
+	"github.com/nodepack/nodepack/runner/ledger"
 )
 
 // doneIn counts the lines of dir/DONE by content.
@@ -133,7 +133,7 @@ func TestOutputDirectoryHoldsOneSweep(t *testing.T) {
 		t.Errorf("shrunk grid: exit %d\n%s", code, stderr)
 	}
 	doc := statusDocOf(t, out)
-	if doc.Total == nil || *doc.Total != 2 || doc.Counts != (statusCounts{Succeeded: 2}) {
+	if doc.Total == nil || *doc.Total != 2 || doc.Counts != (ledger.Counts{Succeeded: 2}) {
 		t.Errorf("status after the shrink: total %v, counts %+v; want 2 runs, 2 succeeded", doc.Total, doc.Counts)
 	}
 	// A task file: refused in the grid's directory, fine in its own; one
@@ -158,10 +158,10 @@ func TestOutputDirectoryHoldsOneSweep(t *testing.T) {
 }
 
 // statusDocOf runs status --json on dir.
-func statusDocOf(t *testing.T, dir string) statusDoc {
+func statusDocOf(t *testing.T, dir string) ledger.Status {
 	t.Helper()
 	code, stdout, stderr := runCLI(t, "status", "--json", dir)
-	var doc statusDoc
+	var doc ledger.Status
 	if code != exitOK || json.Unmarshal([]byte(stdout), &doc) != nil {
 		t.Fatalf("status: exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -435,8 +435,8 @@ func TestLedgerDeletedMidSweep(t *testing.T) {
 	if !strings.Contains(stderr.String(), "ledger.jsonl was deleted while the sweep ran: it was written again from the open file") {
 		t.Errorf("no message:\n%s", stderr.String())
 	}
-	log, err := runner.ReadLedgerFile(ledgerPath)
-	if err != nil || log.Count()[runner.StateSucceeded] != 4 || log.End == nil {
+	log, err := ledger.ReadFile(ledgerPath)
+	if err != nil || log.Count()[ledger.StateSucceeded] != 4 || log.End == nil {
 		t.Fatalf("the ledger after the delete: %v, counts %v, end %v", err, log.Count(), log.End)
 	}
 	code, _, errOut := runCLI(t, args...)
@@ -527,8 +527,8 @@ func TestSIGHUPStopsLikeSIGTERM(t *testing.T) {
 	if left := processesWith(token); len(left) > 0 {
 		t.Errorf("processes left: %v", left)
 	}
-	log, err := runner.ReadLedgerFile(filepath.Join(out, "ledger.jsonl"))
-	if err != nil || log.End == nil || log.End.Note != "stopped by SIGHUP" || log.Count()[runner.StateInterrupted] != 2 {
+	log, err := ledger.ReadFile(filepath.Join(out, "ledger.jsonl"))
+	if err != nil || log.End == nil || log.End.Note != "stopped by SIGHUP" || log.Count()[ledger.StateInterrupted] != 2 {
 		t.Errorf("ledger: %v, end %+v, counts %v", err, log.End, log.Count())
 	}
 }
@@ -567,7 +567,7 @@ func TestConsoleGoneDoesNotStopTheSweep(t *testing.T) {
 	if done := doneIn(t, dir); len(done) != 200 {
 		t.Errorf("%d runs done, want 200", len(done))
 	}
-	log, err := runner.ReadLedgerFile(filepath.Join(dir, "out", "ledger.jsonl"))
+	log, err := ledger.ReadFile(filepath.Join(dir, "out", "ledger.jsonl"))
 	if err != nil || log.End == nil || log.End.Note != "done" {
 		t.Errorf("ledger: %v, end %+v", err, log.End)
 	}
@@ -631,7 +631,7 @@ func waitForFile(t *testing.T, path string, limit time.Duration) {
 // TestStopBeforeInsideTheWindowStartsNothing: a job already inside its
 // stop window starts nothing and exits 3, every time.
 func TestStopBeforeInsideTheWindowStartsNothing(t *testing.T) {
-	fakeBatch(t, func(string, ...string) ([]byte, error) { return nil, errors.New("no Slurm here") })
+	fakeCommands(t, map[string]string{"squeue": "exit 1", "scontrol": "exit 1"}) // no Slurm to ask
 	t.Setenv("SLURM_JOB_ID", "4242")
 	t.Setenv("SLURM_JOB_END_TIME", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
 	dir := t.TempDir()
@@ -653,85 +653,6 @@ func TestStopBeforeInsideTheWindowStartsNothing(t *testing.T) {
 	}
 	if done := doneIn(t, dir); len(done) != 0 {
 		t.Errorf("runs started inside the stop window: %v", done)
-	}
-}
-
-// TestJobEndFromSlurm: without SLURM_JOB_END_TIME (Slurm 22.05), the end
-// comes from squeue, else from scontrol show job.
-func TestJobEndFromSlurm(t *testing.T) {
-	end := time.Date(2026, 11, 24, 13, 5, 0, 0, time.Local)
-	job := slurmJob("42")
-	tests := []struct {
-		description string
-		squeue      string
-		scontrol    string
-		want        time.Time
-		wantFrom    string
-		wantErr     string
-	}{
-		{"squeue", "2026-11-24T13:05:00\n", "", end, "squeue", ""},
-		{"scontrol when squeue says nothing useful", "N/A\n", "JobId=42 JobName=x EndTime=2026-11-24T13:05:00 Deadline=N/A", end, "squeue", ""},
-		{"no time limit", "N/A\n", "JobId=42 EndTime=Unknown", time.Time{}, "", "the job has no time limit"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.description, func(t *testing.T) {
-			fakeBatch(t, func(name string, args ...string) ([]byte, error) {
-				switch name {
-				case "squeue":
-					return []byte(tc.squeue), nil
-				case "scontrol":
-					return []byte(tc.scontrol), nil
-				}
-				return nil, errors.New("unexpected " + name)
-			})
-			got, from, err := jobEnd(job)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Errorf("err %v, want %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || !got.Equal(tc.want) || from != tc.wantFrom {
-				t.Errorf("jobEnd = %v, %q, %v; want %v from %s", got, from, err, tc.want, tc.wantFrom)
-			}
-		})
-	}
-}
-
-// TestFollowJobEnd: a time limit moved while the job runs (scontrol
-// update TimeLimit) moves the sweep's deadlines.
-func TestFollowJobEnd(t *testing.T) {
-	saved := jobEndPoll
-	jobEndPoll = [2]time.Duration{time.Millisecond, 10 * time.Millisecond}
-	t.Cleanup(func() { jobEndPoll = saved })
-	end := time.Now().Add(time.Hour).Truncate(time.Second)
-	moved := end.Add(30 * time.Minute)
-	fakeBatch(t, func(name string, args ...string) ([]byte, error) {
-		return []byte(moved.Format("2006-01-02T15:04:05") + "\n"), nil
-	})
-	got := make(chan time.Time, 1)
-	done, finished := make(chan struct{}), make(chan struct{})
-	notes := make(chan string, 10)
-	go func() {
-		defer close(finished)
-		followJobEnd(slurmJob("42"), end, 10*time.Minute, time.Second, func(drainAt, terminateAt time.Time) {
-			select {
-			case got <- drainAt:
-			default:
-			}
-		}, func(n string) { notes <- n }, done)
-	}()
-	defer func() { close(done); <-finished }()
-	select {
-	case drainAt := <-got:
-		if want := moved.Add(-10 * time.Minute); !drainAt.Equal(want) {
-			t.Errorf("drain moved to %v, want %v", drainAt, want)
-		}
-		if n := <-notes; !strings.Contains(n, "the job's end moved") {
-			t.Errorf("note %q", n)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the moved end was not followed")
 	}
 }
 

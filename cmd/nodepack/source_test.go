@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodepack/nodepack/resources"
 	"github.com/nodepack/nodepack/runner"
+	"github.com/nodepack/nodepack/runner/sweep"
 )
 
 // runsDocument is what the dry-run document decodes to in tests.
@@ -21,7 +21,7 @@ type runsDocument struct {
 
 // dryRun runs nodepack run --dry-run --json with args and decodes the
 // document.
-func dryRun(t *testing.T, args ...string) runsDocument {
+func dryRunDoc(t *testing.T, args ...string) runsDocument {
 	t.Helper()
 	code, stdout, stderr := runCLI(t, append([]string{"run", "--gpus", "none", "--dry-run", "--json"}, args...)...)
 	if code != exitOK {
@@ -48,7 +48,7 @@ func argvsOf(doc runsDocument) []string {
 // TestRunSweepClusterduck: the shell turns +iteration="range(2)" into
 // +iteration=range(2); nodepack gives exactly Hydra's four runs.
 func TestRunSweepClusterduck(t *testing.T) {
-	doc := dryRun(t, "--sweep", "--", "python", "train.py", "model=convnet,transformer", "+iteration=range(2)")
+	doc := dryRunDoc(t, "--sweep", "--", "python", "train.py", "model=convnet,transformer", "+iteration=range(2)")
 	want := []string{
 		"python train.py model=convnet +iteration=0",
 		"python train.py model=convnet +iteration=1",
@@ -63,7 +63,7 @@ func TestRunSweepClusterduck(t *testing.T) {
 // TestRunGridMLFramework: mlframework's grid gives exactly six runs.
 func TestRunGridMLFramework(t *testing.T) {
 	grid := writeFile(t, t.TempDir(), "params.yml", "gpu: -1\nbatchsize: [100, 500]\nepoch: !!python/tuple [5,20,5]\n")
-	doc := dryRun(t, "--grid", grid, "--", "python", "train_mnist.py")
+	doc := dryRunDoc(t, "--grid", grid, "--", "python", "train_mnist.py")
 	var want []string
 	for _, bs := range []string{"100", "500"} {
 		for _, ep := range []string{"5", "10", "15"} {
@@ -111,7 +111,7 @@ func TestRunParamsWithoutShell(t *testing.T) {
 func TestShardAutoSlurmArray(t *testing.T) {
 	dir := t.TempDir()
 	grid := writeFile(t, dir, "params.yml", "a: [1, 2, 3, 4]\nb: [x, y]\n")
-	whole := dryRun(t, "--shard", "none", "--grid", grid, "--", "echo")
+	whole := dryRunDoc(t, "--shard", "none", "--grid", grid, "--", "echo")
 	t.Setenv("SLURM_JOB_ID", "77")
 	t.Setenv("SLURM_ARRAY_TASK_COUNT", "3")
 	t.Setenv("SLURM_ARRAY_TASK_MIN", "0")
@@ -119,8 +119,8 @@ func TestShardAutoSlurmArray(t *testing.T) {
 	seen := map[string]int{}
 	for task := range 3 {
 		t.Setenv("SLURM_ARRAY_TASK_ID", string(rune('0'+task)))
-		doc := dryRun(t, "--grid", grid, "--", "echo")
-		if doc.Shard.Index != task || doc.Shard.Count != 3 || len(doc.Runs) != (runner.Shard{Index: task, Count: 3}).Size(8) {
+		doc := dryRunDoc(t, "--grid", grid, "--", "echo")
+		if doc.Shard.Index != task || doc.Shard.Count != 3 || len(doc.Runs) != (sweep.Shard{Index: task, Count: 3}).Size(8) {
 			t.Errorf("task %d: shard %+v with %d runs", task, doc.Shard, len(doc.Runs))
 		}
 		for _, r := range doc.Runs {
@@ -157,65 +157,17 @@ func TestShardAutoSlurmArray(t *testing.T) {
 	}
 }
 
-func TestAutoShard(t *testing.T) {
-	slurm := func(env ...string) resources.Scheduler {
-		m := map[string]string{"SLURM_JOB_ID": "1"}
-		for i := 0; i < len(env); i += 2 {
-			m[env[i]] = env[i+1]
-		}
-		return resources.DetectScheduler(func(k string) (string, bool) { v, ok := m[k]; return v, ok })
-	}
-	tests := []struct {
-		description  string
-		sched        resources.Scheduler
-		total        int
-		runsPerShard int
-		want         runner.Shard
-		wantErr      string
-	}{
-		{"no scheduler", resources.Scheduler{Kind: "none"}, 10, 0, runner.Shard{Index: 0, Count: 1}, ""},
-		{"batch job", slurm(), 10, 0, runner.Shard{Index: 0, Count: 1}, ""},
-		{"slurm array from 0", slurm("SLURM_ARRAY_TASK_ID", "2", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_MAX", "3", "SLURM_ARRAY_TASK_COUNT", "4"), 10, 0, runner.Shard{Index: 2, Count: 4}, ""},
-		{"slurm array with an offset and a step", slurm("SLURM_ARRAY_TASK_ID", "5", "SLURM_ARRAY_TASK_MIN", "1", "SLURM_ARRAY_TASK_MAX", "9", "SLURM_ARRAY_TASK_STEP", "2", "SLURM_ARRAY_TASK_COUNT", "5"), 10, 0, runner.Shard{Index: 2, Count: 5}, ""},
-		{"slurm irregular array", slurm("SLURM_ARRAY_TASK_ID", "5", "SLURM_ARRAY_TASK_MIN", "1", "SLURM_ARRAY_TASK_MAX", "7", "SLURM_ARRAY_TASK_COUNT", "3"), 10, 0, runner.Shard{}, "use --shard I/N"},
-		{"srun tasks", slurm("SLURM_STEP_ID", "0", "SLURM_PROCID", "3", "SLURM_NTASKS", "4"), 10, 0, runner.Shard{Index: 3, Count: 4}, ""},
-		{"batch script with --ntasks", slurm("SLURM_PROCID", "0", "SLURM_NTASKS", "4"), 10, 0, runner.Shard{Index: 0, Count: 1}, ""},
-		{"array of multi-task steps", slurm("SLURM_ARRAY_TASK_ID", "1", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_MAX", "2", "SLURM_ARRAY_TASK_COUNT", "3",
-			"SLURM_STEP_ID", "0", "SLURM_PROCID", "1", "SLURM_NTASKS", "2"), 10, 0, runner.Shard{Index: 3, Count: 6}, ""},
-		{"grid engine array from 1", resources.Scheduler{Kind: "sge", Array: &resources.Array{Index: 7, Min: 1, Max: 10, Step: 3, Count: 4}}, 10, 0, runner.Shard{Index: 2, Count: 4}, ""},
-		{"pbs needs a size", resources.Scheduler{Kind: "pbs", Array: &resources.Array{Index: 1, Min: 1, Max: 1, Step: 1}}, 10, 0, runner.Shard{}, "--runs-per-shard"},
-		{"pbs from 0 with runs per shard", resources.Scheduler{Kind: "pbs", Array: &resources.Array{Index: 1, Min: 1, Max: 1, Step: 1}}, 10, 4, runner.Shard{Index: 1, Count: 3}, ""},
-		{"pbs index past the shards", resources.Scheduler{Kind: "pbs", Array: &resources.Array{Index: 3, Min: 3, Max: 3, Step: 1}}, 10, 4, runner.Shard{}, "is not one of the 3 array tasks"},
-		{"lsf from 1 with runs per shard", resources.Scheduler{Kind: "lsf", Array: &resources.Array{Index: 1, Min: 1, Max: 3, Step: 1}}, 10, 4, runner.Shard{Index: 0, Count: 3}, ""},
-		{"unknown size and standard input", resources.Scheduler{Kind: "lsf", Array: &resources.Array{Index: 1, Min: 1, Max: 3, Step: 1}}, -1, 4, runner.Shard{}, "not standard input"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.description, func(t *testing.T) {
-			got, _, err := autoShard(tc.sched, tc.total, tc.runsPerShard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Errorf("autoShard error = %v, want %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("autoShard = %v, %v; want %v", got, err, tc.want)
-			}
-		})
-	}
-}
-
 func TestRunRepsAndTemplates(t *testing.T) {
 	dir := t.TempDir()
 	tasks := writeFile(t, dir, "tasks.txt", "echo a\necho b\n")
-	once := dryRun(t, tasks)
-	twice := dryRun(t, "--reps", "2", tasks)
+	once := dryRunDoc(t, tasks)
+	twice := dryRunDoc(t, "--reps", "2", tasks)
 	if len(twice.Runs) != 4 || twice.Runs[0].ID != once.Runs[0].ID || twice.Runs[2].ID != once.Runs[1].ID ||
 		!slices.Equal(twice.Runs[1].Env, []string{"NODEPACK_REP=1"}) {
 		t.Errorf("--reps 2: %+v; without: %+v", twice.Runs, once.Runs)
 	}
 	out := filepath.Join(dir, "out")
-	doc := dryRun(t, "-o", out, "--sweep", "--", "prog", "a=1,2", "--dir={run_dir}", "--id={run_id}", "--i={index}", "--r={rep}", "{{x}}")
+	doc := dryRunDoc(t, "-o", out, "--sweep", "--", "prog", "a=1,2", "--dir={run_dir}", "--id={run_id}", "--i={index}", "--r={rep}", "{{x}}")
 	r := doc.Runs[1]
 	want := []string{"prog", "a=2", "--dir=" + filepath.Join(out, "runs", "a=2-"+r.ID), "--id=" + r.ID, "--i=1", "--r=0", "{x}"}
 	if !slices.Equal(r.Argv, want) {
@@ -270,9 +222,9 @@ func TestPlanRunsPerShard(t *testing.T) {
 		t.Errorf("plan = %d\n%s%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = runCLI(t, "plan", "--gpus", "none", "--parallel", "2", "--json", "--runs-per-shard", "8", "--reps", "3", "--sweep", "--", "p", "a=range(10)")
-	var doc planDoc
+	var doc runner.PlanDoc
 	if err := json.Unmarshal([]byte(stdout), &doc); code != exitOK || err != nil || doc.Runs == nil ||
-		!reflect.DeepEqual(*doc.Runs, runsPlanDoc{Total: 30, RunsPerShard: 8, Shards: 4, SlurmArray: "0-3"}) {
+		!reflect.DeepEqual(*doc.Runs, runner.RunsPlanDoc{Total: 30, RunsPerShard: 8, Shards: 4, SlurmArray: "0-3"}) {
 		t.Errorf("plan --json = %d, %v: %+v\n%s", code, err, doc.Runs, stderr)
 	}
 	if code, _, stderr := runCLI(t, "plan", "--gpus", "none", "--runs-per-shard", "8"); code != exitUsage || !strings.Contains(stderr, "needs the runs") {

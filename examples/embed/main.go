@@ -1,12 +1,15 @@
-// Command embed shows nodepack as a library: it detects this node, plans
-// one run per physical core (or per GPU), and runs a small sweep of its
-// own making, printing each run as it finishes. CI builds and runs it.
+// Command embed shows nodepack as a library inside another launcher: it
+// detects this node, plans one run per physical core (or per GPU), and
+// runs a small resumable sweep of its own making twice in one output
+// directory — the second time nothing is left to do. CI builds and runs
+// it.
 //
 //	go run ./examples/embed [-o DIR]
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -15,23 +18,26 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources"
+	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner"
+	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/sweep"
 )
 
 func main() {
 	// First: when nodepack's runner starts this binary as a run's guard
-	// (the process that outlives nothing, even a kill -9 of this program),
-	// it does that work and exits here.
-	runner.MaybeGuard()
-	out := flag.String("o", "", "log directory (default: a temporary one)")
+	// (the process that sees to it that no run outlives this program, even
+	// after a kill -9), it does that work and exits here.
+	execute.MaybeGuard()
+	out := flag.String("o", "", "output directory (default: a temporary one)")
 	flag.Parse()
-	if err := sweep(*out); err != nil {
+	if err := launch(*out); err != nil {
 		fmt.Fprintln(os.Stderr, "embed:", err)
 		os.Exit(1)
 	}
 }
 
-func sweep(out string) error {
+func launch(out string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -45,39 +51,48 @@ func sweep(out string) error {
 	}
 	fmt.Printf("%s: %d slots on CPUs %s, %d GPUs\n", node.Hostname, len(plan.Slots),
 		pack.FormatCPUList(node.CPUIDs()), len(node.GPUs))
-
-	// Six runs of a small sweep: three learning rates × two seeds, each
-	// executed directly (no shell), with its parameters in its own argv.
-	var runs []runner.Run
-	for _, lr := range []string{"0.1", "0.01", "0.001"} {
-		for _, seed := range []string{"1", "2"} {
-			runs = append(runs, runner.Run{
-				ID:   "lr" + lr + "-seed" + seed,
-				Args: []string{"sh", "-c", `echo "lr=$1 seed=$2 on cpus $NODEPACK_CPUS"`, "sh", lr, seed},
-			})
-		}
-	}
 	if out == "" {
 		if out, err = os.MkdirTemp("", "nodepack-embed-"); err != nil {
 			return err
 		}
 		defer os.RemoveAll(out)
 	}
-	sum, err := runner.Execute(ctx, plan.Slots, runner.Runs(runs...), runner.Options{
-		OutputDir: out,
-		OnEvent: func(ev runner.Event) {
-			if ev.Kind == runner.Finished {
-				fmt.Printf("%-16s %-11s exit %d  slot %d  cpus %s\n", ev.Run.ID, ev.Reason, ev.ExitCode,
+
+	// Six runs: three learning rates × two seeds, as a Hydra sweep of a
+	// command executed directly (no shell), each with its own parameters.
+	opts := runner.Options{
+		Source: sweep.Spec{Hydra: true, Command: []string{"sh", "-c", `echo "$1 $2 on cpus $NODEPACK_CPUS"`, "sh", "lr=0.1,0.01,0.001", "seed=1,2"}},
+		Output: out,
+		Job:    batch.Detect(os.LookupEnv),
+		Plan:   plan,
+		Execute: execute.Options{OnEvent: func(ev execute.Event) {
+			if ev.Kind == execute.Finished {
+				fmt.Printf("%-20s %-11s exit %d  slot %d  cpus %s\n", ev.Run.Name, ev.Reason, ev.ExitCode,
 					ev.Slot.Index, pack.FormatCPUList(ev.Slot.CPUs))
 			}
-		},
-	})
-	if err != nil {
-		return err
+		}},
 	}
-	fmt.Printf("%d runs, %d succeeded, %d failed in %v\n", sum.Runs, sum.Succeeded, sum.Failed, sum.Wall().Round(1e6))
-	if sum.Failed > 0 {
-		return fmt.Errorf("%d runs failed", sum.Failed)
+	for round := 1; round <= 2; round++ {
+		sw, err := runner.Prepare(opts)
+		if err != nil {
+			return err
+		}
+		session, err := sw.Start(ctx)
+		if err != nil {
+			sw.Close()
+			return err
+		}
+		outcome := session.Wait()
+		sw.Close()
+		sum := outcome.Summary
+		fmt.Printf("round %d: %d runs ran, %d succeeded, %d failed, %d skipped as done before, in %v\n", round,
+			sum.Runs, sum.Succeeded, sum.Failed, outcome.Resumed.SkippedSucceeded, sum.Wall().Round(1e6))
+		if err := errors.Join(outcome.Err, outcome.LedgerErr, outcome.Problem); err != nil {
+			return err
+		}
+		if sum.Failed > 0 {
+			return fmt.Errorf("%d runs failed", sum.Failed)
+		}
 	}
 	return nil
 }

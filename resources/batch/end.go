@@ -1,0 +1,109 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// command runs one of the batch system's commands, found in PATH, and
+// returns its standard output; its standard error is in the error.
+func command(name string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).Output()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && len(exit.Stderr) > 0 {
+		err = fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(string(exit.Stderr)))
+	} else if err != nil {
+		err = fmt.Errorf("%s: %w", name, err)
+	}
+	return out, err
+}
+
+// EndTime returns when the job ends and where that came from: Slurm
+// itself (squeue, then scontrol show job), which also sees a time limit
+// moved by scontrol update after the job started, else the job's own
+// variable (SLURM_JOB_END_TIME, set by Slurm 23.02 and later).
+func EndTime(j Job) (time.Time, string, error) {
+	if j.Kind != Slurm || j.JobID == "" {
+		if !j.EndTime.IsZero() {
+			return j.EndTime, "the job's environment", nil
+		}
+		return time.Time{}, "", errors.New("the job's end time is not known: nodepack reads it from Slurm (SLURM_JOB_END_TIME, squeue)")
+	}
+	t, err := slurmEnd(j.JobID)
+	switch {
+	case err == nil:
+		return t, "squeue", nil
+	case !j.EndTime.IsZero():
+		return j.EndTime, "SLURM_JOB_END_TIME", nil
+	}
+	return time.Time{}, "", fmt.Errorf("the job's end time is not known: no SLURM_JOB_END_TIME, and %w", err)
+}
+
+// slurmEnd asks Slurm when job id ends.
+func slurmEnd(id string) (time.Time, error) {
+	out, sqErr := command("squeue", "-h", "-j", id, "-o", "%e")
+	if sqErr == nil {
+		t, err := parseSlurmTime(strings.TrimSpace(string(out)))
+		if err == nil {
+			return t, nil
+		}
+		sqErr = err
+	}
+	out, err := command("scontrol", "show", "job", "-o", id)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%v; %w", sqErr, err)
+	}
+	for f := range strings.FieldsSeq(string(out)) {
+		if v, ok := strings.CutPrefix(f, "EndTime="); ok {
+			return parseSlurmTime(v)
+		}
+	}
+	return time.Time{}, fmt.Errorf("scontrol show job %s: no EndTime", id)
+}
+
+// parseSlurmTime reads a time as squeue and scontrol print it: local time,
+// 2006-01-02T15:04:05; "N/A", "Unknown" and "NONE" mean no limit.
+func parseSlurmTime(v string) (time.Time, error) {
+	t, err := time.ParseInLocation("2006-01-02T15:04:05", v, time.Local)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("end time %q: the job has no time limit, or Slurm said something unexpected", v)
+	}
+	return t, nil
+}
+
+// followPoll bounds how often Follow asks Slurm: at most every
+// followPoll[0], at least every followPoll[1].
+var followPoll = [2]time.Duration{5 * time.Second, time.Minute}
+
+// Follow asks Slurm for the job's end now and then, more often as the
+// moment that matters (the end minus before) comes near, and calls moved
+// with the new end when it changed since end (scontrol update TimeLimit).
+// It returns when done is closed; for a job that is not Slurm's it returns
+// at once.
+func Follow(j Job, end time.Time, before time.Duration, moved func(end time.Time), done <-chan struct{}) {
+	if j.Kind != Slurm || j.JobID == "" {
+		return
+	}
+	for {
+		wait := min(max(time.Until(end.Add(-before))/4, followPoll[0]), followPoll[1])
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-done:
+			t.Stop()
+			return
+		}
+		now, err := slurmEnd(j.JobID)
+		if err != nil || now.Equal(end) {
+			continue
+		}
+		end = now
+		moved(end)
+	}
+}

@@ -1,0 +1,95 @@
+//go:build linux
+
+package execute
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodepack/nodepack/pack"
+)
+
+// benchSlots pins two slots to CPUs 0 and 1 when allowed, as the CLI would
+// on this machine, and falls back to two unpinned slots.
+func benchSlots() []pack.Slot {
+	var set unix.CPUSet
+	if unix.SchedGetaffinity(0, &set) == nil && set.IsSet(0) && set.IsSet(1) {
+		return []pack.Slot{
+			{Index: 0, Assignment: pack.Assignment{CPUs: []int{0}}},
+			{Index: 1, Assignment: pack.Assignment{CPUs: []int{1}}},
+		}
+	}
+	return plainSlots(2)
+}
+
+// BenchmarkThroughput runs b.N `true` runs on two slots with log files on
+// and reports runs per second and the slot refill gap: from the observed
+// exit of one run to the start of the next run in the same slot (teardown,
+// sweep, log and TMPDIR setup, fork and exec).
+func BenchmarkThroughput(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"exec", []string{"true"}},
+		{"bash", []string{"bash", "-c", "true"}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			runs := func(yield func(Run, error) bool) {
+				for i := range b.N {
+					if !yield(Run{ID: strconv.Itoa(i), Index: i, Args: tc.args}, nil) {
+						return
+					}
+				}
+			}
+			var events []Event
+			dir := b.TempDir()
+			if d := os.Getenv("NODEPACK_BENCH_DIR"); d != "" { // e.g. /dev/shm, to leave the file system out
+				var err error
+				if dir, err = os.MkdirTemp(d, "bench"); err != nil {
+					b.Fatal(err)
+				}
+				defer os.RemoveAll(dir)
+			}
+			opts := Options{OutputDir: filepath.Join(dir, "out"), TempDir: dir, OnEvent: func(ev Event) {
+				if ev.Kind == Finished {
+					events = append(events, ev)
+				}
+			}}
+			b.ResetTimer()
+			sum, err := Execute(b.Context(), benchSlots(), runs, opts)
+			b.StopTimer()
+			if err != nil || sum.Succeeded != b.N {
+				b.Fatalf("%d of %d succeeded: %v", sum.Succeeded, b.N, err)
+			}
+			b.ReportMetric(float64(b.N)/sum.Wall().Seconds(), "runs/s")
+			b.ReportMetric(sum.Utilization()*100, "%busy")
+			if gaps := refillGaps(events); len(gaps) > 0 {
+				b.ReportMetric(float64(gaps[len(gaps)/2].Microseconds()), "gap-p50-µs")
+				b.ReportMetric(float64(gaps[len(gaps)*99/100].Microseconds()), "gap-p99-µs")
+			}
+		})
+	}
+}
+
+// refillGaps returns, sorted, the time from each run's end to the next
+// start in the same slot.
+func refillGaps(events []Event) []time.Duration {
+	last := map[int]time.Time{}
+	var gaps []time.Duration
+	slices.SortFunc(events, func(a, b Event) int { return a.Start.Compare(b.Start) })
+	for _, ev := range events {
+		if end, ok := last[ev.Slot.Index]; ok {
+			gaps = append(gaps, ev.Start.Sub(end))
+		}
+		last[ev.Slot.Index] = ev.End
+	}
+	slices.Sort(gaps)
+	return gaps
+}

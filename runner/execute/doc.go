@@ -1,0 +1,58 @@
+// Package execute runs commands on the fixed slots of a node plan, one run
+// per slot at a time, and keeps every slot busy: as soon as a run ends, its
+// slot starts the next one.
+//
+// Each run starts with its slot's CPU affinity already in place, its GPUs in
+// CUDA_VISIBLE_DEVICES, thread caps sized to its CPUs, a private TMPDIR, its
+// own process group and its own directory with its logs. Runs come from a
+// stream ([iter.Seq2] of [Run] and error), so a source of a million runs is
+// never held in memory; package sweep makes such streams from the shapes
+// users write sweeps in, and package runner adds the ledger that makes a
+// sweep resumable.
+//
+// The package never logs, never exits and never installs signal handlers:
+// [Execute] (or [Start] and [Execution.Wait]) reports through
+// [Options.OnEvent] and the returned [Summary], and the caller decides what
+// a signal means by cancelling the context (stop and terminate), calling
+// [Execution.Kill] (kill at once) or [Execution.Drain] (start nothing
+// more).
+//
+// # Process-wide effects (Linux)
+//
+// The first call to [Execute] sets up, once for the life of the process:
+//
+//   - a spawner goroutine locked to its OS thread that never exits. It starts
+//     every run: it sets its own thread's CPU mask to the run's CPUs, starts
+//     the child (which inherits the mask from its first instruction), and
+//     restores the mask. Because that thread never exits, the children's
+//     Pdeathsig (SIGKILL) fires only when the process itself dies.
+//   - PR_SET_CHILD_SUBREAPER on the process, so descendants that escape a
+//     run's process group (setsid, double fork) are reparented to this
+//     process instead of init, and a sweeper that kills and reaps them.
+//
+// The sweeper only touches processes that this process adopted and that it
+// can tie to a run that has ended: a member of an ended run's process group,
+// or a process whose environment names a run attempt (NODEPACK_RUN_ID and
+// NODEPACK_ATTEMPT) that is no longer running. It reaps each one with a
+// targeted wait4(pid), never wait4(-1), so other children of the process and
+// their os/exec waits are left alone. A descendant that both leaves the
+// process group and scrubs its environment, or an escaped one that exits on
+// its own before a sweep sees it, is not recognised (the latter stays a
+// zombie until the process exits).
+//
+// # Guards (Linux)
+//
+// A program that calls [MaybeGuard] first thing in main lets the runner
+// start every run through a guard: a second exec of the program's own
+// binary, started from the spawner thread (so the run's CPU mask is
+// unchanged), that is a child subreaper for the run's tree. When the run's
+// process exits, the guard kills what is left of the run's process group
+// and every descendant it adopted before it exits; when the program dies,
+// even by SIGKILL, a pipe tells every guard, which does the same at once.
+// Without the call the run is the program's direct child: it dies with the
+// program (Pdeathsig), but its descendants may outlive a SIGKILL of it. A
+// guard costs about 2 ms of CPU and a few MB of memory per attempt.
+//
+// On other systems runs get their own environment and logs but no CPU
+// affinity, no process group, no guard and no sweeping.
+package execute

@@ -1,0 +1,892 @@
+package execute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/resources/usage"
+)
+
+// waitDelay bounds how long Wait keeps reading a run's output pipes (Live
+// mode only) after the run ended, in case an escaped descendant still holds
+// them; the sweeper normally kills such a holder well before.
+const waitDelay = 2 * time.Second
+
+// ErrKilled is what Wait returns (wrapped) when Kill stopped the sweep.
+var ErrKilled = errors.New("killed")
+
+// attemptKey names one attempt of one run, as its environment does.
+type attemptKey struct {
+	id      string
+	attempt int
+}
+
+// Execute runs every run from runs on the given slots and returns when the
+// source is exhausted and all started runs have ended, or after it stopped
+// early: it is [Start] followed by [Execution.Wait].
+func Execute(ctx context.Context, slots []pack.Slot, runs iter.Seq2[Run, error], opts Options) (Summary, error) {
+	x, err := Start(ctx, slots, runs, opts)
+	if err != nil {
+		return Summary{}, err
+	}
+	return x.Wait()
+}
+
+// Execution is a sweep started by [Start]. Its runs go on in the background
+// until the source is exhausted and the started runs have ended, or until
+// it is stopped: by cancelling the context Start was given (stop every run:
+// SIGTERM, then SIGKILL after Options.Grace), by [Execution.Kill] (SIGKILL
+// at once), by [Execution.Drain] (start nothing more, let running runs
+// end), or by the deadlines of [Execution.SetDeadlines].
+//
+// Its methods may be called from any goroutine, concurrently, and also
+// after Wait has returned, when they do nothing.
+type Execution struct {
+	ctx          context.Context
+	opts         Options
+	slots        []pack.Slot
+	env          *envBuilder
+	live         *liveWriter
+	outDir       string // absolute; "" for no logs
+	scratch      string // parent of the per-run TMPDIRs
+	grace        time.Duration
+	start        time.Time // when Start was called; never written after
+	stopOnCancel func() bool
+
+	next       chan Run      // runs handed from the source to the slots
+	sourceDone chan struct{} // closed when the feeder has handed over its last run
+	stop       chan struct{} // closed when no run may start any more
+	haltOnce   sync.Once
+	kill       chan struct{} // closed by Kill
+	killOnce   sync.Once
+	terminate  chan struct{} // closed when the terminate deadline passes
+	termOnce   sync.Once
+	done       chan struct{} // closed once the slots have returned
+	workers    sync.WaitGroup
+
+	deadlineMu    sync.Mutex
+	drainAt       time.Time
+	terminateAt   time.Time
+	deadlineMoved chan struct{} // wakes the deadline watcher; holds at most one signal
+
+	turn     chan struct{} // the token a start holds while it waits out MinStartInterval
+	turnNext time.Time     // earliest next start; used only by the token's holder
+
+	mu  sync.Mutex // guards sum and err
+	sum Summary
+	err error // first source or setup error
+
+	eventMu sync.Mutex // serialises OnEvent
+
+	pathMu sync.Mutex
+	paths  map[string]string // command name → path found in PATH
+
+	waitOnce sync.Once
+	result   Summary
+	resErr   error
+}
+
+// Start checks its arguments, sets up the output directory and starts the
+// sweep: each slot runs one run at a time with the slot's Assignment and
+// takes the next run as soon as one ends; slot i takes its first run
+// i×Stagger after the start. Runs start in the order the source yields
+// them.
+//
+// A run's exit status is data, not an error: failures are counted in the
+// Summary and reported through OnEvent. Start returns an error only when
+// the sweep cannot begin (no slots, bad options, an unwritable OutputDir).
+// See the package documentation for its process-wide effects.
+func Start(ctx context.Context, slots []pack.Slot, runs iter.Seq2[Run, error], opts Options) (*Execution, error) {
+	e, err := newExecution(ctx, slots, opts)
+	if err != nil {
+		return nil, err
+	}
+	e.stopOnCancel = context.AfterFunc(ctx, e.halt)
+	go e.feed(runs)
+	go e.watchDeadlines()
+	for i := range slots {
+		e.workers.Go(func() { e.work(i) })
+	}
+	return e, nil
+}
+
+// Wait waits for the sweep to end and returns its summary, valid in every
+// case, and an error when
+//   - the context was cancelled: new runs stopped, every running process
+//     group got SIGTERM and, after Grace, SIGKILL; the error wraps
+//     context.Cause(ctx);
+//   - Kill was called: the same, but SIGKILL at once; the error wraps
+//     [ErrKilled];
+//   - runs yielded an error: that ended the stream, the runs read before it
+//     still ran, and the error is returned as is;
+//   - a run could not be set up (its log files, its CPUs): running runs
+//     finished first.
+//
+// A drain or a terminate deadline is no error: Summary.Drained says so.
+// Wait may be called more than once; every call returns the same.
+func (e *Execution) Wait() (Summary, error) {
+	e.waitOnce.Do(func() {
+		e.workers.Wait()
+		e.halt() // releases the feeder if it is still waiting to hand over a run
+		close(e.done)
+		e.stopOnCancel()
+		sweepAll()
+		os.RemoveAll(e.scratch)
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.sum.End = time.Now()
+		e.result, e.resErr = e.sum, e.err
+		switch {
+		case e.ctx.Err() != nil:
+			e.resErr = fmt.Errorf("execute: interrupted: %w", context.Cause(e.ctx))
+		case e.killed():
+			e.resErr = fmt.Errorf("execute: %w", ErrKilled)
+		}
+	})
+	return e.result, e.resErr
+}
+
+// Drain stops the starting of runs and retries; running runs go on to
+// their end. Summary.Drained reports it.
+func (e *Execution) Drain() { e.drain() }
+
+// Kill stops the starting of runs and sends SIGKILL to every running
+// process group at once: the escalation for a second Ctrl-C.
+func (e *Execution) Kill() {
+	e.killOnce.Do(func() { close(e.kill) })
+	e.halt()
+}
+
+// SetDeadlines sets when the sweep stops starting runs (drainAt, checked at
+// the moment of every start) and when it stops the running ones as a
+// cancellation would, SIGTERM then SIGKILL after Grace, with Reason
+// Interrupted but without making Wait return an error (terminateAt). A
+// zero time means never. A batch job that ends at a known time drains some
+// minutes before its end and terminates at least Grace before it, so that
+// every run has ended when the scheduler kills the job; when the job's end
+// moves (scontrol update TimeLimit), call it again. Moving a deadline that
+// has already passed does not undo what it did.
+func (e *Execution) SetDeadlines(drainAt, terminateAt time.Time) {
+	e.deadlineMu.Lock()
+	e.drainAt, e.terminateAt = drainAt, terminateAt
+	e.deadlineMu.Unlock()
+	select {
+	case e.deadlineMoved <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Execution) deadlines() (drainAt, terminateAt time.Time) {
+	e.deadlineMu.Lock()
+	defer e.deadlineMu.Unlock()
+	return e.drainAt, e.terminateAt
+}
+
+func newExecution(ctx context.Context, slots []pack.Slot, opts Options) (*Execution, error) {
+	if len(slots) == 0 {
+		return nil, errors.New("execute: no slots")
+	}
+	switch opts.GPUIDs {
+	case "", GPUUUIDs, GPUIndices:
+	default:
+		return nil, fmt.Errorf("execute: gpu ids %q: want %q or %q", opts.GPUIDs, GPUUUIDs, GPUIndices)
+	}
+	for _, s := range slots {
+		for _, c := range s.CPUs {
+			if c < 0 {
+				return nil, fmt.Errorf("execute: slot %d: cpu %d", s.Index, c)
+			}
+		}
+	}
+	if err := setup(); err != nil {
+		return nil, fmt.Errorf("execute: %w", err)
+	}
+	e := &Execution{
+		ctx:           ctx,
+		opts:          opts,
+		slots:         slots,
+		grace:         opts.Grace,
+		next:          make(chan Run),
+		sourceDone:    make(chan struct{}),
+		paths:         make(map[string]string),
+		stop:          make(chan struct{}),
+		kill:          make(chan struct{}),
+		terminate:     make(chan struct{}),
+		done:          make(chan struct{}),
+		deadlineMoved: make(chan struct{}, 1),
+		turn:          make(chan struct{}, 1),
+		drainAt:       opts.DrainAt,
+		terminateAt:   opts.TerminateAt,
+	}
+	e.env = newEnvBuilder(os.Environ(), &e.opts)
+	if e.grace <= 0 {
+		e.grace = DefaultGrace
+	}
+	if opts.Live != nil {
+		e.live = &liveWriter{w: opts.Live}
+	}
+	if opts.OutputDir != "" {
+		dir, err := filepath.Abs(opts.OutputDir)
+		if err != nil {
+			return nil, fmt.Errorf("execute: output dir: %w", err)
+		}
+		if err := os.MkdirAll(filepath.Join(dir, "runs"), 0o755); err != nil {
+			return nil, fmt.Errorf("execute: output dir: %w", err)
+		}
+		e.outDir = dir
+	}
+	base := opts.TempDir
+	if base == "" {
+		base = os.TempDir()
+	}
+	scratch, err := os.MkdirTemp(base, "nodepack-")
+	if err != nil {
+		return nil, fmt.Errorf("execute: temp dir: %w", err)
+	}
+	e.scratch = scratch
+	e.sum.SlotBusy = make([]time.Duration, len(slots))
+	e.start = time.Now()
+	e.sum.Start = e.start
+	e.turnNext = e.start
+	return e, nil
+}
+
+// halt stops the starting of runs; running ones are left alone.
+func (e *Execution) halt() { e.haltOnce.Do(func() { close(e.stop) }) }
+
+// watchDeadlines drains the sweep at its drain deadline (so that slots
+// waiting for their turn stop waiting; every start also checks it itself)
+// and stops the running runs at its terminate deadline. It returns when
+// the slots have returned.
+func (e *Execution) watchDeadlines() {
+	drained := false
+	for {
+		drainAt, terminateAt := e.deadlines()
+		var drainC, termC <-chan time.Time
+		var timers []*time.Timer
+		arm := func(t time.Time) <-chan time.Time {
+			if t.IsZero() {
+				return nil
+			}
+			tm := time.NewTimer(time.Until(t))
+			timers = append(timers, tm)
+			return tm.C
+		}
+		if !drained {
+			drainC = arm(drainAt)
+		}
+		termC = arm(terminateAt)
+		select {
+		case <-drainC:
+			drained = true
+			e.drain()
+		case <-termC:
+			e.drain()
+			e.termOnce.Do(func() { close(e.terminate) })
+			for _, tm := range timers {
+				tm.Stop()
+			}
+			return
+		case <-e.deadlineMoved:
+		case <-e.done:
+			for _, tm := range timers {
+				tm.Stop()
+			}
+			return
+		}
+		for _, tm := range timers {
+			tm.Stop()
+		}
+	}
+}
+
+// drain stops the starting of runs and says so in the summary.
+func (e *Execution) drain() {
+	e.mu.Lock()
+	e.sum.Drained = true
+	e.mu.Unlock()
+	e.halt()
+}
+
+// halted reports whether runs may no longer start. It checks the context
+// and Kill itself rather than wait for the goroutines that close stop.
+func (e *Execution) halted() bool {
+	select {
+	case <-e.stop:
+		return true
+	default:
+	}
+	if e.ctx.Err() != nil || e.killed() {
+		e.halt()
+		return true
+	}
+	return false
+}
+
+// mayStart decides, at the moment of a start, whether the start may go
+// ahead: the sweep is not stopped and its drain deadline has not come.
+func (e *Execution) mayStart() bool {
+	if e.halted() {
+		return false
+	}
+	if drainAt, _ := e.deadlines(); !drainAt.IsZero() && !time.Now().Before(drainAt) {
+		e.drain()
+		return false
+	}
+	return true
+}
+
+func (e *Execution) killed() bool {
+	select {
+	case <-e.kill:
+		return true
+	default:
+		return false
+	}
+}
+
+// fail records the first source or setup error and stops new runs.
+func (e *Execution) fail(err error) {
+	e.mu.Lock()
+	if e.err == nil {
+		e.err = err
+	}
+	e.mu.Unlock()
+	e.halt()
+}
+
+func (e *Execution) emit(ev Event) {
+	if e.opts.OnEvent == nil {
+		return
+	}
+	e.eventMu.Lock()
+	defer e.eventMu.Unlock()
+	e.opts.OnEvent(ev)
+}
+
+// feed hands runs to the slots one at a time, so the source is read only as
+// fast as runs start.
+func (e *Execution) feed(runs iter.Seq2[Run, error]) {
+	defer close(e.sourceDone)
+	defer close(e.next)
+	for run, err := range runs {
+		if err != nil {
+			// The stream ends here; runs already read still run.
+			e.mu.Lock()
+			if e.err == nil {
+				e.err = err
+			}
+			e.mu.Unlock()
+			return
+		}
+		select {
+		case e.next <- run:
+		case <-e.stop:
+			return
+		}
+	}
+}
+
+// work is slot i's loop. A slot takes a run only when it can start it at
+// once: a staggered slot first waits out its stagger, so no run is held
+// back in a slot that is not ready while another slot is idle.
+func (e *Execution) work(i int) {
+	if d := time.Duration(i) * e.opts.Stagger; d > 0 && !e.sleepUntil(e.start.Add(d), e.sourceDone) {
+		return
+	}
+	for {
+		var run Run
+		select {
+		case r, ok := <-e.next:
+			if !ok {
+				return
+			}
+			run = r
+		case <-e.stop:
+			return
+		}
+		if !e.runAll(i, run) {
+			return
+		}
+	}
+}
+
+// sleepUntil waits for t and reports whether runs may still start; it
+// gives up early when the sweep stops or, if not nil, when also is closed.
+func (e *Execution) sleepUntil(t time.Time, also <-chan struct{}) bool {
+	if d := time.Until(t); d > 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-e.stop:
+		case <-also:
+			return false
+		}
+	}
+	return !e.halted()
+}
+
+// waitTurn spaces starts by MinStartInterval and reports whether the start
+// may go ahead. With an interval, the start takes the one turn token and
+// must give it back with endTurn: starts pass one at a time, each at least
+// the interval after the previous one really began.
+func (e *Execution) waitTurn() bool {
+	if e.opts.MinStartInterval <= 0 {
+		return !e.halted()
+	}
+	select {
+	case e.turn <- struct{}{}:
+	case <-e.stop:
+		return false
+	}
+	if !e.sleepUntil(e.turnNext, nil) { // turnNext is only used by the token's holder
+		<-e.turn
+		return false
+	}
+	return true
+}
+
+// endTurn gives the turn back after a start that began at started (zero:
+// the start did not happen).
+func (e *Execution) endTurn(started time.Time) {
+	if e.opts.MinStartInterval <= 0 {
+		return
+	}
+	if !started.IsZero() {
+		e.turnNext = started.Add(e.opts.MinStartInterval)
+	}
+	<-e.turn
+}
+
+// runAll runs one run's attempts in slot i and reports whether the slot
+// should go on.
+func (e *Execution) runAll(i int, run Run) bool {
+	slot := e.slots[i]
+	if run.ID == "" {
+		run.ID = strconv.Itoa(run.Index)
+	}
+	if !ValidID(run.ID) {
+		e.fail(fmt.Errorf("execute: %s: run id %q is not a file name", originOf(run), run.ID))
+		return false
+	}
+	prior := 0
+	if e.opts.PriorAttempts != nil {
+		prior = max(0, e.opts.PriorAttempts(run.ID))
+	}
+	for n := 1; ; n++ {
+		ev, started, err := e.attempt(slot, run, prior+n)
+		if err != nil {
+			e.fail(fmt.Errorf("execute: slot %d: %s: %w", slot.Index, originOf(run), err))
+			return false
+		}
+		if !started {
+			return false // the sweep stopped before this attempt could start
+		}
+		ev.Retry = (ev.Reason == Failed || ev.Reason == TimedOut) && n <= e.opts.Retries && !e.halted()
+		e.record(i, ev, n == 1)
+		e.emit(ev)
+		if !ev.Retry {
+			return true
+		}
+	}
+}
+
+func originOf(run Run) string {
+	if run.Origin != "" {
+		return run.Origin
+	}
+	return "run " + run.ID
+}
+
+// record counts a finished attempt; first says it was the run's first in
+// this sweep.
+func (e *Execution) record(i int, ev Event, first bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := &e.sum
+	s.Attempts++
+	if first {
+		s.Runs++
+	}
+	if ev.PID != 0 {
+		s.SlotBusy[i] += ev.End.Sub(ev.Start)
+	}
+	if ev.Retry {
+		return
+	}
+	switch ev.Reason {
+	case OK:
+		s.Succeeded++
+	case Interrupted:
+		s.Interrupted++
+	default:
+		s.Failed++
+		if ev.Reason == TimedOut {
+			s.TimedOut++
+		}
+		if len(s.Failures) < MaxReportedFailures {
+			s.Failures = append(s.Failures, ev)
+		}
+		if e.opts.MaxFailures > 0 && s.Failed >= e.opts.MaxFailures && !s.Stopped {
+			s.Stopped = true
+			e.halt()
+		}
+	}
+}
+
+// attemptFiles are one attempt's log files and private directories.
+type attemptFiles struct {
+	runDir         string // "" without OutputDir
+	createdRunDir  bool   // this attempt made runDir
+	stdout, stderr *os.File
+	tmpDir         string
+}
+
+// close closes the logs and removes the private TMPDIR; with unused, it
+// also removes a run directory this attempt made, since nothing ran.
+func (f *attemptFiles) close(unused bool) {
+	if f.stdout != nil {
+		f.stdout.Close()
+		f.stderr.Close()
+	}
+	if f.tmpDir != "" {
+		os.RemoveAll(f.tmpDir)
+	}
+	if unused && f.createdRunDir {
+		os.RemoveAll(f.runDir)
+	}
+}
+
+// prepare makes attempt n's run directory, logs and TMPDIR. The logs are
+// not truncated yet: begin does that once the attempt really starts.
+func (e *Execution) prepare(ev *Event, n int) (*attemptFiles, error) {
+	f := &attemptFiles{}
+	if e.outDir != "" {
+		f.runDir = filepath.Join(e.outDir, "runs", ev.Run.dirName())
+		switch err := os.Mkdir(f.runDir, 0o755); {
+		case err == nil:
+			f.createdRunDir = true
+		case !errors.Is(err, os.ErrExist):
+			return nil, err
+		}
+		ev.Stdout = filepath.Join(f.runDir, "stdout.log")
+		ev.Stderr = filepath.Join(f.runDir, "stderr.log")
+		var err error
+		if f.stdout, err = openLog(ev.Stdout); err != nil {
+			f.close(true)
+			return nil, err
+		}
+		if f.stderr, err = openLog(ev.Stderr); err != nil {
+			f.stdout.Close()
+			f.stdout = nil
+			f.close(true)
+			return nil, err
+		}
+		if f.createdRunDir {
+			if err := writeParams(f.runDir, ev.Run); err != nil {
+				f.close(true)
+				return nil, err
+			}
+		}
+	}
+	// The scratch directory is private to this sweep, so the name is free.
+	f.tmpDir = filepath.Join(e.scratch, ev.Run.ID+"."+strconv.Itoa(n))
+	if err := os.Mkdir(f.tmpDir, 0o700); err != nil {
+		f.tmpDir = ""
+		f.close(true)
+		return nil, err
+	}
+	return f, nil
+}
+
+// begin readies the logs for attempt n once it is sure to start: the first
+// attempt starts them afresh, later ones append after a header line.
+func (f *attemptFiles) begin(n int) error {
+	for _, log := range []*os.File{f.stdout, f.stderr} {
+		if log == nil {
+			continue
+		}
+		if n == 1 {
+			if err := log.Truncate(0); err != nil {
+				return err
+			}
+			continue
+		}
+		if _, err := fmt.Fprintf(log, "--- nodepack: attempt %d ---\n", n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// attempt runs attempt n of run and returns its Finished event; started is
+// false when the sweep stopped (or its drain deadline came) before the
+// attempt could start, and then nothing ran. An error means the runner
+// could not prepare the attempt, which is not the run's fault; a command
+// that cannot start is a failed attempt.
+func (e *Execution) attempt(slot pack.Slot, run Run, n int) (ev Event, started bool, err error) {
+	ev = Event{Kind: Started, Run: run, Attempt: n, Slot: slot}
+	files, err := e.prepare(&ev, n)
+	if err != nil {
+		return ev, false, err
+	}
+	cmd, outW, errW, cmdErr := e.command(ev, slot, files, n)
+
+	// The turn and the deadline are checked last, right before the start,
+	// so MinStartInterval and the drain deadline hold at the process start.
+	if !e.waitTurn() {
+		files.close(true)
+		return ev, false, nil
+	}
+	if !e.mayStart() {
+		e.endTurn(time.Time{})
+		files.close(true)
+		return ev, false, nil
+	}
+	defer files.close(false)
+	if err := files.begin(n); err != nil {
+		e.endTurn(time.Time{})
+		return ev, false, err
+	}
+	ev.Start = time.Now()
+	e.endTurn(ev.Start)
+	if cmdErr != nil {
+		return e.notStarted(ev, cmdErr), true, nil
+	}
+	p, startErr, err := startProcess(cmd, slot.CPUs, attemptKey{run.ID, n})
+	if err != nil {
+		return ev, false, err
+	}
+	if startErr != nil {
+		return e.notStarted(ev, startErr), true, nil
+	}
+	ev.PID = p.pid
+	e.emit(ev)
+
+	var stopSampling func() usage.Sampled
+	if e.opts.Sampler != nil {
+		stopSampling = e.opts.Sampler.Sample(usage.Target{Root: p.child, SkipRoot: p.child != p.pid, GPUs: slot.UUIDs()})
+	}
+	reason := e.wait(p)
+	ev.End = time.Now()
+	var sampled usage.Sampled
+	if stopSampling != nil {
+		sampled = stopSampling()
+	}
+	exit := p.finish()
+	if outW != nil {
+		outW.flush()
+		errW.flush()
+	}
+	e.classify(&ev, reason, exit)
+	ev.Usage.Sampled = sampled
+	return ev, true, nil
+}
+
+// command builds attempt n's command: argv (with the Wrap prefix),
+// directory, environment and output.
+func (e *Execution) command(ev Event, slot pack.Slot, files *attemptFiles, n int) (cmd *exec.Cmd, outW, errW *lineWriter, err error) {
+	argv := append(slices.Clip(e.opts.Wrap), ev.Run.Args...)
+	if len(argv) == 0 {
+		return nil, nil, nil, errors.New("empty command")
+	}
+	cmd = e.lookup(argv)
+	cmd.Dir = ev.Run.Dir
+	cmd.Env = e.env.build(attemptEnv{run: ev.Run, slot: slot, attempt: n, runDir: files.runDir, tmpDir: files.tmpDir})
+	switch {
+	case e.live != nil:
+		prefix := []byte("[" + ev.Run.label() + "] ")
+		outW = &lineWriter{live: e.live, prefix: prefix}
+		errW = &lineWriter{live: e.live, prefix: prefix}
+		if files.stdout != nil {
+			outW.file, errW.file = files.stdout, files.stderr
+		}
+		cmd.Stdout, cmd.Stderr = outW, errW
+		cmd.WaitDelay = waitDelay
+	case files.stdout != nil:
+		cmd.Stdout, cmd.Stderr = files.stdout, files.stderr // the child writes to the files itself
+	}
+	return cmd, outW, errW, nil
+}
+
+// wait waits for the attempt's process to exit, stopping it on a timeout,
+// a cancellation, the terminate deadline or Kill; it returns the reason
+// the runner stopped it, or "" if it ended by itself.
+func (e *Execution) wait(p *process) Reason {
+	var timeout <-chan time.Time
+	if e.opts.Timeout > 0 {
+		t := time.NewTimer(e.opts.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-p.exited:
+		return ""
+	case <-timeout:
+		e.stopProcess(p)
+		return TimedOut
+	case <-e.ctx.Done():
+	case <-e.terminate:
+	case <-e.kill:
+		p.signal(syscall.SIGKILL)
+		<-p.exited
+		return Interrupted
+	}
+	e.stopProcess(p)
+	return Interrupted
+}
+
+// classify completes a Finished event from how the process ended.
+func (e *Execution) classify(ev *Event, reason Reason, exit exitInfo) {
+	ev.Kind = Finished
+	ev.ExitCode = exit.code
+	ev.Signal = exit.signal
+	ev.Usage = exit.usage
+	switch {
+	case reason != "":
+		ev.Reason = reason
+	case ev.ExitCode == 0:
+		ev.Reason = OK
+	case e.stoppedAround(ev.Signal):
+		ev.Reason = Interrupted
+	default:
+		ev.Reason = Failed
+	}
+	var exitErr *exec.ExitError
+	if exit.err != nil && !errors.As(exit.err, &exitErr) && !errors.Is(exit.err, exec.ErrWaitDelay) {
+		ev.Err = exit.err
+	}
+}
+
+// stopWindow is how long a run's death by a stop signal may precede the
+// stop of the whole sweep and still count as an interruption.
+const stopWindow = 500 * time.Millisecond
+
+// stoppedAround reports whether a run that died of signal sig was stopped
+// together with the sweep. Batch systems signal every process of a job at
+// once (scancel, a time limit, preemption), so the run's death can reach
+// nodepack before its own SIGTERM does; that run was interrupted, not
+// failed. Only deaths by SIGTERM, SIGINT, SIGHUP and SIGKILL wait for the
+// window, and only while the sweep is not already stopping.
+func (e *Execution) stoppedAround(sig string) bool {
+	switch sig {
+	case "SIGTERM", "SIGINT", "SIGHUP", "SIGKILL":
+	default:
+		return false
+	}
+	t := time.NewTimer(stopWindow)
+	defer t.Stop()
+	select {
+	case <-e.ctx.Done():
+	case <-e.terminate:
+	case <-e.kill:
+	case <-t.C:
+		return false
+	}
+	return true
+}
+
+// lookup is exec.Command with PATH lookups cached for the sweep: with
+// many short runs the lookup is a tenth of the runner's own CPU time. Only
+// successful lookups are kept, and argv[0] is left as given.
+func (e *Execution) lookup(argv []string) *exec.Cmd {
+	name := argv[0]
+	if filepath.Base(name) != name {
+		return exec.Command(name, argv[1:]...)
+	}
+	e.pathMu.Lock()
+	path, ok := e.paths[name]
+	e.pathMu.Unlock()
+	if !ok {
+		cmd := exec.Command(name, argv[1:]...)
+		if cmd.Err != nil {
+			return cmd
+		}
+		e.pathMu.Lock()
+		e.paths[name] = cmd.Path
+		e.pathMu.Unlock()
+		return cmd
+	}
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args[0] = name
+	return cmd
+}
+
+// stopProcess sends SIGTERM to the run's group and SIGKILL after the grace
+// period, or at once if Kill is called meanwhile; it returns once the run's
+// process has exited.
+func (e *Execution) stopProcess(p *process) {
+	p.signal(syscall.SIGTERM)
+	grace := time.NewTimer(e.grace)
+	defer grace.Stop()
+	select {
+	case <-p.exited:
+		return
+	case <-grace.C:
+	case <-e.kill:
+	}
+	p.signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// notStarted completes ev for an attempt whose command could not start.
+func (e *Execution) notStarted(ev Event, err error) Event {
+	ev.Kind = Finished
+	if ev.Start.IsZero() {
+		ev.Start = time.Now()
+	}
+	ev.End = time.Now()
+	ev.ExitCode = -1
+	ev.Reason = Failed
+	ev.Err = err
+	return ev
+}
+
+// openLog opens a log file for appending, creating it if needed.
+func openLog(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+}
+
+// exitInfo is how an attempt's process ended.
+type exitInfo struct {
+	code   int    // as exitCode
+	signal string // as Event.Signal
+	usage  Usage
+	err    error // cmd.Wait's
+}
+
+// exitSignalBase is how shells report a death by signal N: exit status
+// 128+N, since a process's own exit status uses only 7 bits of the byte.
+const exitSignalBase = 128
+
+// exitCode reports a process's exit status the way shells do: 128+N for a
+// death by signal N; -1 if unknown.
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok {
+		return waitStatusCode(ws)
+	}
+	return ps.ExitCode()
+}
+
+// waitStatusCode is exitCode for a raw wait status.
+func waitStatusCode(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return exitSignalBase + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}

@@ -1,0 +1,612 @@
+//go:build linux
+
+package execute
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodepack/nodepack/pack"
+)
+
+// cpuSlots returns one slot per CPU in cpus, skipping the test unless the
+// process may use all of them.
+func cpuSlots(t *testing.T, cpus ...int) []pack.Slot {
+	t.Helper()
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Skip(err)
+	}
+	var slots []pack.Slot
+	for i, c := range cpus {
+		if !set.IsSet(c) {
+			t.Skipf("CPU %d is not in this process's affinity mask", c)
+		}
+		slots = append(slots, pack.Slot{Index: i, Assignment: pack.Assignment{CPUs: []int{c}}})
+	}
+	return slots
+}
+
+// plainSlots returns n slots with no placement.
+func plainSlots(n int) []pack.Slot {
+	slots := make([]pack.Slot, n)
+	for i := range slots {
+		slots[i].Index = i
+	}
+	return slots
+}
+
+// shell turns command lines into runs as a task file would: bash -c, an
+// id of 12 hex digits, origin test:N.
+func shell(lines ...string) []Run {
+	var runs []Run
+	for i, line := range lines {
+		sum := sha256.Sum256([]byte(strconv.Itoa(i) + "\x00" + line))
+		runs = append(runs, Run{ID: hex.EncodeToString(sum[:6]), Index: i, Args: []string{"bash", "-c", line},
+			Origin: "test:" + strconv.Itoa(i+1)})
+	}
+	return runs
+}
+
+// recorder collects the events of one Execute.
+type recorder struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (r *recorder) add(ev Event) {
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	r.mu.Unlock()
+}
+
+func (r *recorder) finished() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Event
+	for _, ev := range r.events {
+		if ev.Kind == Finished {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func execute(t *testing.T, ctx context.Context, slots []pack.Slot, opts Options, runs ...Run) (Summary, []Event, error) {
+	t.Helper()
+	rec := &recorder{}
+	if next := opts.OnEvent; next != nil {
+		opts.OnEvent = func(ev Event) { rec.add(ev); next(ev) }
+	} else {
+		opts.OnEvent = rec.add
+	}
+	if opts.OutputDir == "" {
+		opts.OutputDir = t.TempDir()
+	}
+	if opts.TempDir == "" {
+		opts.TempDir = t.TempDir()
+	}
+	sum, err := Execute(ctx, slots, Runs(runs...), opts)
+	return sum, rec.finished(), err
+}
+
+func readLog(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestAffinityInPlaceFromFirstInstruction(t *testing.T) {
+	slots := cpuSlots(t, 0, 1)
+	var runs []Run
+	for i := range 200 {
+		runs = append(runs, Run{ID: strconv.Itoa(i), Index: i, Args: []string{"grep", "Cpus_allowed_list", "/proc/self/status"}})
+	}
+	sum, events, err := execute(t, t.Context(), slots, Options{}, runs...)
+	if err != nil || sum.Succeeded != 200 {
+		t.Fatalf("Execute: %d of 200 succeeded, err %v", sum.Succeeded, err)
+	}
+	wrong := 0
+	for _, ev := range events {
+		got := strings.TrimSpace(strings.TrimPrefix(readLog(t, ev.Stdout), "Cpus_allowed_list:"))
+		if want := strconv.Itoa(ev.Slot.CPUs[0]); got != want {
+			wrong++
+			t.Logf("run %s in slot %d: Cpus_allowed_list %q, want %q", ev.Run.ID, ev.Slot.Index, got, want)
+		}
+	}
+	if wrong > 0 {
+		t.Errorf("%d of 200 runs were not pinned to their slot's CPU", wrong)
+	}
+	// The runner's own threads keep the full mask.
+	var set unix.CPUSet
+	unix.SchedGetaffinity(0, &set)
+	if set.Count() < 2 {
+		t.Errorf("test process mask has %d CPUs after Execute", set.Count())
+	}
+}
+
+func TestEnvInRun(t *testing.T) {
+	t.Setenv("ROCR_VISIBLE_DEVICES", "0")
+	slot := pack.Slot{Index: 0, Assignment: pack.Assignment{GPUs: []pack.GPU{gpuA, gpuB}, CPUs: cpuSlots(t, 0)[0].CPUs}}
+	run := shell(`echo "$CUDA_VISIBLE_DEVICES|$CUDA_DEVICE_ORDER|${ROCR_VISIBLE_DEVICES-unset}|$OMP_NUM_THREADS|$NODEPACK_SLOT|$NODEPACK_ATTEMPT|$NODEPACK_CPUS|$X|$(basename $(pwd))"; test -d "$TMPDIR" && test "$TMPDIR" = "$TMP" && test -d "$NODEPACK_RUN_DIR" && echo "$TMPDIR" >&2`)[0]
+	run.Dir = t.TempDir()
+	os.Mkdir(filepath.Join(run.Dir, "wd"), 0o755)
+	run.Dir = filepath.Join(run.Dir, "wd")
+	_, events, err := execute(t, t.Context(), []pack.Slot{slot}, Options{Env: []string{"X=extra"}}, run)
+	if err != nil || len(events) != 1 || events[0].Reason != OK {
+		t.Fatalf("Execute: %v, events %+v", err, events)
+	}
+	if got, want := readLog(t, events[0].Stdout), "GPU-aaaa,GPU-bbbb|PCI_BUS_ID|unset|1|0|1|0|extra|wd\n"; got != want {
+		t.Errorf("run saw %q, want %q", got, want)
+	}
+	tmp := strings.TrimSpace(readLog(t, events[0].Stderr))
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("private TMPDIR %q still there after the run (err %v)", tmp, err)
+	}
+}
+
+func TestWrap(t *testing.T) {
+	_, events, err := execute(t, t.Context(), plainSlots(1), Options{Wrap: []string{"env", "WRAPPED=yes"}},
+		shell(`echo $WRAPPED`)...)
+	if err != nil || len(events) != 1 || events[0].Reason != OK {
+		t.Fatal(err, events)
+	}
+	if got := readLog(t, events[0].Stdout); got != "yes\n" {
+		t.Errorf("wrapped run printed %q", got)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	sum, events, err := execute(t, t.Context(), plainSlots(2), Options{},
+		Run{ID: "ok", Args: []string{"true"}},
+		Run{ID: "three", Args: []string{"bash", "-c", "exit 3"}},
+		Run{ID: "term", Args: []string{"bash", "-c", "kill -TERM $$"}},
+		Run{ID: "missing", Args: []string{"/nonexistent/command"}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		code   int
+		reason Reason
+	}{"ok": {0, OK}, "three": {3, Failed}, "term": {143, Failed}, "missing": {-1, Failed}}
+	for _, ev := range events {
+		w := want[ev.Run.ID]
+		if ev.ExitCode != w.code || ev.Reason != w.reason {
+			t.Errorf("run %s: exit %d %s, want %d %s", ev.Run.ID, ev.ExitCode, ev.Reason, w.code, w.reason)
+		}
+		if (ev.Run.ID == "missing") != (ev.Err != nil) {
+			t.Errorf("run %s: Err = %v", ev.Run.ID, ev.Err)
+		}
+	}
+	if sum.Runs != 4 || sum.Succeeded != 1 || sum.Failed != 3 || len(sum.Failures) != 3 {
+		t.Errorf("summary %+v", sum)
+	}
+}
+
+// TestSignalledWithTheSweep: a batch system signals every process of a job
+// at once, so a run can die of SIGTERM just before nodepack's own context is
+// cancelled. That run was interrupted, not failed.
+func TestSignalledWithTheSweep(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	started := make(chan struct{})
+	var once sync.Once
+	opts := Options{OnEvent: func(ev Event) {
+		if ev.Kind == Started {
+			once.Do(func() { close(started) })
+		}
+	}}
+	go func() {
+		<-started
+		// The run kills itself 50 ms in; the sweep is stopped 150 ms later.
+		time.Sleep(200 * time.Millisecond)
+		cancel()
+	}()
+	_, events, _ := execute(t, ctx, plainSlots(1), opts,
+		Run{ID: "scancelled", Args: []string{"bash", "-c", "sleep 0.05; kill -TERM $$"}})
+	if len(events) != 1 || events[0].ExitCode != 143 || events[0].Reason != Interrupted {
+		t.Errorf("events %+v; want one run, exit 143, interrupted", events)
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	start := time.Now()
+	sum, events, err := execute(t, t.Context(), plainSlots(2), Options{Timeout: 200 * time.Millisecond, Grace: 200 * time.Millisecond},
+		Run{ID: "polite", Args: []string{"sleep", "30"}},
+		Run{ID: "stubborn", Args: []string{"bash", "-c", "trap '' TERM; sleep 30 & wait; wait"}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+	codes := map[string]int{}
+	for _, ev := range events {
+		if ev.Reason != TimedOut {
+			t.Errorf("run %s: reason %s, want timeout", ev.Run.ID, ev.Reason)
+		}
+		codes[ev.Run.ID] = ev.ExitCode
+	}
+	if codes["polite"] != 143 || codes["stubborn"] != 137 {
+		t.Errorf("exit codes %v, want polite 143 (SIGTERM), stubborn 137 (SIGKILL)", codes)
+	}
+	if sum.Failed != 2 || sum.TimedOut != 2 {
+		t.Errorf("summary %+v", sum)
+	}
+}
+
+func TestRetries(t *testing.T) {
+	sum, events, err := execute(t, t.Context(), plainSlots(1), Options{Retries: 3},
+		shell(`echo "try $NODEPACK_ATTEMPT"; test "$NODEPACK_ATTEMPT" -ge 3`, `exit 7`)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range events {
+		got = append(got, fmt.Sprintf("%d:%d:%s:%v", ev.Run.Index, ev.Attempt, ev.Reason, ev.Retry))
+	}
+	want := "0:1:failed:true 0:2:failed:true 0:3:ok:false 1:1:failed:true 1:2:failed:true 1:3:failed:true 1:4:failed:false"
+	if strings.Join(got, " ") != want {
+		t.Errorf("attempts = %s\nwant       %s", strings.Join(got, " "), want)
+	}
+	if sum.Runs != 2 || sum.Attempts != 7 || sum.Succeeded != 1 || sum.Failed != 1 {
+		t.Errorf("summary %+v", sum)
+	}
+	log := readLog(t, events[2].Stdout)
+	if want := "try 1\n--- nodepack: attempt 2 ---\ntry 2\n--- nodepack: attempt 3 ---\ntry 3\n"; log != want {
+		t.Errorf("stdout.log = %q, want %q", log, want)
+	}
+}
+
+func TestFailFast(t *testing.T) {
+	sum, events, err := execute(t, t.Context(), plainSlots(1), Options{MaxFailures: 1, Retries: 2},
+		shell("true", "exit 1", "true", "true")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 4 || sum.Runs != 2 || sum.Failed != 1 || !sum.Stopped {
+		t.Errorf("events %d, summary %+v; want 2 runs (1 + 3 attempts), stopped", len(events), sum)
+	}
+	sum, _, _ = execute(t, t.Context(), plainSlots(1), Options{MaxFailures: 2}, shell("exit 1", "true", "exit 1", "true")...)
+	if sum.Runs != 3 || !sum.Stopped {
+		t.Errorf("MaxFailures 2: summary %+v, want 3 runs, stopped", sum)
+	}
+	sum, _, _ = execute(t, t.Context(), plainSlots(1), Options{}, shell("exit 1", "exit 1", "true")...)
+	if sum.Runs != 3 || sum.Stopped {
+		t.Errorf("default: summary %+v, want all 3 runs", sum)
+	}
+}
+
+// TestStagger: slot i takes its first run i×Stagger after the start, runs
+// start in input order, and MinStartInterval spaces every two starts. The
+// bounds are exact: Event.Start is taken after the waits, and timers never
+// fire early.
+func TestStagger(t *testing.T) {
+	const stagger = 100 * time.Millisecond
+	rec := &recorder{}
+	sum, err := Execute(t.Context(), plainSlots(3), Runs(shell("sleep 2", "sleep 2", "sleep 2")...),
+		Options{Stagger: stagger, OnEvent: rec.add, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range rec.finished() {
+		i := ev.Run.Index
+		if ev.Slot.Index != i {
+			t.Errorf("run %d ran in slot %d, want slot %d: each slot takes a run when it is ready", i, ev.Slot.Index, i)
+		}
+		if d := ev.Start.Sub(sum.Start); d < time.Duration(i)*stagger {
+			t.Errorf("run %d started %v after the start, want ≥ %v", i, d, time.Duration(i)*stagger)
+		}
+	}
+
+	const interval = 100 * time.Millisecond
+	rec = &recorder{}
+	_, err = Execute(t.Context(), plainSlots(2), Runs(shell("true", "true", "true", "true")...),
+		Options{MinStartInterval: interval, OnEvent: rec.add, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var starts []time.Time
+	for _, ev := range rec.finished() {
+		starts = append(starts, ev.Start)
+	}
+	slices.SortFunc(starts, time.Time.Compare)
+	for i := 1; i < len(starts); i++ {
+		if gap := starts[i].Sub(starts[i-1]); gap < interval {
+			t.Errorf("starts %d and %d only %v apart, want ≥ %v", i-1, i, gap, interval)
+		}
+	}
+}
+
+// TestStaggerHoldsNoRunHostage: a staggered slot takes no run before it can
+// start it, so a long stagger never delays a run another slot could run,
+// and the sweep ends when the runs do.
+func TestStaggerHoldsNoRunHostage(t *testing.T) {
+	done := make(chan struct{})
+	var sum Summary
+	var events []Event
+	var err error
+	go func() {
+		defer close(done)
+		sum, events, err = execute(t, t.Context(), plainSlots(2), Options{Stagger: 1000 * time.Hour}, shell("true", "true", "true", "true")...)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the sweep waited for the stagger of a slot with nothing to do")
+	}
+	if err != nil || sum.Succeeded != 4 {
+		t.Fatalf("err %v, summary %+v", err, sum)
+	}
+	for _, ev := range events {
+		if ev.Slot.Index != 0 {
+			t.Errorf("run %d went to slot %d, which was still waiting for its stagger", ev.Run.Index, ev.Slot.Index)
+		}
+	}
+}
+
+func TestCancelInterruptsWaits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	sum, _, err := execute(t, ctx, plainSlots(2), Options{Stagger: time.Hour}, shell("sleep 30", "sleep 31")...)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want deadline exceeded", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Execute took %v after cancel", d)
+	}
+	if sum.Interrupted != 1 || sum.Runs != 1 {
+		t.Errorf("summary %+v, want 1 interrupted run, the staggered one never started", sum)
+	}
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && len(b) > i+2 && b[i+2] != 'Z'
+}
+
+// pidsIn reads the pids the runs printed, one per line.
+func pidsIn(t *testing.T, events []Event) []int {
+	var pids []int
+	for _, ev := range events {
+		for _, f := range strings.Fields(readLog(t, ev.Stdout)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				t.Fatalf("run %s printed %q", ev.Run.ID, f)
+			}
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// exists reports whether /proc/pid exists at all (alive or zombie).
+func exists(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return err == nil
+}
+
+const tree = `setsid sleep 300 & echo $!; sleep 300 & echo $!; (trap '' TERM; sleep 300 & echo $!; wait) & echo $!; bash -c 'setsid bash -c "sleep 300 & echo \$!; wait" & wait' & echo $!; sleep 0.3; wait`
+
+func TestCancelLeavesNoProcess(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	started := make(chan struct{}, 2)
+	opts := Options{Grace: 300 * time.Millisecond, OnEvent: func(ev Event) {
+		if ev.Kind == Started {
+			started <- struct{}{}
+		}
+	}}
+	var sum Summary
+	var events []Event
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sum, events, err = execute(t, ctx, plainSlots(2), opts, shell(tree, tree, "true")...)
+	}()
+	<-started
+	<-started
+	time.Sleep(500 * time.Millisecond) // let the trees grow
+	cancel()
+	<-done
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context canceled", err)
+	}
+	if sum.Interrupted != 2 || sum.Runs != 2 {
+		t.Errorf("summary %+v, want 2 interrupted runs and no new start", sum)
+	}
+	pids := pidsIn(t, events)
+	if len(pids) < 8 {
+		t.Fatalf("runs reported %d pids, want ≥ 8", len(pids))
+	}
+	for _, pid := range pids {
+		if exists(pid) {
+			t.Errorf("pid %d is still there after Execute returned (alive %v)", pid, alive(pid))
+		}
+	}
+}
+
+func TestNormalExitLeavesNoProcess(t *testing.T) {
+	start := time.Now()
+	_, events, err := execute(t, t.Context(), plainSlots(1), Options{},
+		shell(`setsid sleep 300 & echo $!; sleep 300 & echo $!`, `setsid bash -c 'sleep 300 & echo $!; setsid sleep 300 & echo $!; wait' & sleep 0.1`)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+	for _, pid := range pidsIn(t, events) {
+		if exists(pid) {
+			t.Errorf("pid %d is still there after its run ended", pid)
+		}
+	}
+}
+
+func TestGrandchildHoldingOutputDoesNotHang(t *testing.T) {
+	var live bytes.Buffer
+	start := time.Now()
+	_, events, err := execute(t, t.Context(), plainSlots(1), Options{Live: &syncBuffer{b: &live}},
+		shell(`setsid sleep 300 & echo $!; echo bye`)...)
+	if err != nil || len(events) != 1 || events[0].Reason != OK {
+		t.Fatalf("Execute: %v %+v", err, events)
+	}
+	if d := time.Since(start); d > waitDelay {
+		t.Errorf("took %v, want well under WaitDelay %v", d, waitDelay)
+	}
+	if !strings.Contains(live.String(), "] bye\n") {
+		t.Errorf("live output %q", live.String())
+	}
+}
+
+func TestKillAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	started := make(chan struct{}, 1)
+	rec := &recorder{}
+	opts := Options{Grace: time.Hour, TempDir: dir, OutputDir: dir, OnEvent: func(ev Event) {
+		rec.add(ev)
+		if ev.Kind == Started {
+			started <- struct{}{}
+		}
+	}}
+	x, err := Start(ctx, plainSlots(1), Runs(shell(`trap '' TERM; sleep 300 & echo $!; touch `+ready+`; wait; wait`)...), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	waitForFile(t, ready) // the run ignores SIGTERM from here on
+	cancel()              // SIGTERM, ignored
+	x.Kill()
+	done := make(chan struct{})
+	var sum Summary
+	go func() {
+		defer close(done)
+		sum, err = x.Wait()
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait did not return after Kill")
+	}
+	events := rec.finished()
+	if sum.Interrupted != 1 || len(events) != 1 || events[0].ExitCode != 137 {
+		t.Fatalf("summary %+v, events %+v; want interrupted, 137", sum, events)
+	}
+	for _, pid := range pidsIn(t, events) {
+		if exists(pid) {
+			t.Errorf("pid %d survived", pid)
+		}
+	}
+}
+
+// waitForFile waits for a file a run makes to say it got somewhere.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear", path)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func TestLiveLinesDoNotInterleave(t *testing.T) {
+	var live bytes.Buffer
+	loop := `for i in $(seq 300); do echo "$NODEPACK_RUN_ID line $i"; echo "$NODEPACK_RUN_ID err $i" >&2; done; printf "$NODEPACK_RUN_ID tail"`
+	_, events, err := execute(t, t.Context(), plainSlots(2), Options{Live: &syncBuffer{b: &live}}, shell(loop, loop+" ", loop+"  ")...)
+	if err != nil || len(events) != 3 {
+		t.Fatal(err, events)
+	}
+	// Lines are prefixed with the run's origin; each run prints its own id.
+	idOf := map[string]string{}
+	for _, ev := range events {
+		idOf[ev.Run.Origin] = ev.Run.ID
+	}
+	line := regexp.MustCompile(`^\[(test:\d)\] ([0-9a-f]{12}) (line \d+|err \d+|tail)$`)
+	n := 0
+	for _, l := range strings.Split(strings.TrimSuffix(live.String(), "\n"), "\n") {
+		m := line.FindStringSubmatch(l)
+		if m == nil || idOf[m[1]] != m[2] {
+			t.Fatalf("live line %q is mixed up", l)
+		}
+		n++
+	}
+	if n != 3*601 {
+		t.Errorf("%d live lines, want %d", n, 3*601)
+	}
+	if got := readLog(t, events[0].Stdout); !strings.HasSuffix(got, "line 300\n"+events[0].Run.ID+" tail") {
+		t.Errorf("stdout.log ends %q", got[max(0, len(got)-40):])
+	}
+}
+
+func TestSourceError(t *testing.T) {
+	bad := errors.New("bad input")
+	source := func(yield func(Run, error) bool) {
+		if yield(Run{ID: "a", Args: []string{"true"}}, nil) {
+			yield(Run{}, bad)
+		}
+	}
+	sum, err := Execute(t.Context(), plainSlots(1), source, Options{TempDir: t.TempDir()})
+	if !errors.Is(err, bad) || sum.Runs != 1 {
+		t.Errorf("err %v, summary %+v; want bad input after 1 run", err, sum)
+	}
+	_, err = Execute(t.Context(), plainSlots(1), Runs(Run{ID: "../x", Args: []string{"true"}}), Options{TempDir: t.TempDir()})
+	if err == nil {
+		t.Error("a run id with a slash was accepted")
+	}
+	_, err = Execute(t.Context(), nil, Runs(), Options{})
+	if err == nil {
+		t.Error("no slots was accepted")
+	}
+}
+
+func TestInvalidCPUIsASetupError(t *testing.T) {
+	slots := []pack.Slot{{Assignment: pack.Assignment{CPUs: []int{1000}}}}
+	sum, err := Execute(t.Context(), slots, Runs(shell("true", "true")...), Options{TempDir: t.TempDir()})
+	if err == nil || sum.Runs != 0 {
+		t.Errorf("err %v, summary %+v; want a setup error and no run", err, sum)
+	}
+}

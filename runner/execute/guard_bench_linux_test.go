@@ -1,0 +1,61 @@
+//go:build linux
+
+package execute
+
+import (
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkGuard compares runs of `true` started through a guard with runs
+// started directly: runs per second on two slots, and the CPU time per run
+// of this process and its children together (guards included).
+func BenchmarkGuard(b *testing.B) {
+	if err := setup(); err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		guard bool
+	}{{"direct", false}, {"guard", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			saved := procs.runnerAlive
+			if !tc.guard {
+				procs.runnerAlive = nil
+			} else if saved == nil {
+				b.Skip("the test binary did not call MaybeGuard")
+			}
+			defer func() { procs.runnerAlive = saved }()
+			runs := func(yield func(Run, error) bool) {
+				for i := range b.N {
+					if !yield(Run{ID: strconv.Itoa(i), Args: []string{"true"}}, nil) {
+						return
+					}
+				}
+			}
+			dir := b.TempDir()
+			cpu0 := cpuTime()
+			b.ResetTimer()
+			sum, err := Execute(b.Context(), benchSlots(), runs, Options{OutputDir: filepath.Join(dir, "out"), TempDir: dir})
+			b.StopTimer()
+			if err != nil || sum.Succeeded != b.N {
+				b.Fatalf("%d of %d succeeded: %v", sum.Succeeded, b.N, err)
+			}
+			b.ReportMetric(float64(b.N)/sum.Wall().Seconds(), "runs/s")
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/run")
+		})
+	}
+}
+
+// cpuTime is the user and system time of this process and its reaped
+// children.
+func cpuTime() time.Duration {
+	var self, children syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
+	ns := self.Utime.Nano() + self.Stime.Nano() + children.Utime.Nano() + children.Stime.Nano()
+	return time.Duration(ns)
+}

@@ -1,0 +1,220 @@
+package execute
+
+import (
+	"io"
+	"time"
+
+	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/resources/usage"
+)
+
+// DefaultGrace is the grace period used when Options.Grace is zero: between
+// SIGTERM and SIGKILL, well under Slurm's default KillWait of 30 s so that
+// runs are gone before Slurm kills the job.
+const DefaultGrace = 10 * time.Second
+
+// GPUIDMode says how CUDA_VISIBLE_DEVICES names a run's GPUs.
+type GPUIDMode string
+
+const (
+	// GPUUUIDs writes full GPU-… or MIG-… UUIDs. It is the default and the
+	// only form that cannot point at the wrong device.
+	GPUUUIDs GPUIDMode = "uuid"
+	// GPUIndices writes NVML indices, for code that parses
+	// CUDA_VISIBLE_DEVICES as integers. MIG devices are still written by
+	// UUID, since an index cannot name them.
+	GPUIndices GPUIDMode = "index"
+)
+
+// Options configures Execute. The zero value is usable: runs start at once,
+// output is discarded, no timeout, no retries, failures do not stop other
+// runs, and runs get UUIDs, thread caps and a private TMPDIR.
+//
+// Options must not be modified while Execute is using them.
+type Options struct {
+	// OutputDir receives <OutputDir>/runs/<run-id>/stdout.log and stderr.log.
+	// Attempt 1 truncates them; a retry appends to them after a line
+	// "--- nodepack: attempt N ---", so the paths in events never change.
+	// Empty means no log files: output goes to Live only, or is discarded,
+	// and NODEPACK_RUN_DIR is not set.
+	OutputDir string
+
+	// Live, if non-nil, also receives every line of every run's stdout and
+	// stderr, prefixed with "[run-id] ". Each line is written with a single
+	// Write call, so lines of concurrent runs never interleave; a line without
+	// a final newline gets one, and lines longer than 64 KiB are split. Errors
+	// from Live are ignored.
+	Live io.Writer
+
+	// Stagger delays the first run of slot i by i×Stagger after Execute
+	// starts, so that runs do not all load data at the same moment.
+	Stagger time.Duration
+	// MinStartInterval is the least time between any two starts, across all
+	// slots (retries included).
+	MinStartInterval time.Duration
+
+	// Timeout limits each attempt; zero means no limit. On timeout the run's
+	// process group gets SIGTERM, then SIGKILL after Grace.
+	Timeout time.Duration
+	// Grace is the time between SIGTERM and SIGKILL, for timeouts and for
+	// cancellation; zero means DefaultGrace.
+	Grace time.Duration
+	// Retries is how many more attempts a run gets after a failure or a
+	// timeout (not after an interruption). NODEPACK_ATTEMPT counts from 1.
+	Retries int
+	// MaxFailures stops the starting of new runs (and retries) once that many
+	// runs have failed; running ones finish. Zero means no limit.
+	MaxFailures int
+
+	// GPUIDs says how CUDA_VISIBLE_DEVICES names GPUs; empty means GPUUUIDs.
+	GPUIDs GPUIDMode
+	// Render sets EGL_DEVICE_ID, MUJOCO_EGL_DEVICE_ID and
+	// PYGLET_HEADLESS_DEVICE to the NVML index of the run's first GPU.
+	Render bool
+	// NoThreadCaps leaves OMP_NUM_THREADS and the other thread-count
+	// variables unset. By default each is set to the run's CPU count unless
+	// nodepack's environment, Env or Run.Env already sets it.
+	NoThreadCaps bool
+	// Env holds KEY=VALUE entries for every run, applied after the
+	// runner's variables (so they override them) and before Run.Env. In a
+	// VALUE, {run_id}, {run_dir}, {index}, {rep} and {attempt} are
+	// replaced by the attempt's own; other braces are kept as they are.
+	Env []string
+	// Wrap is put before every run's argv, e.g.
+	// ["ch-run", "--set-env=config.env", "img", "--"].
+	Wrap []string
+	// TempDir is where private per-run TMPDIRs are made. Empty means
+	// $SLURM_TMPDIR if set, else the system temporary directory ($TMPDIR or
+	// /tmp), which batch systems usually point at node-local scratch.
+	TempDir string
+
+	// OnEvent, if non-nil, is called when an attempt starts and when it
+	// finishes. Calls are never concurrent; they come from the slots'
+	// goroutines, so a slow OnEvent delays the runs.
+	OnEvent func(Event)
+
+	// DrainAt, if not zero, is when the sweep stops starting runs, checked at
+	// the moment of every start; TerminateAt, if not zero, is when it stops
+	// the running ones. They are the initial deadlines of
+	// [Execution.SetDeadlines], which says what they do and moves them.
+	DrainAt, TerminateAt time.Time
+
+	// PriorAttempts, if non-nil, returns how many attempts a run already had
+	// before this Execute (a resumed sweep reads them from its ledger). Its
+	// attempts are numbered after them, so NODEPACK_ATTEMPT keeps counting
+	// and its logs are appended to rather than truncated. Retries still
+	// counts the attempts of this Execute only. It is called from the
+	// slots' goroutines, concurrently.
+	PriorAttempts func(runID string) int
+
+	// Sampler, if non-nil, measures every attempt while it runs: its
+	// process tree's memory and its GPUs (resources.UsageSampler is one;
+	// the runner itself reads no hardware). Without one, Event.Usage holds
+	// what the kernel reports when the run's process is reaped.
+	Sampler usage.Sampler
+}
+
+// Usage is what one attempt used.
+type Usage struct {
+	// MaxRSS is the peak resident set, in bytes, of the run's process or of
+	// the largest descendant it reaped (getrusage's ru_maxrss: one process,
+	// not the sum of the tree). Zero where the system does not report it.
+	MaxRSS uint64
+	// CPU is the user plus system time of the run's process and of every
+	// descendant that was reaped (by its parent or by the runner's guard).
+	CPU time.Duration
+	// Sampled holds the Sampler's measurements; zero without a Sampler.
+	Sampled usage.Sampled
+}
+
+// Reason says how an attempt ended.
+type Reason string
+
+const (
+	OK          Reason = "ok"          // exit status 0
+	Failed      Reason = "failed"      // non-zero exit, death by a signal not sent by the runner, or failure to start
+	TimedOut    Reason = "timeout"     // the runner stopped it after Options.Timeout
+	Interrupted Reason = "interrupted" // the runner stopped it: the context was cancelled, Kill was called or the terminate deadline passed
+)
+
+// EventKind tells a Started event from a Finished one.
+type EventKind int
+
+const (
+	Started EventKind = iota + 1
+	Finished
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case Started:
+		return "started"
+	case Finished:
+		return "finished"
+	}
+	return "unknown"
+}
+
+// Event describes one attempt of one run. A Started event comes once the
+// attempt's process runs; a Finished event ends every attempt, also one
+// whose command could not start (ExitCode -1, Err set, no Started event).
+// Fields after PID are set in Finished events only.
+type Event struct {
+	Kind    EventKind
+	Run     Run
+	Attempt int       // from 1
+	Slot    pack.Slot // the placement: GPUs and CPUs
+	Stdout  string    // log path; empty without OutputDir
+	Stderr  string    // log path; empty without OutputDir
+	Start   time.Time // when the start began, right after the checks of MinStartInterval and the drain deadline
+	PID     int       // the run's process, also its process group id; 0 if it did not start
+
+	End      time.Time // when its process was seen to exit (or the start failed)
+	ExitCode int       // exit status; 128+N for death by signal N; -1 if it did not start
+	Signal   string    // the signal that killed the run's process ("SIGKILL"); empty if it exited
+	Reason   Reason
+	Err      error // why it did not start, or an I/O error on its output; nil otherwise
+	Retry    bool  // another attempt follows
+	Usage    Usage
+}
+
+// Summary is what Execute reports at the end.
+type Summary struct {
+	Runs        int // runs started (each counted once, whatever its attempts)
+	Attempts    int
+	Succeeded   int
+	Failed      int // runs whose last attempt failed or timed out
+	TimedOut    int // of Failed, those whose last attempt timed out
+	Interrupted int // runs stopped by cancellation, Kill or the terminate deadline
+	// Failures holds the Finished event of the last attempt of each failed
+	// run, in the order they ended; at most MaxReportedFailures of them.
+	Failures []Event
+	// Stopped reports that MaxFailures stopped new runs.
+	Stopped bool
+	// Drained reports that Drain or the drain deadline stopped new runs.
+	Drained bool
+
+	Start, End time.Time
+	// SlotBusy is, per slot, the summed time its runs' processes were alive.
+	SlotBusy []time.Duration
+}
+
+// MaxReportedFailures caps Summary.Failures; Summary.Failed has the count.
+const MaxReportedFailures = 1000
+
+// Wall is the time Execute took.
+func (s Summary) Wall() time.Duration { return s.End.Sub(s.Start) }
+
+// Utilization is the fraction of slot time spent running processes, between
+// 0 and 1; 0 when nothing ran.
+func (s Summary) Utilization() float64 {
+	wall := s.Wall()
+	if wall <= 0 || len(s.SlotBusy) == 0 {
+		return 0
+	}
+	var busy time.Duration
+	for _, b := range s.SlotBusy {
+		busy += b
+	}
+	return float64(busy) / (float64(wall) * float64(len(s.SlotBusy)))
+}

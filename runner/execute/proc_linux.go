@@ -1,0 +1,454 @@
+//go:build linux
+
+package execute
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodepack/nodepack/pack"
+)
+
+// procs is the process-wide machinery, set up once by setup: the spawner
+// thread, the child-subreaper bit, and what the sweeper needs to tell a run's
+// leftovers from other children of the process.
+var procs struct {
+	once  sync.Once
+	err   error
+	spawn chan spawnRequest
+	kick  chan struct{}      // asks for a sweep soon; coalesces
+	now   chan chan struct{} // asks for a complete sweep; closed when done
+
+	// runnerAlive is the read end of a pipe whose write end only this
+	// process holds, never closed: every guard gets it, and reads end of
+	// file once this process is gone. nil when guards are not in use.
+	runnerAlive *os.File
+
+	// self is this process's own attempt, when it is itself a nodepack run;
+	// its other children inherit that marker and are not ours to sweep.
+	self attemptKey
+
+	mu      sync.Mutex         // held across cmd.Start and while choosing sweep targets
+	leaders map[int]int        // pid → count: started run processes not yet reaped
+	running map[attemptKey]int // attempts whose process has not exited
+	ended   map[int]bool       // process groups of ended runs that may still have members
+}
+
+func setup() error {
+	procs.once.Do(func() {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			procs.err = fmt.Errorf("child subreaper: %w", err)
+			return
+		}
+		procs.leaders = make(map[int]int)
+		procs.running = make(map[attemptKey]int)
+		procs.ended = make(map[int]bool)
+		procs.self.id = os.Getenv("NODEPACK_RUN_ID")
+		procs.self.attempt, _ = strconv.Atoi(os.Getenv("NODEPACK_ATTEMPT"))
+		if guardEnabled.Load() {
+			r, w, err := os.Pipe()
+			if err != nil {
+				procs.err = fmt.Errorf("guard pipe: %w", err)
+				return
+			}
+			procs.runnerAlive = r
+			runnerAliveWriter = w
+		}
+		procs.spawn = make(chan spawnRequest)
+		procs.kick = make(chan struct{}, 1)
+		procs.now = make(chan chan struct{})
+		ready := make(chan error)
+		go spawner(ready)
+		if procs.err = <-ready; procs.err != nil {
+			return
+		}
+		go sweeper()
+	})
+	return procs.err
+}
+
+// runnerAliveWriter is kept referenced for the life of the process: its
+// finalizer must never close the pipe the guards watch.
+var runnerAliveWriter *os.File
+
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	cpus []int
+	key  attemptKey
+	done chan spawnResult
+}
+
+type spawnResult struct {
+	startErr error // the command could not start
+	err      error // the CPU mask could not be set
+}
+
+// spawner starts every run. It owns an OS thread for the life of the
+// process: it sets that thread's CPU mask to the run's CPUs, starts the child
+// from it (clone inherits the calling thread's mask, so the child's first
+// instruction is already pinned) and restores the mask. Setting the mask by
+// pid after the start would race with the child's early threads. Because the
+// thread never exits, Pdeathsig fires only when the whole process dies.
+func spawner(ready chan<- error) {
+	runtime.LockOSThread() // never unlocked
+	var all unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		ready <- fmt.Errorf("spawner: affinity: %w", err)
+		select {} // keep the thread: an exiting locked thread is destroyed
+	}
+	ready <- nil
+	for req := range procs.spawn {
+		req.done <- spawnOne(req, &all)
+	}
+}
+
+func spawnOne(req spawnRequest, all *unix.CPUSet) spawnResult {
+	if len(req.cpus) > 0 {
+		var set unix.CPUSet
+		for _, c := range req.cpus {
+			if c >= len(set)*64 { // unix.CPUSet holds 1024 CPUs
+				return spawnResult{err: fmt.Errorf("affinity: cpu %d: beyond %d", c, len(set)*64)}
+			}
+			set.Set(c)
+		}
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return spawnResult{err: fmt.Errorf("affinity %s: %w", pack.FormatCPUList(req.cpus), err)}
+		}
+		defer unix.SchedSetaffinity(0, all)
+	}
+	procs.mu.Lock()
+	defer procs.mu.Unlock()
+	if err := req.cmd.Start(); err != nil {
+		return spawnResult{startErr: err}
+	}
+	pid := req.cmd.Process.Pid
+	procs.leaders[pid]++
+	procs.running[req.key]++
+	delete(procs.ended, pid) // the number was free, so that old group is empty
+	return spawnResult{}
+}
+
+// process is one started attempt.
+type process struct {
+	cmd    *exec.Cmd
+	key    attemptKey
+	pid    int           // the run's process, also its process group id
+	child  int           // this process's child: the guard, or pid itself
+	exited chan struct{} // closed once child has exited (it is not reaped yet)
+	report *bufio.Reader // the guard's report pipe; nil without a guard
+	closer *os.File
+}
+
+// startProcess starts cmd in its own process group with the given CPU
+// affinity, through a guard when the host program called MaybeGuard.
+// startErr means the command could not start; err means the runner could
+// not set it up.
+func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (p *process, startErr, err error) {
+	if procs.runnerAlive == nil || cmd.Err != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		if _, startErr, err := spawn(cmd, cpus, key); startErr != nil || err != nil {
+			return nil, startErr, err
+		}
+		p = &process{cmd: cmd, key: key, pid: cmd.Process.Pid, child: cmd.Process.Pid, exited: make(chan struct{})}
+		go p.watch()
+		return p, nil, nil
+	}
+
+	// The guard: its own process group, no Pdeathsig (it must outlive this
+	// process to clean up), the run's argv after its own.
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("guard pipe: %w", err)
+	}
+	cmd.Args = guardArgs(cmd.Path, cmd.Args)
+	cmd.Path = "/proc/self/exe"
+	cmd.Env = append(cmd.Env, guardEnv+"=1")
+	cmd.ExtraFiles = []*os.File{procs.runnerAlive, w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	_, startErr, err = spawn(cmd, cpus, key)
+	w.Close()
+	if startErr != nil || err != nil {
+		r.Close()
+		return nil, startErr, err
+	}
+	p = &process{cmd: cmd, key: key, child: cmd.Process.Pid, exited: make(chan struct{}), report: bufio.NewReader(r), closer: r}
+	pid, startErr := readGuardStart(p.report)
+	if startErr != nil {
+		p.cmd.Wait()
+		r.Close()
+		forget(p.child, key)
+		return nil, startErr, nil
+	}
+	p.pid = pid
+	go p.watch()
+	return p, nil, nil
+}
+
+// spawn has the spawner thread start cmd.
+func spawn(cmd *exec.Cmd, cpus []int, key attemptKey) (spawnResult, error, error) {
+	req := spawnRequest{cmd: cmd, cpus: cpus, key: key, done: make(chan spawnResult, 1)}
+	procs.spawn <- req
+	res := <-req.done
+	return res, res.startErr, res.err
+}
+
+// forget drops a reaped child from the bookkeeping.
+func forget(child int, key attemptKey) {
+	procs.mu.Lock()
+	defer procs.mu.Unlock()
+	if procs.running[key]--; procs.running[key] <= 0 {
+		delete(procs.running, key)
+	}
+	if procs.leaders[child]--; procs.leaders[child] <= 0 {
+		delete(procs.leaders, child)
+	}
+}
+
+// watch waits for the child's exit without reaping (WNOWAIT): while the
+// zombie exists, its pid cannot be reused, so signalling its group stays
+// safe.
+func (p *process) watch() {
+	defer close(p.exited)
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, p.child, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
+}
+
+// signal sends sig to the run's whole process group.
+func (p *process) signal(sig syscall.Signal) { unix.Kill(-p.pid, sig) }
+
+// finish is called once the child has exited: it kills what is left of the
+// run's group (a guard has done that already), has the sweeper collect
+// escaped descendants, reaps the child, and says how the run ended.
+func (p *process) finish() exitInfo {
+	if p.report == nil {
+		unix.Kill(-p.pid, unix.SIGKILL) // before reaping: the zombie still holds the group id
+	}
+	procs.mu.Lock()
+	if procs.running[p.key]--; procs.running[p.key] <= 0 {
+		delete(procs.running, p.key)
+	}
+	procs.ended[p.pid] = true
+	procs.mu.Unlock()
+	select {
+	case procs.kick <- struct{}{}:
+	default:
+	}
+	err := p.cmd.Wait()
+	procs.mu.Lock()
+	if procs.leaders[p.child]--; procs.leaders[p.child] <= 0 {
+		delete(procs.leaders, p.child)
+	}
+	procs.mu.Unlock()
+	info := exitInfo{code: exitCode(p.cmd.ProcessState), usage: kernelUsage(p.cmd.ProcessState), err: err}
+	if ws, ok := processWaitStatus(p.cmd.ProcessState); ok && ws.Signaled() {
+		info.signal = unix.SignalName(ws.Signal())
+	}
+	if p.report != nil {
+		// The guard's own status is 0; the run's is in its report. A guard
+		// killed with the run's group has none: its own status stands.
+		if rep, ok := readGuardExit(p.report); ok {
+			info.code = waitStatusCode(rep.status)
+			info.signal = ""
+			if rep.status.Signaled() {
+				info.signal = unix.SignalName(rep.status.Signal())
+			}
+			info.usage = Usage{MaxRSS: rep.maxRSS, CPU: time.Duration(rep.cpu) * time.Microsecond}
+		}
+		p.closer.Close()
+	}
+	return info
+}
+
+// kernelUsage reads the rusage of a reaped process: it covers the process
+// and the descendants it waited for.
+func kernelUsage(ps *os.ProcessState) Usage {
+	if ps == nil {
+		return Usage{}
+	}
+	u := Usage{CPU: ps.UserTime() + ps.SystemTime()}
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		u.MaxRSS = uint64(ru.Maxrss) * 1024 // kilobytes on Linux
+	}
+	return u
+}
+
+func processWaitStatus(ps *os.ProcessState) (syscall.WaitStatus, bool) {
+	if ps == nil {
+		return 0, false
+	}
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	return ws, ok
+}
+
+// sweepAll kills and reaps every leftover of ended runs and returns when
+// none is left (or after a few seconds, if one cannot die).
+func sweepAll() {
+	if procs.now == nil {
+		return
+	}
+	done := make(chan struct{})
+	procs.now <- done
+	<-done
+}
+
+// minSweepInterval limits how often runs that end trigger a scan of /proc,
+// which costs about a millisecond per thousand processes.
+const minSweepInterval = 20 * time.Millisecond
+
+func sweeper() {
+	var last time.Time
+	var interval = minSweepInterval
+	for {
+		var waiter chan struct{}
+		select {
+		case <-procs.kick:
+			if d := interval - time.Since(last); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case waiter = <-procs.now:
+					t.Stop()
+				}
+			}
+		case waiter = <-procs.now:
+		}
+		began := time.Now()
+		sweep(waiter != nil)
+		last = time.Now()
+		interval = max(minSweepInterval, 10*last.Sub(began))
+		if waiter != nil {
+			close(waiter)
+		}
+	}
+}
+
+// sweep kills and reaps adopted leftovers until a scan finds none. With
+// drain, it also waits (up to a limit) until the process groups of ended runs
+// are empty.
+func sweep(drain bool) {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		targets := pickTargets()
+		for _, pid := range targets {
+			reap(pid)
+		}
+		procs.mu.Lock()
+		for pgid := range procs.ended {
+			if unix.Kill(-pgid, 0) == unix.ESRCH {
+				delete(procs.ended, pgid)
+			}
+		}
+		pending := len(procs.ended)
+		procs.mu.Unlock()
+		switch {
+		case len(targets) > 0:
+			continue // the killed ones' children have just been reparented to us
+		case !drain || pending == 0 || time.Now().After(deadline):
+			return
+		}
+		time.Sleep(2 * time.Millisecond) // a group member between parents
+	}
+}
+
+// pickTargets finds the children of this process that are leftovers of
+// ended runs, sends them SIGKILL and returns their pids. Only this process
+// may reap them, so their pids stay valid until reap.
+func pickTargets() []int {
+	procs.mu.Lock()
+	defer procs.mu.Unlock()
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	self := os.Getpid()
+	var targets []int
+	var buf [512]byte
+	for _, name := range names {
+		pid, err := strconv.Atoi(name)
+		if err != nil || procs.leaders[pid] > 0 {
+			continue
+		}
+		ppid, pgid, ok := readStat(pid, buf[:])
+		if !ok || ppid != self {
+			continue
+		}
+		if procs.ended[pgid] || endedAttempt(pid) {
+			unix.Kill(pid, unix.SIGKILL)
+			targets = append(targets, pid)
+		}
+	}
+	return targets
+}
+
+// readStat returns the parent and process group of pid from /proc/pid/stat.
+func readStat(pid int, buf []byte) (ppid, pgid int, ok bool) {
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/stat", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, 0, false
+	}
+	n, err := unix.Read(fd, buf)
+	unix.Close(fd)
+	if err != nil || n <= 0 {
+		return 0, 0, false
+	}
+	// "pid (comm) state ppid pgrp ..."; comm may contain spaces and parens.
+	i := bytes.LastIndexByte(buf[:n], ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := bytes.Fields(buf[i+1 : n])
+	if len(f) < 3 {
+		return 0, 0, false
+	}
+	ppid, err1 := strconv.Atoi(string(f[1]))
+	pgid, err2 := strconv.Atoi(string(f[2]))
+	return ppid, pgid, err1 == nil && err2 == nil
+}
+
+// endedAttempt reports whether pid's environment names a run attempt that
+// is no longer running.
+func endedAttempt(pid int) bool {
+	env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	var key attemptKey
+	var haveID, haveAttempt bool
+	for kv := range bytes.SplitSeq(env, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte("NODEPACK_RUN_ID=")); ok {
+			key.id, haveID = string(v), true
+		} else if v, ok := bytes.CutPrefix(kv, []byte("NODEPACK_ATTEMPT=")); ok {
+			key.attempt, _ = strconv.Atoi(string(v))
+			haveAttempt = true
+		}
+	}
+	return haveID && haveAttempt && key != procs.self && procs.running[key] == 0
+}
+
+func reap(pid int) {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}

@@ -1,0 +1,47 @@
+//go:build !linux
+
+package execute
+
+import (
+	"os/exec"
+	"syscall"
+)
+
+// On systems other than Linux a run gets no CPU affinity, no process group
+// and no sweeping: only its leader process is signalled.
+
+func setup() error { return nil }
+
+// process is one started attempt.
+type process struct {
+	cmd     *exec.Cmd
+	pid     int
+	child   int
+	exited  chan struct{} // closed once Wait has returned
+	waitErr error
+}
+
+func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (p *process, startErr, err error) {
+	if err := cmd.Start(); err != nil {
+		return nil, err, nil
+	}
+	p = &process{cmd: cmd, pid: cmd.Process.Pid, child: cmd.Process.Pid, exited: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	return p, nil, nil
+}
+
+func (p *process) signal(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
+
+func (p *process) finish() exitInfo {
+	<-p.exited
+	u := Usage{}
+	if ps := p.cmd.ProcessState; ps != nil {
+		u.CPU = ps.UserTime() + ps.SystemTime()
+	}
+	return exitInfo{code: exitCode(p.cmd.ProcessState), usage: u, err: p.waitErr}
+}
+
+func sweepAll() {}

@@ -1,0 +1,109 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"slices"
+
+	"github.com/nodepack/nodepack/runner/sweep"
+)
+
+// Dir is what an output directory's ledgers hold: one Log per shard
+// ledger file, read without locking anything, as a rerun reads them before
+// it decides what to resume.
+type Dir struct {
+	Path string
+	Logs map[string]*Log // by file name
+}
+
+// ReadDir reads every ledger in dir. A directory that does not exist yet
+// holds none; a ledger with a bad line is an error naming it.
+func ReadDir(dir string) (*Dir, error) {
+	d := &Dir{Path: dir, Logs: map[string]*Log{}}
+	files, err := Files(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return d, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		log, err := ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		d.Logs[filepath.Base(f)] = log
+	}
+	return d, nil
+}
+
+// Knows reports whether any of the ledgers has a record of the run.
+func (d *Dir) Knows(id string) bool {
+	for _, log := range d.Logs {
+		if log.Runs[id] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Log returns the log of one ledger file; an empty one if there is none.
+func (d *Dir) Log(file string) *Log {
+	if log := d.Logs[file]; log != nil {
+		return log
+	}
+	return &Log{Runs: map[string]*Run{}}
+}
+
+// Changes checks that the directory's ledgers hold the sweep def, so that
+// what they say done was done with this definition. It returns, one phrase
+// each, what changed (see sweep.Definition.Changes); nil when the sweep
+// may resume.
+func (d *Dir) Changes(def sweep.Definition) []string {
+	files := make([]string, 0, len(d.Logs))
+	for f := range d.Logs {
+		files = append(files, f)
+	}
+	slices.Sort(files)
+	for _, file := range files {
+		log := d.Logs[file]
+		if len(log.Sessions) == 0 {
+			continue
+		}
+		h := log.Header()
+		if h.Sweep != nil {
+			if changes := def.Changes(*h.Sweep); len(changes) > 0 {
+				return changes
+			}
+			continue
+		}
+		// A ledger from before definitions were recorded: at least the
+		// shards must agree.
+		if count := shardCount(h); count != max(def.Shards, 1) {
+			return []string{fmt.Sprintf("%s is a shard of %d, this sweep has %d", file, count, max(def.Shards, 1))}
+		}
+	}
+	return nil
+}
+
+func shardCount(h Record) int {
+	if h.Shard == nil {
+		return 1
+	}
+	return max(h.Shard.Count, 1)
+}
+
+// Retired returns the runs log knows that are not part of this sweep's
+// shard — seen holds the index of every run of the sweep that some ledger
+// knows — in the log's order, and whether the log knew runs and none of
+// them is part of it: another sweep altogether.
+func Retired(log *Log, seen map[string]int, shard sweep.Shard) (ids []string, none bool) {
+	for _, id := range log.Order {
+		if index, ok := seen[id]; !ok || !shard.Contains(index) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, len(log.Order) > 0 && len(ids) == len(log.Order)
+}

@@ -1,0 +1,785 @@
+package ledger
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/resources/usage"
+	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/sweep"
+)
+
+// Format names the ledger's layout; every header record carries it.
+const Format = "nodepack.ledger/v1"
+
+// Ledger record types.
+const (
+	TypeHeader   = "header"   // a session begins: who, what, where
+	TypeStarted  = "started"  // an attempt's process runs
+	TypeFinished = "finished" // an attempt ended
+	TypeEnd      = "end"      // the session ended without being killed
+)
+
+// Record is one line of a ledger: a JSON object whose "type" says
+// which of the fields below it holds. A ledger is a sequence of sessions,
+// each a header, the started and finished records of its attempts, and,
+// unless the session was killed, an end record.
+type Record struct {
+	Type string    `json:"type"`
+	Time time.Time `json:"time"`
+
+	// Header.
+	Format  string            `json:"format,omitempty"`
+	Version string            `json:"version,omitempty"`
+	Command []string          `json:"command,omitempty"`
+	Host    string            `json:"host,omitempty"` // also in started records
+	PID     int               `json:"pid,omitempty"`  // header: the runner's; started: the run's
+	Shard   *sweep.Shard      `json:"shard,omitempty"`
+	Total   *int              `json:"total,omitempty"` // runs of this shard, when the source knows
+	Node    json.RawMessage   `json:"node,omitempty"`
+	Plan    json.RawMessage   `json:"plan,omitempty"`
+	Sweep   *sweep.Definition `json:"sweep,omitempty"`
+	// Retired lists the runs that earlier sessions of this ledger recorded
+	// and that are not part of this session's sweep (its task file lost
+	// those lines, say): they are left out of its counts.
+	Retired []string `json:"retired,omitempty"`
+
+	// Started and finished.
+	ID      string   `json:"id,omitempty"`
+	Index   int      `json:"index,omitempty"`
+	Origin  string   `json:"origin,omitempty"`
+	Attempt int      `json:"attempt,omitempty"`
+	Slot    *int     `json:"slot,omitempty"`
+	GPUs    []string `json:"gpus,omitempty"` // UUIDs
+	CPUs    string   `json:"cpus,omitempty"` // "0-3,8"
+	Stdout  string   `json:"stdout,omitempty"`
+	Stderr  string   `json:"stderr,omitempty"`
+
+	// Finished.
+	ExitCode    *int           `json:"exit_code,omitempty"`
+	Signal      string         `json:"signal,omitempty"`
+	Reason      execute.Reason `json:"reason,omitempty"`
+	Retry       bool           `json:"retry,omitempty"`
+	Error       string         `json:"error,omitempty"`
+	Seconds     float64        `json:"duration_s,omitempty"`
+	MaxRSS      uint64         `json:"max_rss_bytes,omitempty"`
+	CPUSeconds  float64        `json:"cpu_s,omitempty"`
+	TreeRSSPeak uint64         `json:"tree_rss_peak_bytes,omitempty"`
+	GPUUsage    []usage.GPU    `json:"gpu_usage,omitempty"`
+
+	// End.
+	Note     string `json:"note,omitempty"`     // how the session ended
+	Deferred int    `json:"deferred,omitempty"` // runs left for the next session
+}
+
+// FileName is the name of shard index's ledger in a sweep of count
+// shards: ledger.jsonl when the sweep is not sharded.
+func FileName(index, count int) string {
+	if count <= 1 {
+		return "ledger.jsonl"
+	}
+	return fmt.Sprintf("ledger-%d-of-%d.jsonl", index, count)
+}
+
+// Files lists the ledgers in dir, sorted; backups are not included.
+func Files(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		if name := e.Name(); strings.HasPrefix(name, "ledger") && strings.HasSuffix(name, ".jsonl") && !e.IsDir() {
+			files = append(files, filepath.Join(dir, name))
+		}
+	}
+	return files, nil
+}
+
+// State is where a run stands according to its ledger.
+type State string
+
+const (
+	StatePending     State = "pending"     // no record yet
+	StateRunning     State = "running"     // started in the live session, not finished
+	StateSucceeded   State = "succeeded"   // its last attempt exited 0
+	StateFailed      State = "failed"      // its last attempt failed or timed out, and no retry followed
+	StateInterrupted State = "interrupted" // stopped by the runner, or its session ended (or was killed) while it ran
+)
+
+// Run is one run's history in a ledger.
+type Run struct {
+	ID       string
+	State    State
+	Attempts int     // the highest attempt number recorded
+	Session  int     // index in Log.Sessions of its last record
+	Started  *Record // its last started record; nil if none
+	Finished *Record // its last finished record; nil if none
+	// Retired says the last session's header listed the run as not part
+	// of its sweep; Count leaves it out.
+	Retired bool
+}
+
+// Log is what a ledger file holds, folded by run.
+type Log struct {
+	Name     string
+	Sessions []Record // the headers, oldest first
+	End      *Record  // the last session's end record; nil while it runs or if it was killed
+	Runs     map[string]*Run
+	Order    []string // run ids in order of first appearance
+	// Size is the length of the complete lines; Torn the length of an
+	// unfinished last line that was left out (a write in progress, or the
+	// node lost power during one).
+	Size, Torn int64
+}
+
+// Read reads a ledger. An unfinished last line is left out and
+// counted in Torn; any other line that is not a valid record is an error
+// naming name and the line. Runs still running when the last session
+// ended are interrupted; those of a session without an end record are
+// running (the session is live, or was killed: see Stop).
+func Read(r io.Reader, name string) (*Log, error) {
+	log := &Log{Name: name, Runs: make(map[string]*Run)}
+	br := bufio.NewReaderSize(r, 64<<10)
+	for lineNo := 1; ; lineNo++ {
+		line, err := br.ReadBytes('\n')
+		if err == io.EOF {
+			log.Torn = int64(len(line))
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read ledger %s: %w", name, err)
+		}
+		if err := log.add(line[:len(line)-1]); err != nil {
+			return nil, fmt.Errorf("ledger %s:%d: %w", name, lineNo, err)
+		}
+		log.Size += int64(len(line))
+	}
+	if log.End != nil {
+		log.MarkInterrupted()
+	}
+	return log, nil
+}
+
+// add folds one complete line into the log.
+func (log *Log) add(line []byte) error {
+	var rec Record
+	if err := json.Unmarshal(line, &rec); err != nil {
+		return fmt.Errorf("not a record: %w", err)
+	}
+	if rec.Type != TypeHeader && len(log.Sessions) == 0 {
+		return fmt.Errorf("%q record before the first header", rec.Type)
+	}
+	switch rec.Type {
+	case TypeHeader:
+		if rec.Format != Format {
+			return fmt.Errorf("header format %q, want %q", rec.Format, Format)
+		}
+		if log.End == nil && len(log.Sessions) > 0 {
+			log.MarkInterrupted() // the previous session was killed
+		}
+		log.Sessions = append(log.Sessions, rec)
+		log.End = nil
+		for _, run := range log.Runs {
+			run.Retired = false
+		}
+		for _, id := range rec.Retired {
+			if run := log.Runs[id]; run != nil {
+				run.Retired = true
+			}
+		}
+		return nil
+	case TypeEnd:
+		if log.End != nil {
+			return errors.New("second end record in a session")
+		}
+		log.End = &rec
+		return nil
+	case TypeStarted, TypeFinished:
+	default:
+		return fmt.Errorf("unknown record type %q", rec.Type)
+	}
+	if log.End != nil {
+		return fmt.Errorf("%q record after the session's end", rec.Type)
+	}
+	if !execute.ValidID(rec.ID) || rec.Attempt < 1 {
+		return fmt.Errorf("%s record: bad run id %q or attempt %d", rec.Type, rec.ID, rec.Attempt)
+	}
+	run := log.Runs[rec.ID]
+	if run == nil {
+		run = &Run{ID: rec.ID}
+		log.Runs[rec.ID] = run
+		log.Order = append(log.Order, rec.ID)
+	}
+	run.Attempts = max(run.Attempts, rec.Attempt)
+	run.Session = len(log.Sessions) - 1
+	run.Retired = false
+	if rec.Type == TypeStarted {
+		run.Started = &rec
+		run.State = StateRunning
+		return nil
+	}
+	if rec.ExitCode == nil {
+		return errors.New("finished record without exit_code")
+	}
+	run.Finished = &rec
+	switch rec.Reason {
+	case execute.OK:
+		run.State = StateSucceeded
+	case execute.Failed, execute.TimedOut:
+		run.State = StateFailed
+		if rec.Retry {
+			run.State = StateRunning // between attempts
+		}
+	case execute.Interrupted:
+		run.State = StateInterrupted
+	default:
+		return fmt.Errorf("finished record: unknown reason %q", rec.Reason)
+	}
+	return nil
+}
+
+// MarkInterrupted marks the runs that the last session left running as
+// interrupted: for a session known to be over (it wrote its end record, or
+// its process is gone).
+func (log *Log) MarkInterrupted() {
+	for _, run := range log.Runs {
+		if run.State == StateRunning {
+			run.State = StateInterrupted
+		}
+	}
+}
+
+// Live reports whether the last session has not written its end record.
+func (log *Log) Live() bool { return len(log.Sessions) > 0 && log.End == nil }
+
+// Header returns the last session's header; the zero record if none.
+func (log *Log) Header() Record {
+	if len(log.Sessions) == 0 {
+		return Record{}
+	}
+	return log.Sessions[len(log.Sessions)-1]
+}
+
+// Count returns how many runs of the last session's sweep are in each
+// state; retired runs are left out.
+func (log *Log) Count() map[State]int {
+	counts := make(map[State]int)
+	for _, run := range log.Runs {
+		if !run.Retired {
+			counts[run.State]++
+		}
+	}
+	return counts
+}
+
+// Retire marks the runs ids as not part of the sweep, as a header that
+// lists them in Retired does: Count and Members leave them out.
+func (log *Log) Retire(ids []string) {
+	for _, id := range ids {
+		if run := log.Runs[id]; run != nil {
+			run.Retired = true
+		}
+	}
+}
+
+// Members returns how many runs of the last session's sweep the ledger
+// knows: all but the retired ones.
+func (log *Log) Members() int {
+	n := 0
+	for _, run := range log.Runs {
+		if !run.Retired {
+			n++
+		}
+	}
+	return n
+}
+
+// ReadFile reads the ledger at path; see Read.
+func ReadFile(path string) (*Log, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Read(f, path)
+}
+
+// Writer appends the record of a sweep to a ledger file: one JSON line per
+// record, each written with a single write, the file synced after every
+// finished attempt. Open one per shard: a ledger has one writer, and
+// Open locks it against a second one. Its methods may be called
+// concurrently.
+//
+// A Writer watches over its file. Before every write it checks that its
+// file is still the one at its path; if someone deleted or replaced it, it
+// writes the file again from what it holds open (nothing is lost) and
+// reports a Problem. It also keeps room allocated past the end of the
+// file, so that when the disk fills up the records of the runs still
+// running and the session's end record still fit: the Problem then says
+// the disk is full, before any write fails.
+type Writer struct {
+	path   string
+	dir    string
+	host   string
+	past   *Log     // what the file held when opened
+	lock   *os.File // the lock directory, held for the life of the Ledger
+	backup string   // where --restart moved the old ledger
+
+	mu        sync.Mutex
+	file      ledgerFile
+	size      int64
+	reserved  int64 // the file's blocks are allocated up to here
+	noReserve bool  // the file system cannot reserve space
+	err       error // the first write error; no record is written after it
+	problem   error // the first reason to start no more runs
+	warn      []string
+}
+
+// ledgerFile is what Ledger needs of its file (tests use a full disk).
+type ledgerFile interface {
+	io.Writer
+	io.ReaderAt
+	Sync() error
+	Truncate(size int64) error
+	Close() error
+	Stat() (os.FileInfo, error)
+}
+
+// ledgerReserve is the room a Ledger keeps allocated past the end of its
+// file: enough for the finished records of a few hundred running runs and
+// the end record. It is topped up when less than half of it is left.
+const ledgerReserve = 256 << 10
+
+// LockName is the name of the lock of the ledger at path: a directory
+// beside it, which a cleanup that deletes ledger files does not remove.
+func LockName(path string) string { return path + ".lock" }
+
+// Open opens the ledger at path for appending, creating it and its
+// directory if needed. First it takes the ledger's lock (see [LockName]):
+// if another nodepack holds it, Open fails naming its pid and host.
+// With restart, it then moves the old ledger out of the way (to
+// path.<UTC time>.bak; see Backup) and starts an empty one.
+//
+// It reads what the file holds: any line that is not a valid record is an
+// error naming the file and line, while an unfinished last line (the node
+// lost power during a write) is cut off, with a warning. Runs the last
+// session left running count as interrupted, since its writer is gone.
+func Open(path string, restart bool) (*Writer, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open ledger: %w", err)
+	}
+	lock, err := lockLedger(path)
+	if err != nil {
+		return nil, err
+	}
+	l := &Writer{path: path, dir: dir, lock: lock}
+	fail := func(err error) (*Writer, error) {
+		if l.file != nil {
+			l.file.Close()
+		}
+		lock.Close()
+		return nil, err
+	}
+	if restart {
+		if l.backup, err = backupLedger(path); err != nil {
+			return fail(err)
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fail(fmt.Errorf("open ledger: %w", err))
+	}
+	l.file = f
+	past, err := Read(f, path)
+	if err != nil {
+		return fail(err)
+	}
+	past.MarkInterrupted()
+	l.past, l.size = past, past.Size
+	l.host, _ = os.Hostname()
+	if past.Torn > 0 {
+		if err := f.Truncate(past.Size); err != nil {
+			return fail(fmt.Errorf("open ledger: cut the unfinished last line: %w", err))
+		}
+		l.warn = append(l.warn, fmt.Sprintf("%s: left out an unfinished last line (%d bytes): the write was cut off", path, past.Torn))
+	}
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		return fail(fmt.Errorf("open ledger: %w", err))
+	}
+	return l, nil
+}
+
+// lockOwner is what the lock directory's owner file says.
+type lockOwner struct {
+	PID   int       `json:"pid"`
+	Host  string    `json:"host"`
+	Since time.Time `json:"since"`
+}
+
+// lockLedger takes the lock of the ledger at path: an exclusive flock on
+// its lock directory, whose owner file names the holder for the next one.
+func lockLedger(path string) (*os.File, error) {
+	name := LockName(path)
+	if err := os.Mkdir(name, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("open ledger: lock: %w", err)
+	}
+	dir, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger: lock: %w", err)
+	}
+	if err := lockFile(dir); err != nil {
+		dir.Close()
+		holder := "another nodepack"
+		var o lockOwner
+		if b, rerr := os.ReadFile(filepath.Join(name, "owner")); rerr == nil && json.Unmarshal(b, &o) == nil && o.PID > 0 {
+			holder = fmt.Sprintf("another nodepack (pid %d on %s, since %s)", o.PID, o.Host, o.Since.Local().Format(time.DateTime))
+		}
+		return nil, fmt.Errorf("%s is in use: %s is writing it: %w", path, holder, err)
+	}
+	host, _ := os.Hostname()
+	b, _ := json.Marshal(lockOwner{PID: os.Getpid(), Host: host, Since: time.Now().UTC()})
+	if err := os.WriteFile(filepath.Join(name, "owner"), append(b, '\n'), 0o644); err != nil {
+		dir.Close()
+		return nil, fmt.Errorf("open ledger: lock: %w", err)
+	}
+	return dir, nil
+}
+
+// Backup returns where Open moved the old ledger for a restart; ""
+// if there was none or it was no restart.
+func (l *Writer) Backup() string { return l.backup }
+
+// Past returns what the ledger held when it was opened.
+func (l *Writer) Past() *Log { return l.past }
+
+// Warnings returns what Open found worth telling.
+func (l *Writer) Warnings() []string { return l.warn }
+
+// Err returns the first write error, after which the ledger writes nothing.
+func (l *Writer) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Problem returns the first reason the sweep should start no more runs: a
+// write error, the disk filling up (records still fit), or the file having
+// been deleted or replaced behind the ledger's back (it was written again).
+// It is nil while all is well.
+func (l *Writer) Problem() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.problem
+}
+
+// PriorAttempts returns how many attempts the run had in the log, for
+// execute.Options.PriorAttempts.
+func (log *Log) PriorAttempts(runID string) int {
+	if run := log.Runs[runID]; run != nil {
+		return run.Attempts
+	}
+	return 0
+}
+
+// WriteHeader starts a session. h holds what the caller knows (version,
+// command, shard, total, node, plan, sweep); type, time, format, host and
+// pid are filled in. The write is synced and room is reserved for the
+// session's last records, so a full disk shows here, before anything runs.
+func (l *Writer) WriteHeader(h Record) error {
+	h.Type, h.Time, h.Format, h.Host, h.PID = TypeHeader, time.Now().UTC(), Format, l.host, os.Getpid()
+	if err := l.write(&h, true); err != nil {
+		return err
+	}
+	return l.Problem()
+}
+
+// WriteEnd ends the session: note says how, deferred counts the runs left
+// for the next one.
+func (l *Writer) WriteEnd(note string, deferred int) error {
+	return l.write(&Record{Type: TypeEnd, Time: time.Now().UTC(), Note: note, Deferred: deferred}, true)
+}
+
+// Append records an execute.Event, for execute.Options.OnEvent: a started
+// record, or a finished one, which is synced.
+func (l *Writer) Append(ev execute.Event) error {
+	slot := ev.Slot.Index
+	rec := Record{
+		ID: ev.Run.ID, Index: ev.Run.Index, Origin: ev.Run.Origin, Attempt: ev.Attempt, Slot: &slot,
+		Stdout: l.relative(ev.Stdout), Stderr: l.relative(ev.Stderr),
+	}
+	if ev.Kind == execute.Started {
+		rec.Type, rec.Time = TypeStarted, ev.Start.UTC()
+		rec.Host, rec.PID = l.host, ev.PID
+		rec.GPUs = ev.Slot.UUIDs()
+		rec.CPUs = pack.FormatCPUList(ev.Slot.CPUs)
+		return l.write(&rec, false)
+	}
+	code := ev.ExitCode
+	rec.Type, rec.Time = TypeFinished, ev.End.UTC()
+	rec.ExitCode, rec.Signal, rec.Reason, rec.Retry = &code, ev.Signal, ev.Reason, ev.Retry
+	if ev.Err != nil {
+		rec.Error = ev.Err.Error()
+	}
+	rec.Seconds = roundSeconds(ev.End.Sub(ev.Start))
+	rec.MaxRSS = ev.Usage.MaxRSS
+	rec.CPUSeconds = roundSeconds(ev.Usage.CPU)
+	rec.TreeRSSPeak = ev.Usage.Sampled.TreeRSSPeak
+	rec.GPUUsage = ev.Usage.Sampled.GPUs
+	return l.write(&rec, true)
+}
+
+func roundSeconds(d time.Duration) float64 { return d.Round(time.Millisecond).Seconds() }
+
+// relative makes a log path relative to the ledger's directory, so that a
+// reader on another machine finds it from there.
+func (l *Writer) relative(path string) string {
+	if path == "" {
+		return ""
+	}
+	dir, err := filepath.Abs(l.dir)
+	if err != nil {
+		return path
+	}
+	if rel, err := filepath.Rel(dir, path); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return path
+}
+
+// write appends one record with one write. A failed write (a full disk)
+// is cut off again, so the file stays a sequence of whole records, and
+// ends the ledger: every later write returns the same error.
+func (l *Writer) write(rec *Record, sync bool) error {
+	line, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("ledger %s: %w", l.path, err)
+	}
+	line = append(line, '\n')
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	l.checkPresent()
+	n, err := l.file.Write(line)
+	if err == nil && sync {
+		err = l.file.Sync()
+	}
+	if err != nil {
+		if n > 0 {
+			l.file.Truncate(l.size)
+		}
+		l.err = fmt.Errorf("ledger %s: %w", l.path, err)
+		if l.problem == nil {
+			l.problem = l.err
+		}
+		return l.err
+	}
+	l.size += int64(n)
+	l.topUp()
+	return nil
+}
+
+// topUp keeps ledgerReserve bytes allocated past the end of the file. A
+// file system that cannot allocate ahead is left alone; one that is full
+// is a Problem while the rest of the reserve still holds the last records.
+func (l *Writer) topUp() {
+	if l.noReserve || l.reserved-l.size >= ledgerReserve/2 {
+		return
+	}
+	switch err := reserve(l.file, l.size, ledgerReserve); {
+	case err == nil:
+		l.reserved = l.size + ledgerReserve
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		l.noReserve = true
+		if l.problem == nil {
+			l.problem = fmt.Errorf("disk full: %s: no room to keep recording runs (%w)", l.path, err)
+		}
+	default:
+		l.noReserve = true
+	}
+}
+
+// reserve allocates n bytes of f from off without changing its size, so
+// later writes there cannot fail for want of space.
+func reserve(f ledgerFile, off, n int64) error {
+	if r, ok := f.(interface{ Reserve(off, n int64) error }); ok {
+		return r.Reserve(off, n)
+	}
+	if osf, ok := f.(*os.File); ok {
+		return reserveFile(osf, off, n)
+	}
+	return errors.ErrUnsupported
+}
+
+// checkPresent makes sure the file at the ledger's path is the one it
+// writes. If it was deleted or replaced, the ledger writes what it holds
+// to a new file there (or, if another file took the name, beside it),
+// carries on in that file, and records the Problem.
+func (l *Writer) checkPresent() {
+	held, err := l.file.Stat()
+	if err != nil {
+		return
+	}
+	onDisk, err := os.Stat(l.path)
+	if err == nil && os.SameFile(held, onDisk) {
+		return
+	}
+	what := "deleted"
+	if err == nil {
+		what = "replaced by another file"
+	}
+	dest, rerr := l.rewrite()
+	switch {
+	case rerr != nil:
+		l.problem = fmt.Errorf("%s was %s while the sweep ran, and could not be written again: %w", l.path, what, rerr)
+	case dest != l.path:
+		l.problem = fmt.Errorf("%s was %s while the sweep ran: this sweep's records are now in %s", l.path, what, dest)
+		l.path = dest
+	default:
+		l.problem = fmt.Errorf("%s was %s while the sweep ran: it was written again from the open file, nothing is lost", l.path, what)
+	}
+}
+
+// rewrite copies what the ledger holds into a new file at its path, or
+// beside it when another file has the name, and writes there from now on.
+func (l *Writer) rewrite() (string, error) {
+	tmp, err := os.CreateTemp(l.dir, ".ledger-rewrite-")
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(tmp, io.NewSectionReader(l.file, 0, l.size)); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	dest := l.path
+	if err := os.Link(tmp.Name(), dest); err != nil {
+		dest = l.path + "." + time.Now().UTC().Format("20060102T150405.000Z") + ".recovered"
+		if err := os.Rename(tmp.Name(), dest); err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+			return "", err
+		}
+	} else {
+		os.Remove(tmp.Name())
+	}
+	l.file.Close()
+	l.file = tmp
+	l.reserved = 0
+	l.topUp()
+	return dest, nil
+}
+
+// Close closes the file and gives up the lock.
+func (l *Writer) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := l.file.Close()
+	l.lock.Close()
+	return err
+}
+
+// ResumeCounts says what a resumed sweep did with the runs its ledger
+// knew. Skipped runs do not run again; the others do.
+type ResumeCounts struct {
+	SkippedSucceeded int // succeeded before
+	SkippedFailed    int // failed before; rerun only with retryFailed
+	RetriedFailed    int // failed before, rerun because of retryFailed
+	Interrupted      int // interrupted, or started and never finished
+	New              int // not in the ledger
+}
+
+// Resume returns the runs of runs that still have to run according to the
+// log, keyed on execute.Run.ID: those it has no record of, those interrupted or
+// started and never finished, and, with retryFailed, those that failed.
+// Runs that succeeded, and those that failed without retryFailed, are
+// skipped. counts returns the tally so far; it may be called at any time.
+func (log *Log) Resume(runs iter.Seq2[execute.Run, error], retryFailed bool) (pending iter.Seq2[execute.Run, error], counts func() ResumeCounts) {
+	var mu sync.Mutex
+	var c ResumeCounts
+	pending = func(yield func(execute.Run, error) bool) {
+		for run, err := range runs {
+			if err != nil {
+				yield(run, err)
+				return
+			}
+			skip := false
+			mu.Lock()
+			switch state := log.stateOf(run.ID); {
+			case state == StateSucceeded:
+				c.SkippedSucceeded++
+				skip = true
+			case state == StateFailed && !retryFailed:
+				c.SkippedFailed++
+				skip = true
+			case state == StateFailed:
+				c.RetriedFailed++
+			case state == StatePending:
+				c.New++
+			default:
+				c.Interrupted++
+			}
+			mu.Unlock()
+			if !skip && !yield(run, nil) {
+				return
+			}
+		}
+	}
+	counts = func() ResumeCounts {
+		mu.Lock()
+		defer mu.Unlock()
+		return c
+	}
+	return pending, counts
+}
+
+func (log *Log) stateOf(id string) State {
+	if id == "" {
+		return StatePending
+	}
+	if run := log.Runs[id]; run != nil {
+		return run.State
+	}
+	return StatePending
+}
+
+// backupLedger renames the ledger at path out of the way, to
+// path.<UTC time>.bak, and returns the new name; "" if there was none.
+func backupLedger(path string) (string, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	backup := path + "." + time.Now().UTC().Format("20060102T150405.000Z") + ".bak"
+	if err := os.Rename(path, backup); err != nil {
+		return "", fmt.Errorf("back up ledger: %w", err)
+	}
+	return backup, nil
+}
+
+// InOrder returns the log's runs in the order of first appearance.
+func (log *Log) InOrder() []*Run {
+	runs := make([]*Run, 0, len(log.Order))
+	for _, id := range log.Order {
+		runs = append(runs, log.Runs[id])
+	}
+	return runs
+}

@@ -1,0 +1,454 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/execute"
+)
+
+const ledgerHeader = `{"type":"header","time":"2026-01-01T00:00:00Z","format":"nodepack.ledger/v1","pid":1}` + "\n"
+
+func ledgerStarted(id string, attempt int) string {
+	return `{"type":"started","time":"2026-01-01T00:00:01Z","id":"` + id + `","attempt":` + ledgerItoa(attempt) + `,"slot":0}` + "\n"
+}
+
+func ledgerFinished(id string, attempt int, reason string, retry bool) string {
+	r := ""
+	if retry {
+		r = `,"retry":true`
+	}
+	return `{"type":"finished","time":"2026-01-01T00:00:02Z","id":"` + id + `","attempt":` + ledgerItoa(attempt) + `,"exit_code":0,"reason":"` + reason + `"` + r + "}\n"
+}
+
+func ledgerItoa(n int) string { return string(rune('0' + n)) }
+
+const ledgerEnd = `{"type":"end","time":"2026-01-01T00:00:03Z","note":"done"}` + "\n"
+
+func TestReadLedgerStates(t *testing.T) {
+	tests := []struct {
+		description string
+		ledger      string
+		want        map[string]State
+		wantLive    bool
+		wantTorn    bool
+	}{
+		{"ok, failed, interrupted", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "ok", false) +
+			ledgerStarted("b", 1) + ledgerFinished("b", 1, "failed", false) + ledgerStarted("c", 1) + ledgerFinished("c", 1, "interrupted", false) + ledgerEnd,
+			map[string]State{"a": StateSucceeded, "b": StateFailed, "c": StateInterrupted}, false, false},
+		{"a timeout is a failure", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "timeout", false) + ledgerEnd,
+			map[string]State{"a": StateFailed}, false, false},
+		{"started in the live session: running", ledgerHeader + ledgerStarted("a", 1),
+			map[string]State{"a": StateRunning}, true, false},
+		{"between a failure and its retry: running", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "failed", true),
+			map[string]State{"a": StateRunning}, true, false},
+		{"started in a session that ended: interrupted", ledgerHeader + ledgerStarted("a", 1) + ledgerEnd,
+			map[string]State{"a": StateInterrupted}, false, false},
+		{"started in a killed session (a new header follows): interrupted", ledgerHeader + ledgerStarted("a", 1) + ledgerHeader,
+			map[string]State{"a": StateInterrupted}, true, false},
+		{"the last record wins", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "failed", false) + ledgerEnd + ledgerHeader + ledgerStarted("a", 2) + ledgerFinished("a", 2, "ok", false) + ledgerEnd,
+			map[string]State{"a": StateSucceeded}, false, false},
+		{"an unfinished last line is left out", ledgerHeader + ledgerStarted("a", 1) + `{"type":"finished","id":"a"`,
+			map[string]State{"a": StateRunning}, true, true},
+		{"empty", "", map[string]State{}, false, false},
+		{"a run retired by the last header is not counted", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "ok", false) + ledgerStarted("b", 1) + ledgerFinished("b", 1, "ok", false) + ledgerEnd +
+			strings.Replace(ledgerHeader, `"pid":1`, `"pid":1,"retired":["a"]`, 1),
+			map[string]State{"b": StateSucceeded}, true, false},
+		{"a retired run that runs again counts again", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "ok", false) + ledgerEnd +
+			strings.Replace(ledgerHeader, `"pid":1`, `"pid":1,"retired":["a"]`, 1) + ledgerEnd + ledgerHeader + ledgerStarted("a", 2),
+			map[string]State{"a": StateRunning}, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			log, err := Read(strings.NewReader(tc.ledger), "l")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]State{}
+			for id, run := range log.Runs {
+				if !run.Retired {
+					got[id] = run.State
+				}
+			}
+			counted := 0
+			for _, n := range log.Count() {
+				counted += n
+			}
+			if counted != len(got) || log.Members() != len(got) {
+				t.Errorf("Count() covers %d runs, Members() %d, want %d", counted, log.Members(), len(got))
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("runs %v, want %v", got, tc.want)
+			}
+			for id, state := range tc.want {
+				if got[id] != state {
+					t.Errorf("run %s: %s, want %s", id, got[id], state)
+				}
+			}
+			if log.Live() != tc.wantLive || (log.Torn > 0) != tc.wantTorn {
+				t.Errorf("live %v torn %d, want %v %v", log.Live(), log.Torn, tc.wantLive, tc.wantTorn)
+			}
+		})
+	}
+}
+
+func TestReadLedgerCorruption(t *testing.T) {
+	tests := []struct {
+		description string
+		ledger      string
+		want        string // in the error
+	}{
+		{"not JSON", ledgerHeader + "garbage\n", "l:2: not a record"},
+		{"an empty line", ledgerHeader + "\n" + ledgerStarted("a", 1), "l:2:"},
+		{"a record before the header", ledgerStarted("a", 1), "l:1: \"started\" record before the first header"},
+		{"an unknown type", ledgerHeader + `{"type":"paused"}` + "\n", `l:2: unknown record type "paused"`},
+		{"another format", `{"type":"header","format":"nodepack.ledger/v9"}` + "\n", "l:1: header format"},
+		{"a bad run id", ledgerHeader + ledgerStarted("a/b", 1), "l:2: started record: bad run id"},
+		{"no attempt", ledgerHeader + `{"type":"started","id":"a"}` + "\n", "l:2:"},
+		{"finished without an exit code", ledgerHeader + `{"type":"finished","id":"a","attempt":1,"reason":"ok"}` + "\n", "l:2: finished record without exit_code"},
+		{"an unknown reason", ledgerHeader + strings.Replace(ledgerFinished("a", 1, "ok", false), `"ok"`, `"meh"`, 1), `l:2: finished record: unknown reason "meh"`},
+		{"a record after the end", ledgerHeader + ledgerEnd + ledgerStarted("a", 1), "l:3: \"started\" record after the session's end"},
+		{"a torn line that is not the last", ledgerHeader + `{"type":"started","id":"a"` + "\n" + ledgerStarted("b", 1), "l:2: not a record"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			_, err := Read(strings.NewReader(tc.ledger), "l")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzReadLedger: any input either reads, with every run in a known
+// state, or is an error naming a line; a torn tail never makes an error.
+func FuzzReadLedger(f *testing.F) {
+	f.Add(ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "ok", false) + ledgerEnd)
+	f.Add(ledgerHeader + ledgerStarted("a", 1) + `{"type":"fin`)
+	f.Add(ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "failed", true) + ledgerHeader + ledgerStarted("a", 2))
+	f.Add("{}\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		log, err := Read(strings.NewReader(s), "f")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "ledger f:") {
+				t.Fatalf("error without file and line: %v", err)
+			}
+			return
+		}
+		if log.Size+log.Torn != int64(len(s)) {
+			t.Fatalf("size %d + torn %d != %d", log.Size, log.Torn, len(s))
+		}
+		for _, run := range log.Runs {
+			switch run.State {
+			case StateRunning, StateSucceeded, StateFailed, StateInterrupted:
+			default:
+				t.Fatalf("run %s in state %q", run.ID, run.State)
+			}
+		}
+		// Whatever follows a torn tail once it is completed must not change
+		// what the complete lines said.
+		if log.Torn > 0 {
+			again, err := Read(strings.NewReader(s[:log.Size]), "f")
+			if err != nil || len(again.Runs) != len(log.Runs) {
+				t.Fatalf("the complete lines alone: %v, %d runs, want %d", err, len(again.Runs), len(log.Runs))
+			}
+		}
+	})
+}
+
+func TestResume(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out", "ledger.jsonl")
+	ledger := ledgerHeader + ledgerStarted("ok", 1) + ledgerFinished("ok", 1, "ok", false) +
+		ledgerStarted("bad", 1) + ledgerFinished("bad", 1, "failed", false) +
+		ledgerStarted("cut", 1) + ledgerFinished("cut", 1, "interrupted", false) +
+		ledgerStarted("killed", 2) // nodepack died here: no end record
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	os.WriteFile(path, []byte(ledger), 0o644)
+	l, err := Open(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	runs := execute.Runs(execute.Run{ID: "ok"}, execute.Run{ID: "bad"}, execute.Run{ID: "cut"}, execute.Run{ID: "killed"}, execute.Run{ID: "new"})
+	for _, tc := range []struct {
+		retryFailed bool
+		want        []string
+		counts      ResumeCounts
+	}{
+		{false, []string{"cut", "killed", "new"}, ResumeCounts{SkippedSucceeded: 1, SkippedFailed: 1, Interrupted: 2, New: 1}},
+		{true, []string{"bad", "cut", "killed", "new"}, ResumeCounts{SkippedSucceeded: 1, RetriedFailed: 1, Interrupted: 2, New: 1}},
+	} {
+		pending, counts := l.Past().Resume(runs, tc.retryFailed)
+		var got []string
+		for run := range pending {
+			got = append(got, run.ID)
+		}
+		if strings.Join(got, " ") != strings.Join(tc.want, " ") || counts() != tc.counts {
+			t.Errorf("retryFailed %v: ran %v, counts %+v; want %v, %+v", tc.retryFailed, got, counts(), tc.want, tc.counts)
+		}
+	}
+	if l.Past().PriorAttempts("killed") != 2 || l.Past().PriorAttempts("new") != 0 {
+		t.Errorf("prior attempts %d, %d; want 2, 0", l.Past().PriorAttempts("killed"), l.Past().PriorAttempts("new"))
+	}
+}
+
+func TestOpenLedgerIsExclusive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	l, err := Open(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := Open(path, false); err == nil || !strings.Contains(err.Error(), "another nodepack") {
+		t.Errorf("second Open: %v, want it refused", err)
+	}
+}
+
+// fullDisk is a ledger file on a disk that fills up after room bytes.
+// Space reserved with Reserve stays writable; with noReserve the file
+// system cannot reserve at all.
+type fullDisk struct {
+	b         []byte
+	room      int
+	reserved  int
+	noReserve bool
+}
+
+func (f *fullDisk) Write(p []byte) (int, error) {
+	n := min(len(p), max(f.room, f.reserved)-len(f.b))
+	f.b = append(f.b, p[:n]...)
+	if n < len(p) {
+		return n, syscall.ENOSPC
+	}
+	return n, nil
+}
+func (f *fullDisk) Reserve(off, n int64) error {
+	if f.noReserve {
+		return errors.ErrUnsupported
+	}
+	if int(off+n) > f.room {
+		return syscall.ENOSPC
+	}
+	f.reserved = max(f.reserved, int(off+n))
+	return nil
+}
+func (f *fullDisk) ReadAt(p []byte, off int64) (int, error) {
+	return strings.NewReader(string(f.b)).ReadAt(p, off)
+}
+func (f *fullDisk) Stat() (os.FileInfo, error) { return nil, errors.ErrUnsupported }
+func (f *fullDisk) Sync() error                { return nil }
+func (f *fullDisk) Truncate(size int64) error  { f.b = f.b[:size]; return nil }
+func (f *fullDisk) Close() error               { return nil }
+func (f *fullDisk) contents() string           { return string(f.b) }
+func (f *fullDisk) records() (*Log, error) {
+	return Read(strings.NewReader(f.contents()), "disk")
+}
+
+func startedEvent(i int) execute.Event {
+	return execute.Event{Kind: execute.Started, Run: execute.Run{ID: "run" + strconv.Itoa(i)}, Attempt: 1, Start: time.Now(), Slot: pack.Slot{Index: 0}}
+}
+
+// TestFullDiskKeepsTheLedgerWhole: where no room can be reserved, a write
+// cut short by a full disk is taken back, and nothing is written after it.
+func TestFullDiskKeepsTheLedgerWhole(t *testing.T) {
+	disk := &fullDisk{room: 700, noReserve: true}
+	l := &Writer{path: "disk", dir: ".", past: &Log{Runs: map[string]*Run{}}, file: disk}
+	if err := l.WriteHeader(Record{Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	for i := 0; err == nil && i < 100; i++ {
+		err = l.Append(startedEvent(i))
+	}
+	if !errors.Is(err, syscall.ENOSPC) || !errors.Is(l.Err(), syscall.ENOSPC) || !errors.Is(l.Problem(), syscall.ENOSPC) {
+		t.Fatalf("err %v, ledger err %v, problem %v; want ENOSPC", err, l.Err(), l.Problem())
+	}
+	size := len(disk.b)
+	if err := l.WriteEnd("done", 0); !errors.Is(err, syscall.ENOSPC) || len(disk.b) != size {
+		t.Errorf("a write after the error: %v, %d bytes more", err, len(disk.b)-size)
+	}
+	log, err := disk.records()
+	if err != nil || log.Torn != 0 || len(log.Runs) == 0 {
+		t.Errorf("after a full disk the ledger reads %v, torn %d, %d runs; want whole records", err, log.Torn, len(log.Runs))
+	}
+}
+
+// TestFullDiskIsSeenBeforeWritesFail: with room reserved past the end, a
+// disk that fills up is a Problem while records still fit, so the sweep
+// stops starting runs and still records the running ones and its end.
+func TestFullDiskIsSeenBeforeWritesFail(t *testing.T) {
+	disk := &fullDisk{room: 1 << 30}
+	l := &Writer{path: "disk", dir: ".", past: &Log{Runs: map[string]*Run{}}, file: disk}
+	if err := l.WriteHeader(Record{Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	disk.room = len(disk.b) + 100 // another program fills the disk
+	i := 0
+	for ; l.Problem() == nil && i < 10000; i++ {
+		if err := l.Append(startedEvent(i)); err != nil {
+			t.Fatalf("record %d: %v before the problem was reported", i, err)
+		}
+	}
+	if p := l.Problem(); p == nil || !strings.Contains(p.Error(), "disk full") || !errors.Is(p, syscall.ENOSPC) {
+		t.Fatalf("problem %v, want disk full", p)
+	}
+	for j := range 200 { // the running runs end
+		if err := l.Append(execute.Event{Kind: execute.Finished, Run: execute.Run{ID: "run" + strconv.Itoa(j)}, Attempt: 1, Reason: execute.OK}); err != nil {
+			t.Fatalf("finished record %d after the problem: %v", j, err)
+		}
+	}
+	if err := l.WriteEnd("stopped: disk full", 3); err != nil {
+		t.Fatalf("end record: %v", err)
+	}
+	log, err := disk.records()
+	if err != nil || log.End == nil || log.End.Note != "stopped: disk full" {
+		t.Errorf("ledger reads %v, end %+v", err, log.End)
+	}
+}
+
+// TestFullDiskOnARealFileSystem fills a small tmpfs under an open ledger:
+// the ledger reports the full disk while its reserve still takes the last
+// records and the end record. It needs root to mount the tmpfs.
+func TestFullDiskOnARealFileSystem(t *testing.T) {
+	dir := t.TempDir()
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "nodepack-test", dir).Run(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (needs root): %v", err)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	path := filepath.Join(dir, "out", "ledger.jsonl")
+	l, err := Open(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.WriteHeader(Record{Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	filler, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := filler.Write(chunk); err != nil {
+			break
+		}
+	}
+	filler.Close()
+	i := 0
+	for ; l.Problem() == nil && i < 100000; i++ {
+		if err := l.Append(startedEvent(i)); err != nil {
+			t.Fatalf("record %d failed before the full disk was reported: %v", i, err)
+		}
+	}
+	if p := l.Problem(); p == nil || !errors.Is(p, syscall.ENOSPC) {
+		t.Fatalf("after %d records: problem %v, want the full disk", i, p)
+	}
+	for j := range 100 {
+		if err := l.Append(execute.Event{Kind: execute.Finished, Run: execute.Run{ID: "run" + strconv.Itoa(j)}, Attempt: 1, Reason: execute.OK}); err != nil {
+			t.Fatalf("finished record %d: %v", j, err)
+		}
+	}
+	if err := l.WriteEnd("stopped: disk full", 0); err != nil {
+		t.Fatalf("end record: %v", err)
+	}
+	log, err := ReadFile(path)
+	if err != nil || log.End == nil || log.Torn != 0 {
+		t.Fatalf("the ledger reads %v, end %v, torn %d", err, log.End, log.Torn)
+	}
+}
+
+// TestDeletedLedgerIsWrittenAgain: a ledger deleted under a running sweep
+// is written again from the open file with every record, the sweep is told
+// to stop starting runs, and the lock still keeps a second writer out.
+func TestDeletedLedgerIsWrittenAgain(t *testing.T) {
+	l, path := openTestLedger(t)
+	l.Append(startedEvent(1))
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, false); err == nil || !strings.Contains(err.Error(), "is writing it") {
+		t.Errorf("a second writer after the delete: %v, want it refused", err)
+	}
+	if err := l.Append(execute.Event{Kind: execute.Finished, Run: execute.Run{ID: "run1"}, Attempt: 1, Reason: execute.OK}); err != nil {
+		t.Fatal(err)
+	}
+	if p := l.Problem(); p == nil || !strings.Contains(p.Error(), "was deleted while the sweep ran") {
+		t.Errorf("problem %v, want the deletion", p)
+	}
+	log, err := ReadFile(path)
+	if err != nil || len(log.Sessions) != 1 || log.Runs["run1"] == nil || log.Runs["run1"].State != StateSucceeded {
+		t.Fatalf("the ledger on disk: %v, %+v", err, log)
+	}
+}
+
+// TestReplacedLedgerIsKeptBeside: a file put in the ledger's place is not
+// overwritten; the sweep's records go to a file beside it, which the
+// problem names.
+func TestReplacedLedgerIsKeptBeside(t *testing.T) {
+	l, path := openTestLedger(t)
+	os.Remove(path)
+	os.WriteFile(path, []byte("someone else's\n"), 0o644)
+	l.Append(startedEvent(1))
+	p := l.Problem()
+	if p == nil || !strings.Contains(p.Error(), "replaced by another file") {
+		t.Fatalf("problem %v", p)
+	}
+	recovered, _ := filepath.Glob(path + ".*.recovered")
+	if len(recovered) != 1 || !strings.Contains(p.Error(), recovered[0]) {
+		t.Fatalf("recovered files %v, problem %v", recovered, p)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "someone else's\n" {
+		t.Errorf("the other file was overwritten: %q", b)
+	}
+	if log, err := ReadFile(recovered[0]); err != nil || log.Runs["run1"] == nil {
+		t.Errorf("recovered ledger: %v", err)
+	}
+}
+
+// TestRestartTakesTheLockFirst: --restart while another nodepack writes the
+// ledger is refused, naming it, and the live ledger stays where it is.
+func TestRestartTakesTheLockFirst(t *testing.T) {
+	l, path := openTestLedger(t)
+	host, _ := os.Hostname()
+	_, err := Open(path, true)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("pid %d on %s", os.Getpid(), host)) {
+		t.Errorf("restart while in use: %v, want it refused naming pid and host", err)
+	}
+	if backups, _ := filepath.Glob(path + ".*.bak"); len(backups) != 0 {
+		t.Errorf("the live ledger was moved to %v", backups)
+	}
+	l.Close()
+	r, err := Open(path, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Backup() == "" || len(r.Past().Sessions) != 0 {
+		t.Errorf("restart after the other ended: backup %q, %d sessions", r.Backup(), len(r.Past().Sessions))
+	}
+}
+
+// openTestLedger opens a new ledger with a header, closed at the test's end.
+func openTestLedger(t *testing.T) (*Writer, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	l, err := Open(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if err := l.WriteHeader(Record{Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	return l, path
+}

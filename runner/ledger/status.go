@@ -1,0 +1,246 @@
+package ledger
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// StatusFormat names the Status document's schema. Fields are only ever
+// added to it.
+const StatusFormat = "nodepack.status/v1"
+
+// Status is where a sweep stands according to its output directory: the
+// nodepack.status/v1 document of nodepack status --json.
+type Status struct {
+	Format string        `json:"format"`
+	Dir    string        `json:"dir"`
+	Time   time.Time     `json:"time"`
+	Total  *int          `json:"total"` // null when a shard's source did not know it
+	Counts Counts        `json:"counts"`
+	Shards []ShardStatus `json:"shards"`
+	// Running lists the running runs, oldest first.
+	Running []RunStatus `json:"running"`
+	// Failures lists the failed runs.
+	Failures []RunStatus `json:"failures"`
+	// RunsPerHour is the rate at which the live sessions finish runs; 0 when
+	// none is live. ETASeconds estimates the time left; null when unknown.
+	RunsPerHour float64  `json:"runs_per_hour"`
+	ETASeconds  *float64 `json:"eta_s"`
+}
+
+// Counts counts a sweep's runs by state; they add up to Status.Total.
+type Counts struct {
+	Pending     int `json:"pending"`
+	Running     int `json:"running"`
+	Succeeded   int `json:"succeeded"`
+	Failed      int `json:"failed"`
+	Interrupted int `json:"interrupted"`
+}
+
+// Shard states, as ShardStatus.State says them.
+const (
+	ShardRunning    = "running"     // its nodepack is alive on this host
+	ShardEnded      = "ended"       // it wrote its end record
+	ShardGone       = "gone"        // its nodepack, on this host, ended without an end record
+	ShardUnknown    = "unknown"     // running on another host, or gone there
+	ShardOtherSweep = "other sweep" // it holds another sweep than the newest ledger: not counted
+)
+
+// ShardStatus is one shard ledger's last session.
+type ShardStatus struct {
+	File     string    `json:"file"`
+	Index    int       `json:"index"`
+	Count    int       `json:"count"`
+	State    string    `json:"state"`           // ShardRunning, ShardEnded, ShardGone, ShardUnknown or ShardOtherSweep
+	Sweep    string    `json:"sweep,omitempty"` // the key of the sweep's definition
+	Host     string    `json:"host"`
+	PID      int       `json:"pid"`
+	Started  time.Time `json:"started"`
+	Sessions int       `json:"sessions"`
+	Note     string    `json:"note,omitempty"` // the end record's
+	Deferred int       `json:"deferred,omitempty"`
+	Torn     bool      `json:"torn,omitempty"` // a record was being written
+}
+
+// RunStatus is a running or failed run.
+type RunStatus struct {
+	ID       string    `json:"id"`
+	Origin   string    `json:"origin,omitempty"`
+	Attempt  int       `json:"attempt"`
+	Slot     int       `json:"slot"`
+	GPUs     []string  `json:"gpus"`
+	CPUs     string    `json:"cpus"`
+	Host     string    `json:"host,omitempty"`
+	Started  time.Time `json:"started"`
+	Elapsed  float64   `json:"elapsed_s,omitempty"` // running ones
+	ExitCode *int      `json:"exit_code,omitempty"` // failed ones
+	Signal   string    `json:"signal,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Stdout   string    `json:"stdout,omitempty"`
+	Stderr   string    `json:"stderr,omitempty"`
+}
+
+// ReadStatus reads every ledger in dir and says where the sweep stands at
+// now. It only reads, so it works from any host that sees dir, while the
+// sweep runs or after. A line being written (no newline yet) is not there
+// yet; any other bad line is an error naming it. Only the runs of the
+// directory's sweep are counted — not a run its last session retired, nor
+// a shard ledger that holds another sweep (which nodepack run refuses to
+// make, but an older version may have) — so the counts add up to the
+// total.
+func ReadStatus(dir string, now time.Time) (*Status, error) {
+	d, err := ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(d.Logs) == 0 {
+		return nil, fmt.Errorf("%s: no ledger (ledger*.jsonl): not a nodepack output directory, or nothing started yet", dir)
+	}
+	var current *Record // the newest header: the directory's sweep
+	files := make([]string, 0, len(d.Logs))
+	for file, log := range d.Logs {
+		files = append(files, file)
+		if len(log.Sessions) > 0 {
+			if h := log.Header(); current == nil || h.Time.After(current.Time) {
+				current = &h
+			}
+		}
+	}
+	slices.Sort(files)
+	host, _ := os.Hostname()
+	st := &Status{Format: StatusFormat, Dir: dir, Time: now.UTC(), Running: []RunStatus{}, Failures: []RunStatus{}, Shards: []ShardStatus{}}
+	total, totalKnown := 0, true
+	left := 0 // runs not finished for good: pending, running, interrupted
+	for _, file := range files {
+		log := d.Logs[file]
+		if len(log.Sessions) == 0 {
+			continue // created, header not written yet
+		}
+		h := log.Header()
+		sh := ShardStatus{File: file, Index: 0, Count: 1, Host: h.Host, PID: h.PID, Started: h.Time,
+			Sessions: len(log.Sessions), Torn: log.Torn > 0}
+		if h.Shard != nil {
+			sh.Index, sh.Count = h.Shard.Index, h.Shard.Count
+		}
+		if h.Sweep != nil {
+			sh.Sweep = h.Sweep.Key()
+		}
+		switch {
+		case log.End != nil:
+			sh.State, sh.Note, sh.Deferred = ShardEnded, log.End.Note, log.End.Deferred
+		case h.Host == host && !processAlive(h.PID):
+			sh.State = ShardGone
+			log.MarkInterrupted()
+		case h.Host == host:
+			sh.State = ShardRunning
+		default:
+			sh.State = ShardUnknown
+		}
+		if otherSweep(h, *current) {
+			sh.State = ShardOtherSweep
+			st.Shards = append(st.Shards, sh)
+			continue
+		}
+		st.Shards = append(st.Shards, sh)
+
+		c := log.Count()
+		st.Counts.Running += c[StateRunning]
+		st.Counts.Succeeded += c[StateSucceeded]
+		st.Counts.Failed += c[StateFailed]
+		st.Counts.Interrupted += c[StateInterrupted]
+		if h.Total != nil && *h.Total >= 0 {
+			total += *h.Total
+			st.Counts.Pending += max(0, *h.Total-log.Members())
+		} else {
+			totalKnown = false
+		}
+		left += c[StateRunning] + c[StateInterrupted]
+
+		finished := 0 // in the last session
+		session := len(log.Sessions) - 1
+		for _, run := range log.InOrder() {
+			if run.Retired {
+				continue
+			}
+			switch run.State {
+			case StateRunning:
+				st.Running = append(st.Running, runStatus(dir, run, now))
+			case StateFailed:
+				st.Failures = append(st.Failures, runStatus(dir, run, now))
+			}
+			if run.Session == session && run.Finished != nil && (run.State == StateSucceeded || run.State == StateFailed) {
+				finished++
+			}
+		}
+		if sh.State == ShardRunning || sh.State == ShardUnknown {
+			if elapsed := now.Sub(h.Time).Hours(); elapsed > 0 && finished > 0 {
+				st.RunsPerHour += float64(finished) / elapsed
+			}
+		}
+	}
+	if totalKnown {
+		st.Total = &total
+		left += st.Counts.Pending
+		if st.RunsPerHour > 0 {
+			eta := float64(left) / st.RunsPerHour * 3600
+			st.ETASeconds = &eta
+		}
+	}
+	slices.SortFunc(st.Running, func(a, b RunStatus) int { return a.Started.Compare(b.Started) })
+	return st, nil
+}
+
+// otherSweep reports whether a shard ledger's last header h belongs to
+// another sweep than current, the directory's newest header.
+func otherSweep(h, current Record) bool {
+	switch {
+	case h.Sweep != nil && current.Sweep != nil:
+		return h.Sweep.Key() != current.Sweep.Key() || max(h.Sweep.Shards, 1) != max(current.Sweep.Shards, 1)
+	case h.Sweep == nil && current.Sweep == nil:
+		return shardCount(h) != shardCount(current)
+	}
+	return false // a ledger from before definitions were recorded: assumed the same
+}
+
+func runStatus(dir string, run *Run, now time.Time) RunStatus {
+	s := RunStatus{ID: run.ID, Attempt: run.Attempts, GPUs: []string{}}
+	if st := run.Started; st != nil {
+		s.Origin, s.GPUs, s.CPUs, s.Host, s.Started = st.Origin, st.GPUs, st.CPUs, st.Host, st.Time
+		if st.Slot != nil {
+			s.Slot = *st.Slot
+		}
+		if s.GPUs == nil {
+			s.GPUs = []string{}
+		}
+		s.Stdout, s.Stderr = logPath(dir, st.Stdout), logPath(dir, st.Stderr)
+	}
+	if run.State == StateRunning && run.Started != nil {
+		s.Elapsed = now.Sub(run.Started.Time).Round(time.Millisecond).Seconds()
+	}
+	if fin := run.Finished; fin != nil && run.State == StateFailed {
+		s.ExitCode, s.Signal, s.Reason, s.Error = fin.ExitCode, fin.Signal, string(fin.Reason), fin.Error
+		if s.Origin == "" {
+			s.Origin = fin.Origin
+		}
+		if s.Stderr == "" {
+			s.Stdout, s.Stderr = logPath(dir, fin.Stdout), logPath(dir, fin.Stderr)
+		}
+		if s.Slot == 0 && fin.Slot != nil {
+			s.Slot = *fin.Slot
+		}
+	}
+	return s
+}
+
+// logPath turns a ledger's log path (relative to its directory) into one
+// usable from here.
+func logPath(dir, p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(dir, p)
+}

@@ -1,0 +1,578 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/resources/batch"
+	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/sweep"
+)
+
+// Options say which sweep to run on this node, where to record it, and
+// how. Only Source and Plan must be set: the zero value of every other
+// field is a sensible default, as its comment says.
+type Options struct {
+	// Source says where the runs come from.
+	Source sweep.Spec
+	// Shard is which part of the sweep this invocation runs: "I/N", "none"
+	// (all of it), or "" and "auto": the part the batch job's array index
+	// and task rank give (batch.Job.Place).
+	Shard string
+	// RunsPerShard is the size of a part where the batch system does not
+	// tell the array's size (PBS, LSF): --runs-per-shard.
+	RunsPerShard int
+	// Output is the output directory; empty means DefaultOutput's.
+	Output string
+	// Job is the batch job this runs in, as batch.Detect tells it; the
+	// zero Job is none.
+	Job batch.Job
+	// Plan lays out the slots the runs execute on.
+	Plan pack.Plan
+	// Node, if not nil, is recorded as JSON in the ledger's header (the
+	// command records its resources.Node).
+	Node any
+	// Execute says how every run is executed. Its OnEvent, if set, is
+	// called after the ledger has recorded the event. Its OutputDir,
+	// PriorAttempts, DrainAt and TerminateAt are the runner's to set, and
+	// TempDir defaults to the job's scratch directory.
+	Execute execute.Options
+	// RetryFailed also runs again the runs a resumed ledger says failed.
+	RetryFailed bool
+	// Restart starts over: the old ledger is kept as a backup and every
+	// run runs, also when the output directory holds another sweep.
+	Restart bool
+	// Requeue has the batch system run the job again when it was stopped
+	// with a warning (see Interrupt) or by StopBefore with runs left.
+	Requeue bool
+	// StopBefore, if not zero, starts no runs that long before the job's
+	// end and stops the running ones in time for their grace, following
+	// the job's end while it runs (batch.EndTime, batch.Follow).
+	StopBefore time.Duration
+	// CheckPrograms checks before anything starts that the program every
+	// run starts can be found (the Wrap prefix's, bash, or the command's).
+	CheckPrograms bool
+	// Version and Command are recorded in the ledger's header: who ran
+	// the sweep, and how.
+	Version string
+	Command []string
+	// OnNote, if not nil, is told things worth saying while the sweep runs
+	// ("the job's end moved …"), one line each. Calls may be concurrent
+	// with OnEvent.
+	OnNote func(string)
+}
+
+// Interrupt is the cause to cancel a sweep's context with: what stopped it
+// ("SIGTERM"), which the ledger's end record says, and whether the batch
+// job should run again — a warning before a time limit (sbatch --signal,
+// SGE -notify) wants it, a cancellation (scancel, qdel) does not.
+type Interrupt struct {
+	Reason  string
+	Requeue bool
+}
+
+func (i Interrupt) Error() string { return "stopped by " + i.Reason }
+
+// Sweep is a sweep checked and ready to run: Prepare has read its source
+// and the output directory's ledgers and decided what this invocation
+// runs. Close it when done. It is not safe for concurrent use.
+type Sweep struct {
+	opts    Options
+	source  *sweep.Source
+	def     sweep.Definition
+	shard   sweep.Shard
+	from    string // what chose the shard
+	output  string
+	ledger  string // this shard's ledger file
+	past    *ledger.Dir
+	seen    map[string]int // index of every run of the sweep a ledger knows
+	retired []string       // runs of this shard's ledger not in this sweep
+	done    int            // runs of this shard finished before (to be skipped)
+	end     time.Time      // the job's end, with StopBefore
+	notes   []string
+}
+
+// Prepare checks everything before anything starts: the source and every
+// one of its runs, the programs the runs start (with CheckPrograms), the
+// output directory and what its ledgers hold, and, with StopBefore, the
+// job's end. It returns an error for bad input (naming the file and line
+// where there is one) and for an output directory that holds another
+// sweep (naming what changed); nothing has been written then.
+func Prepare(opts Options) (*Sweep, error) {
+	if len(opts.Plan.Slots) == 0 {
+		return nil, errors.New("prepare: the plan has no slots")
+	}
+	if opts.Restart && opts.RetryFailed {
+		return nil, errors.New("--restart reruns everything: --retry-failed goes with a resume")
+	}
+	if opts.Requeue && !batch.CanRequeue(opts.Job) {
+		return nil, fmt.Errorf("--requeue: nodepack can requeue Slurm and Grid Engine jobs, not %s", batch.Describe(opts.Job))
+	}
+	src, err := opts.Source.Open()
+	if err != nil {
+		return nil, err
+	}
+	s := &Sweep{opts: opts, source: src, notes: src.Notes()}
+	s.def = src.Definition()
+	s.def.Env, s.def.Wrap = opts.Execute.Env, opts.Execute.Wrap
+	if err := s.prepare(); err != nil {
+		src.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Sweep) prepare() error {
+	opts := s.opts
+	s.output = opts.Output
+	if s.output == "" {
+		s.output = DefaultOutput(opts.Job, s.def, splits(opts.Shard, opts.Job))
+	}
+	s.source.SetOutputDir(s.output) // the runs' {run_dir} is under it
+	src := s.source
+	if err := s.scan(); err != nil {
+		return err
+	}
+	if opts.CheckPrograms {
+		if err := checkProgram(opts.Execute.Wrap, src); err != nil {
+			return err
+		}
+	}
+	if opts.StopBefore > 0 {
+		var err error
+		if s.end, _, err = batch.EndTime(opts.Job); err != nil {
+			return fmt.Errorf("--stop-before: %w", err)
+		}
+	}
+	return nil
+}
+
+// scan reads the output directory's ledgers, then every run of the
+// source, and decides what this session's ledger resumes: the same sweep,
+// without the runs that left it, or nothing at all when the directory
+// holds another sweep.
+func (s *Sweep) scan() error {
+	var err error
+	if s.past, err = ledger.ReadDir(s.output); err != nil {
+		return err
+	}
+	if s.opts.Restart {
+		s.past = &ledger.Dir{Path: s.output, Logs: map[string]*ledger.Log{}}
+	}
+	s.seen = map[string]int{}
+	if err := s.source.Scan(func(id string, index int) {
+		if s.past.Knows(id) {
+			s.seen[id] = index
+		}
+	}); err != nil {
+		return err
+	}
+	if s.shard, s.from, err = chooseShard(s.opts.Shard, s.opts.Job, s.source.Total(), s.opts.RunsPerShard); err != nil {
+		return err
+	}
+	if s.from != "" {
+		s.notes = append(s.notes, fmt.Sprintf("shard %s from %s: runs %d, %d, %d, …; --shard none runs them all",
+			s.shard, s.from, s.shard.Index, s.shard.Index+s.shard.Count, s.shard.Index+2*s.shard.Count))
+	}
+	if m := s.opts.RunsPerShard; m > 0 && s.shard.Count > 1 {
+		total := s.source.Total()
+		if need := (total + m - 1) / m; need != s.shard.Count {
+			s.notes = append(s.notes, fmt.Sprintf("%d shards for %d runs, not %d as --runs-per-shard %d would give: each shard runs about %d",
+				s.shard.Count, total, need, m, (total+s.shard.Count-1)/s.shard.Count))
+		}
+	}
+	s.def.Shards = s.shard.Count
+	file := ledger.FileName(s.shard.Index, s.shard.Count)
+	s.ledger = filepath.Join(s.output, file)
+	if changes := s.past.Changes(s.def); len(changes) > 0 {
+		return anotherSweep(s.output, changes)
+	}
+	log := s.past.Log(file)
+	retired, none := ledger.Retired(log, s.seen, s.shard)
+	if none {
+		return anotherSweep(s.output, []string{fmt.Sprintf("none of the %d runs in %s is part of this sweep", len(log.Order), file)})
+	}
+	s.retired = retired
+	retiredSet := make(map[string]bool, len(retired))
+	for _, id := range retired {
+		retiredSet[id] = true
+	}
+	s.done = 0
+	for id, run := range log.Runs {
+		if !retiredSet[id] && (run.State == ledger.StateSucceeded || run.State == ledger.StateFailed && !s.opts.RetryFailed) {
+			s.done++
+		}
+	}
+	return nil
+}
+
+// chooseShard turns the shard spec into this invocation's shard, and says
+// what chose it.
+func chooseShard(spec string, job batch.Job, total, runsPerShard int) (sweep.Shard, string, error) {
+	if runsPerShard < 0 {
+		return sweep.Shard{}, "", fmt.Errorf("--runs-per-shard %d: must not be negative", runsPerShard)
+	}
+	switch spec {
+	case "none":
+		return sweep.Shard{Index: 0, Count: 1}, "", nil
+	case "", "auto":
+		p, err := job.Place(total, runsPerShard)
+		if err != nil {
+			return sweep.Shard{}, "", fmt.Errorf("--shard auto: %w", err)
+		}
+		return sweep.Shard{Index: p.Index, Count: max(p.Count, 1)}, p.From, nil
+	}
+	sh, err := sweep.ParseShard(spec)
+	if err != nil {
+		return sweep.Shard{}, "", fmt.Errorf("--shard: %w", err)
+	}
+	return sh, "--shard " + spec, nil
+}
+
+// splits says, before the runs are counted, whether the shard spec will
+// split the sweep: the default output directory depends on it.
+func splits(spec string, job batch.Job) bool {
+	switch spec {
+	case "none":
+		return false
+	case "", "auto":
+		return job.Splits()
+	}
+	sh, err := sweep.ParseShard(spec)
+	return err == nil && sh.Count > 1
+}
+
+// DefaultOutput is the output directory of a sweep of definition def when
+// none is given: nodepack-NAME-KEY, with NAME the sweep's source or
+// script and KEY def.Key(), so that two different sweeps started in one
+// directory never share one by accident while the same sweep run again
+// (grown, or with more reps) finds its own; inside a batch job
+// nodepack-JOBID-NAME-KEY (see batch.OutputDir).
+func DefaultOutput(job batch.Job, def sweep.Definition, split bool) string {
+	return batch.OutputDir(job, split, def.Label()+"-"+def.Key())
+}
+
+// anotherSweep is the error for a directory that holds a different sweep.
+func anotherSweep(dir string, what []string) error {
+	return fmt.Errorf("%s holds another sweep: %s; --restart starts over (the old ledger is kept as a backup), or choose another -o",
+		dir, strings.Join(what, "; "))
+}
+
+// checkProgram checks that the program every run starts can be found: a
+// missing one would fail every run with exit 127 and an empty log.
+func checkProgram(wrap []string, src *sweep.Source) error {
+	what, name := "the command", src.Program()
+	switch {
+	case len(wrap) > 0:
+		what, name = "--wrap", wrap[0]
+	case src.Spec().Kind() == sweep.KindTasks:
+		what = "task files run with bash"
+	}
+	if strings.ContainsAny(name, "{}") {
+		return nil // a placeholder: filled in per run
+	}
+	if err := lookPath(name); err != nil {
+		return fmt.Errorf("%s: program %q not found: %w", what, name, err)
+	}
+	return nil
+}
+
+// Output returns the output directory.
+func (s *Sweep) Output() string { return s.output }
+
+// Shard returns this invocation's shard of the sweep, and what chose it
+// (empty when the sweep is not split).
+func (s *Sweep) Shard() (sweep.Shard, string) { return s.shard, s.from }
+
+// Total returns the number of runs of this shard, and in all shards.
+func (s *Sweep) Total() (shard, all int) { return s.shard.Size(s.source.Total()), s.source.Total() }
+
+// Definition returns what defines the sweep, as its ledger records it.
+func (s *Sweep) Definition() sweep.Definition { return s.def }
+
+// Notes returns remarks for the person running the sweep, one line each.
+func (s *Sweep) Notes() []string { return s.notes }
+
+// Source returns the opened source.
+func (s *Sweep) Source() *sweep.Source { return s.source }
+
+// Runs streams this shard's runs, all of them (what a dry run lists).
+func (s *Sweep) Runs() iter.Seq2[execute.Run, error] { return s.source.Runs(s.shard) }
+
+// Close releases the source's files.
+func (s *Sweep) Close() { s.source.Close() }
+
+// Session is a sweep running: its ledger is open and its runs go on in
+// the background until they are done or it is stopped (cancel the context
+// given to Start, with an Interrupt as the cause, or Kill). Its methods may
+// be called from any goroutine.
+type Session struct {
+	s      *Sweep
+	ledger *ledger.Writer
+	x      *execute.Execution
+	ended  map[string]execute.Reason // this session's final reasons, by run id
+	resume func() ledger.ResumeCounts
+	follow chan struct{}
+	ctx    context.Context
+}
+
+// Start opens (or resumes) the ledger — locked, read, given a header, so
+// that an unwritable directory, a full disk, a corrupt ledger or another
+// nodepack on it stop here, before anything runs — and starts the runs
+// that are left.
+func (s *Sweep) Start(ctx context.Context) (*Session, error) {
+	opts := s.opts
+	w, err := ledger.Open(s.ledger, opts.Restart)
+	if err != nil {
+		return nil, err
+	}
+	if !opts.Restart && w.Past().Size != s.past.Log(filepath.Base(s.ledger)).Size {
+		// Another nodepack ended between the check and the lock: check
+		// again, under the lock.
+		w.Close()
+		if err := s.scan(); err != nil {
+			return nil, err
+		}
+		if w, err = ledger.Open(s.ledger, false); err != nil {
+			return nil, err
+		}
+	}
+	shardTotal, _ := s.Total()
+	if err := w.WriteHeader(s.header(shardTotal)); err != nil {
+		w.Close()
+		return nil, err
+	}
+	w.Past().Retire(s.retired)
+
+	r := &Session{s: s, ledger: w, ended: map[string]execute.Reason{}, follow: make(chan struct{}), ctx: ctx}
+	xo := opts.Execute
+	xo.OutputDir = s.output
+	if xo.TempDir == "" {
+		xo.TempDir = opts.Job.Scratch
+	}
+	if opts.StopBefore > 0 {
+		xo.DrainAt, xo.TerminateAt = s.deadlines(s.end)
+	}
+	xo.PriorAttempts = w.Past().PriorAttempts
+	var ready sync.WaitGroup
+	ready.Add(1)
+	onEvent := opts.Execute.OnEvent
+	xo.OnEvent = func(ev execute.Event) {
+		if err := w.Append(ev); err != nil || w.Problem() != nil {
+			ready.Wait()
+			r.x.Drain() // what runs must be recorded: start nothing more
+		}
+		if ev.Kind == execute.Finished && !ev.Retry {
+			r.ended[ev.Run.ID] = ev.Reason
+		}
+		if onEvent != nil {
+			onEvent(ev)
+		}
+	}
+	runs, resumed := w.Past().Resume(s.source.Runs(s.shard), opts.RetryFailed)
+	r.resume = resumed
+	r.x, err = execute.Start(ctx, opts.Plan.Slots, runs, xo)
+	ready.Done()
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	if opts.StopBefore > 0 {
+		go batch.Follow(opts.Job, s.end, opts.StopBefore, func(end time.Time) {
+			r.x.SetDeadlines(s.deadlines(end))
+			s.note(fmt.Sprintf("the job's end moved to %s: runs start until %s", end.Format(time.DateTime),
+				end.Add(-opts.StopBefore).Format(time.DateTime)))
+		}, r.follow)
+	}
+	return r, nil
+}
+
+func (s *Sweep) note(line string) {
+	if s.opts.OnNote != nil {
+		s.opts.OnNote(line)
+	}
+}
+
+// terminateMargin is how long before the job's end, beyond the grace, the
+// runs still running get SIGTERM under StopBefore: time to write the
+// ledger's last records and exit before the batch system's own SIGTERM.
+const terminateMargin = 5 * time.Second
+
+// deadlines turns StopBefore into the runner's drain and terminate times
+// for a job that ends at end: no new runs from StopBefore before the end,
+// and SIGTERM to the running ones their grace plus a margin before it
+// (never before the drain).
+func (s *Sweep) deadlines(end time.Time) (drainAt, terminateAt time.Time) {
+	grace := s.opts.Execute.Grace
+	if grace <= 0 {
+		grace = execute.DefaultGrace
+	}
+	drainAt = end.Add(-s.opts.StopBefore)
+	terminateAt = end.Add(-grace - terminateMargin)
+	if terminateAt.Before(drainAt) {
+		terminateAt = drainAt
+	}
+	return drainAt, terminateAt
+}
+
+// header is the session's first ledger record.
+func (s *Sweep) header(total int) ledger.Record {
+	def, shard := s.def, s.shard
+	h := ledger.Record{
+		Version: s.opts.Version,
+		Command: s.opts.Command,
+		Shard:   &shard,
+		Total:   &total,
+		Sweep:   &def,
+		Retired: s.retired,
+	}
+	if s.opts.Node != nil {
+		h.Node, _ = json.Marshal(s.opts.Node)
+	}
+	h.Plan, _ = json.Marshal(PlanDocument(s.opts.Plan))
+	return h
+}
+
+// Ledger returns the session's ledger writer: what it found (Past,
+// Warnings, Backup) and how it is doing (Problem).
+func (r *Session) Ledger() *ledger.Writer { return r.ledger }
+
+// Retired returns the runs of the ledger that are no longer part of the
+// sweep, and so left out of its counts.
+func (r *Session) Retired() []string { return r.s.retired }
+
+// Kill sends SIGKILL to every running run at once: the escalation for a
+// second Ctrl-C.
+func (r *Session) Kill() { r.x.Kill() }
+
+// Outcome is how a session ended.
+type Outcome struct {
+	Summary execute.Summary
+	Resumed ledger.ResumeCounts // what the session did with the runs the ledger knew
+	// Left counts the runs a rerun would run: interrupted, deferred or
+	// never started (-1 when the source could not be read again).
+	Left int
+	// Note is what the ledger's end record says of how the session ended.
+	Note string
+	// Interrupt is what stopped the sweep, when its context was cancelled
+	// with an Interrupt as the cause.
+	Interrupt *Interrupt
+	// Err is the runner's error: a cancellation, a kill, a bad run
+	// further down the source, a run that could not be set up.
+	Err error
+	// LedgerErr is the ledger's write error: records after it are lost.
+	LedgerErr error
+	// Problem is why the sweep stopped starting runs for its ledger's sake
+	// (a deleted ledger, a full disk); nil when it did not.
+	Problem error
+	// Requeued says the batch system was asked to run the job again;
+	// RequeueExit is the exit status that asks it (Grid Engine's 99), or 0.
+	// RequeueErr says why a requeue that was due failed.
+	Requeued    bool
+	RequeueExit int
+	RequeueErr  error
+}
+
+// Wait waits for the session to end, writes the ledger's end record,
+// asks the batch system for a requeue when one is due, and says how it
+// ended.
+func (r *Session) Wait() Outcome {
+	sum, err := r.x.Wait()
+	close(r.follow)
+	defer r.ledger.Close()
+	o := Outcome{Summary: sum, Resumed: r.resume(), Err: err, LedgerErr: r.ledger.Err(), Problem: r.ledger.Problem()}
+	var in Interrupt
+	if errors.As(context.Cause(r.ctx), &in) && r.ctx.Err() != nil {
+		o.Interrupt = &in
+	}
+	// A sweep that ran to its end left nothing for a requeue; only a
+	// stopped one is worth reading the source again to count what is left.
+	if o.Interrupt != nil || sum.Drained || sum.Stopped || err != nil || o.Problem != nil {
+		o.Left = r.countLeft()
+	}
+	o.Note = "done"
+	switch {
+	case o.Interrupt != nil:
+		o.Note = in.Error()
+	case o.Problem != nil && errors.Is(o.Problem, syscall.ENOSPC):
+		o.Note = "stopped: disk full (no space left on device)"
+	case o.Problem != nil:
+		o.Note = "stopped: " + o.Problem.Error()
+	case sum.Drained:
+		o.Note = "stopped before the job's end (--stop-before)"
+	case err != nil:
+		o.Note = "stopped: " + err.Error()
+	}
+	if o.LedgerErr == nil {
+		if err := r.ledger.WriteEnd(o.Note, max(o.Left, 0)); err != nil {
+			o.LedgerErr = err
+		}
+	}
+	warned := o.Interrupt != nil && o.Interrupt.Requeue
+	if r.s.opts.Requeue && (warned || sum.Drained && o.Problem == nil) && o.Left != 0 && o.LedgerErr == nil {
+		o.RequeueExit, o.RequeueErr = batch.Requeue(r.s.opts.Job)
+		o.Requeued = o.RequeueErr == nil
+	}
+	return o
+}
+
+// countLeft counts the runs of this shard that a rerun would run: neither
+// succeeded nor failed (unless RetryFailed), before or in this session.
+// It reads the source again.
+func (r *Session) countLeft() int {
+	past := r.ledger.Past()
+	left := 0
+	for run, err := range r.s.source.Runs(r.s.shard) {
+		if err != nil {
+			return -1
+		}
+		if reason, ok := r.ended[run.ID]; ok {
+			if reason == execute.Interrupted {
+				left++
+			}
+			continue
+		}
+		state := ledger.StatePending
+		if p := past.Runs[run.ID]; p != nil {
+			state = p.State
+		}
+		if state != ledger.StateSucceeded && (state != ledger.StateFailed || r.s.opts.RetryFailed) {
+			left++
+		}
+	}
+	return left
+}
+
+// Done returns how many runs of this shard were finished before the
+// session started, and will be skipped: a resumed sweep's progress starts
+// there.
+func (s *Sweep) Done() int { return s.done }
+
+// lookPath finds a program as exec does: in PATH, or, named with a
+// directory (./prog), as an executable file.
+func lookPath(name string) error {
+	if !strings.Contains(name, "/") {
+		_, err := exec.LookPath(name)
+		return err
+	}
+	st, err := os.Stat(name)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() || st.Mode()&0o111 == 0 {
+		return errors.New("not an executable file")
+	}
+	return nil
+}

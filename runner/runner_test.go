@@ -1,0 +1,97 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/resources/batch"
+	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/sweep"
+)
+
+// TestMain lets the test binary act as a run's guard, as a program's main
+// does by calling execute.MaybeGuard first.
+func TestMain(m *testing.M) {
+	execute.MaybeGuard()
+	os.Exit(m.Run())
+}
+
+func TestDefaultOutput(t *testing.T) {
+	tasks := sweep.Definition{Kind: sweep.KindTasks, Source: "tasks.txt"}
+	hydra := sweep.Definition{Kind: sweep.KindSweep, Command: []string{"python", "train.py", "model={sweep}"}}
+	grid := sweep.Definition{Kind: sweep.KindGrid, Source: "params.yml", Command: []string{"python", "train.py"}}
+	withEnv := tasks
+	withEnv.Env = []string{"X=second"}
+	moreReps := tasks
+	moreReps.Reps = 3
+	none := batch.Job{Kind: batch.None}
+	dirs := map[string]string{}
+	for name, def := range map[string]sweep.Definition{"tasks": tasks, "hydra": hydra, "grid": grid, "env": withEnv} {
+		d := DefaultOutput(none, def, false)
+		if other, ok := dirs[d]; ok {
+			t.Errorf("%s and %s share %s", name, other, d)
+		}
+		dirs[d] = name
+	}
+	tests := []struct {
+		description string
+		job         batch.Job
+		def         sweep.Definition
+		want        string
+	}{
+		{"a task file", none, tasks, "nodepack-tasks-" + tasks.Key()},
+		{"more reps: the same directory, so the sweep resumes", none, moreReps, "nodepack-tasks-" + tasks.Key()},
+		{"a --sweep of train.py is named after the script", none, hydra, "nodepack-train-" + hydra.Key()},
+		{"in a Slurm job", batch.Job{Kind: batch.Slurm, JobID: "42"}, tasks, "nodepack-42-tasks-" + tasks.Key()},
+	}
+	for _, tc := range tests {
+		if got := DefaultOutput(tc.job, tc.def, false); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.description, got, tc.want)
+		}
+	}
+}
+
+// oneSlot is a plan of one slot with no placement.
+var oneSlot = pack.Plan{Slots: []pack.Slot{{Index: 0}}}
+
+func TestPrepareRefuses(t *testing.T) {
+	dir := t.TempDir()
+	tasks := filepath.Join(dir, "tasks.txt")
+	os.WriteFile(tasks, []byte("true\n"), 0o644)
+	grid := filepath.Join(dir, "grid.yml")
+	os.WriteFile(grid, []byte("a: [1, 2]\n"), 0o644)
+	out := filepath.Join(dir, "out")
+	sw, err := Prepare(Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, Execute: execute.Options{TempDir: dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, err := sw.Start(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := session.Wait(); o.Summary.Succeeded != 1 || o.Note != "done" {
+		t.Fatalf("outcome %+v", o)
+	}
+	sw.Close()
+	tests := []struct {
+		description string
+		opts        Options
+		want        string
+	}{
+		{"another sweep in the directory", Options{Source: sweep.Spec{Grid: grid, Command: []string{"echo"}}, Output: out, Plan: oneSlot},
+			out + " holds another sweep: the source was a task file, now a --grid file"},
+		{"restart and retry-failed", Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, Restart: true, RetryFailed: true}, "--restart reruns everything"},
+		{"requeue outside a batch job", Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, Requeue: true}, "not a run outside a batch job"},
+		{"no slots", Options{Source: sweep.Spec{TaskFile: tasks}, Output: out}, "the plan has no slots"},
+		{"a missing program", Options{Source: sweep.Spec{Hydra: true, Command: []string{"no-such-program-x", "a=1,2"}}, Output: filepath.Join(dir, "o2"), Plan: oneSlot, CheckPrograms: true},
+			`program "no-such-program-x" not found`},
+	}
+	for _, tc := range tests {
+		if _, err := Prepare(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.description, err, tc.want)
+		}
+	}
+}

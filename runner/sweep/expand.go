@@ -1,0 +1,328 @@
+package sweep
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nodepack/nodepack/runner/execute"
+)
+
+// maxRuns bounds the runs one sweep or grid may describe, so that a typo
+// such as range(0, 1e12) is an input error rather than a hang.
+const maxRuns = 1_000_000_000
+
+// Options say how a source turns its entries (task-file lines, sweep
+// combinations, grid combinations, params lines) into runs. The zero value
+// runs every entry once, keeps every shard, and makes {run_dir} an error.
+type Options struct {
+	// Reps runs every entry Reps times in a row, as reps 0 … Reps-1
+	// (NODEPACK_REP, the {rep} placeholder, execute.Run.Rep). Zero or less means 1.
+	// Rep 0 has the ID the entry has without Reps, so raising Reps later
+	// keeps the IDs of the runs already done.
+	Reps int
+	// Shard keeps only the runs of one shard. Positions (execute.Run.Index) and IDs
+	// are those of the whole source, so every shard agrees on them.
+	Shard Shard
+	// OutputDir is the output directory the runs will have
+	// (Options.OutputDir), for the {run_dir} placeholder: the directory
+	// the runner gives a run, NODEPACK_RUN_DIR. Empty makes {run_dir} an
+	// error.
+	OutputDir string
+}
+
+// entry is what a source hands the expander: one line or combination,
+// before repetition.
+type entry struct {
+	args   []argTemplate       // the templated argv; nil when plain is the argv
+	plain  []string            // a literal argv (task files)
+	value  func(string) string // values of the source's own placeholders
+	env    []string            // environment the source adds (part of the ID)
+	dir    string
+	origin string
+	name   string          // execute.Run.Name
+	params json.RawMessage // execute.Run.Params
+}
+
+// expander numbers, names, repeats and shards the entries of one source.
+// It is not safe for concurrent use.
+type expander struct {
+	opts Options
+	ids  *idSet
+	next int // position of the next run
+}
+
+func newExpander(opts Options) *expander {
+	return &expander{opts: opts, ids: newIDSet()}
+}
+
+// expand yields the runs of e that belong to the shard; it returns false
+// when yield asked to stop or an error was yielded.
+func (x *expander) expand(e *entry, yield func(execute.Run, error) bool) bool {
+	for rep := range max(x.opts.Reps, 1) {
+		index := x.next
+		x.next++
+		args := e.plain
+		names := false
+		if e.args != nil {
+			// The ID hashes the argv with {index}, {run_id} and {run_dir}
+			// left as they are: they name the run, they are not its content.
+			args = make([]string, len(e.args))
+			for i, t := range e.args {
+				args[i] = t.render(func(name string) string {
+					switch {
+					case name == placeholderRep:
+						return strconv.Itoa(rep)
+					case name == placeholderParamsJSON:
+						return e.paramsText()
+					case isNamePlaceholder(name):
+						names = true
+						return "{" + name + "}"
+					}
+					return e.value(name)
+				})
+			}
+		}
+		id := x.ids.nextKey(args, e.env, rep)
+		if !x.opts.Shard.Contains(index) {
+			continue
+		}
+		if names {
+			for i, t := range e.args {
+				args[i] = t.render(func(name string) string {
+					switch name {
+					case placeholderRep:
+						return strconv.Itoa(rep)
+					case placeholderParamsJSON:
+						return e.paramsText()
+					case placeholderIndex:
+						return strconv.Itoa(index)
+					case placeholderRunID:
+						return id
+					case placeholderRunDir:
+						return execute.RunDir(x.opts.OutputDir, execute.Run{ID: id, Name: e.name})
+					}
+					return e.value(name)
+				})
+			}
+		}
+		if err := checkArgv(args); err != nil {
+			yield(execute.Run{}, fmt.Errorf("%s: %w", e.origin, err))
+			return false
+		}
+		run := execute.Run{
+			ID:     id,
+			Index:  index,
+			Rep:    rep,
+			Args:   args,
+			Env:    append(slices.Clip(e.env), "NODEPACK_REP="+strconv.Itoa(rep)),
+			Dir:    e.dir,
+			Origin: e.origin,
+			Name:   e.name,
+			Params: e.params,
+		}
+		if !yield(run, nil) {
+			return false
+		}
+	}
+	return true
+}
+
+// paramsText is the {params_json} placeholder's value: the entry's
+// parameters as one compact JSON object.
+func (e *entry) paramsText() string {
+	if e.params == nil {
+		return "{}"
+	}
+	return string(e.params)
+}
+
+// paramsObject writes keys and their JSON values, in order, as one JSON
+// object.
+func paramsObject(keys []string, values []json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(values[i])
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// configName names a configuration by its key=value pairs, for execute.Run.Name.
+func configName(pairs []string) string {
+	return execute.SafeName(strings.Join(pairs, ","), execute.MaxNameBytes)
+}
+
+// checkArgv rejects an argv the kernel would refuse to start.
+func checkArgv(args []string) error {
+	if len(args) == 0 {
+		return errors.New("empty command")
+	}
+	for i, a := range args {
+		if len(a) > MaxLineBytes {
+			return fmt.Errorf("argv[%d] is longer than %d bytes", i, MaxLineBytes)
+		}
+		if strings.IndexByte(a, 0) >= 0 {
+			return fmt.Errorf("argv[%d] contains a NUL byte", i)
+		}
+	}
+	return nil
+}
+
+// Expand repeats and shards the runs of another source, typically
+// [ReadTaskFile], as [Options] say. Each run's argv, Env, Dir and
+// Origin are kept; its ID is derived again from its argv, Env and rep (so
+// with one rep and no Env it is the ID ReadTaskFile gave it); its Index is
+// its position among all repeated runs; and its Env gains NODEPACK_REP.
+// The sequence is consumed lazily and stops at the first error.
+func Expand(runs iter.Seq2[execute.Run, error], opts Options) iter.Seq2[execute.Run, error] {
+	return func(yield func(execute.Run, error) bool) {
+		x := newExpander(opts)
+		for run, err := range runs {
+			if err != nil {
+				yield(execute.Run{}, err)
+				return
+			}
+			e := entry{plain: run.Args, env: run.Env, dir: run.Dir, origin: run.Origin, name: run.Name, params: run.Params}
+			if !x.expand(&e, yield) {
+				return
+			}
+		}
+	}
+}
+
+// parseCommand parses the templated command of a grid or params source.
+// keys says which names besides the built-in ones are placeholders; used
+// collects the keys the command refers to. A command that uses
+// {params_json} takes all its parameters from it: every key counts as used,
+// so none is appended as --key=value.
+func parseCommand(command []string, opts Options, keys func(string) bool) (*commandTemplate, error) {
+	if len(command) == 0 {
+		return nil, errors.New("no command")
+	}
+	c := &commandTemplate{used: make(map[string]bool), args: make([]argTemplate, len(command))}
+	for i, a := range command {
+		t, err := parseTemplate(a, func(name string) bool { return isBuiltinPlaceholder(name) || keys(name) })
+		if err != nil {
+			return nil, commandError(i, a, err)
+		}
+		if err := checkRunDir(t, opts); err != nil {
+			return nil, commandError(i, a, err)
+		}
+		for _, p := range t {
+			switch {
+			case !p.placeholder:
+			case p.text == placeholderParamsJSON:
+				c.allParams = true
+			case !isBuiltinPlaceholder(p.text):
+				c.used[p.text] = true
+			}
+		}
+		c.args[i] = t
+	}
+	return c, nil
+}
+
+// commandTemplate is the parsed command of a grid or params source.
+type commandTemplate struct {
+	args      []argTemplate
+	used      map[string]bool // keys the command uses as {key}
+	allParams bool            // the command uses {params_json}
+}
+
+// appended says whether key goes after the command as --key=value.
+func (c *commandTemplate) appended(key string) bool { return !c.allParams && !c.used[key] }
+
+// checkRunDir reports a {run_dir} that cannot be filled in.
+func checkRunDir(t argTemplate, opts Options) error {
+	if opts.OutputDir == "" && t.uses(func(name string) bool { return name == placeholderRunDir }) {
+		return errors.New("{run_dir} needs an output directory")
+	}
+	return nil
+}
+
+// commandError places err in argument i of the command.
+func commandError(i int, arg string, err error) error {
+	if ce, ok := err.(*columnError); ok {
+		return fmt.Errorf("command argv[%d]:%d: %s (in %q)", i, ce.col, ce.msg, arg)
+	}
+	return fmt.Errorf("command argv[%d]: %w (in %q)", i, err, arg)
+}
+
+// checkKey rejects a grid or params key that cannot become --key=value or
+// a placeholder.
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return errors.New("empty key")
+	case strings.ContainsAny(key, "={}\x00"):
+		return fmt.Errorf("key %q: a key must not contain =, {, } or NUL", key)
+	}
+	return nil
+}
+
+// checkValue rejects a value that cannot be part of an argv element.
+func checkValue(key, value string) error {
+	if strings.IndexByte(value, 0) >= 0 {
+		return fmt.Errorf("%s: value contains a NUL byte", key)
+	}
+	if len(value) > MaxLineBytes {
+		return fmt.Errorf("%s: value is longer than %d bytes", key, MaxLineBytes)
+	}
+	return nil
+}
+
+// product returns the product of sizes, or an error past maxRuns.
+func product(sizes []int) (int, error) {
+	n := 1
+	for _, s := range sizes {
+		if s == 0 {
+			return 0, nil
+		}
+		if n > maxRuns/s {
+			return 0, fmt.Errorf("more than %d runs", maxRuns)
+		}
+		n *= s
+	}
+	return n, nil
+}
+
+// odometer steps through the cartesian product of lists of the given
+// sizes, the last list fastest (like itertools.product). It calls f with
+// the current choice of each list, and stops when f returns false.
+func odometer(sizes []int, f func(digits []int) bool) {
+	for _, s := range sizes {
+		if s == 0 {
+			return
+		}
+	}
+	digits := make([]int, len(sizes))
+	for {
+		if !f(digits) {
+			return
+		}
+		i := len(digits) - 1
+		for ; i >= 0; i-- {
+			digits[i]++
+			if digits[i] < sizes[i] {
+				break
+			}
+			digits[i] = 0
+		}
+		if i < 0 {
+			return
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package sweep
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/nodepack/nodepack/runner/execute"
+)
+
+// MaxParamsLineBytes is the longest params-file line ReadParams accepts.
+const MaxParamsLineBytes = 1 << 20
+
+// ReadParams returns the runs of a params file, as LudwigCluster's
+// param2val lists are written: one JSON object per line, each like one
+// combination of a grid. Blank lines and lines starting with '#' are
+// skipped. For each object the runs get the command with --key=value
+// appended for every key in the object's order, except keys the command
+// uses as a {key} placeholder, which take the value in place. A string
+// value is its text, byte for byte (no shell sees it); any other value is
+// its JSON text (3, 1e-3, true, null, [1,2]).
+//
+// The returned error reports malformed braces in the command. Errors in
+// the file end the sequence and name file:line:col: a line that is not one
+// JSON object, a duplicate or unusable key, a value with a NUL byte, a
+// placeholder the object has no value for, a line longer than
+// [MaxParamsLineBytes]. The reader is consumed lazily, one line per run,
+// so a file of a million lines starts its first run at once.
+func ReadParams(r io.Reader, name string, command []string, opts Options) (iter.Seq2[execute.Run, error], error) {
+	cmd, err := parseCommand(command, opts, func(string) bool { return true })
+	if err != nil {
+		return nil, err
+	}
+	return func(yield func(execute.Run, error) bool) {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 0, 64<<10), MaxParamsLineBytes+2)
+		x := newExpander(opts)
+		var values map[string]string
+		e := entry{value: func(key string) string { return values[key] }}
+		line := 0
+		for sc.Scan() {
+			line++
+			text := sc.Bytes()
+			if line == 1 {
+				text = bytes.TrimPrefix(text, utf8BOM)
+			}
+			text = bytes.TrimSpace(text)
+			if len(text) == 0 || text[0] == '#' {
+				continue
+			}
+			keys, vals, raws, err := parseParamsLine(text)
+			if err != nil {
+				var ce *columnError
+				if errors.As(err, &ce) {
+					err = fmt.Errorf("%s:%d:%d: %s", name, line, ce.col, ce.msg)
+				} else {
+					err = fmt.Errorf("%s:%d: %w", name, line, err)
+				}
+				yield(execute.Run{}, err)
+				return
+			}
+			values = make(map[string]string, len(keys))
+			for i, k := range keys {
+				values[k] = vals[i]
+			}
+			for k := range cmd.used {
+				if _, ok := values[k]; !ok {
+					yield(execute.Run{}, fmt.Errorf("%s:%d: no value for placeholder {%s}", name, line, k))
+					return
+				}
+			}
+			args := append(make([]argTemplate, 0, len(cmd.args)+len(keys)), cmd.args...)
+			pairs := make([]string, len(keys))
+			for i, k := range keys {
+				if cmd.appended(k) {
+					args = append(args, literalArg("--"+k+"="+vals[i]))
+				}
+				pairs[i] = k + "=" + vals[i]
+			}
+			e.args, e.origin = args, name+":"+strconv.Itoa(line)
+			e.name, e.params = configName(pairs), paramsObject(keys, raws)
+			if !x.expand(&e, yield) {
+				return
+			}
+		}
+		if err := sc.Err(); err != nil {
+			if errors.Is(err, bufio.ErrTooLong) {
+				err = fmt.Errorf("line is longer than %d bytes", MaxParamsLineBytes)
+			}
+			yield(execute.Run{}, fmt.Errorf("%s:%d: %w", name, line+1, err))
+		}
+	}, nil
+}
+
+// parseParamsLine reads one JSON object, keeping its keys in order: the
+// argument text of each value and its JSON, compacted.
+func parseParamsLine(line []byte) (keys, values []string, raws []json.RawMessage, err error) {
+	if !utf8.Valid(line) {
+		// encoding/json would turn the bytes into U+FFFD before the
+		// program saw them.
+		bad := 0
+		for bad < len(line) {
+			r, size := utf8.DecodeRune(line[bad:])
+			if r == utf8.RuneError && size <= 1 {
+				break
+			}
+			bad += size
+		}
+		return nil, nil, nil, &columnError{bad + 1, "invalid UTF-8: a params file is JSON, which is UTF-8"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	// next returns the column of the next token: past spaces, ',' and ':'.
+	next := func() int {
+		i := int(dec.InputOffset())
+		for i < len(line) && bytes.IndexByte([]byte(" \t\r\n,:"), line[i]) >= 0 {
+			i++
+		}
+		return i + 1
+	}
+	fail := func(err error, msg string) error {
+		col := int(dec.InputOffset()) + 1
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			col, msg = int(se.Offset), se.Error()
+		}
+		return &columnError{max(col, 1), msg}
+	}
+	start := next()
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		if err == nil {
+			return nil, nil, nil, &columnError{start, "want a JSON object"}
+		}
+		return nil, nil, nil, fail(err, "want a JSON object")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		keyAt := next()
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, nil, nil, fail(err, "want a key")
+		}
+		key := tok.(string) // inside an object, Token returns keys as strings
+		if err := checkKey(key); err != nil {
+			return nil, nil, nil, &columnError{keyAt, err.Error()}
+		}
+		if seen[key] {
+			return nil, nil, nil, &columnError{keyAt, fmt.Sprintf("duplicate key %q", key)}
+		}
+		seen[key] = true
+		valueAt := next()
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, nil, nil, fail(err, "bad value")
+		}
+		value, err := paramText(raw)
+		if err != nil {
+			return nil, nil, nil, &columnError{valueAt, err.Error()}
+		}
+		if err := checkValue(key, value); err != nil {
+			return nil, nil, nil, &columnError{valueAt, err.Error()}
+		}
+		var compact bytes.Buffer
+		json.Compact(&compact, raw)
+		keys, values, raws = append(keys, key), append(values, value), append(raws, compact.Bytes())
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, nil, nil, fail(err, "want } to end the object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, nil, nil, fail(err, "text after the object: one JSON object per line")
+	}
+	return keys, values, raws, nil
+}
+
+// paramText turns a JSON value into argument text.
+func paramText(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	switch raw[0] {
+	case '"':
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	case '{', '[':
+		var b bytes.Buffer
+		err := json.Compact(&b, raw)
+		return b.String(), err
+	}
+	return string(raw), nil
+}

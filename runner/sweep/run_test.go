@@ -1,0 +1,122 @@
+package sweep
+
+import (
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nodepack/nodepack/runner/execute"
+)
+
+func readAll(t *testing.T, text string) ([]execute.Run, error) {
+	t.Helper()
+	var runs []execute.Run
+	for run, err := range ReadTaskFile(strings.NewReader(text), "tasks.txt") {
+		if err != nil {
+			return runs, err
+		}
+		runs = append(runs, run)
+	}
+	return runs, nil
+}
+
+func TestReadTaskFile(t *testing.T) {
+	runs, err := readAll(t, "# header\n\necho a\n  # indented comment\r\necho b\r\n   \necho a\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range runs {
+		got = append(got, strings.Join(r.Args, "|")+" @"+r.Origin)
+	}
+	want := []string{"bash|-c|echo a @tasks.txt:3", "bash|-c|echo b @tasks.txt:5", "bash|-c|echo a @tasks.txt:7"}
+	if !slices.Equal(got, want) {
+		t.Errorf("runs = %q, want %q", got, want)
+	}
+	for i, r := range runs {
+		if r.Index != i {
+			t.Errorf("run %d: Index = %d", i, r.Index)
+		}
+		if !execute.ValidID(r.ID) {
+			t.Errorf("run %d: ID %q is not a valid file name", i, r.ID)
+		}
+	}
+	if len(runs[0].ID) != 12 || runs[2].ID != runs[0].ID+"-2" || runs[1].ID == runs[0].ID {
+		t.Errorf("IDs = %q, %q, %q; want 12 hex digits, distinct, repeat suffixed -2", runs[0].ID, runs[1].ID, runs[2].ID)
+	}
+}
+
+func TestReadTaskFileIDsAreStable(t *testing.T) {
+	before, _ := readAll(t, "echo a\necho b\n")
+	after, _ := readAll(t, "echo new\n# note\necho a\necho other\necho b\n")
+	if before[0].ID != after[1].ID || before[1].ID != after[3].ID {
+		t.Errorf("IDs changed when lines were added: %q,%q → %q,%q", before[0].ID, before[1].ID, after[1].ID, after[3].ID)
+	}
+}
+
+func TestReadTaskFileErrors(t *testing.T) {
+	tests := []struct {
+		name, text, want string
+	}{
+		{"too long", "echo ok\n" + strings.Repeat("x", MaxLineBytes+1) + "\n", "tasks.txt:2: line is longer than"},
+		{"nul", "echo ok\n\necho \x00\n", "tasks.txt:3: line contains a NUL byte"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runs, err := readAll(t, tt.text)
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want prefix %q", err, tt.want)
+			}
+			if len(runs) != 1 {
+				t.Errorf("got %d runs before the error, want 1", len(runs))
+			}
+		})
+	}
+	// The longest allowed line and invalid UTF-8 are accepted.
+	if _, err := readAll(t, strings.Repeat("y", MaxLineBytes)+"\necho \xff\xfe\n"); err != nil {
+		t.Errorf("err = %v, want nil", err)
+	}
+}
+
+// endlessReader yields "echo zzz…" lines forever and counts the bytes read.
+type endlessReader struct{ read int }
+
+func (r *endlessReader) Read(p []byte) (int, error) {
+	line := "echo " + strings.Repeat("z", 50) + "\n"
+	n := 0
+	for n+len(line) <= len(p) {
+		n += copy(p[n:], line)
+	}
+	r.read += n
+	return n, nil
+}
+
+func TestReadTaskFileIsLazy(t *testing.T) {
+	r := &endlessReader{}
+	n := 0
+	for _, err := range ReadTaskFile(r, "endless") {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n++; n == 10 {
+			break
+		}
+	}
+	if r.read > 1<<20 {
+		t.Errorf("read %d bytes for 10 runs", r.read)
+	}
+}
+
+type failingReader struct{}
+
+func (failingReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
+
+func TestReadTaskFileReadError(t *testing.T) {
+	for _, err := range ReadTaskFile(failingReader{}, "in") {
+		if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.HasPrefix(err.Error(), "in:1: ") {
+			t.Errorf("err = %v, want in:1: …unexpected EOF", err)
+		}
+	}
+}

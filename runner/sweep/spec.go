@@ -1,0 +1,310 @@
+package sweep
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"path/filepath"
+	"strings"
+
+	"github.com/nodepack/nodepack/runner/execute"
+)
+
+// Spec says where a sweep's runs come from: a task file, or a command
+// with Hydra sweep overrides, a YAML grid or a JSON-lines params file. The
+// zero Spec has no source; set exactly one of TaskFile, Hydra, Grid and
+// Params. Open checks it and opens its files.
+type Spec struct {
+	// TaskFile is a file of shell commands, one a line ("-" is standard
+	// input; a pipe, a FIFO or /dev/fd/N from process substitution work
+	// too).
+	TaskFile string
+	// Hydra expands Command's Hydra sweep overrides (key=a,b
+	// key=range(…)).
+	Hydra bool
+	// Grid is a YAML grid file; its combinations fill in Command.
+	Grid string
+	// Params is a JSON-lines params file ("-" for standard input); each
+	// object fills in Command.
+	Params string
+	// Command is the command of a Hydra sweep, grid or params file,
+	// program first.
+	Command []string
+	// Reps runs every entry Reps times; zero or less means 1.
+	Reps int
+	// OutputDir is the output directory the runs will have, for
+	// {run_dir}; empty is fine for checking, since the directory may be
+	// chosen later.
+	OutputDir string
+	// CheckShell has Scan check that bash can parse every task line.
+	CheckShell bool
+}
+
+// Kind returns the kind of source: KindTasks, KindSweep, KindGrid or
+// KindParams.
+func (s Spec) Kind() string {
+	switch {
+	case s.Hydra:
+		return KindSweep
+	case s.Grid != "":
+		return KindGrid
+	case s.Params != "":
+		return KindParams
+	}
+	return KindTasks
+}
+
+// Name names the source in messages and documents: the file, or "sweep".
+func (s Spec) Name() string {
+	switch s.Kind() {
+	case KindSweep:
+		return "sweep"
+	case KindGrid:
+		return s.Grid
+	case KindParams:
+		return s.Params
+	}
+	return s.TaskFile
+}
+
+// Source is an opened Spec: its files parsed or open, ready to be scanned
+// and streamed any number of times. Close it when done. It is not safe
+// for concurrent use.
+type Source struct {
+	spec       Spec
+	definition Definition
+	notes      []string
+	total      int
+	input      *input // the task or params file
+	hydra      *Hydra
+	grid       *Grid
+}
+
+// maxTotalRuns bounds a sweep, reps included, so that a typo is an input
+// error rather than a hang.
+const maxTotalRuns = maxRuns
+
+// Open checks the spec and opens its source: it parses a Hydra sweep or a
+// grid, and opens a task or params file, reading a stream (standard
+// input, a pipe) once into a private spool file so that it can be read
+// again (see [Source.Scan]). Errors are the user's input: they name the
+// file, line and column where there is one.
+func (s Spec) Open() (*Source, error) {
+	n := 0
+	for _, set := range []bool{s.TaskFile != "", s.Hydra, s.Grid != "", s.Params != ""} {
+		if set {
+			n++
+		}
+	}
+	switch {
+	case n > 1:
+		return nil, errors.New("a task file, --sweep, --grid and --params exclude each other")
+	case n == 0:
+		return nil, errors.New("no source: want a TASKFILE (or - for standard input), or --sweep, --grid or --params with the command after --")
+	case s.TaskFile == "" && len(s.Command) == 0:
+		kind := s.Kind()
+		return nil, fmt.Errorf("--%s needs the command after --, e.g. --%s -- python train.py", kind, kind)
+	case s.TaskFile != "" && len(s.Command) > 0:
+		return nil, fmt.Errorf("a task file takes no command: got %q", s.Command)
+	}
+	if s.Reps < 0 {
+		return nil, fmt.Errorf("--reps %d: want at least 1", s.Reps)
+	}
+	src := &Source{spec: s, definition: Definition{Kind: s.Kind(), Reps: max(s.Reps, 1)}}
+	opts := src.options(Shard{})
+	if opts.OutputDir == "" {
+		opts.OutputDir = "OUTPUT" // to check {run_dir}: the directory may be chosen later
+	}
+	switch s.Kind() {
+	case KindTasks:
+		in, err := openInput(s.TaskFile)
+		if err != nil {
+			return nil, err
+		}
+		src.input, src.definition.Source = in, sourceName(s.TaskFile)
+	case KindSweep:
+		command := src.dropMultirun(s.Command)
+		h, err := ParseHydra(command)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := h.Runs(opts); err != nil {
+			return nil, err
+		}
+		src.hydra, src.spec.Command, src.definition.Command = h, command, h.Template()
+	case KindGrid:
+		in, err := openInput(s.Grid)
+		if err != nil {
+			return nil, fmt.Errorf("--grid: %w", err)
+		}
+		g, err := ReadGrid(in.reader(), s.Grid)
+		in.Close()
+		if err != nil {
+			return nil, err
+		}
+		if _, err := g.Runs(s.Command, opts); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Grid, err)
+		}
+		src.grid, src.definition.Source, src.definition.Command = g, sourceName(s.Grid), s.Command
+	case KindParams:
+		if _, err := ReadParams(strings.NewReader(""), s.Params, s.Command, opts); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Params, err)
+		}
+		in, err := openInput(s.Params)
+		if err != nil {
+			return nil, fmt.Errorf("--params: %w", err)
+		}
+		src.input, src.definition.Source, src.definition.Command = in, sourceName(s.Params), s.Command
+	}
+	return src, nil
+}
+
+// sourceName is how a Definition names a source file: its base name, or
+// "-" for standard input.
+func sourceName(name string) string {
+	if name == "-" || name == "/dev/stdin" {
+		return "-"
+	}
+	return filepath.Base(name)
+}
+
+// dropMultirun removes Hydra's --multirun (-m) from a sweep's command, with
+// a note: nodepack runs the sweep itself, and with the flag every run
+// would start a sweep of its own. A -m right after a Python interpreter is
+// Python's (python -m module) and stays.
+func (src *Source) dropMultirun(args []string) []string {
+	python := len(args) > 0 && strings.HasPrefix(filepath.Base(args[0]), "python")
+	var kept []string
+	for i, a := range args {
+		if i > 0 && (a == "--multirun" || a == "-m" && !(i == 1 && python)) {
+			src.notes = append(src.notes, fmt.Sprintf("dropped %s from the command: nodepack runs the sweep itself, and with it every run would start a Hydra sweep of its own", a))
+			continue
+		}
+		kept = append(kept, a)
+	}
+	return kept
+}
+
+// Definition returns what defines the sweep, as far as the source knows:
+// kind, source, command and reps. The caller adds what the runner adds to
+// every run (Env, Wrap) and the number of shards.
+func (src *Source) Definition() Definition { return src.definition }
+
+// Notes returns remarks about the source for the person running it, one
+// line each.
+func (src *Source) Notes() []string { return src.notes }
+
+// Spec returns the spec the source was opened from, with the command as
+// it runs (without a dropped --multirun).
+func (src *Source) Spec() Spec { return src.spec }
+
+// SetOutputDir sets the output directory the runs will have, for their
+// {run_dir}, once it is chosen.
+func (src *Source) SetOutputDir(dir string) { src.spec.OutputDir = dir }
+
+// Total returns the number of runs in all shards; valid after Scan.
+func (src *Source) Total() int { return src.total }
+
+// Program returns the program every run starts: bash for a task file, the
+// command's first word otherwise.
+func (src *Source) Program() string {
+	if src.spec.Kind() == KindTasks {
+		return "bash"
+	}
+	return src.spec.Command[0]
+}
+
+// options are the expander's options for a shard.
+func (src *Source) options(shard Shard) Options {
+	opts := Options{Reps: src.spec.Reps, Shard: shard}
+	if src.spec.OutputDir != "" {
+		opts.OutputDir, _ = filepath.Abs(src.spec.OutputDir)
+	}
+	return opts
+}
+
+// Runs streams the runs of one shard (the zero Shard is all of them), from
+// the start each time it is called.
+func (src *Source) Runs(shard Shard) iter.Seq2[execute.Run, error] {
+	opts := src.options(shard)
+	var runs iter.Seq2[execute.Run, error]
+	var err error
+	switch src.spec.Kind() {
+	case KindSweep:
+		runs, err = src.hydra.Runs(opts)
+	case KindGrid:
+		runs, err = src.grid.Runs(src.spec.Command, opts)
+	case KindParams:
+		runs, err = ReadParams(src.input.reader(), src.input.label, src.spec.Command, opts)
+	default:
+		runs = Expand(ReadTaskFile(src.input.reader(), src.input.label), opts)
+	}
+	if err != nil {
+		return func(yield func(execute.Run, error) bool) { yield(execute.Run{}, err) }
+	}
+	return runs
+}
+
+// Scan reads every run of every shard once, before anything starts, and
+// counts them (Total): a task or params file is checked line by line (and,
+// with CheckShell, every task line must parse as bash). A sweep or a grid
+// was checked when it was parsed, so it is walked only when seen is not
+// nil. seen, if not nil, is called with every run's ID and index, so that
+// a caller can tell which of the runs it knows are still part of the
+// sweep.
+func (src *Source) Scan(seen func(id string, index int)) error {
+	kind, reps := src.spec.Kind(), max(src.spec.Reps, 1)
+	perRep := 0
+	switch kind {
+	case KindSweep:
+		perRep = src.hydra.Len()
+	case KindGrid:
+		perRep = src.grid.Len()
+	}
+	if perRep > 0 && perRep > maxTotalRuns/reps {
+		return fmt.Errorf("--reps %d: %d × %d runs, more than %d", reps, perRep, reps, maxTotalRuns)
+	}
+	if perRep > 0 && seen == nil {
+		src.total = perRep * reps
+		return nil
+	}
+	var shell *shellChecker
+	if kind == KindTasks && src.spec.CheckShell {
+		shell = newShellChecker()
+	}
+	runs := src.Runs(Shard{})
+	if src.spec.OutputDir == "" {
+		// Only to check and count: {run_dir} may be chosen later.
+		checking := *src
+		checking.spec.OutputDir = "OUTPUT"
+		runs = checking.Runs(Shard{})
+	}
+	n := 0
+	for run, err := range runs {
+		if err != nil {
+			return err
+		}
+		if shell != nil && run.Rep == 0 {
+			if err := shell.check(run.Args[2]); err != nil {
+				return fmt.Errorf("%s: %w", run.Origin, err)
+			}
+		}
+		if seen != nil {
+			seen(run.ID, run.Index)
+		}
+		if n++; n > maxTotalRuns {
+			return fmt.Errorf("%s: more than %d runs", src.spec.Name(), maxTotalRuns)
+		}
+	}
+	if n == 0 {
+		if kind == KindTasks {
+			return fmt.Errorf("%s: no commands", src.input.label)
+		}
+		return fmt.Errorf("%s: no runs", src.spec.Name())
+	}
+	src.total = n
+	return nil
+}
+
+// Close releases the task or params file (and the spool of a stream).
+func (src *Source) Close() { src.input.Close() }
