@@ -89,6 +89,39 @@ func (m Memory) Usable() uint64 {
 	return usable
 }
 
+// Within checks that n, a node saved elsewhere perhaps, can be run on
+// here, the node as this process sees it: every CPU of n must be one this
+// process may use, and every GPU one it shows.
+func (n Node) Within(here Node) error {
+	allowed := make(map[int]bool, len(here.CPUs))
+	for _, c := range here.CPUs {
+		allowed[c.ID] = true
+	}
+	var foreign []int
+	for _, c := range n.CPUs {
+		if !allowed[c.ID] {
+			foreign = append(foreign, c.ID)
+		}
+	}
+	if len(foreign) > 0 {
+		return fmt.Errorf("CPUs %s are not among the CPUs this process may use here (%s)",
+			pack.FormatCPUList(foreign), pack.FormatCPUList(here.CPUIDs()))
+	}
+	gpus := map[string]bool{}
+	for _, g := range here.GPUs {
+		gpus[g.UUID] = true
+		for _, m := range g.MIG {
+			gpus[m.UUID] = true
+		}
+	}
+	for _, g := range n.GPUs {
+		if !gpus[g.UUID] {
+			return fmt.Errorf("GPU %d (%s) is not on this node, which shows %d GPUs", g.Index, g.UUID, len(here.GPUs))
+		}
+	}
+	return nil
+}
+
 // CPUIDs returns the ids of the allowed CPUs, ascending.
 func (n Node) CPUIDs() []int {
 	ids := make([]int, len(n.CPUs))

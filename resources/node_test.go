@@ -122,3 +122,23 @@ func TestTopology(t *testing.T) {
 		t.Errorf("gpu 1 = %+v", g)
 	}
 }
+
+func TestWithin(t *testing.T) {
+	here := Node{CPUs: []CPU{{ID: 0}, {ID: 1}}, GPUs: []GPU{{Index: 0, UUID: "GPU-a", MIG: []MIG{{UUID: "MIG-b"}}}}}
+	tests := []struct {
+		description string
+		node        Node
+		want        string // in the error; empty for none
+	}{
+		{"the same node", here, ""},
+		{"fewer CPUs, a MIG device", Node{CPUs: []CPU{{ID: 1}}, GPUs: []GPU{{UUID: "MIG-b"}}}, ""},
+		{"a CPU this process may not use", Node{CPUs: []CPU{{ID: 0}, {ID: 5}, {ID: 6}}}, "CPUs 5-6 are not among the CPUs this process may use here (0-1)"},
+		{"another node's GPU", Node{CPUs: []CPU{{ID: 0}}, GPUs: []GPU{{Index: 3, UUID: "GPU-z"}}}, "GPU 3 (GPU-z) is not on this node, which shows 1 GPUs"},
+	}
+	for _, tc := range tests {
+		err := tc.node.Within(here)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.description, err, tc.want)
+		}
+	}
+}

@@ -327,3 +327,53 @@ func TestHelpExamples(t *testing.T) {
 	}
 	t.Logf("ran %d --help examples", n)
 }
+
+// layers ranks the packages as the README's Architecture section draws
+// them: a package may import only packages of a lower rank.
+var layers = map[string]int{
+	"cmd/nodepack":    9,
+	"runner":          8,
+	"runner/ledger":   7,
+	"runner/sweep":    6,
+	"runner/execute":  5,
+	"resources":       4,
+	"resources/batch": 1,
+	"resources/usage": 1,
+	"pack":            0,
+}
+
+// TestArchitecture keeps the README's Architecture section true: every
+// package is in its table, and imports point down.
+func TestArchitecture(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../../...").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(readme), "## Architecture")
+	const module = "github.com/nodepack/nodepack/"
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], module)
+		if strings.HasPrefix(pkg, "examples/") {
+			continue
+		}
+		rank, ok := layers[pkg]
+		if !ok {
+			t.Errorf("package %s is not in the layers of this test", pkg)
+			continue
+		}
+		if !strings.Contains(table, "| `"+pkg+"` |") {
+			t.Errorf("package %s is not in the README's Architecture table", pkg)
+		}
+		for _, imp := range fields[1:] {
+			dep, ours := strings.CutPrefix(imp, module)
+			if ours && layers[dep] >= rank {
+				t.Errorf("%s imports %s: imports must point down", pkg, dep)
+			}
+		}
+	}
+}

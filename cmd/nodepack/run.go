@@ -269,8 +269,12 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*r
 		return nil, node, err
 	}
 	if o.Inventory != "" {
-		if err := checkInventoryHere(ctx, node); err != nil {
+		here, err := resources.Detect(ctx, resources.Options{})
+		if err != nil {
 			return nil, node, err
+		}
+		if err := node.Within(here); err != nil {
+			return nil, node, fmt.Errorf("--inventory: %w: plan with --inventory, run with the node's own", err)
 		}
 	}
 	if o.Plan, err = pack.NewPlan(node.Topology(), o.packOptions.Options); err != nil {
@@ -355,7 +359,7 @@ func exitStatus(out runner.Outcome, sig syscall.Signal) int {
 	case out.Requeued && out.RequeueExit != 0:
 		return out.RequeueExit
 	case sig != 0:
-		return exitSignalBase + int(sig)
+		return execute.ExitSignalBase + int(sig)
 	case out.Err != nil && sum.Runs == 0:
 		return exitUsage
 	case out.Err != nil, out.LedgerErr != nil, out.Problem != nil:
@@ -366,46 +370,6 @@ func exitStatus(out runner.Outcome, sig syscall.Signal) int {
 		return exitFailed
 	}
 	return exitOK
-}
-
-// exitSignalBase is how a death by signal N shows in an exit status:
-// 128+N, as shells report it.
-const exitSignalBase = 128
-
-// checkInventoryHere refuses to run on a node saved elsewhere with CPUs
-// this process may not use or GPUs this node does not show.
-func checkInventoryHere(ctx context.Context, inv resources.Node) error {
-	here, err := resources.Detect(ctx, resources.Options{})
-	if err != nil {
-		return err
-	}
-	allowed := map[int]bool{}
-	for _, id := range here.CPUIDs() {
-		allowed[id] = true
-	}
-	var foreign []int
-	for _, id := range inv.CPUIDs() {
-		if !allowed[id] {
-			foreign = append(foreign, id)
-		}
-	}
-	if len(foreign) > 0 {
-		return fmt.Errorf("--inventory: CPUs %s are not among the CPUs this process may use here (%s): plan with --inventory, run with the node's own CPUs",
-			pack.FormatCPUList(foreign), pack.FormatCPUList(here.CPUIDs()))
-	}
-	gpus := map[string]bool{}
-	for _, g := range here.GPUs {
-		gpus[g.UUID] = true
-		for _, m := range g.MIG {
-			gpus[m.UUID] = true
-		}
-	}
-	for _, g := range inv.GPUs {
-		if !gpus[g.UUID] {
-			return fmt.Errorf("--inventory: GPU %d (%s) is not on this node (it shows %d GPUs): plan with --inventory, run with the node's own GPUs", g.Index, g.UUID, len(here.GPUs))
-		}
-	}
-	return nil
 }
 
 // stopSignals are the signals that stop a sweep: scancel and walltime

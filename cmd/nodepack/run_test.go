@@ -8,12 +8,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodepack/nodepack/runner"
+	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/ledger"
+	"golang.org/x/sys/unix"
 )
 
 func writeFile(t *testing.T, dir, name, content string) string {
@@ -29,8 +33,9 @@ func writeFile(t *testing.T, dir, name, content string) string {
 // lines with --parallel 2, each run pinned to its own slot's CPU, logs in
 // run dirs, exit 0 and a summary.
 func TestRunPinsEveryRun(t *testing.T) {
-	if runtime.NumCPU() < 2 {
-		t.Skip("needs 2 CPUs")
+	var allowed unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &allowed); err != nil || !allowed.IsSet(0) || !allowed.IsSet(1) {
+		t.Skip("needs CPUs 0 and 1")
 	}
 	dir := t.TempDir()
 	var tasks strings.Builder
@@ -40,7 +45,8 @@ func TestRunPinsEveryRun(t *testing.T) {
 	}
 	file := writeFile(t, dir, "tasks.txt", tasks.String())
 	out := filepath.Join(dir, "out")
-	code, _, stderr := runCLI(t, "run", "--parallel", "2", "--gpus", "none", "-o", out, file)
+	// Two CPUs whatever the machine has: one each, so one thread each.
+	code, _, stderr := runCLI(t, "run", "--parallel", "2", "--gpus", "none", "--cpus", "0,1", "-o", out, file)
 	if code != exitOK {
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
@@ -107,7 +113,7 @@ func TestRunBadInput(t *testing.T) {
 		{"bad --env", []string{"--env", "NO SPACE=1", good}, `--env "NO SPACE=1"`},
 		{"bad --wrap", []string{"--wrap", "ch-run 'img", good}, "unterminated single quote"},
 		{"negative --timeout", []string{"--timeout", "-1s", good}, "--timeout -1s"},
-		{"plan does not fit", []string{"--cpus-per-run", "64", good}, "--cpus-per-run"},
+		{"plan does not fit", []string{"--gpus", "none", "--cpus", "0", "--cpus-per-run", "64", good}, "--cpus-per-run"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
@@ -281,6 +287,36 @@ func TestSplitWords(t *testing.T) {
 	for _, bad := range []string{"", "   ", `a "b`, `a 'b`, `a\`} {
 		if _, err := splitWords(bad); err == nil {
 			t.Errorf("splitWords(%q): no error", bad)
+		}
+	}
+}
+
+// TestExitStatus: how a sweep ended decides nodepack's exit status.
+func TestExitStatus(t *testing.T) {
+	failedRun := execute.Summary{Runs: 2, Succeeded: 1, Failed: 1}
+	tests := []struct {
+		description string
+		out         runner.Outcome
+		sig         syscall.Signal
+		want        int
+	}{
+		{"all succeeded", runner.Outcome{Summary: execute.Summary{Runs: 3, Succeeded: 3}}, 0, exitOK},
+		{"a run failed", runner.Outcome{Summary: failedRun}, 0, exitFailed},
+		{"a run failed before and was skipped", runner.Outcome{Resumed: ledger.ResumeCounts{SkippedFailed: 1}}, 0, exitFailed},
+		{"SIGTERM", runner.Outcome{Summary: failedRun}, syscall.SIGTERM, 143},
+		{"SIGHUP", runner.Outcome{}, syscall.SIGHUP, 129},
+		{"a warning and a Grid Engine requeue", runner.Outcome{Requeued: true, RequeueExit: 99}, syscall.SIGUSR2, 99},
+		{"a warning and a Slurm requeue", runner.Outcome{Requeued: true}, syscall.SIGUSR1, 138},
+		{"--stop-before deferred runs", runner.Outcome{Summary: execute.Summary{Drained: true}, Left: 3}, 0, exitDeferred},
+		{"--stop-before with nothing left", runner.Outcome{Summary: execute.Summary{Drained: true, Runs: 1, Succeeded: 1}}, 0, exitOK},
+		{"a bad line further down, nothing ran", runner.Outcome{Err: errors.New("tasks.txt:9: bad")}, 0, exitUsage},
+		{"a bad line further down after some runs", runner.Outcome{Summary: execute.Summary{Runs: 1, Succeeded: 1}, Err: errors.New("bad")}, 0, exitFailed},
+		{"the ledger could not be written", runner.Outcome{Summary: execute.Summary{Runs: 1, Succeeded: 1}, LedgerErr: errors.New("disk")}, 0, exitFailed},
+		{"the ledger was deleted", runner.Outcome{Summary: execute.Summary{Runs: 1, Succeeded: 1, Drained: true}, Left: 2, Problem: errors.New("deleted")}, 0, exitFailed},
+	}
+	for _, tc := range tests {
+		if got := exitStatus(tc.out, tc.sig); got != tc.want {
+			t.Errorf("%s: exit %d, want %d", tc.description, got, tc.want)
 		}
 	}
 }

@@ -86,13 +86,31 @@ func TestSetDeadlinesMovesThem(t *testing.T) {
 	}
 }
 
+// TestTerminateAtStopsRunningRuns: at the terminate deadline the running
+// runs get SIGTERM and end as interrupted, without an error.
 func TestTerminateAtStopsRunningRuns(t *testing.T) {
+	var x *Execution
+	ready := make(chan struct{})
+	rec := &recorder{}
+	opts := Options{Grace: time.Second, TempDir: t.TempDir(), OutputDir: t.TempDir(), OnEvent: func(ev Event) {
+		rec.add(ev)
+		if ev.Kind == Started {
+			<-ready
+			now := time.Now()
+			x.SetDeadlines(now, now.Add(100*time.Millisecond))
+		}
+	}}
 	start := time.Now()
-	opts := Options{Grace: time.Second, DrainAt: start.Add(100 * time.Millisecond), TerminateAt: start.Add(300 * time.Millisecond)}
-	sum, events, err := execute(t, t.Context(), plainSlots(1), opts, shell("sleep 30", "true")...)
+	x, err := Start(t.Context(), plainSlots(1), Runs(shell("sleep 30", "true")...), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(ready)
+	sum, err := x.Wait()
 	if err != nil {
 		t.Fatalf("err = %v; a terminate at the job's end is no error", err)
 	}
+	events := rec.finished()
 	if !sum.Drained || sum.Interrupted != 1 || len(events) != 1 || events[0].ExitCode != 143 || events[0].Signal != "SIGTERM" {
 		t.Errorf("summary %+v, events %+v; want one run interrupted by SIGTERM", sum, events)
 	}
@@ -119,7 +137,7 @@ func (f *fakeSampler) Sample(target usage.Target) func() usage.Sampled {
 func TestUsage(t *testing.T) {
 	sampler := &fakeSampler{}
 	_, events, err := execute(t, t.Context(), plainSlots(1), Options{Sampler: sampler},
-		Run{ID: "big", Args: []string{"bash", "-c", `x=$(head -c 40000000 /dev/zero | tr '\0' a); echo ${#x}; echo $$`}},
+		Run{ID: "big", Args: []string{"bash", "-c", `dd if=/dev/zero of=/dev/null bs=40M count=1 status=none; echo done; echo $$`}},
 		Run{ID: "segv", Args: []string{"bash", "-c", "kill -SEGV $$"}},
 	)
 	if err != nil || len(events) != 2 {

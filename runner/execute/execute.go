@@ -665,12 +665,13 @@ func (e *Execution) attempt(slot pack.Slot, run Run, n int) (ev Event, started b
 	if cmdErr != nil {
 		return e.notStarted(ev, cmdErr), true, nil
 	}
-	p, startErr, err := startProcess(cmd, slot.CPUs, attemptKey{run.ID, n})
+	p, err := startProcess(cmd, slot.CPUs, attemptKey{run.ID, n})
+	var notStarted *startError
+	if errors.As(err, &notStarted) {
+		return e.notStarted(ev, notStarted.err), true, nil
+	}
 	if err != nil {
 		return ev, false, err
-	}
-	if startErr != nil {
-		return e.notStarted(ev, startErr), true, nil
 	}
 	ev.PID = p.pid
 	e.emit(ev)
@@ -841,6 +842,15 @@ func (e *Execution) stopProcess(p *process) {
 	<-p.exited
 }
 
+// startError is a run's command that could not start (a missing program,
+// say): the run's failure, not the runner's. It wraps what exec said, so
+// errors.Is(err, fs.ErrNotExist) holds for a missing program, through a
+// guard too.
+type startError struct{ err error }
+
+func (e *startError) Error() string { return e.err.Error() }
+func (e *startError) Unwrap() error { return e.err }
+
 // notStarted completes ev for an attempt whose command could not start.
 func (e *Execution) notStarted(ev Event, err error) Event {
 	ev.Kind = Finished
@@ -867,9 +877,11 @@ type exitInfo struct {
 	err    error // cmd.Wait's
 }
 
-// exitSignalBase is how shells report a death by signal N: exit status
+// ExitSignalBase is how shells report a death by signal N: exit status
 // 128+N, since a process's own exit status uses only 7 bits of the byte.
-const exitSignalBase = 128
+// Event.ExitCode follows it, and so does nodepack's own exit status when a
+// signal stops it.
+const ExitSignalBase = 128
 
 // exitCode reports a process's exit status the way shells do: 128+N for a
 // death by signal N; -1 if unknown.
@@ -886,7 +898,7 @@ func exitCode(ps *os.ProcessState) int {
 // waitStatusCode is exitCode for a raw wait status.
 func waitStatusCode(ws syscall.WaitStatus) int {
 	if ws.Signaled() {
-		return exitSignalBase + int(ws.Signal())
+		return ExitSignalBase + int(ws.Signal())
 	}
 	return ws.ExitStatus()
 }

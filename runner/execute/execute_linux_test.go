@@ -9,7 +9,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -205,24 +207,28 @@ func TestExitCodes(t *testing.T) {
 // TestSignalledWithTheSweep: a batch system signals every process of a job
 // at once, so a run can die of SIGTERM just before nodepack's own context is
 // cancelled. That run was interrupted, not failed.
+// TestSignalledWithTheSweep: a run that dies of SIGTERM just before the
+// sweep is stopped (the batch system signalled every process of the job)
+// was interrupted, not failed.
 func TestSignalledWithTheSweep(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	started := make(chan struct{})
-	var once sync.Once
-	opts := Options{OnEvent: func(ev Event) {
-		if ev.Kind == Started {
-			once.Do(func() { close(started) })
-		}
-	}}
+	dying := filepath.Join(t.TempDir(), "dying")
 	go func() {
-		<-started
-		// The run kills itself 50 ms in; the sweep is stopped 150 ms later.
-		time.Sleep(200 * time.Millisecond)
-		cancel()
+		for {
+			if _, err := os.Stat(dying); err == nil {
+				cancel() // the batch system's SIGTERM reaches nodepack too
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
 	}()
-	_, events, _ := execute(t, ctx, plainSlots(1), opts,
-		Run{ID: "scancelled", Args: []string{"bash", "-c", "sleep 0.05; kill -TERM $$"}})
+	_, events, _ := execute(t, ctx, plainSlots(1), Options{},
+		Run{ID: "scancelled", Args: []string{"bash", "-c", "touch " + dying + "; kill -TERM $$"}})
 	if len(events) != 1 || events[0].ExitCode != 143 || events[0].Reason != Interrupted {
 		t.Errorf("events %+v; want one run, exit 143, interrupted", events)
 	}
@@ -232,7 +238,9 @@ func TestTimeout(t *testing.T) {
 	start := time.Now()
 	sum, events, err := execute(t, t.Context(), plainSlots(2), Options{Timeout: 200 * time.Millisecond, Grace: 200 * time.Millisecond},
 		Run{ID: "polite", Args: []string{"sleep", "30"}},
-		Run{ID: "stubborn", Args: []string{"bash", "-c", "trap '' TERM; sleep 30 & wait; wait"}},
+		// env ignores SIGTERM before it execs sleep, so no moment of the
+		// run's life can die of it.
+		Run{ID: "stubborn", Args: []string{"env", "--ignore-signal=TERM", "sleep", "30"}},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -412,12 +420,13 @@ func exists(pid int) bool {
 	return err == nil
 }
 
-const tree = `setsid sleep 300 & echo $!; sleep 300 & echo $!; (trap '' TERM; sleep 300 & echo $!; wait) & echo $!; bash -c 'setsid bash -c "sleep 300 & echo \$!; wait" & wait' & echo $!; sleep 0.3; wait`
+const tree = `setsid sleep 300 & echo $!; sleep 300 & echo $!; (trap '' TERM; sleep 300 & echo $!; wait) & echo $!; bash -c 'setsid bash -c "sleep 300 & echo \$!; wait" & wait' & echo $!; wait`
 
 func TestCancelLeavesNoProcess(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
+	out := t.TempDir()
 	started := make(chan struct{}, 2)
-	opts := Options{Grace: 300 * time.Millisecond, OnEvent: func(ev Event) {
+	opts := Options{Grace: 300 * time.Millisecond, OutputDir: out, OnEvent: func(ev Event) {
 		if ev.Kind == Started {
 			started <- struct{}{}
 		}
@@ -432,7 +441,23 @@ func TestCancelLeavesNoProcess(t *testing.T) {
 	}()
 	<-started
 	<-started
-	time.Sleep(500 * time.Millisecond) // let the trees grow
+	// Each tree prints its 6 pids as it grows: wait until all are out.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		logs, _ := filepath.Glob(filepath.Join(out, "runs", "*", "stdout.log"))
+		lines := 0
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			lines += strings.Count(string(b), "\n")
+		}
+		if lines >= 12 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the trees printed %d pids, want 12", lines)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 	cancel()
 	<-done
 	if !errors.Is(err, context.Canceled) {
@@ -609,4 +634,72 @@ func TestInvalidCPUIsASetupError(t *testing.T) {
 	if err == nil || sum.Runs != 0 {
 		t.Errorf("err %v, summary %+v; want a setup error and no run", err, sum)
 	}
+}
+
+// startPaths runs a test once for each way a run can be started: through
+// a guard (a program that called MaybeGuard, like nodepack) and directly
+// (an embedder that did not).
+func startPaths(t *testing.T, test func(t *testing.T)) {
+	if err := setup(); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"guard", "direct"} {
+		t.Run(path, func(t *testing.T) {
+			saved := procs.runnerAlive
+			switch {
+			case path == "direct":
+				procs.runnerAlive = nil
+			case saved == nil:
+				t.Skip("the test binary did not call MaybeGuard")
+			}
+			defer func() { procs.runnerAlive = saved }()
+			test(t)
+		})
+	}
+}
+
+// TestStartErrorsKeepTheirType: a run that cannot start fails with the
+// error exec gave, which errors.Is can tell, whether started through a
+// guard or directly.
+func TestStartErrorsKeepTheirType(t *testing.T) {
+	startPaths(t, func(t *testing.T) {
+		dir := t.TempDir()
+		notExec := filepath.Join(dir, "not-executable")
+		os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644)
+		gone := filepath.Join(dir, "gone")
+		os.WriteFile(gone, []byte("#!/bin/sh\n"), 0o755)
+		_, events, err := execute(t, t.Context(), plainSlots(1), Options{},
+			Run{ID: "missing", Args: []string{"no-such-program-x"}},
+			Run{ID: "not-executable", Args: []string{notExec}},
+		)
+		if err != nil || len(events) != 2 {
+			t.Fatalf("%v, %d events", err, len(events))
+		}
+		if ev := events[0]; !errors.Is(ev.Err, exec.ErrNotFound) || ev.ExitCode != -1 || ev.Reason != Failed {
+			t.Errorf("missing program: err %v, exit %d, %s; want exec.ErrNotFound, -1, failed", ev.Err, ev.ExitCode, ev.Reason)
+		}
+		if ev := events[1]; !errors.Is(ev.Err, fs.ErrPermission) {
+			t.Errorf("not executable: err %v (%T); want fs.ErrPermission", ev.Err, ev.Err)
+		}
+		// A program found when its command is made, gone when it starts:
+		// exec itself fails (in the guard, when there is one).
+		x := &Execution{paths: map[string]string{}}
+		cmd := x.lookup([]string{gone})
+		os.Remove(gone)
+		cmd.Env = os.Environ()
+		p, err := startProcess(cmd, nil, attemptKey{"gone", 1})
+		var se *startError
+		if p != nil || !errors.As(err, &se) || !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("a program gone between lookup and start: %v (%T); want a start error that is fs.ErrNotExist", err, err)
+		}
+	})
+}
+
+// TestNoProcessLeftEitherWay: a normal end and a cancellation leave no
+// process of a run's tree behind, through a guard or without one.
+func TestNoProcessLeftEitherWay(t *testing.T) {
+	startPaths(t, func(t *testing.T) {
+		TestNormalExitLeavesNoProcess(t)
+		TestCancelLeavesNoProcess(t)
+	})
 }

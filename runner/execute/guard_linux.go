@@ -32,7 +32,8 @@ import (
 //
 //	fd 3  the read end of a pipe whose only write end the runner holds:
 //	      end of file means the runner is gone;
-//	fd 4  a report pipe to the runner: "started PID" or "failed MESSAGE",
+//	fd 4  a report pipe to the runner: "started PID", or "failed ERRNO PATH"
+//	      when the run could not start (or "failed guard: MESSAGE"),
 //	      then, at the end, "exit WAITSTATUS MAXRSS_KB UTIME_US STIME_US".
 //
 // The guard is a child subreaper and starts the run with its own process
@@ -107,7 +108,10 @@ func guard(args []string) int {
 		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	})
 	if err != nil {
-		fmt.Fprintf(report, "failed %s\n", oneLine((&os.PathError{Op: "fork/exec", Path: path, Err: err}).Error()))
+		// The errno crosses the pipe as a number, so that the runner can
+		// give back the same *os.PathError a direct start gives.
+		errno, _ := err.(syscall.Errno)
+		fmt.Fprintf(report, "failed %d %s\n", int(errno), oneLine(path))
 		return 127
 	}
 	fmt.Fprintf(report, "started %d\n", pid)
@@ -199,8 +203,9 @@ type guardReport struct {
 }
 
 // readGuardStart reads the guard's first line: the run's pid, or why it
-// could not start.
-func readGuardStart(r *bufio.Reader) (pid int, startErr error) {
+// could not start: a *startError wrapping the *os.PathError that exec
+// gave, as for a direct start.
+func readGuardStart(r *bufio.Reader) (pid int, err error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
 		return 0, errors.New("guard exited before starting the run")
@@ -212,7 +217,12 @@ func readGuardStart(r *bufio.Reader) (pid int, startErr error) {
 			return pid, nil
 		}
 	case "failed":
-		return 0, errors.New(rest)
+		if num, path, ok := strings.Cut(rest, " "); ok {
+			if errno, err := strconv.Atoi(num); err == nil {
+				return 0, &startError{&os.PathError{Op: "fork/exec", Path: path, Err: syscall.Errno(errno)}}
+			}
+		}
+		return 0, fmt.Errorf("guard: %s", rest)
 	}
 	return 0, fmt.Errorf("guard: unexpected report %q", line)
 }

@@ -34,6 +34,9 @@ var procs struct {
 	// process holds, never closed: every guard gets it, and reads end of
 	// file once this process is gone. nil when guards are not in use.
 	runnerAlive *os.File
+	// runnerAliveWriter is that write end, kept referenced for the life of
+	// the process so that its finalizer never closes it.
+	runnerAliveWriter *os.File
 
 	// self is this process's own attempt, when it is itself a nodepack run;
 	// its other children inherit that marker and are not ours to sweep.
@@ -62,8 +65,7 @@ func setup() error {
 				procs.err = fmt.Errorf("guard pipe: %w", err)
 				return
 			}
-			procs.runnerAlive = r
-			runnerAliveWriter = w
+			procs.runnerAlive, procs.runnerAliveWriter = r, w
 		}
 		procs.spawn = make(chan spawnRequest)
 		procs.kick = make(chan struct{}, 1)
@@ -78,20 +80,11 @@ func setup() error {
 	return procs.err
 }
 
-// runnerAliveWriter is kept referenced for the life of the process: its
-// finalizer must never close the pipe the guards watch.
-var runnerAliveWriter *os.File
-
 type spawnRequest struct {
 	cmd  *exec.Cmd
 	cpus []int
 	key  attemptKey
-	done chan spawnResult
-}
-
-type spawnResult struct {
-	startErr error // the command could not start
-	err      error // the CPU mask could not be set
+	done chan error
 }
 
 // spawner starts every run. It owns an OS thread for the life of the
@@ -113,30 +106,33 @@ func spawner(ready chan<- error) {
 	}
 }
 
-func spawnOne(req spawnRequest, all *unix.CPUSet) spawnResult {
+// spawnOne starts one command with the CPU mask it asks for. A
+// *startError means the command could not start; another error means the
+// mask could not be set.
+func spawnOne(req spawnRequest, all *unix.CPUSet) error {
 	if len(req.cpus) > 0 {
 		var set unix.CPUSet
 		for _, c := range req.cpus {
 			if c >= len(set)*64 { // unix.CPUSet holds 1024 CPUs
-				return spawnResult{err: fmt.Errorf("affinity: cpu %d: beyond %d", c, len(set)*64)}
+				return fmt.Errorf("affinity: cpu %d: beyond %d", c, len(set)*64)
 			}
 			set.Set(c)
 		}
 		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			return spawnResult{err: fmt.Errorf("affinity %s: %w", pack.FormatCPUList(req.cpus), err)}
+			return fmt.Errorf("affinity %s: %w", pack.FormatCPUList(req.cpus), err)
 		}
 		defer unix.SchedSetaffinity(0, all)
 	}
 	procs.mu.Lock()
 	defer procs.mu.Unlock()
 	if err := req.cmd.Start(); err != nil {
-		return spawnResult{startErr: err}
+		return &startError{err}
 	}
 	pid := req.cmd.Process.Pid
 	procs.leaders[pid]++
 	procs.running[req.key]++
 	delete(procs.ended, pid) // the number was free, so that old group is empty
-	return spawnResult{}
+	return nil
 }
 
 // process is one started attempt.
@@ -151,56 +147,55 @@ type process struct {
 }
 
 // startProcess starts cmd in its own process group with the given CPU
-// affinity, through a guard when the host program called MaybeGuard.
-// startErr means the command could not start; err means the runner could
-// not set it up.
-func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (p *process, startErr, err error) {
+// affinity, through a guard when the host program called MaybeGuard. A
+// *startError means the command could not start (the run's failure); any
+// other error means the runner could not set it up.
+func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (*process, error) {
 	if procs.runnerAlive == nil || cmd.Err != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if _, startErr, err := spawn(cmd, cpus, key); startErr != nil || err != nil {
-			return nil, startErr, err
+		if err := spawn(cmd, cpus, key); err != nil {
+			return nil, err
 		}
-		p = &process{cmd: cmd, key: key, pid: cmd.Process.Pid, child: cmd.Process.Pid, exited: make(chan struct{})}
+		p := &process{cmd: cmd, key: key, pid: cmd.Process.Pid, child: cmd.Process.Pid, exited: make(chan struct{})}
 		go p.watch()
-		return p, nil, nil
+		return p, nil
 	}
 
 	// The guard: its own process group, no Pdeathsig (it must outlive this
 	// process to clean up), the run's argv after its own.
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, nil, fmt.Errorf("guard pipe: %w", err)
+		return nil, fmt.Errorf("guard pipe: %w", err)
 	}
 	cmd.Args = guardArgs(cmd.Path, cmd.Args)
 	cmd.Path = "/proc/self/exe"
 	cmd.Env = append(cmd.Env, guardEnv+"=1")
 	cmd.ExtraFiles = []*os.File{procs.runnerAlive, w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	_, startErr, err = spawn(cmd, cpus, key)
+	err = spawn(cmd, cpus, key)
 	w.Close()
-	if startErr != nil || err != nil {
+	if err != nil {
 		r.Close()
-		return nil, startErr, err
+		return nil, err
 	}
-	p = &process{cmd: cmd, key: key, child: cmd.Process.Pid, exited: make(chan struct{}), report: bufio.NewReader(r), closer: r}
-	pid, startErr := readGuardStart(p.report)
-	if startErr != nil {
+	p := &process{cmd: cmd, key: key, child: cmd.Process.Pid, exited: make(chan struct{}), report: bufio.NewReader(r), closer: r}
+	pid, err := readGuardStart(p.report)
+	if err != nil {
 		p.cmd.Wait()
 		r.Close()
 		forget(p.child, key)
-		return nil, startErr, nil
+		return nil, err
 	}
 	p.pid = pid
 	go p.watch()
-	return p, nil, nil
+	return p, nil
 }
 
 // spawn has the spawner thread start cmd.
-func spawn(cmd *exec.Cmd, cpus []int, key attemptKey) (spawnResult, error, error) {
-	req := spawnRequest{cmd: cmd, cpus: cpus, key: key, done: make(chan spawnResult, 1)}
+func spawn(cmd *exec.Cmd, cpus []int, key attemptKey) error {
+	req := spawnRequest{cmd: cmd, cpus: cpus, key: key, done: make(chan error, 1)}
 	procs.spawn <- req
-	res := <-req.done
-	return res, res.startErr, res.err
+	return <-req.done
 }
 
 // forget drops a reaped child from the bookkeeping.

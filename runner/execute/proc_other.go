@@ -21,16 +21,16 @@ type process struct {
 	waitErr error
 }
 
-func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (p *process, startErr, err error) {
+func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (*process, error) {
 	if err := cmd.Start(); err != nil {
-		return nil, err, nil
+		return nil, &startError{err}
 	}
-	p = &process{cmd: cmd, pid: cmd.Process.Pid, child: cmd.Process.Pid, exited: make(chan struct{})}
+	p := &process{cmd: cmd, pid: cmd.Process.Pid, child: cmd.Process.Pid, exited: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.exited)
 	}()
-	return p, nil, nil
+	return p, nil
 }
 
 func (p *process) signal(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
