@@ -83,6 +83,7 @@ type Interrupt struct {
 	Requeue bool
 }
 
+// Error says what stopped the sweep: "stopped by SIGTERM".
 func (i Interrupt) Error() string { return "stopped by " + i.Reason }
 
 // Sweep is a sweep checked and ready to run: Prepare has read its source
@@ -441,7 +442,7 @@ func (s *Sweep) header(total int) ledger.Record {
 	if s.opts.Node != nil {
 		h.Node, _ = json.Marshal(s.opts.Node)
 	}
-	h.Plan, _ = json.Marshal(PlanDocument(s.opts.Plan))
+	h.Plan, _ = json.Marshal(s.opts.Plan.Doc())
 	return h
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/batch"
-	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/sweep"
 	"github.com/spf13/pflag"
 )
@@ -81,7 +80,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErrorf(stderr, "plan", "%v", err)
 	}
-	var runs *runner.RunsPlanDoc
+	var runs *runsPlanDoc
 	if hasSource {
 		total, err := o.countRuns(fs.Args())
 		if err != nil {
@@ -95,9 +94,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	printWarnings(stderr, plan.Warnings)
 	if o.JSON {
-		doc := runner.PlanDocument(plan)
-		doc.Runs = runs
-		return writeJSON(stdout, stderr, doc)
+		return writeJSON(stdout, stderr, planDoc{PlanDoc: plan.Doc(), Runs: runs})
 	}
 	printPlan(stdout, plan)
 	if runs != nil {
@@ -122,8 +119,23 @@ func (o *planOptions) countRuns(args []string) (int, error) {
 	return src.Total(), nil
 }
 
-func runsPlan(total, perShard int) *runner.RunsPlanDoc {
-	doc := &runner.RunsPlanDoc{Total: total}
+// planDoc is plan --json's document: the plan's, and with a source, its
+// runs and shards.
+type planDoc struct {
+	pack.PlanDoc
+	Runs *runsPlanDoc `json:"runs,omitempty"`
+}
+
+// runsPlanDoc is how a sweep splits into array tasks (--runs-per-shard).
+type runsPlanDoc struct {
+	Total        int    `json:"total"`
+	RunsPerShard int    `json:"runs_per_shard,omitempty"`
+	Shards       int    `json:"shards,omitempty"`
+	SlurmArray   string `json:"slurm_array,omitempty"` // the value of sbatch --array
+}
+
+func runsPlan(total, perShard int) *runsPlanDoc {
+	doc := &runsPlanDoc{Total: total}
 	if perShard <= 0 {
 		return doc
 	}
@@ -133,7 +145,7 @@ func runsPlan(total, perShard int) *runner.RunsPlanDoc {
 	return doc
 }
 
-func printRunsPlan(w io.Writer, r *runner.RunsPlanDoc) {
+func printRunsPlan(w io.Writer, r *runsPlanDoc) {
 	fmt.Fprintf(w, "runs: %d\n", r.Total)
 	if r.Shards > 0 {
 		fmt.Fprintf(w, "shards: %d of up to %d runs; submit %s, each running nodepack run --shard auto with the same source\n",

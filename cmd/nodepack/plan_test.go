@@ -6,12 +6,11 @@ import (
 	"testing"
 
 	"github.com/nodepack/nodepack/resources"
-	"github.com/nodepack/nodepack/runner"
 )
 
-func readPlan(t *testing.T, stdout string) runner.PlanDoc {
+func readPlan(t *testing.T, stdout string) planDoc {
 	t.Helper()
-	var doc runner.PlanDoc
+	var doc planDoc
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
 		t.Fatalf("%v\n%s", err, stdout)
 	}
@@ -24,7 +23,7 @@ func readPlan(t *testing.T, stdout string) runner.PlanDoc {
 // checkSlots checks the placement promises against the inventory: no CPU
 // twice, whole cores (both hyperthreads of a core together), and, where
 // wantLocal, every CPU on the NUMA node of the slot's GPU.
-func checkSlots(t *testing.T, node resources.Node, doc runner.PlanDoc, wantLocal bool) {
+func checkSlots(t *testing.T, node resources.Node, doc planDoc, wantLocal bool) {
 	t.Helper()
 	cpuOf := map[int]resources.CPU{}
 	threadsOf := map[[2]int]int{}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
@@ -222,9 +221,9 @@ func TestPlanRunsPerShard(t *testing.T) {
 		t.Errorf("plan = %d\n%s%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = runCLI(t, "plan", "--gpus", "none", "--parallel", "2", "--json", "--runs-per-shard", "8", "--reps", "3", "--sweep", "--", "p", "a=range(10)")
-	var doc runner.PlanDoc
+	var doc planDoc
 	if err := json.Unmarshal([]byte(stdout), &doc); code != exitOK || err != nil || doc.Runs == nil ||
-		!reflect.DeepEqual(*doc.Runs, runner.RunsPlanDoc{Total: 30, RunsPerShard: 8, Shards: 4, SlurmArray: "0-3"}) {
+		!reflect.DeepEqual(*doc.Runs, runsPlanDoc{Total: 30, RunsPerShard: 8, Shards: 4, SlurmArray: "0-3"}) {
 		t.Errorf("plan --json = %d, %v: %+v\n%s", code, err, doc.Runs, stderr)
 	}
 	if code, _, stderr := runCLI(t, "plan", "--gpus", "none", "--runs-per-shard", "8"); code != exitUsage || !strings.Contains(stderr, "needs the runs") {

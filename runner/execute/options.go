@@ -141,10 +141,11 @@ const (
 type EventKind int
 
 const (
-	Started EventKind = iota + 1
-	Finished
+	Started  EventKind = iota + 1 // the attempt's process runs
+	Finished                      // the attempt ended, or could not start
 )
 
+// String returns "started" or "finished".
 func (k EventKind) String() string {
 	switch k {
 	case Started:

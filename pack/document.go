@@ -1,20 +1,17 @@
-package runner
-
-import "github.com/nodepack/nodepack/pack"
+package pack
 
 // PlanSchema names the plan document's format. Fields are only ever added
 // to it.
 const PlanSchema = "nodepack.plan/v1"
 
-// PlanDoc is a plan as a stable JSON document (nodepack plan --json, and
-// the ledger's header).
+// PlanDoc is a plan as a stable JSON document, with the field names of
+// its schema (nodepack plan --json, and a ledger's header).
 type PlanDoc struct {
-	Schema   string       `json:"schema"`
-	Request  RequestDoc   `json:"request"`
-	Slots    []SlotDoc    `json:"slots"`
-	Idle     IdleDoc      `json:"idle"`
-	Runs     *RunsPlanDoc `json:"runs,omitempty"` // with a source: its runs and shards
-	Warnings []string     `json:"warnings,omitempty"`
+	Schema   string     `json:"schema"`
+	Request  RequestDoc `json:"request"`
+	Slots    []SlotDoc  `json:"slots"`
+	Idle     IdleDoc    `json:"idle"`
+	Warnings []string   `json:"warnings,omitempty"`
 }
 
 // RequestDoc is what each slot asked for.
@@ -46,16 +43,8 @@ type IdleDoc struct {
 	CPUs []int    `json:"cpus"`
 }
 
-// RunsPlanDoc is how a sweep splits into array tasks (--runs-per-shard).
-type RunsPlanDoc struct {
-	Total        int    `json:"total"`
-	RunsPerShard int    `json:"runs_per_shard,omitempty"`
-	Shards       int    `json:"shards,omitempty"`
-	SlurmArray   string `json:"slurm_array,omitempty"` // the value of sbatch --array
-}
-
-// PlanDocument returns p as a document.
-func PlanDocument(p pack.Plan) PlanDoc {
+// Doc returns the plan as a document.
+func (p Plan) Doc() PlanDoc {
 	doc := PlanDoc{
 		Schema:   PlanSchema,
 		Request:  RequestDoc{GPUs: p.Request.GPUs, RunsPerGPU: max(p.Request.RunsPerGPU, 1), CPUs: p.Request.CPUs},
@@ -70,7 +59,7 @@ func PlanDocument(p pack.Plan) PlanDoc {
 	return doc
 }
 
-func gpuRefs(gpus []pack.GPU) []GPURef {
+func gpuRefs(gpus []GPU) []GPURef {
 	refs := make([]GPURef, len(gpus))
 	for i, g := range gpus {
 		refs[i] = GPURef{Index: g.Index, UUID: g.UUID}
