@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 )
 
@@ -20,40 +18,8 @@ var ErrBusy = errors.New("resources busy")
 // waiting would never help.
 var ErrNeverFits = errors.New("never fits this node")
 
-// Request is what one run needs. The zero Request is invalid: every run needs
-// at least one CPU.
-type Request struct {
-	// GPUs is the number of GPUs (whole GPUs or MIG devices) per run; 0 for a
-	// CPU-only run. A MIG device is never combined with other devices, so a
-	// request for more than one GPU is served from whole GPUs only.
-	GPUs int
-
-	// RunsPerGPU lets up to RunsPerGPU runs share one GPU; 0 and 1 mean the
-	// GPU is the run's alone. Values above 1 need GPUs == 1. Runs share a GPU
-	// only with runs that asked for the same RunsPerGPU.
-	RunsPerGPU int
-
-	// CPUs is the number of CPUs per run, at least 1.
-	CPUs int
-}
-
-// String returns the request in the form "gpus=1 runs-per-gpu=2 cpus=16",
-// leaving out runs-per-gpu when the GPU is not shared.
-func (r Request) String() string {
-	var b strings.Builder
-	b.WriteString("gpus=")
-	b.WriteString(strconv.Itoa(r.GPUs))
-	if r.RunsPerGPU > 1 {
-		b.WriteString(" runs-per-gpu=")
-		b.WriteString(strconv.Itoa(r.RunsPerGPU))
-	}
-	b.WriteString(" cpus=")
-	b.WriteString(strconv.Itoa(r.CPUs))
-	return b.String()
-}
-
-// Allocator hands out GPUs and CPUs of one node to runs as they start and
-// takes them back as they end.
+// Allocator hands out GPUs, CPUs and host memory of one node to runs as
+// they start and takes them back as they end.
 //
 // An Allocator is safe for concurrent use by multiple goroutines; calls are
 // serialized, and the placements depend only on the topology and the order
@@ -65,21 +31,25 @@ type Allocator struct {
 
 	cpus     []CPU       // allowed CPUs by ascending ID
 	cpuIndex map[int]int // CPU ID → index in cpus
-	free     []bool      // by index in cpus: no run holds the CPU
-	nfree    int         // number of free CPUs
+	held     []bool      // by index in cpus: a run has the CPU to itself
+	load     []int       // by index in cpus: runs sharing the CPU (Request.CPUs == 0)
+	nfree    int         // CPUs neither held nor shared
 	cores    []core      // physical cores, by lowest CPU ID
 	coreOf   []int       // index in cpus → index in cores
 	nodes    []numaNode  // NUMA nodes that have CPUs, by ascending id
 	units    []unit      // schedulable GPUs, by Index (stable)
 	unitOf   map[string]int
 	nwhole   int // number of whole (non-MIG) GPUs
+
+	memory  uint64 // host memory runs may claim; 0 when unknown
+	memUsed uint64
 }
 
 // core is one physical core: its allowed hyperthreads. A restricted cpuset
 // may leave a core with fewer threads than its siblings elsewhere.
 type core struct {
 	cpus   []int // indices into Allocator.cpus, ascending
-	free   int   // how many of cpus no run holds
+	free   int   // how many of cpus are neither held nor shared
 	numa   int
 	socket int
 }
@@ -99,15 +69,23 @@ type numaNode struct {
 	distance []uint8 // by core index
 }
 
-// unit is one schedulable GPU and its share state.
+// unit is one schedulable GPU and what the runs on it claim.
 type unit struct {
 	gpu      GPU
 	distance []uint8 // by core index
 	node     int     // index into Allocator.nodes; -1 when unknown
 	socket   int     // socket of its near cores; -1 when unknown or several
-	runs     int     // runs holding it
-	share    int     // the RunsPerGPU of those runs; 0 when free
+	usable   uint64  // memory sharers may claim: MemoryBytes less the headroom; 0 when unknown
+
+	own   bool   // one run has it to itself
+	runs  int    // runs on it
+	share int    // thousandths claimed by the runs sharing it
+	mem   uint64 // memory claimed by the runs sharing it
+	held  bool   // Hold: no run may be placed on it
 }
+
+// free reports whether no run is on the unit and none may be placed on it.
+func (u *unit) free() bool { return u.runs == 0 && !u.held }
 
 // NewAllocator returns an Allocator with every CPU and GPU of t free. It
 // copies t; later changes to t do not affect the Allocator.
@@ -120,11 +98,13 @@ func NewAllocator(t Topology) *Allocator {
 		a.err = err
 		return a
 	}
+	a.memory = t.Memory
 
 	a.cpus = slices.Clone(t.CPUs)
 	slices.SortFunc(a.cpus, func(x, y CPU) int { return cmp.Compare(x.ID, y.ID) })
 	a.cpuIndex = make(map[int]int, len(a.cpus))
-	a.free = make([]bool, len(a.cpus))
+	a.held = make([]bool, len(a.cpus))
+	a.load = make([]int, len(a.cpus))
 	a.nfree = len(a.cpus)
 	a.coreOf = make([]int, len(a.cpus))
 	// Core ids repeat across sockets, so a core is keyed by (socket, core).
@@ -134,7 +114,6 @@ func NewAllocator(t Topology) *Allocator {
 	coreIndex := make(map[coreKey]int)
 	for i, c := range a.cpus {
 		a.cpuIndex[c.ID] = i
-		a.free[i] = true
 		k := coreKey{c.Socket, c.Core}
 		j, ok := coreIndex[k]
 		if !ok {
@@ -202,6 +181,9 @@ func (a *Allocator) newUnit(g GPU) unit {
 		isNear = inLocal
 	}
 	u := unit{gpu: g, node: -1, socket: -1}
+	if g.MemoryBytes > GPUMemHeadroom(g.MemoryBytes) {
+		u.usable = g.MemoryBytes - GPUMemHeadroom(g.MemoryBytes)
+	}
 	if !anyNUMA && !anyLocal {
 		u.distance = make([]uint8, len(a.cores)) // all near
 	} else {
@@ -249,14 +231,15 @@ func (a *Allocator) distances(isNear, alsoClose []bool) []uint8 {
 }
 
 // Check reports whether r is valid and could fit the empty node. It returns
-// nil, an error wrapping [ErrNeverFits], or an error describing an invalid
-// request, so callers can reject a request up front instead of waiting for
-// resources that will never come.
+// nil, an error wrapping [ErrNeverFits] that says what the node has, or an
+// error describing an invalid request, so callers can reject a request up
+// front instead of waiting for resources that will never come. A request
+// with AutoGPUMem passes when a run sharing a GPU would.
 func (a *Allocator) Check(r Request) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if err := a.check(r); err != nil {
-		return fmt.Errorf("check %v: %w", r, err)
+		return fmt.Errorf("%v: %w", r, err)
 	}
 	return nil
 }
@@ -265,51 +248,79 @@ func (a *Allocator) check(r Request) error {
 	if a.err != nil {
 		return a.err
 	}
-	switch {
-	case r.GPUs < 0:
-		return fmt.Errorf("gpus %d: must not be negative", r.GPUs)
-	case r.RunsPerGPU < 0:
-		return fmt.Errorf("runs per gpu %d: must not be negative", r.RunsPerGPU)
-	case r.CPUs < 1:
-		return fmt.Errorf("cpus %d: a run needs at least 1 cpu", r.CPUs)
-	case r.RunsPerGPU > 1 && r.GPUs != 1:
-		return fmt.Errorf("runs per gpu %d: needs exactly 1 gpu per run, not %d", r.RunsPerGPU, r.GPUs)
+	if err := r.Validate(); err != nil {
+		return err
 	}
 	return a.checkFits(r)
 }
 
-// checkFits reports whether r fits the empty node. It allows r.CPUs == 0,
-// which NewPlan uses when runs share CPUs.
+// checkFits reports whether the valid request r fits the empty node.
 func (a *Allocator) checkFits(r Request) error {
+	never := func(format string, args ...any) error {
+		return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrNeverFits)
+	}
 	switch {
-	case r.GPUs == 1 && len(a.units) == 0:
-		return fmt.Errorf("node has no gpus: %w", ErrNeverFits)
+	case r.UsesGPU() && len(a.units) == 0:
+		return never("the node has no GPUs")
 	case r.GPUs > 1 && r.GPUs > a.nwhole:
 		mig := ""
 		if a.nwhole < len(a.units) {
 			mig = " (a run gets at most one MIG device)"
 		}
-		return fmt.Errorf("node has %d whole gpus%s: %w", a.nwhole, mig, ErrNeverFits)
+		return never("the node has %s%s", plural(a.nwhole, "whole GPU"), mig)
 	case r.CPUs > len(a.cpus):
-		return fmt.Errorf("node has %d cpus: %w", len(a.cpus), ErrNeverFits)
+		return never("the node has %s", plural(len(a.cpus), "CPU"))
+	case len(a.cpus) == 0:
+		return never("the node has no CPUs")
+	case r.Mem > 0 && a.memory == 0:
+		return never("the node's memory is not known, so mem cannot be granted")
+	case r.Mem > a.memory:
+		return never("the node has %s of memory for runs", FormatSize(a.memory))
+	}
+	if r.GPUMem == 0 {
+		return nil
+	}
+	var largest *unit
+	big := 0
+	for i := range a.units {
+		u := &a.units[i]
+		size := u.gpu.MemoryBytes
+		if r.SharesGPU() {
+			size = u.usable
+		}
+		if largest == nil || u.gpu.MemoryBytes > largest.gpu.MemoryBytes {
+			largest = u
+		}
+		if size >= r.GPUMem && (r.GPUs <= 1 || !u.gpu.MIG) {
+			big++
+		}
+	}
+	switch {
+	case largest.gpu.MemoryBytes == 0:
+		return never("the GPUs' memory is not known (no NVML), so gpu_mem cannot be granted")
+	case big < max(r.GPUs, 1) && r.SharesGPU():
+		total := largest.gpu.MemoryBytes
+		return never("a run sharing a GPU may claim at most %s of its memory (%s less %s headroom)",
+			FormatSize(largest.usable), FormatSize(total), FormatSize(GPUMemHeadroom(total)))
+	case big < max(r.GPUs, 1):
+		return never("the node has %s with %s", plural(big, "GPU"), FormatSize(r.GPUMem))
 	}
 	return nil
 }
 
-// Allocate takes the GPUs and CPUs for one run from the free pool.
+// Allocate takes the GPUs, CPUs and memory for one run from the free pool.
 //
 // It returns an error wrapping [ErrBusy] when r does not fit what is free
 // now but would fit the empty node, an error wrapping [ErrNeverFits] when it
-// would not, and another error when r is invalid. On error nothing is taken.
+// would not, and another error when r is invalid or asks for AutoGPUMem,
+// which the caller turns into a GPUMem or GPUShare first. On error nothing
+// is taken.
 //
 // The returned Assignment lists CPUs in ascending order and GPUs in topology
 // order (by Index). Give it back with Release when the run ends.
 func (a *Allocator) Allocate(r Request) (Assignment, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err := a.check(r); err != nil {
-		return Assignment{}, fmt.Errorf("allocate %v: %w", r, err)
-	}
 	as, err := a.allocate(r)
 	if err != nil {
 		return Assignment{}, fmt.Errorf("allocate %v: %w", r, err)
@@ -317,48 +328,97 @@ func (a *Allocator) Allocate(r Request) (Assignment, error) {
 	return as, nil
 }
 
-// allocate places r, which check has accepted (r.CPUs may be 0).
+// allocate is Allocate with a.mu held.
+func (a *Allocator) allocate(r Request) (Assignment, error) {
+	if err := a.check(r); err != nil {
+		return Assignment{}, err
+	}
+	if r.AutoGPUMem {
+		return Assignment{}, errors.New("gpu_mem=auto: resolve it to a size or a share first")
+	}
+	return a.place(r)
+}
+
+// place places r, which check has accepted.
 //
 // GPUs are chosen first, scored by how many of the run's CPUs they let it
 // take near them; CPUs are then taken nearest first, whole cores first.
-func (a *Allocator) allocate(r Request) (Assignment, error) {
-	share := max(r.RunsPerGPU, 1)
-	if r.CPUs > a.nfree {
+func (a *Allocator) place(r Request) (Assignment, error) {
+	switch {
+	case r.Mem > a.memory-a.memUsed:
+		return Assignment{}, fmt.Errorf("%s of %s memory free: %w", FormatSize(a.memory-a.memUsed), FormatSize(a.memory), ErrBusy)
+	case r.CPUs > a.nfree:
 		return Assignment{}, fmt.Errorf("%d of %d cpus free: %w", a.nfree, len(a.cpus), ErrBusy)
+	case r.CPUs == 0 && !slices.Contains(a.held, false):
+		return Assignment{}, fmt.Errorf("every cpu is held: %w", ErrBusy)
 	}
 	var picked []int // unit indices
 	var distance []uint8
 	switch {
-	case r.GPUs == 0:
-		distance = a.pickNode(r.CPUs)
-	case r.GPUs == 1:
-		u := a.pickUnit(share, r.CPUs)
+	case r.GPUs > 1:
+		picked, distance = a.pickUnits(r)
+		if picked == nil {
+			return Assignment{}, fmt.Errorf("fewer than %d whole gpus free: %w", r.GPUs, ErrBusy)
+		}
+	case r.UsesGPU():
+		u := a.pickUnit(r)
 		if u < 0 {
 			return Assignment{}, fmt.Errorf("no gpu free: %w", ErrBusy)
 		}
 		picked = []int{u}
 		distance = a.units[u].distance
 	default:
-		picked, distance = a.pickUnits(r.GPUs, r.CPUs)
-		if picked == nil {
-			return Assignment{}, fmt.Errorf("fewer than %d whole gpus free: %w", r.GPUs, ErrBusy)
-		}
+		distance = a.pickNode(r.CPUs)
 	}
 
-	as := Assignment{SharedGPUs: share > 1}
-	for _, u := range picked {
-		a.units[u].runs++
-		a.units[u].share = share
-		g := a.units[u].gpu
+	as := Assignment{Request: r, SharedGPUs: r.SharesGPU(), SharedCPUs: r.CPUs == 0}
+	for _, i := range picked {
+		u := &a.units[i]
+		u.runs++
+		if r.SharesGPU() {
+			u.share += r.GPUShare
+			u.mem += u.claim(r)
+		} else {
+			u.own = true
+		}
+		g := u.gpu
 		g.LocalCPUs = slices.Clone(g.LocalCPUs)
 		as.GPUs = append(as.GPUs, g)
 	}
-	for _, i := range a.takeCPUs(distance, r.CPUs) {
-		as.CPUs = append(as.CPUs, a.cpus[i].ID)
+	if r.CPUs == 0 {
+		i := a.pickSharedCPU(distance)
+		a.share(i, +1)
+		as.CPUs = []int{a.cpus[i].ID}
+	} else {
+		for _, i := range a.takeCPUs(distance, r.CPUs) {
+			as.CPUs = append(as.CPUs, a.cpus[i].ID)
+		}
+		slices.Sort(as.CPUs)
 	}
-	slices.Sort(as.CPUs)
+	a.memUsed += r.Mem
 	as.NUMA = a.numaOf(as)
 	return as, nil
+}
+
+// claim is the GPU memory a run sharing u claims: its GPUMem, else its
+// share of the memory, so that runs asking for a share and runs asking
+// for memory can share one GPU without crowding each other out.
+func (u *unit) claim(r Request) uint64 {
+	if r.GPUMem > 0 {
+		return r.GPUMem
+	}
+	return u.usable / GPUWhole * uint64(r.GPUShare)
+}
+
+// fitsSharer reports whether a run sharing a GPU fits on u now.
+func (u *unit) fitsSharer(r Request) bool {
+	if u.own || u.held || u.share+r.GPUShare > GPUWhole {
+		return false
+	}
+	if r.GPUMem > 0 && u.usable == 0 {
+		return false
+	}
+	return u.mem+u.claim(r) <= u.usable || u.usable == 0
 }
 
 // numaOf returns the NUMA node shared by all of as's CPUs and GPUs, or -1.
@@ -382,11 +442,13 @@ func (a *Allocator) numaOf(as Assignment) int {
 
 // score ranks a candidate placement; see better.
 type score struct {
-	level     int  // multi-GPU runs: 0 one NUMA node, 1 one socket, 2 anywhere
-	wholeNear int  // CPUs the run could take near, in whole free cores (capped at the request)
-	allNear   int  // CPUs the run could take near (capped at the request)
-	joins     bool // shares a GPU already in use, which keeps other GPUs whole
-	nodeFree  int  // free GPUs on the candidate's NUMA node; fewer keeps nodes with many free GPUs for multi-GPU runs
+	level     int    // multi-GPU runs: 0 one NUMA node, 1 one socket, 2 anywhere
+	wholeNear int    // CPUs the run could take near, in whole free cores (capped at the request)
+	allNear   int    // CPUs the run could take near (capped at the request)
+	joins     bool   // shares a GPU already in use, which keeps other GPUs whole
+	slack     int    // share left on the GPU after the run joins it; less is a tighter fit
+	memSlack  uint64 // GPU memory left after the run joins it
+	nodeFree  int    // free GPUs on the candidate's NUMA node; fewer keeps nodes with many free GPUs for multi-GPU runs
 	order     int
 }
 
@@ -400,6 +462,10 @@ func (s score) better(t score) bool {
 		return s.allNear > t.allNear
 	case s.joins != t.joins:
 		return s.joins
+	case s.slack != t.slack:
+		return s.slack < t.slack
+	case s.memSlack != t.memSlack:
+		return s.memSlack < t.memSlack
 	case s.nodeFree != t.nodeFree:
 		return s.nodeFree < t.nodeFree
 	}
@@ -424,8 +490,8 @@ func (a *Allocator) nearCPUs(distance []uint8, want int) (whole, all int) {
 // freeUnitsByNode counts the free GPUs on each NUMA node.
 func (a *Allocator) freeUnitsByNode() []int {
 	n := make([]int, len(a.nodes))
-	for _, u := range a.units {
-		if u.node >= 0 && u.runs == 0 {
+	for i := range a.units {
+		if u := &a.units[i]; u.node >= 0 && u.free() {
 			n[u.node]++
 		}
 	}
@@ -439,34 +505,37 @@ func (a *Allocator) pickNode(cpus int) []uint8 {
 	nodeFree := a.freeUnitsByNode()
 	best, bestScore := -1, score{}
 	for n, node := range a.nodes {
-		whole, all := a.nearCPUs(node.distance, cpus)
+		whole, all := a.nearCPUs(node.distance, max(cpus, 1))
 		s := score{wholeNear: whole, allNear: all, nodeFree: nodeFree[n], order: n}
 		if best < 0 || s.better(bestScore) {
 			best, bestScore = n, s
 		}
 	}
-	if best < 0 {
-		return nil // no CPUs at all; only reached with cpus == 0
-	}
-	return a.nodes[best].distance
+	return a.nodes[best].distance // check has made sure there are CPUs
 }
 
-// pickUnit chooses one GPU for a run that shares it with up to share-1
-// others, or returns -1 when none is available.
-func (a *Allocator) pickUnit(share, cpus int) int {
+// pickUnit chooses the GPU for a run with one GPU of its own or a share of
+// one, or returns -1 when none is available.
+func (a *Allocator) pickUnit(r Request) int {
 	nodeFree := a.freeUnitsByNode()
 	best, bestScore := -1, score{}
-	for i, u := range a.units {
-		joins := false
+	for i := range a.units {
+		u := &a.units[i]
+		s := score{order: i}
 		switch {
-		case u.runs == 0:
-		case share > 1 && u.share == share && u.runs < share:
-			joins = true
-		default:
+		case r.SharesGPU():
+			if !u.fitsSharer(r) {
+				continue
+			}
+			s.joins = u.runs > 0
+			s.slack = GPUWhole - u.share - r.GPUShare
+			if u.usable > 0 {
+				s.memSlack = u.usable - u.mem - u.claim(r)
+			}
+		case !u.free() || u.gpu.MemoryBytes < r.GPUMem:
 			continue
 		}
-		whole, all := a.nearCPUs(u.distance, cpus)
-		s := score{wholeNear: whole, allNear: all, joins: joins, order: i}
+		s.wholeNear, s.allNear = a.nearCPUs(u.distance, r.CPUs)
 		if u.node >= 0 {
 			s.nodeFree = nodeFree[u.node]
 		}
@@ -477,14 +546,15 @@ func (a *Allocator) pickUnit(share, cpus int) int {
 	return best
 }
 
-// pickUnits chooses n free whole GPUs for one run: from one NUMA node if
-// possible, else from one socket, else the first free ones. It returns the
-// GPUs and the distance of each core from the nearest of them, or nil when
-// fewer than n whole GPUs are free.
-func (a *Allocator) pickUnits(n, cpus int) ([]int, []uint8) {
+// pickUnits chooses r.GPUs free whole GPUs for one run: from one NUMA node
+// if possible, else from one socket, else the first free ones. It returns
+// the GPUs and the distance of each core from the nearest of them, or nil
+// when too few whole GPUs are free.
+func (a *Allocator) pickUnits(r Request) ([]int, []uint8) {
+	n := r.GPUs
 	var free []int
-	for i, u := range a.units {
-		if !u.gpu.MIG && u.runs == 0 {
+	for i := range a.units {
+		if u := &a.units[i]; !u.gpu.MIG && u.free() && u.gpu.MemoryBytes >= r.GPUMem {
 			free = append(free, i)
 		}
 	}
@@ -506,7 +576,7 @@ func (a *Allocator) pickUnits(n, cpus int) ([]int, []uint8) {
 				distance[j] = min(distance[j], d)
 			}
 		}
-		whole, all := a.nearCPUs(distance, cpus)
+		whole, all := a.nearCPUs(distance, r.CPUs)
 		s := score{level: level, wholeNear: whole, allNear: all, order: group[0]}
 		if level == 0 {
 			s.nodeFree = nodeFree[a.units[group[0]].node]
@@ -531,7 +601,7 @@ func (a *Allocator) pickUnits(n, cpus int) ([]int, []uint8) {
 	return best, bestDistance
 }
 
-// takeCPUs takes n free CPUs, nearest first, and marks them taken. At each
+// takeCPUs takes n free CPUs, nearest first, and marks them held. At each
 // distance it takes whole free cores that fit what is still wanted, then
 // threads of cores that are already split, and only then splits a whole
 // core, as kubelet's takeByTopology does. It returns indices into a.cpus.
@@ -543,8 +613,8 @@ func (a *Allocator) takeCPUs(distance []uint8, n int) []int {
 			if k == 0 {
 				return
 			}
-			if a.free[i] {
-				a.free[i] = false
+			if a.isFree(i) {
+				a.held[i] = true
 				c.free--
 				a.nfree--
 				taken = append(taken, i)
@@ -572,47 +642,157 @@ func (a *Allocator) takeCPUs(distance []uint8, n int) []int {
 	return taken
 }
 
-// Release gives back the GPUs and CPUs of as, which must have been returned
-// by Allocate on a and not released since. Release panics if as holds a CPU
-// or GPU that a does not consider taken: that is a bug in the caller, and
-// going on would hand the same CPU to two runs.
+// isFree reports whether CPU index i is neither held nor shared.
+func (a *Allocator) isFree(i int) bool { return !a.held[i] && a.load[i] == 0 }
+
+// pickSharedCPU chooses the CPU for a run that shares one: the least
+// loaded CPU no run holds, the nearest of those, then the lowest. The
+// caller has checked that some CPU is not held.
+func (a *Allocator) pickSharedCPU(distance []uint8) int {
+	best := -1
+	for i := range a.cpus {
+		if a.held[i] {
+			continue
+		}
+		if best < 0 || a.load[i] < a.load[best] ||
+			a.load[i] == a.load[best] && distance[a.coreOf[i]] < distance[a.coreOf[best]] {
+			best = i
+		}
+	}
+	return best
+}
+
+// share adds delta runs to the sharers of CPU index i.
+func (a *Allocator) share(i, delta int) {
+	wasFree := a.load[i] == 0
+	a.load[i] += delta
+	if isFree := a.load[i] == 0; wasFree != isFree {
+		step := 1
+		if !isFree {
+			step = -1
+		}
+		a.cores[a.coreOf[i]].free += step
+		a.nfree += step
+	}
+}
+
+// Release gives back the GPUs, CPUs and memory of as, which must have been
+// returned by Allocate (or Resize) on a and not released since. Release
+// panics if as holds a CPU or GPU that a does not consider taken: that is
+// a bug in the caller, and going on would hand the same CPU to two runs.
 func (a *Allocator) Release(as Assignment) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	r := as.Request
 	seen := make(map[int]bool, len(as.CPUs))
 	for _, id := range as.CPUs {
 		i, ok := a.cpuIndex[id]
-		if !ok || a.free[i] || seen[id] {
+		if !ok || seen[id] || r.CPUs > 0 && !a.held[i] || r.CPUs == 0 && a.load[i] == 0 {
 			panic(fmt.Sprintf("pack: release of cpu %d, which is not allocated", id))
 		}
 		seen[id] = true
 	}
-	held := make(map[int]int, len(as.GPUs))
+	held := make(map[int]bool, len(as.GPUs))
 	for _, g := range as.GPUs {
-		u, ok := a.unitOf[g.UUID]
-		if !ok || a.units[u].runs <= held[u] {
+		i, ok := a.unitOf[g.UUID]
+		if !ok || held[i] {
 			panic(fmt.Sprintf("pack: release of gpu %s, which is not allocated", g.UUID))
 		}
-		held[u]++
+		u := &a.units[i]
+		if u.runs == 0 || u.own == r.SharesGPU() || r.SharesGPU() && (u.share < r.GPUShare || u.mem < u.claim(r)) {
+			panic(fmt.Sprintf("pack: release of gpu %s, which is not allocated", g.UUID))
+		}
+		held[i] = true
+	}
+	if a.memUsed < r.Mem {
+		panic(fmt.Sprintf("pack: release of %s of memory, of which %s is allocated", FormatSize(r.Mem), FormatSize(a.memUsed)))
 	}
 	for _, id := range as.CPUs {
 		i := a.cpuIndex[id]
-		a.free[i] = true
+		if r.CPUs == 0 {
+			a.share(i, -1)
+			continue
+		}
+		a.held[i] = false
 		a.cores[a.coreOf[i]].free++
 		a.nfree++
 	}
 	for _, g := range as.GPUs {
 		u := &a.units[a.unitOf[g.UUID]]
 		u.runs--
-		if u.runs == 0 {
-			u.share = 0
+		if r.SharesGPU() {
+			u.share -= r.GPUShare
+			u.mem -= u.claim(r)
+		} else {
+			u.own = false
 		}
+	}
+	a.memUsed -= r.Mem
+}
+
+// Resize changes what a run sharing a GPU claims of it, keeping its GPU,
+// CPUs and memory: a run started with a share of a GPU, whose memory use
+// has been measured, can claim just that memory and let others join. as
+// must have been returned by Allocate (or Resize) and not released; r must
+// share a GPU and differ from as.Request in GPUShare and GPUMem only. It
+// returns the new Assignment, to be released in place of as, or an error
+// wrapping [ErrBusy] when r does not fit the GPU now, and then as stands.
+// Resize ignores Hold: the run is on the GPU already.
+func (a *Allocator) Resize(as Assignment, r Request) (Assignment, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := as.Request
+	switch {
+	case a.err != nil:
+		return as, a.err
+	case !old.SharesGPU() || len(as.GPUs) != 1:
+		return as, fmt.Errorf("resize %v: the run does not share a GPU", old)
+	}
+	if err := r.Validate(); err != nil || !r.SharesGPU() || r.AutoGPUMem ||
+		r.CPUs != old.CPUs || r.Mem != old.Mem || r.GPUs != old.GPUs {
+		return as, fmt.Errorf("resize %v to %v: a run may change only its share of its GPU", old, r)
+	}
+	i, ok := a.unitOf[as.GPUs[0].UUID]
+	if !ok || a.units[i].runs == 0 || a.units[i].own {
+		panic(fmt.Sprintf("pack: resize on gpu %s, which is not allocated", as.GPUs[0].UUID))
+	}
+	u := &a.units[i]
+	u.share -= old.GPUShare
+	u.mem -= u.claim(old)
+	held := u.held
+	u.held = false
+	fits := u.fitsSharer(r)
+	u.held = held
+	if !fits {
+		u.share += old.GPUShare
+		u.mem += u.claim(old)
+		return as, fmt.Errorf("resize %v to %v: %w", old, r, ErrBusy)
+	}
+	u.share += r.GPUShare
+	u.mem += u.claim(r)
+	as.Request = r
+	return as, nil
+}
+
+// Hold keeps every new run off the GPU with the given UUID until Unhold:
+// a run sharing it by memory may not have allocated its memory yet, so the
+// next one waits until it has (a readiness gate). Runs already on the GPU
+// keep it. Unknown UUIDs are ignored.
+func (a *Allocator) Hold(uuid string) { a.setHeld(uuid, true) }
+
+// Unhold ends a Hold.
+func (a *Allocator) Unhold(uuid string) { a.setHeld(uuid, false) }
+
+func (a *Allocator) setHeld(uuid string, held bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if i, ok := a.unitOf[uuid]; ok {
+		a.units[i].held = held
 	}
 }
 
-// Free returns the GPUs no run holds, in topology order, and the IDs of the
-// CPUs no run holds, ascending. A GPU shared by fewer runs than its
-// RunsPerGPU is not free.
+// Free returns the GPUs no run is on, in topology order, and the IDs of the
+// CPUs no run holds or shares, ascending.
 func (a *Allocator) Free() (gpus []GPU, cpus []int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -624,7 +804,7 @@ func (a *Allocator) Free() (gpus []GPU, cpus []int) {
 		}
 	}
 	for i, c := range a.cpus {
-		if a.free[i] {
+		if a.isFree(i) {
 			cpus = append(cpus, c.ID)
 		}
 	}

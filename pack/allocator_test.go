@@ -82,17 +82,119 @@ func TestAllocatorSequence(t *testing.T) {
 			},
 		},
 		{
-			description: "runs share a GPU only with runs of the same runs-per-gpu",
+			description: "shares of one GPU add up to at most one GPU: 0.6 and 0.6 never share",
 			topo:        oneGPU,
 			steps: []step{
-				alloc(Request{GPUs: 1, RunsPerGPU: 2, CPUs: 2}, "GPU-four-0 | 0,32 | numa 0 shared-gpu"),
-				alloc(Request{GPUs: 1, RunsPerGPU: 3, CPUs: 2}, "busy"),
+				alloc(Request{GPUShare: 600, CPUs: 2}, "GPU-four-0 | 0,32 | numa 0 shared-gpu"),
+				alloc(Request{GPUShare: 600, CPUs: 2}, "busy"),
 				alloc(Request{GPUs: 1, CPUs: 2}, "busy"),
-				alloc(Request{GPUs: 1, RunsPerGPU: 2, CPUs: 2}, "GPU-four-0 | 1,33 | numa 0 shared-gpu"),
-				alloc(Request{GPUs: 1, RunsPerGPU: 2, CPUs: 2}, "busy"),
+				alloc(Request{GPUShare: 400, CPUs: 2}, "GPU-four-0 | 1,33 | numa 0 shared-gpu"),
+				alloc(Request{GPUShare: 1, CPUs: 2}, "busy"),
 				release(0),
+				alloc(Request{GPUShare: 600, CPUs: 2}, "GPU-four-0 | 0,32 | numa 0 shared-gpu"),
 				release(3),
+				release(6),
 				alloc(Request{GPUs: 1, CPUs: 2}, "GPU-four-0 | 0,32 | numa 0"),
+			},
+		},
+		{
+			description: "thirds: three runs of 1/3 fill one GPU",
+			topo:        oneGPU,
+			steps: []step{
+				alloc(Request{GPUShare: 333, CPUs: 1}, "GPU-four-0 | 0 | numa 0 shared-gpu"),
+				alloc(Request{GPUShare: 333, CPUs: 1}, "GPU-four-0 | 32 | numa 0 shared-gpu"),
+				alloc(Request{GPUShare: 333, CPUs: 1}, "GPU-four-0 | 1 | numa 0 shared-gpu"),
+				alloc(Request{GPUShare: 333, CPUs: 1}, "busy"),
+			},
+		},
+		{
+			description: "mixed 2-GPU and quarter-GPU runs: quarters fill one GPU before taking another, keeping a NUMA node whole",
+			topo:        topoFourGPU,
+			steps: []step{
+				alloc(Request{GPUShare: 250, CPUs: 2}, "GPU-four-0 | 0,32 | numa 0 shared-gpu"),
+				alloc(Request{GPUs: 2, CPUs: 4}, "GPU-four-2,GPU-four-3 | 16-17,48-49 | numa 1"),
+				alloc(Request{GPUShare: 250, CPUs: 2}, "GPU-four-0 | 1,33 | numa 0 shared-gpu"),
+				alloc(Request{GPUShare: 250, CPUs: 2}, "GPU-four-0 | 2,34 | numa 0 shared-gpu"),
+				alloc(Request{GPUShare: 250, CPUs: 2}, "GPU-four-0 | 3,35 | numa 0 shared-gpu"),
+				alloc(Request{GPUShare: 250, CPUs: 2}, "GPU-four-1 | 4,36 | numa 0 shared-gpu"),
+				alloc(Request{GPUs: 2, CPUs: 4}, "busy"),
+				alloc(Request{GPUs: 1, CPUs: 4}, "busy"),
+				release(1),
+				alloc(Request{GPUs: 2, CPUs: 4}, "GPU-four-2,GPU-four-3 | 16-17,48-49 | numa 1"),
+			},
+		},
+		{
+			description: "runs with GPUs of their own never join a shared GPU, and sharers never join an owned one",
+			topo:        oneGPU,
+			steps: []step{
+				alloc(Request{GPUs: 1, CPUs: 1}, "GPU-four-0 | 0 | numa 0"),
+				alloc(Request{GPUShare: 100, CPUs: 1}, "busy"),
+				alloc(Request{GPUMem: 1 << 30, CPUs: 1}, "never"), // no GPU memory known
+				release(0),
+				alloc(Request{GPUShare: 100, CPUs: 1}, "GPU-four-0 | 0 | numa 0 shared-gpu"),
+				alloc(Request{GPUs: 1, CPUs: 1}, "busy"),
+			},
+		},
+		{
+			description: "GPU memory: runs share a GPU while their gpu_mem fits its memory less the headroom",
+			topo:        withGPUMemory(oneGPU, 40<<30), // 38 GiB usable: 40 GiB less 2 GiB (5%)
+			steps: []step{
+				alloc(Request{GPUMem: 12 << 30, CPUs: 1}, "GPU-four-0 | 0 | numa 0 shared-gpu"),
+				alloc(Request{GPUMem: 12 << 30, CPUs: 1}, "GPU-four-0 | 32 | numa 0 shared-gpu"),
+				alloc(Request{GPUMem: 12 << 30, CPUs: 1}, "GPU-four-0 | 1 | numa 0 shared-gpu"),
+				alloc(Request{GPUMem: 12 << 30, CPUs: 1}, "busy"),
+				alloc(Request{GPUMem: 2 << 30, CPUs: 1}, "GPU-four-0 | 33 | numa 0 shared-gpu"),
+				alloc(Request{GPUMem: 1, CPUs: 1}, "busy"),
+				alloc(Request{GPUMem: 39 << 30, CPUs: 1}, "never"),
+				alloc(Request{GPUs: 1, GPUMem: 40 << 30, CPUs: 1}, "busy"),
+				alloc(Request{GPUs: 1, GPUMem: 41 << 30, CPUs: 1}, "never"),
+			},
+		},
+		{
+			description: "a share of a GPU claims that share of its memory",
+			topo:        withGPUMemory(oneGPU, 40<<30),
+			steps: []step{
+				alloc(Request{GPUShare: 500, CPUs: 1}, "GPU-four-0 | 0 | numa 0 shared-gpu"),
+				alloc(Request{GPUMem: 20 << 30, CPUs: 1}, "busy"),
+				alloc(Request{GPUMem: 19 << 30, CPUs: 1}, "GPU-four-0 | 32 | numa 0 shared-gpu"),
+				alloc(Request{GPUShare: 100, CPUs: 1}, "busy"), // memory full, shares not
+			},
+		},
+		{
+			description: "host memory: runs start while their mem fits",
+			topo:        Topology{CPUs: topoCPUOnly.CPUs, Memory: 64 << 30},
+			steps: []step{
+				alloc(Request{CPUs: 1, Mem: 40 << 30}, "- | 0 | numa 0"),
+				alloc(Request{CPUs: 1, Mem: 30 << 30}, "busy"),
+				alloc(Request{CPUs: 1, Mem: 24 << 30}, "- | 16 | numa 0"),
+				alloc(Request{CPUs: 1}, "- | 1 | numa 0"),
+				alloc(Request{CPUs: 1, Mem: 65 << 30}, "never"),
+				release(0),
+				alloc(Request{CPUs: 1, Mem: 30 << 30}, "- | 0 | numa 0"),
+			},
+		},
+		{
+			description: "without the node's memory no run can claim memory",
+			topo:        topoCPUOnly,
+			steps: []step{
+				alloc(Request{CPUs: 1, Mem: 1}, "never"),
+			},
+		},
+		{
+			description: "shared CPUs: the least loaded CPU no run holds",
+			topo:        Topology{CPUs: cpusSMT(1, 1, 2, 1)}, // CPUs 0 and 1
+			steps: []step{
+				alloc(Request{CPUs: 0}, "- | 0 | numa 0 shared-cpu"),
+				alloc(Request{CPUs: 0}, "- | 1 | numa 0 shared-cpu"),
+				alloc(Request{CPUs: 0}, "- | 0 | numa 0 shared-cpu"),
+				alloc(Request{CPUs: 1}, "busy"), // no CPU is free of sharers
+				release(1),
+				alloc(Request{CPUs: 1}, "- | 1 | numa 0"),
+				alloc(Request{CPUs: 0}, "- | 0 | numa 0 shared-cpu"),
+				release(0),
+				release(2),
+				release(6),
+				alloc(Request{CPUs: 0}, "- | 0 | numa 0 shared-cpu"),
 			},
 		},
 		{
@@ -108,18 +210,21 @@ func TestAllocatorSequence(t *testing.T) {
 			steps: []step{
 				alloc(Request{GPUs: 2, CPUs: 1}, "never"),
 				alloc(Request{GPUs: 1, CPUs: 4}, "MIG-mig-0-0 | 0-1,32-33 | numa 0"),
-				alloc(Request{GPUs: 1, RunsPerGPU: 2, CPUs: 4}, "MIG-mig-0-1 | 2-3,34-35 | numa 0 shared-gpu"),
+				alloc(Request{GPUShare: 500, CPUs: 4}, "MIG-mig-0-1 | 2-3,34-35 | numa 0 shared-gpu"),
+				alloc(Request{GPUShare: 500, CPUs: 4}, "MIG-mig-0-1 | 4-5,36-37 | numa 0 shared-gpu"),
 			},
 		},
 		{
 			description: "invalid requests",
 			topo:        topoFourGPU,
 			steps: []step{
-				alloc(Request{}, "invalid"),
+				alloc(Request{CPUs: -1}, "invalid"),
 				alloc(Request{GPUs: -1, CPUs: 1}, "invalid"),
-				alloc(Request{RunsPerGPU: -1, CPUs: 1}, "invalid"),
-				alloc(Request{GPUs: 2, RunsPerGPU: 2, CPUs: 1}, "invalid"),
-				alloc(Request{RunsPerGPU: 2, CPUs: 1}, "invalid"),
+				alloc(Request{GPUShare: -1, CPUs: 1}, "invalid"),
+				alloc(Request{GPUShare: 1001, CPUs: 1}, "invalid"),
+				alloc(Request{GPUs: 2, GPUShare: 500, CPUs: 1}, "invalid"),
+				alloc(Request{GPUs: 1, AutoGPUMem: true, CPUs: 1}, "invalid"),
+				alloc(Request{AutoGPUMem: true, CPUs: 1}, "invalid"), // the caller resolves auto
 				alloc(Request{CPUs: 65}, "never"),
 			},
 		},
@@ -134,6 +239,7 @@ func TestAllocatorSequence(t *testing.T) {
 			description: "zero topology: nothing ever fits",
 			topo:        Topology{},
 			steps: []step{
+				alloc(Request{}, "never"),
 				alloc(Request{CPUs: 1}, "never"),
 				alloc(Request{GPUs: 1, CPUs: 1}, "never"),
 			},
@@ -186,11 +292,12 @@ func TestAllocateErrorMessages(t *testing.T) {
 		want        string
 	}{
 		{"busy", Request{GPUs: 1, CPUs: 1}, "allocate gpus=1 cpus=1: no gpu free: resources busy"},
-		{"too many CPUs", Request{CPUs: 100}, "allocate gpus=0 cpus=100: node has 64 cpus: never fits this node"},
-		{"too many GPUs", Request{GPUs: 5, CPUs: 1}, "allocate gpus=5 cpus=1: node has 4 whole gpus: never fits this node"},
-		{"no CPUs", Request{GPUs: 1}, "allocate gpus=1 cpus=0: cpus 0: a run needs at least 1 cpu"},
-		{"runs per GPU without one GPU", Request{GPUs: 2, RunsPerGPU: 2, CPUs: 1},
-			"allocate gpus=2 runs-per-gpu=2 cpus=1: runs per gpu 2: needs exactly 1 gpu per run, not 2"},
+		{"too many CPUs", Request{CPUs: 100}, "allocate gpus=0 cpus=100: the node has 64 CPUs: never fits this node"},
+		{"too many GPUs", Request{GPUs: 5, CPUs: 1}, "allocate gpus=5 cpus=1: the node has 4 whole GPUs: never fits this node"},
+		{"GPU memory unknown", Request{GPUMem: 1 << 30}, "allocate gpu_mem=1GiB cpus=0: the GPUs' memory is not known (no NVML), so gpu_mem cannot be granted: never fits this node"},
+		{"host memory unknown", Request{Mem: 1 << 30}, "allocate gpus=0 cpus=0 mem=1GiB: the node's memory is not known, so mem cannot be granted: never fits this node"},
+		{"own GPUs and a share", Request{GPUs: 2, GPUShare: 500, CPUs: 1},
+			"allocate gpus=2 cpus=1: gpus=2 and a share of one GPU exclude each other"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
@@ -206,6 +313,20 @@ func TestAllocateErrorMessages(t *testing.T) {
 	if err := a.Check(Request{GPUs: 5, CPUs: 1}); !errors.Is(err, ErrNeverFits) {
 		t.Errorf("Check(gpus=5) = %v, want ErrNeverFits", err)
 	}
+	big := NewAllocator(withGPUMemory(topoFourGPU, 40<<30))
+	for _, tc := range []struct {
+		request Request
+		want    string
+	}{
+		{Request{GPUMem: 39 << 30}, "gpu_mem=39GiB cpus=0: a run sharing a GPU may claim at most 38GiB of its memory (40GiB less 2GiB headroom): never fits this node"},
+		{Request{GPUs: 2, GPUMem: 80 << 30}, "gpus=2 gpu_mem=80GiB cpus=0: the node has 0 GPUs with 80GiB: never fits this node"},
+		{Request{AutoGPUMem: true, CPUs: 2}, ""},
+	} {
+		err := big.Check(tc.request)
+		if got := fmt.Sprint(err); tc.want == "" && err != nil || tc.want != "" && got != tc.want {
+			t.Errorf("Check(%v) = %v, want %q", tc.request, err, tc.want)
+		}
+	}
 }
 
 func TestReleasePanics(t *testing.T) {
@@ -218,11 +339,14 @@ func TestReleasePanics(t *testing.T) {
 		description string
 		as          Assignment
 	}{
-		{"CPU never allocated", Assignment{CPUs: []int{63}}},
-		{"CPU not in the topology", Assignment{CPUs: []int{1000}}},
-		{"GPU never allocated", Assignment{GPUs: []GPU{{UUID: "GPU-four-3"}}}},
-		{"unknown GPU", Assignment{GPUs: []GPU{{UUID: "GPU-x"}}}},
-		{"CPU listed twice", Assignment{CPUs: []int{as.CPUs[0], as.CPUs[0]}}},
+		{"CPU never allocated", Assignment{CPUs: []int{63}, Request: Request{CPUs: 1}}},
+		{"CPU not in the topology", Assignment{CPUs: []int{1000}, Request: Request{CPUs: 1}}},
+		{"CPU never shared", Assignment{CPUs: []int{63}}},
+		{"GPU never allocated", Assignment{GPUs: []GPU{{UUID: "GPU-four-3"}}, Request: Request{GPUs: 1}}},
+		{"owned GPU released as shared", Assignment{GPUs: as.GPUs, Request: Request{GPUShare: 100}}},
+		{"unknown GPU", Assignment{GPUs: []GPU{{UUID: "GPU-x"}}, Request: Request{GPUs: 1}}},
+		{"CPU listed twice", Assignment{CPUs: []int{as.CPUs[0], as.CPUs[0]}, Request: Request{CPUs: 2}}},
+		{"memory never allocated", Assignment{Request: Request{Mem: 1}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
@@ -306,32 +430,14 @@ func TestTopologyValidate(t *testing.T) {
 	}
 }
 
-func TestRequestString(t *testing.T) {
-	tests := []struct {
-		description string
-		request     Request
-		want        string
-	}{
-		{"CPU-only", Request{CPUs: 4}, "gpus=0 cpus=4"},
-		{"exclusive GPU", Request{GPUs: 1, RunsPerGPU: 1, CPUs: 16}, "gpus=1 cpus=16"},
-		{"shared GPU", Request{GPUs: 1, RunsPerGPU: 2, CPUs: 16}, "gpus=1 runs-per-gpu=2 cpus=16"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.description, func(t *testing.T) {
-			if got := tc.request.String(); got != tc.want {
-				t.Errorf("String() = %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
 // BenchmarkAllocateRelease allocates and releases 10,000 runs of mixed
 // requests on the DGX A100 node, releasing the oldest run whenever the next
 // does not fit.
 func BenchmarkAllocateRelease(b *testing.B) {
 	requests := []Request{
 		{GPUs: 1, CPUs: 16},
-		{GPUs: 1, RunsPerGPU: 2, CPUs: 8},
+		{GPUShare: 500, CPUs: 8},
+		{GPUShare: 250, CPUs: 0},
 		{GPUs: 2, CPUs: 32},
 		{CPUs: 4},
 	}
@@ -400,32 +506,57 @@ func randomTopology(r *rand.Rand) Topology {
 			})
 		}
 	}
+	if r.IntN(2) == 0 {
+		sizes := []uint64{16 << 30, 40 << 30, 80 << 30}
+		for i := range topo.GPUs {
+			topo.GPUs[i].MemoryBytes = sizes[r.IntN(len(sizes))]
+		}
+	}
+	if r.IntN(2) == 0 {
+		topo.Memory = uint64(8+r.IntN(120)) << 30
+	}
 	return topo
 }
 
-// randomRequest returns mostly valid requests of 0-3 GPUs, sometimes shared,
-// and 1 to all CPUs, with a few that can never fit or are invalid.
+// randomRequest returns mostly valid requests: CPU-only, 1 GPU, a share
+// of a GPU by fraction or by memory, or 2-3 GPUs; 1 to a third of the CPUs
+// or a shared one; sometimes host memory; with a few that can never fit or
+// are invalid.
 func randomRequest(r *rand.Rand, topo Topology) Request {
 	var req Request
 	switch n := r.IntN(10); {
 	case n < 3:
-		req.GPUs = 0
-	case n < 8:
+	case n < 5:
 		req.GPUs = 1
-		if r.IntN(3) == 0 {
-			req.RunsPerGPU = 2 + r.IntN(2)
+	case n < 8:
+		switch r.IntN(3) {
+		case 0:
+			req.GPUShare = []int{250, 333, 500, 600}[r.IntN(4)]
+		case 1:
+			req.GPUMem = []uint64{4 << 30, 8 << 30, 12 << 30, 20 << 30}[r.IntN(4)]
+		default:
+			req.GPUShare = []int{250, 500}[r.IntN(2)]
+			req.GPUMem = []uint64{4 << 30, 12 << 30}[r.IntN(2)]
 		}
 	default:
 		req.GPUs = 2 + r.IntN(2)
 	}
 	req.CPUs = 1 + r.IntN(max(1, len(topo.CPUs)/3))
+	if r.IntN(8) == 0 {
+		req.CPUs = 0
+	}
+	if r.IntN(4) == 0 {
+		req.Mem = []uint64{1 << 30, 4 << 30, 16 << 30}[r.IntN(3)]
+	}
 	switch r.IntN(30) {
 	case 0:
 		req.CPUs = len(topo.CPUs) + 1
 	case 1:
-		req.CPUs = 0
+		req.CPUs = -1
 	case 2:
-		req.RunsPerGPU = 2
+		req.GPUs, req.GPUShare = 2, 500
+	case 3:
+		req.GPUs, req.GPUMem = 1, 30<<30
 	}
 	return req
 }
@@ -457,14 +588,12 @@ func runRandomSequence(t *testing.T, topo Topology, seed uint64) []string {
 	r := rand.New(rand.NewPCG(seed, 0))
 	a := NewAllocator(topo)
 	var live []Assignment
-	var requests []Request
 	var transcript []string
 	for range 150 {
 		if len(live) > 0 && r.IntN(5) < 2 {
 			i := r.IntN(len(live))
 			a.Release(live[i])
 			live = slices.Delete(live, i, i+1)
-			requests = slices.Delete(requests, i, i+1)
 			transcript = append(transcript, "release")
 			continue
 		}
@@ -472,16 +601,15 @@ func runRandomSequence(t *testing.T, topo Topology, seed uint64) []string {
 		as, err := a.Allocate(req)
 		got := outcome(as, err)
 		transcript = append(transcript, got)
-		if want := modelOutcome(topo, live, requests, req); (got == "busy" || got == "never" || got == "invalid" || want != "fits") && got != want {
+		if want := modelOutcome(topo, live, req); (got == "busy" || got == "never" || got == "invalid" || want != "fits") && got != want {
 			t.Errorf("Allocate(%v) with %d live runs = %s (%v), want %s", req, len(live), got, err, want)
 			return transcript
 		}
 		if err != nil {
 			continue
 		}
-		checkAssignment(t, topo, live, requests, req, as)
+		checkAssignment(t, topo, live, req, as)
 		live = append(live, as)
-		requests = append(requests, req)
 		checkBookkeeping(t, a, live)
 	}
 	for _, as := range live {
@@ -506,45 +634,130 @@ func runRandomSequence(t *testing.T, topo Topology, seed uint64) []string {
 	return transcript
 }
 
+// unitState is what the live runs claim of one GPU, in the model.
+type unitState struct {
+	runs  int
+	own   bool
+	share int
+	mem   uint64
+}
+
+// modelUnits works out each GPU's state from the live runs, independently
+// of the allocator.
+func modelUnits(topo Topology, live []Assignment) map[string]*unitState {
+	units := map[string]*unitState{}
+	for _, g := range topo.GPUs {
+		units[g.UUID] = &unitState{}
+	}
+	for _, as := range live {
+		r := as.Request
+		for _, g := range as.GPUs {
+			u := units[g.UUID]
+			u.runs++
+			if r.GPUs > 0 {
+				u.own = true
+				continue
+			}
+			u.share += r.GPUShare
+			u.mem += modelClaim(topoGPU(topo, g.UUID), r)
+		}
+	}
+	return units
+}
+
+// modelUsable is the GPU memory runs sharing g may claim.
+func modelUsable(g GPU) uint64 {
+	headroom := max(g.MemoryBytes/20, 256<<20)
+	if g.MemoryBytes <= headroom {
+		return 0
+	}
+	return g.MemoryBytes - headroom
+}
+
+// modelClaim is the GPU memory a run sharing g claims.
+func modelClaim(g GPU, r Request) uint64 {
+	if r.GPUMem > 0 {
+		return r.GPUMem
+	}
+	return modelUsable(g) / 1000 * uint64(r.GPUShare)
+}
+
+func topoGPU(topo Topology, uuid string) GPU {
+	i := slices.IndexFunc(topo.GPUs, func(g GPU) bool { return g.UUID == uuid })
+	return topo.GPUs[i]
+}
+
 // modelOutcome says what Allocate(req) must do, given the live runs,
 // without looking at the allocator: "invalid", "never", "busy" or "fits".
-func modelOutcome(topo Topology, live []Assignment, requests []Request, req Request) string {
-	if topo.Validate() != nil || req.GPUs < 0 || req.RunsPerGPU < 0 || req.CPUs < 1 || req.RunsPerGPU > 1 && req.GPUs != 1 {
+func modelOutcome(topo Topology, live []Assignment, req Request) string {
+	sharer := req.GPUs == 0 && (req.GPUShare > 0 || req.GPUMem > 0)
+	if topo.Validate() != nil || req.GPUs < 0 || req.GPUShare < 0 || req.GPUShare > 1000 || req.CPUs < 0 ||
+		req.GPUs > 0 && req.GPUShare > 0 {
 		return "invalid"
 	}
-	whole := 0
+	whole, fitMem := 0, 0
 	for _, g := range topo.GPUs {
 		if !g.MIG {
 			whole++
 		}
+		switch {
+		case sharer && modelUsable(g) >= req.GPUMem:
+			fitMem++
+		case !sharer && g.MemoryBytes >= req.GPUMem && (req.GPUs == 1 || !g.MIG):
+			fitMem++
+		}
 	}
-	if req.CPUs > len(topo.CPUs) || req.GPUs == 1 && len(topo.GPUs) == 0 || req.GPUs > 1 && req.GPUs > whole {
+	usesGPU := req.GPUs > 0 || sharer
+	if len(topo.CPUs) == 0 || req.CPUs > len(topo.CPUs) || usesGPU && len(topo.GPUs) == 0 || req.GPUs > 1 && req.GPUs > whole ||
+		req.Mem > topo.Memory || req.GPUMem > 0 && fitMem < max(req.GPUs, 1) {
 		return "never"
 	}
-	usedCPUs := 0
-	users := map[string]int{}
-	share := map[string]int{}
-	for i, as := range live {
-		usedCPUs += len(as.CPUs)
-		for _, g := range as.GPUs {
-			users[g.UUID]++
-			share[g.UUID] = max(requests[i].RunsPerGPU, 1)
+	var memUsed uint64
+	held, shared := map[int]bool{}, map[int]bool{}
+	for _, as := range live {
+		memUsed += as.Request.Mem
+		for _, id := range as.CPUs {
+			if as.Request.CPUs == 0 {
+				shared[id] = true
+			} else {
+				held[id] = true
+			}
 		}
 	}
-	if len(topo.CPUs)-usedCPUs < req.CPUs {
+	if memUsed+req.Mem > topo.Memory {
 		return "busy"
 	}
-	k := max(req.RunsPerGPU, 1)
+	freeCPUs, unheld := 0, 0
+	for _, c := range topo.CPUs {
+		if !held[c.ID] {
+			unheld++
+			if !shared[c.ID] {
+				freeCPUs++
+			}
+		}
+	}
+	if req.CPUs > freeCPUs || req.CPUs == 0 && unheld == 0 {
+		return "busy"
+	}
+	units := modelUnits(topo, live)
 	available := 0
 	for _, g := range topo.GPUs {
+		u := units[g.UUID]
 		switch {
-		case req.GPUs > 1 && !g.MIG && users[g.UUID] == 0:
+		case sharer:
+			claim := modelClaim(g, req)
+			usable := modelUsable(g)
+			memOK := usable == 0 && req.GPUMem == 0 || u.mem+claim <= usable
+			if !u.own && u.share+req.GPUShare <= 1000 && memOK {
+				available++
+			}
+		case req.GPUs == 1 && u.runs == 0 && g.MemoryBytes >= req.GPUMem:
 			available++
-		case req.GPUs == 1 && (users[g.UUID] == 0 || k > 1 && share[g.UUID] == k && users[g.UUID] < k):
+		case req.GPUs > 1 && u.runs == 0 && !g.MIG && g.MemoryBytes >= req.GPUMem:
 			available++
 		}
 	}
-	if available < req.GPUs {
+	if available < max(req.GPUs, 1) && usesGPU {
 		return "busy"
 	}
 	return "fits"
@@ -552,52 +765,62 @@ func modelOutcome(topo Topology, live []Assignment, requests []Request, req Requ
 
 // checkAssignment checks as, just returned for req, against the topology and
 // the live runs: the right number of CPUs and GPUs, all from topo, no CPU
-// held twice, a GPU shared only by runs of the same RunsPerGPU and by no
-// more than that, MIG devices only alone. On a fresh allocator it also
-// checks placement: whole cores when the count allows, near CPUs when enough
-// are near, one NUMA node for a multi-GPU run when one has enough GPUs.
-func checkAssignment(t *testing.T, topo Topology, live []Assignment, requests []Request, req Request, as Assignment) {
+// held twice or held and shared, a GPU that a run has to itself shared with
+// no other, shares and memory of a shared GPU within it, MIG devices only
+// alone. On a fresh allocator it also checks placement: whole cores when
+// the count allows, near CPUs when enough are near, one NUMA node for a
+// multi-GPU run when one has enough GPUs.
+func checkAssignment(t *testing.T, topo Topology, live []Assignment, req Request, as Assignment) {
 	t.Helper()
-	if len(as.CPUs) != req.CPUs || len(as.GPUs) != req.GPUs {
-		t.Errorf("Allocate(%v) = %s: wrong size", req, describe(as))
+	sharer := req.GPUs == 0 && (req.GPUShare > 0 || req.GPUMem > 0)
+	wantGPUs := req.GPUs
+	if sharer {
+		wantGPUs = 1
+	}
+	if len(as.CPUs) != max(req.CPUs, 1) || len(as.GPUs) != wantGPUs || as.Request != req ||
+		as.SharedCPUs != (req.CPUs == 0) || as.SharedGPUs != sharer {
+		t.Errorf("Allocate(%v) = %s: wrong size or flags", req, describe(as))
 	}
 	if !slices.IsSorted(as.CPUs) {
 		t.Errorf("Allocate(%v): CPUs %v not ascending", req, as.CPUs)
 	}
-	held := map[int]bool{}
-	users := map[string]int{}
-	share := map[string]int{}
-	for i, other := range live {
+	held, shared := map[int]bool{}, map[int]bool{}
+	for _, other := range live {
 		for _, id := range other.CPUs {
-			held[id] = true
-		}
-		for _, g := range other.GPUs {
-			users[g.UUID]++
-			share[g.UUID] = max(requests[i].RunsPerGPU, 1)
+			if other.Request.CPUs == 0 {
+				shared[id] = true
+			} else {
+				held[id] = true
+			}
 		}
 	}
+	units := modelUnits(topo, append(slices.Clone(live), as))
 	numa := map[int]bool{}
 	for _, id := range as.CPUs {
 		c, ok := topoCPU(topo, id)
-		if !ok || held[id] {
-			t.Errorf("Allocate(%v) = %s: CPU %d not in the topology or held", req, describe(as), id)
+		if !ok || held[id] || req.CPUs > 0 && shared[id] {
+			t.Errorf("Allocate(%v) = %s: CPU %d not in the topology, held or shared", req, describe(as), id)
 		}
 		numa[c.NUMA] = true
 		held[id] = true
 	}
-	k := max(req.RunsPerGPU, 1)
 	for _, g := range as.GPUs {
 		if !slices.ContainsFunc(topo.GPUs, func(h GPU) bool { return h.UUID == g.UUID }) {
-			t.Errorf("Allocate(%v): GPU %s not in the topology", req, g.UUID)
+			t.Fatalf("Allocate(%v): GPU %s not in the topology", req, g.UUID)
 		}
-		if users[g.UUID] > 0 && (k == 1 || share[g.UUID] != k || users[g.UUID] >= k) {
-			t.Errorf("Allocate(%v) = %s: GPU %s already held by %d runs of %d per GPU", req, describe(as), g.UUID, users[g.UUID], share[g.UUID])
+		u := units[g.UUID]
+		switch {
+		case u.own && u.runs > 1:
+			t.Errorf("Allocate(%v) = %s: GPU %s owned by one run and used by %d", req, describe(as), g.UUID, u.runs)
+		case u.share > 1000:
+			t.Errorf("Allocate(%v) = %s: GPU %s shared by %d thousandths", req, describe(as), g.UUID, u.share)
+		case u.mem > 0 && u.mem > modelUsable(topoGPU(topo, g.UUID)):
+			t.Errorf("Allocate(%v) = %s: GPU %s: %d bytes claimed of %d", req, describe(as), g.UUID, u.mem, modelUsable(topoGPU(topo, g.UUID)))
 		}
 		if g.MIG && req.GPUs > 1 {
 			t.Errorf("Allocate(%v) = %s: MIG device in a multi-GPU run", req, describe(as))
 		}
 		numa[g.NUMA] = true
-		users[g.UUID]++
 	}
 	if wantNUMA := -1; len(numa) == 1 {
 		for n := range numa {
@@ -624,19 +847,21 @@ func checkAssignment(t *testing.T, topo Topology, live []Assignment, requests []
 		}
 	}
 	perCore := len(topo.CPUs) / max(len(threads), 1)
-	if uniform && req.CPUs%perCore == 0 {
+	if uniform && req.CPUs > 0 && req.CPUs%perCore == 0 {
 		if split := splitCores(topo, as.CPUs); len(split) > 0 {
 			t.Errorf("fresh Allocate(%v) = %s: split cores %v", req, describe(as), split)
 		}
 	}
-	if req.GPUs == 1 {
+	if len(as.GPUs) == 1 {
 		mostNear := 0
 		for _, g := range topo.GPUs {
-			mostNear = max(mostNear, len(nearCPUs(topo, g)))
+			if sharer && modelUsable(g) >= req.GPUMem || !sharer && g.MemoryBytes >= req.GPUMem {
+				mostNear = max(mostNear, len(nearCPUs(topo, g)))
+			}
 		}
 		near := nearCPUs(topo, as.GPUs[0])
 		for _, id := range as.CPUs {
-			if mostNear >= req.CPUs && !near[id] {
+			if mostNear >= req.CPUs && req.CPUs > 0 && !near[id] {
 				t.Errorf("fresh Allocate(%v) = %s: CPU %d not near, though a GPU has %d near CPUs", req, describe(as), id, mostNear)
 			}
 		}
@@ -644,7 +869,7 @@ func checkAssignment(t *testing.T, topo Topology, live []Assignment, requests []
 	if req.GPUs > 1 {
 		perNode := map[int]int{}
 		for _, g := range topo.GPUs {
-			if !g.MIG && g.NUMA >= 0 && slices.ContainsFunc(topo.CPUs, func(c CPU) bool { return c.NUMA == g.NUMA }) {
+			if !g.MIG && g.NUMA >= 0 && g.MemoryBytes >= req.GPUMem && slices.ContainsFunc(topo.CPUs, func(c CPU) bool { return c.NUMA == g.NUMA }) {
 				perNode[g.NUMA]++
 			}
 		}
@@ -668,16 +893,16 @@ func mapValues(m map[int]int) func(func(int) bool) {
 	}
 }
 
-// checkBookkeeping checks the allocator's counters against its free map and
-// the live runs: free CPUs per core and in all, runs per GPU, and share mode
-// cleared on free GPUs.
+// checkBookkeeping checks the allocator's counters against its CPU maps
+// and the live runs: free CPUs per core and in all, sharers per CPU, runs,
+// shares and memory per GPU, and host memory.
 func checkBookkeeping(t *testing.T, a *Allocator, live []Assignment) {
 	t.Helper()
 	nfree := 0
 	for j, c := range a.cores {
 		free := 0
 		for _, i := range c.cpus {
-			if a.free[i] {
+			if !a.held[i] && a.load[i] == 0 {
 				free++
 			}
 		}
@@ -689,15 +914,31 @@ func checkBookkeeping(t *testing.T, a *Allocator, live []Assignment) {
 	if nfree != a.nfree {
 		t.Errorf("nfree = %d, counted %d", a.nfree, nfree)
 	}
-	runs := map[string]int{}
+	load := map[int]int{}
+	var mem uint64
 	for _, as := range live {
-		for _, g := range as.GPUs {
-			runs[g.UUID]++
+		mem += as.Request.Mem
+		if as.Request.CPUs == 0 {
+			load[as.CPUs[0]]++
 		}
 	}
+	for i, c := range a.cpus {
+		if a.load[i] != load[c.ID] {
+			t.Errorf("cpu %d: load = %d, live runs sharing it %d", c.ID, a.load[i], load[c.ID])
+		}
+	}
+	if mem != a.memUsed {
+		t.Errorf("memory used = %d, live runs claim %d", a.memUsed, mem)
+	}
+	topo := Topology{}
 	for _, u := range a.units {
-		if u.runs != runs[u.gpu.UUID] || (u.runs == 0) != (u.share == 0) {
-			t.Errorf("gpu %s: runs = %d, share = %d; live runs %d", u.gpu.UUID, u.runs, u.share, runs[u.gpu.UUID])
+		topo.GPUs = append(topo.GPUs, u.gpu)
+	}
+	units := modelUnits(topo, live)
+	for _, u := range a.units {
+		m := units[u.gpu.UUID]
+		if u.runs != m.runs || u.own != m.own || u.share != m.share || u.mem != m.mem {
+			t.Errorf("gpu %s: runs %d own %v share %d mem %d; live runs give %+v", u.gpu.UUID, u.runs, u.own, u.share, u.mem, *m)
 		}
 	}
 }
@@ -710,5 +951,43 @@ func TestZeroAllocator(t *testing.T) {
 	a.Release(Assignment{}) // nothing held, nothing to give back
 	if gpus, cpus := a.Free(); gpus != nil || cpus != nil {
 		t.Errorf("zero Allocator: Free() = %v, %v; want nothing", gpus, cpus)
+	}
+}
+
+// TestResizeAndHold: a run measured alone on its GPU shrinks its claim to
+// what it uses and lets others join; a held GPU takes no new run.
+func TestResizeAndHold(t *testing.T) {
+	a := NewAllocator(withGPUMemory(Topology{CPUs: topoFourGPU.CPUs, GPUs: topoFourGPU.GPUs[:1]}, 40<<30))
+	probe, err := a.Allocate(Request{GPUShare: GPUWhole, CPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Allocate(Request{GPUMem: 10 << 30, CPUs: 2}); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a run beside a whole-GPU probe: %v, want busy", err)
+	}
+	a.Hold("GPU-four-0")
+	probe, err = a.Resize(probe, Request{GPUMem: 10 << 30, CPUs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Allocate(Request{GPUMem: 10 << 30, CPUs: 2}); !errors.Is(err, ErrBusy) {
+		t.Errorf("a run on a held GPU: %v, want busy", err)
+	}
+	a.Unhold("GPU-four-0")
+	second, err := a.Allocate(Request{GPUMem: 10 << 30, CPUs: 2})
+	if err != nil {
+		t.Fatalf("a run beside the resized probe: %v", err)
+	}
+	if _, err := a.Resize(probe, Request{GPUMem: 30 << 30, CPUs: 2}); !errors.Is(err, ErrBusy) {
+		t.Errorf("resize beyond the GPU: %v, want busy", err)
+	}
+	if _, err := a.Resize(probe, Request{GPUMem: 1 << 30, CPUs: 4}); err == nil || errors.Is(err, ErrBusy) {
+		t.Errorf("resize of the CPUs: %v, want an error", err)
+	}
+	a.Release(probe)
+	a.Release(second)
+	checkBookkeeping(t, a, nil)
+	if gpus, cpus := a.Free(); len(gpus) != 1 || len(cpus) != 64 {
+		t.Errorf("after release Free() = %d GPUs, %d CPUs", len(gpus), len(cpus))
 	}
 }

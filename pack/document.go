@@ -14,11 +14,17 @@ type PlanDoc struct {
 	Warnings []string   `json:"warnings,omitempty"`
 }
 
-// RequestDoc is what each slot asked for.
+// RequestDoc is what each run asks for. GPUs counts a shared GPU as 1,
+// with RunsPerGPU the most runs on one GPU in the plan; CPUs is 1 for runs
+// that share CPUs (SharedCPUs).
 type RequestDoc struct {
-	GPUs       int `json:"gpus"`
-	RunsPerGPU int `json:"runs_per_gpu"`
-	CPUs       int `json:"cpus"`
+	Text        string `json:"text"` // as ParseRequest reads it: "gpus=0.25 cpus=4"
+	GPUs        int    `json:"gpus"`
+	RunsPerGPU  int    `json:"runs_per_gpu"`
+	GPUMemBytes uint64 `json:"gpu_mem_bytes,omitempty"`
+	CPUs        int    `json:"cpus"`
+	SharedCPUs  bool   `json:"shared_cpus,omitempty"`
+	MemBytes    uint64 `json:"mem_bytes,omitempty"`
 }
 
 // GPURef names a GPU in a plan document.
@@ -47,7 +53,7 @@ type IdleDoc struct {
 func (p Plan) Doc() PlanDoc {
 	doc := PlanDoc{
 		Schema:   PlanSchema,
-		Request:  RequestDoc{GPUs: p.Request.GPUs, RunsPerGPU: max(p.Request.RunsPerGPU, 1), CPUs: p.Request.CPUs},
+		Request:  p.Request.doc(p.RunsPerGPU),
 		Slots:    make([]SlotDoc, len(p.Slots)),
 		Idle:     IdleDoc{GPUs: gpuRefs(p.IdleGPUs), CPUs: orEmpty(p.IdleCPUs)},
 		Warnings: p.Warnings,
@@ -57,6 +63,18 @@ func (p Plan) Doc() PlanDoc {
 			SharedGPUs: s.SharedGPUs, SharedCPUs: s.SharedCPUs}
 	}
 	return doc
+}
+
+func (r Request) doc(runsPerGPU int) RequestDoc {
+	d := RequestDoc{Text: r.String(), GPUs: r.GPUs, RunsPerGPU: max(runsPerGPU, 1), GPUMemBytes: r.GPUMem,
+		CPUs: max(r.CPUs, 1), SharedCPUs: r.CPUs == 0, MemBytes: r.Mem}
+	if r.SharesGPU() {
+		d.GPUs = 1
+	}
+	if !r.UsesGPU() {
+		d.GPUs, d.RunsPerGPU = 0, 1
+	}
+	return d
 }
 
 func gpuRefs(gpus []GPU) []GPURef {

@@ -84,7 +84,7 @@ func ExampleAllocator() {
 	// prep: cpus 4-5,12-13
 	// eval: true
 	// eval after train: gpu GPU-a cpus 0,8
-	// allocate gpus=3 cpus=1: node has 2 whole gpus: never fits this node
+	// allocate gpus=3 cpus=1: the node has 2 whole GPUs: never fits this node
 }
 
 func ExampleParseCPUList() {

@@ -49,6 +49,15 @@ var topoMIG = Topology{
 	GPUs: migGPUs("mig", cpusSMT(2, 1, 16, 2), 7, 0, 1),
 }
 
+// withGPUMemory returns t with every GPU given bytes of memory.
+func withGPUMemory(t Topology, bytes uint64) Topology {
+	t.GPUs = slices.Clone(t.GPUs)
+	for i := range t.GPUs {
+		t.GPUs[i].MemoryBytes = bytes
+	}
+	return t
+}
+
 // cpusSMT returns the CPUs of sockets × numaPerSocket × coresPerNUMA cores
 // with threads hyperthreads each. Cores are numbered socket by socket and
 // NUMA node by NUMA node; thread t of core c is CPU t*cores+c. Core ids

@@ -3,41 +3,60 @@ package pack
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 )
 
-// Options says how to split a node into the slots of a static [Plan]. Each
-// field stands for the command-line flag named in its comment; zero means
-// its default, so
-// the zero Options asks for one run per GPU (or MIG device), or one run per
-// physical core on a node without GPUs, with the CPUs split evenly.
+// Options says what each run of a sweep asks for by default, and how
+// many run at once: the flags of the command line, laid out by [NewPlan].
+// Each field stands for the flag named in its comment; zero means its
+// default, so the zero Options asks for one run per GPU (or MIG device),
+// or one run per physical core on a node without GPUs, with the CPUs
+// split evenly.
 type Options struct {
 	// Parallel is the number of runs at once (--parallel). Default: the GPUs
-	// (or MIG devices) divided by GPUsPerRun, times RunsPerGPU; on a node
-	// without GPUs, the number of physical cores; in either case no more
-	// than CPUsPerRun allows, when it is given.
+	// (or MIG devices) divided by GPUsPerRun, times the runs that share one;
+	// on a node without GPUs, the number of physical cores; in either case
+	// no more than CPUsPerRun allows, when it is given.
 	Parallel int
 
-	// GPUsPerRun is the number of GPUs per run (--gpus-per-run). Default: 1
-	// on a node with GPUs. Values above 1 exclude RunsPerGPU above 1.
+	// GPUsPerRun is the number of GPUs each run has to itself
+	// (--gpus-per-run N). Default: 1 on a node with GPUs, unless the runs
+	// share GPUs (GPUShare, RunsPerGPU, GPUMem). Values above 1 exclude
+	// sharing.
 	GPUsPerRun int
 
-	// RunsPerGPU is the number of runs that share one GPU (--runs-per-gpu).
-	// Default: 1.
+	// GPUShare is the share of one GPU each run gets, in thousandths
+	// (--gpus-per-run 0.25 is 250); the runs share GPUs.
+	GPUShare int
+
+	// RunsPerGPU is the number of runs that share one GPU (--runs-per-gpu
+	// K), a share of 1/K each. Default: 1.
 	RunsPerGPU int
+
+	// GPUMem is the GPU memory each run needs (--gpu-mem-per-run): the
+	// runs share GPUs as long as their memory fits (see [Request]).
+	// AutoGPUMem measures it instead (--gpu-mem-per-run auto).
+	GPUMem     uint64
+	AutoGPUMem bool
 
 	// CPUsPerRun is the number of CPUs per run (--cpus-per-run). Default: the
 	// allowed CPUs split evenly among the runs, in whole cores when there
 	// are at least as many cores as runs. If there are fewer CPUs than runs,
 	// the default lets runs share CPUs (see [Plan]); an explicit value that
-	// does not fit is an error.
+	// does not fit is an error. With AutoGPUMem, where the number of runs
+	// per GPU is not known before they run, the default is a quarter of
+	// the CPUs per GPU.
 	CPUsPerRun int
+
+	// Mem is the host memory each run needs (--mem-per-run); zero means
+	// runs start whatever their memory.
+	Mem uint64
 }
 
-// Plan is a static layout of a node: Parallel slots, each running one run at
-// a time on the same Assignment. The zero Plan has no slots.
+// Plan is a layout of a node for runs of one Request: the first wave of
+// Parallel runs, each in a slot with its Assignment, as an [Allocator]
+// serving the runs in order places them. The zero Plan has no slots.
 type Plan struct {
 	// Slots are in allocation order: Slots[i].Index == i.
 	Slots []Slot
@@ -52,9 +71,12 @@ type Plan struct {
 	// as runs sharing CPUs. They are full sentences for a person.
 	Warnings []string
 
-	// Request is what each slot asked the allocator for: the Options with
-	// their defaults filled in. When runs share CPUs, Request.CPUs is 1.
+	// Request is what each run asks for: the Options with their defaults
+	// filled in. When runs share CPUs, Request.CPUs is 0.
 	Request Request
+
+	// RunsPerGPU is the most slots that share one GPU; 0 without GPUs.
+	RunsPerGPU int
 }
 
 // FitError reports Options that do not fit a topology, or are invalid. Its
@@ -75,14 +97,16 @@ func (e *FitError) Error() string {
 	return e.Problem + ": use " + strings.Join(e.Suggestions, ", or ")
 }
 
-// NewPlan lays out o.Parallel identical runs on t: it resolves the defaults
-// of o and makes that many requests of a fresh [Allocator], so slot i gets
-// what the i-th Allocate would. The result depends only on t and o.
+// NewPlan lays out o.Parallel runs of one request on t: it resolves the
+// defaults of o and makes that many requests of a fresh [Allocator], so
+// slot i gets what the i-th Allocate would. The result depends only on t
+// and o.
 //
 // When there are more runs than CPUs and o.CPUsPerRun is 0, each run gets
-// one CPU, shared with other runs as evenly as possible (the numbers of runs
-// on any two CPUs differ by at most one) and near its GPUs where it can;
-// those slots have SharedCPUs set and the plan carries a warning.
+// one CPU that it shares with other runs (Request.CPUs is 0): the least
+// loaded one, so that the numbers of runs on any two CPUs differ by at
+// most one, near its GPU where that keeps the balance. Those slots have
+// SharedCPUs set and the plan carries a warning.
 //
 // NewPlan returns a *[FitError] when o is invalid or does not fit t, and
 // another error when t is invalid or has no CPUs.
@@ -94,26 +118,36 @@ func NewPlan(t Topology, o Options) (Plan, error) {
 	if len(a.cpus) == 0 {
 		return Plan{}, errors.New("plan: topology has no cpus")
 	}
-	parallel, req, shareCPUs, err := a.resolve(o)
+	parallel, req, err := a.resolve(o)
 	if err != nil {
 		return Plan{}, err
 	}
 	p := Plan{Request: req}
-	each := req
-	if shareCPUs {
-		each.CPUs = 0 // CPUs are handed out below, shared
+	if req.AutoGPUMem {
+		// The first run on each GPU is measured alone.
+		req.AutoGPUMem, req.GPUShare = false, GPUWhole
 	}
+	perGPU := map[string]int{}
 	for i := range parallel {
-		as, err := a.allocate(each)
+		as, err := a.allocate(req)
 		if err != nil {
 			// resolve has checked that every slot fits the empty node.
 			return Plan{}, fmt.Errorf("plan: slot %d: %w", i, err)
 		}
 		p.Slots = append(p.Slots, Slot{Index: i, Assignment: as})
+		for _, g := range as.GPUs {
+			perGPU[g.UUID]++
+			p.RunsPerGPU = max(p.RunsPerGPU, perGPU[g.UUID])
+		}
 	}
-	if shareCPUs {
-		most := a.shareCPUs(p.Slots)
-		p.Request.CPUs = 1
+	if req.CPUs == 0 {
+		most := 0
+		for i := range p.Slots {
+			s := &p.Slots[i]
+			load := a.load[a.cpuIndex[s.CPUs[0]]]
+			s.SharedCPUs = load > 1
+			most = max(most, load)
+		}
 		p.Warnings = append(p.Warnings, fmt.Sprintf(
 			"%d runs at once share %d CPUs, up to %d on one CPU: lower --parallel to give each run CPUs of its own",
 			parallel, len(a.cpus), most))
@@ -138,7 +172,7 @@ func NewPlan(t Topology, o Options) (Plan, error) {
 }
 
 // resolve fills in the defaults of o and checks that o fits the node.
-func (a *Allocator) resolve(o Options) (parallel int, r Request, shareCPUs bool, err error) {
+func (a *Allocator) resolve(o Options) (parallel int, r Request, err error) {
 	for _, f := range []struct {
 		flag  string
 		value int
@@ -149,43 +183,107 @@ func (a *Allocator) resolve(o Options) (parallel int, r Request, shareCPUs bool,
 		{"--cpus-per-run", o.CPUsPerRun},
 	} {
 		if f.value < 0 {
-			return 0, r, false, &FitError{Problem: fmt.Sprintf("%s %d: must not be negative", f.flag, f.value)}
+			return 0, r, &FitError{Problem: fmt.Sprintf("%s %d: must not be negative", f.flag, f.value)}
 		}
 	}
-	gpus, share := o.GPUsPerRun, max(o.RunsPerGPU, 1)
-	if gpus > 1 && share > 1 {
-		return 0, r, false, &FitError{
-			Problem:     fmt.Sprintf("--gpus-per-run %d and --runs-per-gpu %d exclude each other", gpus, share),
-			Suggestions: []string{flag("--gpus-per-run", gpus), flag("--runs-per-gpu", share)},
+	gpus, k := o.GPUsPerRun, max(o.RunsPerGPU, 1)
+	switch {
+	case gpus > 1 && k > 1:
+		return 0, r, &FitError{
+			Problem:     fmt.Sprintf("--gpus-per-run %d and --runs-per-gpu %d exclude each other", gpus, k),
+			Suggestions: []string{flag("--gpus-per-run", gpus), flag("--runs-per-gpu", k)},
 		}
+	case o.GPUShare > 0 && (gpus > 0 || k > 1):
+		return 0, r, &FitError{Problem: fmt.Sprintf("--gpus-per-run %s and --runs-per-gpu %d say the same thing twice: give one", formatShare(o.GPUShare), k)}
+	case o.GPUShare < 0 || o.GPUShare >= GPUWhole:
+		return 0, r, &FitError{Problem: fmt.Sprintf("--gpus-per-run %s: a share is of one GPU, between 0 and 1", formatShare(o.GPUShare))}
+	case k > GPUWhole:
+		return 0, r, &FitError{Problem: fmt.Sprintf("--runs-per-gpu %d: at most %d runs share one GPU", k, GPUWhole)}
+	case o.AutoGPUMem && o.GPUMem > 0:
+		return 0, r, &FitError{Problem: "--gpu-mem-per-run is a size or auto, not both"}
+	case (o.AutoGPUMem || o.GPUMem > 0) && gpus > 1:
+		return 0, r, &FitError{Problem: fmt.Sprintf("--gpu-mem-per-run shares GPUs by memory: it excludes --gpus-per-run %d", gpus)}
+	}
+	r = Request{GPUs: gpus, GPUShare: o.GPUShare, GPUMem: o.GPUMem, AutoGPUMem: o.AutoGPUMem, Mem: o.Mem}
+	if k > 1 {
+		r.GPUShare = GPUWhole / k
+	}
+	sharing := r.GPUShare > 0 || r.GPUMem > 0 || r.AutoGPUMem
+	if sharing {
+		r.GPUs = 0
 	}
 
 	parallel = o.Parallel
+	perGPU := 1 // runs on one GPU in the first wave
 	if len(a.units) == 0 {
-		if gpus > 0 {
-			return 0, r, false, &FitError{Problem: flag("--gpus-per-run", gpus) + " does not fit a node without GPUs"}
-		}
-		if share > 1 {
-			return 0, r, false, &FitError{Problem: flag("--runs-per-gpu", share) + " does not fit a node without GPUs"}
+		switch {
+		case gpus > 0:
+			return 0, r, &FitError{Problem: flag("--gpus-per-run", gpus) + " does not fit a node without GPUs"}
+		case k > 1:
+			return 0, r, &FitError{Problem: flag("--runs-per-gpu", k) + " does not fit a node without GPUs"}
+		case o.GPUShare > 0:
+			return 0, r, &FitError{Problem: "--gpus-per-run " + formatShare(o.GPUShare) + " does not fit a node without GPUs"}
+		case r.GPUMem > 0 || r.AutoGPUMem:
+			return 0, r, &FitError{Problem: "--gpu-mem-per-run does not fit a node without GPUs"}
 		}
 		if parallel == 0 {
 			parallel = len(a.cores)
 		}
 	} else {
-		gpus = max(gpus, 1)
+		if !sharing {
+			r.GPUs = max(gpus, 1)
+		}
 		units := len(a.units)
-		if gpus > 1 {
+		if r.GPUs > 1 {
 			units = a.nwhole // a MIG device is never combined with others
 		}
-		if gpus > units {
-			return 0, r, false, a.tooManyGPUs(gpus, o.Parallel)
+		if r.GPUs > units {
+			return 0, r, a.tooManyGPUs(r.GPUs, o.Parallel)
 		}
-		capacity := units / gpus * share
+		var capacity int
+		switch {
+		case r.GPUMem > 0:
+			if err := a.checkFits(r); err != nil {
+				return 0, r, &FitError{Problem: "--gpu-mem-per-run " + FormatSize(r.GPUMem) + ": " + strings.TrimSuffix(err.Error(), ": "+ErrNeverFits.Error())}
+			}
+			for _, u := range a.units {
+				n := int(u.usable / r.GPUMem)
+				if r.GPUShare > 0 {
+					n = min(n, GPUWhole/r.GPUShare)
+				}
+				capacity += n
+				perGPU = max(perGPU, n)
+			}
+		case r.AutoGPUMem:
+			capacity = units
+		case r.GPUShare > 0:
+			perGPU = GPUWhole / r.GPUShare
+			if k > 1 {
+				perGPU = k
+			}
+			capacity = units * perGPU
+		default:
+			capacity = units / r.GPUs
+		}
 		if parallel == 0 {
 			parallel = capacity
 		}
 		if parallel > capacity {
-			return 0, r, false, a.tooParallel(parallel, gpus, share, capacity)
+			return 0, r, a.tooParallel(parallel, r, k, capacity)
+		}
+	}
+	if r.Mem > 0 {
+		if err := a.checkFits(Request{Mem: r.Mem}); err != nil {
+			return 0, r, &FitError{Problem: "--mem-per-run " + FormatSize(r.Mem) + ": " + strings.TrimSuffix(err.Error(), ": "+ErrNeverFits.Error())}
+		}
+		if most := int(a.memory / r.Mem); parallel > most {
+			if o.Parallel > 0 {
+				return 0, r, &FitError{
+					Problem:     fmt.Sprintf("--mem-per-run %s with --parallel %d needs %s, the node has %s", FormatSize(r.Mem), parallel, FormatSize(r.Mem*uint64(parallel)), FormatSize(a.memory)),
+					Suggestions: []string{flag("--parallel", most)},
+				}
+			}
+			parallel = most
 		}
 	}
 
@@ -203,7 +301,7 @@ func (a *Allocator) resolve(o Options) (parallel int, r Request, shareCPUs bool,
 		} else {
 			fe.Suggestions = append(fe.Suggestions, flag("--cpus-per-run", ncpus))
 		}
-		return 0, r, false, fe
+		return 0, r, fe
 	case cpus > 0 && parallel*cpus > ncpus:
 		fe := &FitError{Problem: fmt.Sprintf("--cpus-per-run %d with --parallel %d needs %d CPUs, the node has %d",
 			cpus, parallel, parallel*cpus, ncpus)}
@@ -211,13 +309,14 @@ func (a *Allocator) resolve(o Options) (parallel int, r Request, shareCPUs bool,
 			fe.Suggestions = append(fe.Suggestions, flag("--cpus-per-run", c))
 		}
 		fe.Suggestions = append(fe.Suggestions, flag("--parallel", ncpus/cpus))
-		return 0, r, false, fe
-	case cpus == 0 && parallel > ncpus:
-		shareCPUs = true
-	case cpus == 0:
+		return 0, r, fe
+	case cpus == 0 && r.AutoGPUMem:
+		cpus = max(a.defaultCPUs(len(a.units))/4, 1)
+	case cpus == 0 && parallel <= ncpus:
 		cpus = a.defaultCPUs(parallel)
 	}
-	return parallel, Request{GPUs: gpus, RunsPerGPU: share, CPUs: cpus}, shareCPUs, nil
+	r.CPUs = cpus // 0 when more runs than CPUs: they share CPUs
+	return parallel, r, nil
 }
 
 // tooManyGPUs explains a --gpus-per-run larger than the node.
@@ -241,22 +340,35 @@ func (a *Allocator) tooManyGPUs(gpus, parallel int) *FitError {
 // tooParallel explains a --parallel above capacity, suggesting the largest
 // --parallel that fits and the nearest change of GPUs per run or runs per
 // GPU that fits the asked --parallel.
-func (a *Allocator) tooParallel(parallel, gpus, share, capacity int) *FitError {
-	with := flag("--gpus-per-run", gpus)
-	if share > 1 {
-		with = flag("--runs-per-gpu", share)
+func (a *Allocator) tooParallel(parallel int, r Request, k, capacity int) *FitError {
+	var with string
+	switch {
+	case r.GPUMem > 0:
+		with = "--gpu-mem-per-run " + FormatSize(r.GPUMem)
+	case r.AutoGPUMem:
+		with = "--gpu-mem-per-run auto (one run per GPU until the first are measured)"
+	case r.GPUShare > 0 && k > 1:
+		with = flag("--runs-per-gpu", k)
+	case r.GPUShare > 0:
+		with = "--gpus-per-run " + formatShare(r.GPUShare)
+	default:
+		with = flag("--gpus-per-run", r.GPUs)
 	}
+	gpus := max(r.GPUs, 1)
 	fe := &FitError{
 		Problem:     fmt.Sprintf("--parallel %d does not fit %s with %s", parallel, a.unitsPhrase(gpus), with),
 		Suggestions: []string{flag("--parallel", capacity)},
+	}
+	if r.GPUMem > 0 || r.AutoGPUMem {
+		return fe
 	}
 	if g := a.nwhole / parallel; gpus > 1 && g >= 1 {
 		fe.Suggestions = append(fe.Suggestions, fmt.Sprintf("%s with %s", flag("--gpus-per-run", g), flag("--parallel", parallel)))
 		return fe
 	}
 	units := len(a.units)
-	k := (parallel + units - 1) / units // runs per GPU so that parallel fits
-	fe.Suggestions = append(fe.Suggestions, fmt.Sprintf("%s with %s", flag("--runs-per-gpu", k), flag("--parallel", k*units)))
+	n := (parallel + units - 1) / units // runs per GPU so that parallel fits
+	fe.Suggestions = append(fe.Suggestions, fmt.Sprintf("%s with %s", flag("--runs-per-gpu", n), flag("--parallel", n*units)))
 	return fe
 }
 
@@ -298,54 +410,4 @@ func (a *Allocator) defaultCPUs(parallel int) int {
 		return len(a.cores) / parallel * threads
 	}
 	return len(a.cpus) / parallel
-}
-
-// shareCPUs gives each slot one CPU when there are more slots than CPUs. A
-// first pass gives every slot that can a near CPU of its own; the rest then
-// take the least-loaded CPU, nearest first, so no CPU stays idle while
-// another is shared and loads differ by at most one. It returns the largest
-// number of slots on one CPU.
-func (a *Allocator) shareCPUs(slots []Slot) int {
-	load := make([]int, len(a.cpus))
-	distance := func(s Slot, i int) uint8 {
-		if len(s.GPUs) == 0 {
-			return distNear
-		}
-		d := distFar
-		for _, g := range s.GPUs {
-			d = min(d, a.units[a.unitOf[g.UUID]].distance[a.coreOf[i]])
-		}
-		return d
-	}
-	chosen := make([]int, len(slots))
-	for s := range slots {
-		chosen[s] = -1
-		for i := range a.cpus {
-			if load[i] == 0 && distance(slots[s], i) == distNear {
-				chosen[s] = i
-				load[i]++
-				break
-			}
-		}
-	}
-	for s := range slots {
-		if chosen[s] >= 0 {
-			continue
-		}
-		best := 0
-		for i := range a.cpus {
-			if load[i] < load[best] || load[i] == load[best] && distance(slots[s], i) < distance(slots[s], best) {
-				best = i
-			}
-		}
-		chosen[s] = best
-		load[best]++
-	}
-	for s := range slots {
-		i := chosen[s]
-		slots[s].CPUs = []int{a.cpus[i].ID}
-		slots[s].SharedCPUs = load[i] > 1
-		slots[s].NUMA = a.numaOf(slots[s].Assignment)
-	}
-	return slices.Max(load)
 }

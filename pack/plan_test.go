@@ -268,18 +268,18 @@ func TestNewPlanSharedCPUs(t *testing.T) {
 		wantWarning string
 	}{
 		{
-			description: "16 runs on 8 CPUs: the two runs of a GPU share the CPU near it",
+			description: "16 runs on 8 CPUs: two runs on every CPU, the first run of each GPU near it",
 			topo:        fewCPUs,
 			opts:        Options{Parallel: 16, RunsPerGPU: 2},
 			want: []string{
-				"GPU-dgx-0 | 48 | numa 3 shared-gpu shared-cpu", "GPU-dgx-0 | 48 | numa 3 shared-gpu shared-cpu",
-				"GPU-dgx-1 | 32 | numa 2 shared-gpu shared-cpu", "GPU-dgx-1 | 32 | numa 2 shared-gpu shared-cpu",
-				"GPU-dgx-2 | 16 | numa 1 shared-gpu shared-cpu", "GPU-dgx-2 | 16 | numa 1 shared-gpu shared-cpu",
-				"GPU-dgx-3 | 0 | numa 0 shared-gpu shared-cpu", "GPU-dgx-3 | 0 | numa 0 shared-gpu shared-cpu",
-				"GPU-dgx-4 | 112 | numa 7 shared-gpu shared-cpu", "GPU-dgx-4 | 112 | numa 7 shared-gpu shared-cpu",
-				"GPU-dgx-5 | 96 | numa 6 shared-gpu shared-cpu", "GPU-dgx-5 | 96 | numa 6 shared-gpu shared-cpu",
-				"GPU-dgx-6 | 80 | numa 5 shared-gpu shared-cpu", "GPU-dgx-6 | 80 | numa 5 shared-gpu shared-cpu",
-				"GPU-dgx-7 | 64 | numa 4 shared-gpu shared-cpu", "GPU-dgx-7 | 64 | numa 4 shared-gpu shared-cpu",
+				"GPU-dgx-0 | 48 | numa 3 shared-gpu shared-cpu", "GPU-dgx-0 | 0 | numa -1 shared-gpu shared-cpu",
+				"GPU-dgx-1 | 32 | numa 2 shared-gpu shared-cpu", "GPU-dgx-1 | 16 | numa -1 shared-gpu shared-cpu",
+				"GPU-dgx-2 | 64 | numa -1 shared-gpu shared-cpu", "GPU-dgx-2 | 80 | numa -1 shared-gpu shared-cpu",
+				"GPU-dgx-3 | 96 | numa -1 shared-gpu shared-cpu", "GPU-dgx-3 | 112 | numa -1 shared-gpu shared-cpu",
+				"GPU-dgx-4 | 112 | numa 7 shared-gpu shared-cpu", "GPU-dgx-4 | 64 | numa -1 shared-gpu shared-cpu",
+				"GPU-dgx-5 | 96 | numa 6 shared-gpu shared-cpu", "GPU-dgx-5 | 80 | numa -1 shared-gpu shared-cpu",
+				"GPU-dgx-6 | 0 | numa -1 shared-gpu shared-cpu", "GPU-dgx-6 | 16 | numa -1 shared-gpu shared-cpu",
+				"GPU-dgx-7 | 32 | numa -1 shared-gpu shared-cpu", "GPU-dgx-7 | 48 | numa -1 shared-gpu shared-cpu",
 			},
 			wantWarning: "16 runs at once share 8 CPUs, up to 2 on one CPU: lower --parallel to give each run CPUs of its own",
 		},
@@ -322,8 +322,8 @@ func TestNewPlanSharedCPUs(t *testing.T) {
 			if !slices.Equal(p.Warnings, []string{tc.wantWarning}) {
 				t.Errorf("Warnings = %q, want %q", p.Warnings, tc.wantWarning)
 			}
-			if p.Request.CPUs != 1 {
-				t.Errorf("Request.CPUs = %d, want 1", p.Request.CPUs)
+			if p.Request.CPUs != 0 {
+				t.Errorf("Request.CPUs = %d, want 0 (a shared CPU)", p.Request.CPUs)
 			}
 			checkPlan(t, tc.topo, p)
 		})
@@ -556,12 +556,16 @@ func checkPlan(t *testing.T, topo Topology, p Plan) {
 	cpuLoad := map[int]int{}
 	gpuLoad := map[string]int{}
 	shared := false
+	wantGPUs := p.Request.GPUs
+	if p.Request.SharesGPU() {
+		wantGPUs = 1
+	}
 	for _, s := range p.Slots {
-		if len(s.GPUs) != p.Request.GPUs {
-			t.Errorf("slot %d: %d GPUs, want %d", s.Index, len(s.GPUs), p.Request.GPUs)
+		if len(s.GPUs) != wantGPUs {
+			t.Errorf("slot %d: %d GPUs, want %d", s.Index, len(s.GPUs), wantGPUs)
 		}
-		if len(s.CPUs) != p.Request.CPUs {
-			t.Errorf("slot %d: %d CPUs, want %d", s.Index, len(s.CPUs), p.Request.CPUs)
+		if len(s.CPUs) != max(p.Request.CPUs, 1) {
+			t.Errorf("slot %d: %d CPUs, want %d", s.Index, len(s.CPUs), max(p.Request.CPUs, 1))
 		}
 		if !slices.IsSorted(s.CPUs) {
 			t.Errorf("slot %d: CPUs %v not ascending", s.Index, s.CPUs)
@@ -601,8 +605,8 @@ func checkPlan(t *testing.T, topo Topology, p Plan) {
 		}
 	}
 	for uuid, n := range gpuLoad {
-		if n > max(p.Request.RunsPerGPU, 1) {
-			t.Errorf("GPU %s serves %d slots, RunsPerGPU %d", uuid, n, p.Request.RunsPerGPU)
+		if n > max(p.RunsPerGPU, 1) || !p.Request.SharesGPU() && n > 1 || p.Request.GPUShare*n > GPUWhole {
+			t.Errorf("GPU %s serves %d slots of %v, RunsPerGPU %d", uuid, n, p.Request, p.RunsPerGPU)
 		}
 	}
 	for _, id := range p.IdleCPUs {
@@ -625,6 +629,61 @@ func checkPlan(t *testing.T, topo Topology, p Plan) {
 	for _, g := range topo.GPUs {
 		if gpuLoad[g.UUID] == 0 {
 			t.Errorf("GPU %s neither idle nor used", g.UUID)
+		}
+	}
+}
+
+// TestNewPlanSharing: the sharing flags give the first wave and the
+// request the runs default to.
+func TestNewPlanSharing(t *testing.T) {
+	dgx40 := withGPUMemory(topoDGXA100, 40<<30) // 38 GiB a GPU for sharers
+	tests := []struct {
+		description    string
+		topo           Topology
+		opts           Options
+		wantSlots      int
+		wantRunsPerGPU int
+		wantRequest    string
+	}{
+		{"--gpus-per-run 0.25: four runs a GPU, a quarter of its CPUs each", topoDGXA100, Options{GPUShare: 250}, 32, 4, "gpus=0.25 cpus=8"},
+		{"--runs-per-gpu 3: thirds", topoFourGPU, Options{RunsPerGPU: 3}, 12, 3, "gpus=0.333 cpus=4"},
+		{"--gpu-mem-per-run 12GiB: three of 12 GiB fit 38 GiB", dgx40, Options{GPUMem: 12 << 30}, 24, 3, "gpu_mem=12GiB cpus=10"},
+		{"--gpu-mem-per-run with a share: the share bounds it", dgx40, Options{GPUMem: 4 << 30, GPUShare: 500}, 16, 2, "gpus=0.5 gpu_mem=4GiB cpus=16"},
+		{"--gpu-mem-per-run auto: one run a GPU, measured first", dgx40, Options{AutoGPUMem: true}, 8, 1, "gpu_mem=auto cpus=8"},
+		{"--mem-per-run bounds the runs at once", Topology{CPUs: topoCPUOnly.CPUs, Memory: 64 << 30}, Options{Mem: 20 << 30}, 3, 0, "gpus=0 cpus=10 mem=20GiB"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			p, err := NewPlan(tc.topo, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Slots) != tc.wantSlots || p.RunsPerGPU != tc.wantRunsPerGPU || p.Request.String() != tc.wantRequest {
+				t.Errorf("NewPlan(%+v) = %d slots, %d per GPU, each %q; want %d, %d, %q", tc.opts,
+					len(p.Slots), p.RunsPerGPU, p.Request, tc.wantSlots, tc.wantRunsPerGPU, tc.wantRequest)
+			}
+			checkPlan(t, tc.topo, p)
+		})
+	}
+	for _, tc := range []struct {
+		topo Topology
+		opts Options
+		want string
+	}{
+		{topoDGXA100, Options{GPUShare: 250, RunsPerGPU: 2}, "--gpus-per-run 0.25 and --runs-per-gpu 2 say the same thing twice: give one"},
+		{topoDGXA100, Options{RunsPerGPU: 1001}, "--runs-per-gpu 1001: at most 1000 runs share one GPU"},
+		{topoDGXA100, Options{GPUMem: 1 << 30}, "--gpu-mem-per-run 1GiB: the GPUs' memory is not known (no NVML), so gpu_mem cannot be granted"},
+		{dgx40, Options{GPUMem: 39 << 30}, "--gpu-mem-per-run 39GiB: a run sharing a GPU may claim at most 38GiB of its memory (40GiB less 2GiB headroom)"},
+		{dgx40, Options{GPUMem: 12 << 30, Parallel: 30}, "--parallel 30 does not fit 8 GPUs with --gpu-mem-per-run 12GiB: use --parallel 24"},
+		{dgx40, Options{GPUMem: 12 << 30, GPUsPerRun: 2}, "--gpu-mem-per-run shares GPUs by memory: it excludes --gpus-per-run 2"},
+		{topoCPUOnly, Options{GPUShare: 500}, "--gpus-per-run 0.5 does not fit a node without GPUs"},
+		{topoCPUOnly, Options{Mem: 1 << 30}, "--mem-per-run 1GiB: the node's memory is not known, so mem cannot be granted"},
+		{Topology{CPUs: topoCPUOnly.CPUs, Memory: 64 << 30}, Options{Mem: 20 << 30, Parallel: 4}, "--mem-per-run 20GiB with --parallel 4 needs 80GiB, the node has 64GiB: use --parallel 3"},
+	} {
+		_, err := NewPlan(tc.topo, tc.opts)
+		var fe *FitError
+		if !errors.As(err, &fe) || err.Error() != tc.want {
+			t.Errorf("NewPlan(%+v) error:\n got %v\nwant %s", tc.opts, err, tc.want)
 		}
 	}
 }

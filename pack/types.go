@@ -22,24 +22,36 @@ type GPU struct {
 	LocalCPUs []int  // CPUs near the GPU, ascending; nil when unknown
 	MIG       bool   // true for a MIG device
 	Parent    string // for a MIG device, the UUID of its physical GPU
+
+	// MemoryBytes is the device's memory (a MIG device's own); 0 when
+	// unknown, and then no run can claim GPU memory on it.
+	MemoryBytes uint64
 }
 
-// Topology is what one node gives the runs: the allowed CPUs and the
-// schedulable GPUs. It is plain data; callers build it from an inventory.
-// The zero Topology has no CPUs and no GPUs.
+// Topology is what one node gives the runs: the allowed CPUs, the
+// schedulable GPUs and the memory runs may claim. It is plain data; callers
+// build it from an inventory. The zero Topology has no CPUs, no GPUs and
+// no memory.
 type Topology struct {
 	CPUs []CPU
 	GPUs []GPU
+
+	// Memory is the host memory the runs' Request.Mem may add up to, in
+	// bytes: what the batch job may use. 0 when unknown, and then no run
+	// can claim memory.
+	Memory uint64
 }
 
 // Assignment is what one run gets: its GPUs, its CPUs (ascending) and the
-// NUMA node they come from (-1 when unknown or mixed).
+// NUMA node they come from (-1 when unknown or mixed), for the Request it
+// was allocated for.
 type Assignment struct {
 	GPUs       []GPU
 	CPUs       []int
 	NUMA       int
-	SharedGPUs bool // the GPUs were taken with runs per GPU > 1: other runs may use them at the same time
-	SharedCPUs bool // a CPU also serves other concurrent runs (a plan with more runs than CPUs)
+	SharedGPUs bool // the run shares its GPU: other runs may use it at the same time
+	SharedCPUs bool // the run shares its CPU with other runs (Request.CPUs == 0)
+	Request    Request
 }
 
 // UUIDs returns the UUIDs of the assignment's GPUs, in order.

@@ -176,11 +176,7 @@ func printPlan(w io.Writer, p pack.Plan) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", s.Index, gpus, cpus, numaString(s.NUMA))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%s; each run: %s", countWord(len(p.Slots), "slot"), countWord(p.Request.GPUs, "GPU"))
-	if p.Request.RunsPerGPU > 1 {
-		fmt.Fprintf(w, " (%d runs per GPU)", p.Request.RunsPerGPU)
-	}
-	fmt.Fprintf(w, ", %s\n", countWord(p.Request.CPUs, "CPU"))
+	fmt.Fprintf(w, "%s; each run: %s\n", countWord(len(p.Slots), "slot"), describeRequest(p.Request, p.RunsPerGPU))
 	if len(p.IdleGPUs) == 0 && len(p.IdleCPUs) == 0 {
 		fmt.Fprintln(w, "idle: nothing")
 		return
@@ -190,6 +186,32 @@ func printPlan(w io.Writer, p pack.Plan) {
 		idle[i] = g.Index
 	}
 	fmt.Fprintf(w, "idle: gpus %s, cpus %s\n", orDash(pack.FormatCPUList(idle)), orDash(pack.FormatCPUList(p.IdleCPUs)))
+}
+
+// describeRequest says what each run of a plan gets, for people:
+// "1 GPU (2 runs per GPU), 16 CPUs".
+func describeRequest(r pack.Request, runsPerGPU int) string {
+	var gpu string
+	switch {
+	case r.GPUs > 0 || !r.UsesGPU():
+		gpu = countWord(r.GPUs, "GPU")
+	case r.GPUShare > 0 && r.GPUMem == 0 && runsPerGPU > 1 && pack.GPUWhole/runsPerGPU == r.GPUShare:
+		gpu = "1 GPU"
+	default:
+		gpu = r.Class()
+	}
+	if runsPerGPU > 1 {
+		gpu += fmt.Sprintf(" (%d runs per GPU)", runsPerGPU)
+	}
+	cpus := countWord(r.CPUs, "CPU")
+	if r.CPUs == 0 {
+		cpus = "1 shared CPU"
+	}
+	s := gpu + ", " + cpus
+	if r.Mem > 0 {
+		s += ", " + pack.FormatSize(r.Mem) + " of memory"
+	}
+	return s
 }
 
 // writeJSON prints v indented; a failure to write is exit 1.

@@ -1,0 +1,99 @@
+package pack
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Queue holds runs waiting to start, in input order, and decides which may
+// start next on an Allocator: the first one that fits. A run that does not
+// fit yet lets smaller runs behind it start (backfill), but not for ever:
+// once runs have been starting ahead of it for maxWait, it reserves the
+// node — nothing behind it starts — so that what frees up accumulates
+// until it fits. Runs therefore start in input order, except for the
+// backfill, and none waits unboundedly while others pass it.
+//
+// Queue is pure: the caller tells it the time. It is not safe for
+// concurrent use; the Allocator under it is, so runs may be released
+// from other goroutines between calls.
+type Queue[T any] struct {
+	a       *Allocator
+	maxWait time.Duration
+	waiting []waiting[T]
+}
+
+type waiting[T any] struct {
+	item   T
+	req    Request
+	passed time.Time // when a run behind it first started ahead of it; zero if none has
+}
+
+// NewQueue returns an empty queue that allocates from a. A zero maxWait
+// starts runs strictly in input order.
+func NewQueue[T any](a *Allocator, maxWait time.Duration) *Queue[T] {
+	return &Queue[T]{a: a, maxWait: maxWait}
+}
+
+// Push adds a run that asks for r at the end of the queue.
+func (q *Queue[T]) Push(item T, r Request) {
+	q.waiting = append(q.waiting, waiting[T]{item: item, req: r})
+}
+
+// Len returns the number of waiting runs.
+func (q *Queue[T]) Len() int { return len(q.waiting) }
+
+// Reserved reports whether the first waiting run has been passed for
+// maxWait at now, so that nothing behind it starts until it does.
+func (q *Queue[T]) Reserved(now time.Time) bool {
+	if len(q.waiting) == 0 {
+		return false
+	}
+	passed := q.waiting[0].passed
+	return q.maxWait == 0 || !passed.IsZero() && now.Sub(passed) >= q.maxWait
+}
+
+// Next takes the first waiting run that may start now out of the queue and
+// allocates its Assignment. It returns an error wrapping [ErrBusy] when no
+// run may start now, and leaves the queue as it was. A run whose request
+// can never fit, or is invalid, is taken out and returned with that error
+// and no Assignment: the caller reports it (checking requests with
+// [Allocator.Check] before they are queued avoids it).
+func (q *Queue[T]) Next(now time.Time) (T, Assignment, error) {
+	var zero T
+	failed := map[Request]bool{} // requests that did not fit in this call
+	for i := range q.waiting {
+		w := &q.waiting[i]
+		if failed[w.req] {
+			continue
+		}
+		as, err := q.a.Allocate(w.req)
+		switch {
+		case err == nil:
+			for j := range i {
+				if q.waiting[j].passed.IsZero() {
+					q.waiting[j].passed = now
+				}
+			}
+			item := w.item
+			q.remove(i)
+			return item, as, nil
+		case !errors.Is(err, ErrBusy):
+			item := w.item
+			q.remove(i)
+			return item, Assignment{}, err
+		}
+		failed[w.req] = true
+		if i == 0 && q.Reserved(now) {
+			break
+		}
+	}
+	return zero, Assignment{}, fmt.Errorf("%d waiting: %w", len(q.waiting), ErrBusy)
+}
+
+func (q *Queue[T]) remove(i int) {
+	copy(q.waiting[i:], q.waiting[i+1:])
+	var zero waiting[T]
+	q.waiting[len(q.waiting)-1] = zero
+	q.waiting = q.waiting[:len(q.waiting)-1]
+}
