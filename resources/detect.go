@@ -63,7 +63,7 @@ func Detect(ctx context.Context, o Options) (Node, error) {
 	n.CPUs = cpus
 	n.Warnings = append(n.Warnings, warnings...)
 
-	n.CPUModel, n.Memory.TotalBytes = hostFacts(ctx)
+	n.CPUModel, n.Memory.TotalBytes, n.Memory.AvailableBytes = hostFacts(ctx)
 	n.Memory.CgroupLimitBytes = cgroupMemoryLimit(o.Root)
 	if v, ok := o.Getenv("SLURM_MEM_PER_NODE"); ok {
 		if mb, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err == nil && mb > 0 {

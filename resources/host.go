@@ -13,16 +13,17 @@ import (
 // model name, the node's physical memory, and processes' resident memory
 // for the usage sampler.
 
-// hostFacts returns the CPU model name and total physical memory; either
-// is empty or zero when gopsutil cannot tell.
-func hostFacts(ctx context.Context) (model string, totalMemory uint64) {
+// hostFacts returns the CPU model name, and the total physical memory and
+// what is available now (MemAvailable); each is empty or zero when
+// gopsutil cannot tell.
+func hostFacts(ctx context.Context) (model string, totalMemory, available uint64) {
 	if infos, err := cpu.InfoWithContext(ctx); err == nil && len(infos) > 0 {
 		model = infos[0].ModelName
 	}
 	if vm, err := mem.VirtualMemoryWithContext(ctx); err == nil {
-		totalMemory = vm.Total
+		totalMemory, available = vm.Total, vm.Available
 	}
-	return model, totalMemory
+	return model, totalMemory, available
 }
 
 // processRSS returns a process's resident set size in bytes; 0 if it is

@@ -57,3 +57,21 @@ func TestMemoryUsable(t *testing.T) {
 		}
 	}
 }
+
+func TestMemoryBudget(t *testing.T) {
+	for _, tc := range []struct {
+		description string
+		m           Memory
+		want        uint64
+	}{
+		{"nothing known", Memory{}, 0},
+		{"only the total", Memory{TotalBytes: 100}, 100},
+		{"available when no job limit is set", Memory{TotalBytes: 100, AvailableBytes: 70}, 70},
+		{"the cgroup limit over what is available", Memory{TotalBytes: 100, AvailableBytes: 70, CgroupLimitBytes: 90}, 90},
+		{"the smaller of the job's limits", Memory{TotalBytes: 100, AvailableBytes: 70, CgroupLimitBytes: 60, SlurmBytes: 50}, 50},
+	} {
+		if got := tc.m.Budget(); got != tc.want {
+			t.Errorf("%s: %+v.Budget() = %d, want %d", tc.description, tc.m, got, tc.want)
+		}
+	}
+}

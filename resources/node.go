@@ -74,8 +74,29 @@ type MIG struct {
 // means not known or not limited.
 type Memory struct {
 	TotalBytes       uint64 `json:"total_bytes"`                  // physical memory of the node
+	AvailableBytes   uint64 `json:"available_bytes,omitempty"`    // MemAvailable when nodepack looked
 	CgroupLimitBytes uint64 `json:"cgroup_limit_bytes,omitempty"` // memory.max (v2) or memory.limit_in_bytes (v1)
 	SlurmBytes       uint64 `json:"slurm_bytes,omitempty"`        // SLURM_MEM_PER_NODE
+}
+
+// Budget returns the memory the runs' mem requests may add up to: the
+// job's limit (cgroup or Slurm, the smaller) where one is set, else what
+// was available when nodepack looked, else the node's total; zero when
+// none is known.
+func (m Memory) Budget() uint64 {
+	var limit uint64
+	for _, v := range []uint64{m.CgroupLimitBytes, m.SlurmBytes} {
+		if v != 0 && (limit == 0 || v < limit) {
+			limit = v
+		}
+	}
+	switch {
+	case limit != 0:
+		return limit
+	case m.AvailableBytes != 0:
+		return m.AvailableBytes
+	}
+	return m.TotalBytes
 }
 
 // Usable returns the smallest non-zero limit, or zero when none is known.
@@ -131,11 +152,12 @@ func (n Node) CPUIDs() []int {
 	return ids
 }
 
-// Topology returns what the packer needs: the allowed CPUs and the
-// schedulable GPU units. A GPU in MIG mode contributes its MIG devices, not
+// Topology returns what the packer needs: the allowed CPUs, the
+// schedulable GPU units with their memory, and the memory budget (see
+// Memory.Budget). A GPU in MIG mode contributes its MIG devices, not
 // itself.
 func (n Node) Topology() pack.Topology {
-	t := pack.Topology{CPUs: make([]pack.CPU, len(n.CPUs))}
+	t := pack.Topology{CPUs: make([]pack.CPU, len(n.CPUs)), Memory: n.Memory.Budget()}
 	for i, c := range n.CPUs {
 		t.CPUs[i] = pack.CPU{ID: c.ID, Core: c.Core, Socket: c.Socket, NUMA: c.NUMA}
 	}
@@ -143,11 +165,12 @@ func (n Node) Topology() pack.Topology {
 		if g.MIGEnabled {
 			for _, m := range g.MIG {
 				t.GPUs = append(t.GPUs, pack.GPU{Index: g.Index, UUID: m.UUID, NUMA: g.NUMA,
-					LocalCPUs: slices.Clone(g.CPUs), MIG: true, Parent: g.UUID})
+					LocalCPUs: slices.Clone(g.CPUs), MIG: true, Parent: g.UUID, MemoryBytes: m.MemoryBytes})
 			}
 			continue
 		}
-		t.GPUs = append(t.GPUs, pack.GPU{Index: g.Index, UUID: g.UUID, NUMA: g.NUMA, LocalCPUs: slices.Clone(g.CPUs)})
+		t.GPUs = append(t.GPUs, pack.GPU{Index: g.Index, UUID: g.UUID, NUMA: g.NUMA, LocalCPUs: slices.Clone(g.CPUs),
+			MemoryBytes: g.MemoryBytes})
 	}
 	return t
 }

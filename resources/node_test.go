@@ -115,11 +115,14 @@ func TestTopology(t *testing.T) {
 	if len(topo.GPUs) != 2 {
 		t.Fatalf("gpus %+v, want GPU-aaaa and the MIG device of GPU-bbbb", topo.GPUs)
 	}
-	if g := topo.GPUs[0]; g.UUID != "GPU-aaaa" || g.MIG || g.NUMA != 0 || len(g.LocalCPUs) != 2 {
+	if g := topo.GPUs[0]; g.UUID != "GPU-aaaa" || g.MIG || g.NUMA != 0 || len(g.LocalCPUs) != 2 || g.MemoryBytes != 40<<30 {
 		t.Errorf("gpu 0 = %+v", g)
 	}
-	if g := topo.GPUs[1]; g.UUID != "MIG-cccc" || !g.MIG || g.Parent != "GPU-bbbb" || g.Index != 1 {
+	if g := topo.GPUs[1]; g.UUID != "MIG-cccc" || !g.MIG || g.Parent != "GPU-bbbb" || g.Index != 1 || g.MemoryBytes != 5<<30 {
 		t.Errorf("gpu 1 = %+v", g)
+	}
+	if topo.Memory != 64<<30 {
+		t.Errorf("memory for runs %d, want the cgroup limit, 64 GiB", topo.Memory)
 	}
 }
 

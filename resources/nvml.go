@@ -3,6 +3,7 @@
 package resources
 
 import (
+	"slices"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -192,8 +193,11 @@ func newNVMLReader(lib nvml.Interface) *nvmlReader {
 	return &nvmlReader{lib: lib, devices: make(map[string]nvml.Device)}
 }
 
-func (r *nvmlReader) readGPU(uuid string) (used uint64, util float64, hasUtil, ok bool) {
+// device returns the handle of the GPU or MIG device uuid; nil if NVML
+// does not know it.
+func (r *nvmlReader) device(uuid string) nvml.Device {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	d, found := r.devices[uuid]
 	if !found {
 		var ret nvml.Return
@@ -202,7 +206,36 @@ func (r *nvmlReader) readGPU(uuid string) (used uint64, util float64, hasUtil, o
 		}
 		r.devices[uuid] = d
 	}
-	r.mu.Unlock()
+	return d
+}
+
+// processMemory sums the GPU memory that the processes pids use on the
+// device uuid, as NVML's compute processes report it. NVML reports host
+// PIDs: inside a PID namespace (a container) they match none of pids, and
+// the sum is 0. ok is false when NVML cannot tell.
+func (r *nvmlReader) processMemory(uuid string, pids []int) (bytes uint64, ok bool) {
+	d := r.device(uuid)
+	if d == nil {
+		return 0, false
+	}
+	procs, ret := d.GetComputeRunningProcesses()
+	if ret != nvml.SUCCESS {
+		return 0, false
+	}
+	for _, p := range procs {
+		if p.UsedGpuMemory != nvmlValueNotAvailable && slices.Contains(pids, int(p.Pid)) {
+			bytes += p.UsedGpuMemory
+		}
+	}
+	return bytes, true
+}
+
+// nvmlValueNotAvailable is NVML_VALUE_NOT_AVAILABLE, what UsedGpuMemory
+// holds when the driver cannot tell (Windows WDDM, some MIG setups).
+const nvmlValueNotAvailable = ^uint64(0)
+
+func (r *nvmlReader) readGPU(uuid string) (used uint64, util float64, hasUtil, ok bool) {
+	d := r.device(uuid)
 	if d == nil {
 		return 0, 0, false, false
 	}

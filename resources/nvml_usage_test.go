@@ -25,6 +25,7 @@ func TestNVMLSampling(t *testing.T) {
 			n++
 			return nvml.Memory{Total: 40 << 30, Used: uint64(n) << 30}, nvml.SUCCESS
 		}
+		dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
 		dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
 			if i == 1 {
 				return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED
@@ -38,7 +39,7 @@ func TestNVMLSampling(t *testing.T) {
 	}
 	uuids := []string{server.Devices[0].(*dgxa100.Device).UUID, server.Devices[1].(*dgxa100.Device).UUID, "GPU-missing"}
 	s := &UsageSampler{interval: time.Hour, gpus: reader}
-	sp := s.Start(1, true, uuids) // its timer never fires: samples are taken by hand
+	sp := s.Start(usage.Target{Root: 1, SkipRoot: true, GPUs: uuids}) // samples are taken by hand
 	for range 3 {
 		sp.sample(s, nil)
 	}
@@ -55,5 +56,64 @@ func TestNVMLSampling(t *testing.T) {
 		if got.GPUs[i] != want[i] {
 			t.Errorf("gpu %d: %+v, want %+v", i, got.GPUs[i], want[i])
 		}
+	}
+}
+
+// TestNVMLSettle drives the readiness gate's measurement with go-nvml's
+// DGX A100 mock: the run's own processes on the GPU follow a scripted
+// memory curve (loading, allocating, holding) while another run's process
+// on the same GPU keeps growing; the sampler reports the run settled when
+// its own memory has held for the rule's samples, with its peak, and
+// records the run's own peak apart from the device's.
+func TestNVMLSettle(t *testing.T) {
+	const gib = 1 << 30
+	server := dgxa100.New()
+	dev := server.Devices[0].(*dgxa100.Device)
+	const run, child, other = 4100, 4101, 5200
+	curve := []uint64{0, 0, 2 * gib, 6 * gib, 9 * gib, 9 * gib, 9*gib + gib/256, 9 * gib} // the run's child
+	n := 0
+	dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		i := min(n, len(curve)-1)
+		n++
+		procs := []nvml.ProcessInfo{
+			{Pid: other, UsedGpuMemory: uint64(n) * gib}, // not the run's: never counted
+			{Pid: run, UsedGpuMemory: nvmlValueNotAvailable},
+		}
+		if curve[i] > 0 {
+			procs = append(procs, nvml.ProcessInfo{Pid: child, UsedGpuMemory: curve[i]})
+		}
+		return procs, nvml.SUCCESS
+	}
+	dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		return nvml.Memory{Total: 40 * gib, Used: uint64(n) * gib}, nvml.SUCCESS
+	}
+	dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 50}, nvml.SUCCESS }
+	reader := newNVMLReader(server)
+	if reader == nil {
+		t.Fatal("the mock did not initialise")
+	}
+	settledAt, peak := -1, uint64(0)
+	s := &UsageSampler{interval: time.Hour, gpus: reader}
+	sample := 0
+	sp := s.Start(usage.Target{Root: run, GPUs: []string{dev.UUID}, Settle: &usage.Settle{
+		Interval: time.Hour, Samples: 2,
+		Done: func(p uint64) {
+			if settledAt >= 0 {
+				t.Error("Done called twice")
+			}
+			settledAt, peak = sample, p
+		},
+	}})
+	for sample = range len(curve) {
+		sp.sample(s, []int{run, child})
+	}
+	got := sp.Stop()
+	// 9 GiB first at sample 4, held at 5 and 6 (within 1%): settled at 6.
+	if settledAt != 6 || peak != 9*gib+gib/256 {
+		t.Errorf("settled at sample %d with peak %d; want 6, %d", settledAt, peak, uint64(9*gib+gib/256))
+	}
+	g := got.GPUs[0]
+	if g.ProcessPeakMemoryBytes != 9*gib+gib/256 || g.PeakMemoryBytes != uint64(len(curve)-1)*gib {
+		t.Errorf("own peak %d, device peak %d", g.ProcessPeakMemoryBytes, g.PeakMemoryBytes)
 	}
 }

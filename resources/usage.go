@@ -22,9 +22,11 @@ type UsageSampler struct {
 
 var _ usage.Sampler = (*UsageSampler)(nil)
 
-// gpuReader reads one GPU's current memory use and utilisation.
+// gpuReader reads one GPU's current memory use and utilisation, and the
+// memory some processes use on it.
 type gpuReader interface {
 	readGPU(uuid string) (usedBytes uint64, utilization float64, hasUtil, ok bool)
+	processMemory(uuid string, pids []int) (bytes uint64, ok bool)
 	close()
 }
 
@@ -43,30 +45,36 @@ func (s *UsageSampler) Close() {
 
 // Sample starts sampling t; the function it returns stops and reports.
 func (s *UsageSampler) Sample(t usage.Target) func() usage.Sampled {
-	return s.Start(t.Root, t.SkipRoot, t.GPUs).Stop
+	return s.Start(t).Stop
 }
 
 // Sampling is one process tree being sampled.
 type Sampling struct {
-	stop chan struct{}
-	done chan struct{}
-	mu   sync.Mutex
-	got  usage.Sampled
-	util []float64 // summed utilisation per GPU
-	nUtl []int
+	target  usage.Target
+	stop    chan struct{}
+	done    chan struct{}
+	settler *usage.Settler // nil once settled, or without Target.Settle
+	mu      sync.Mutex
+	got     usage.Sampled
+	util    []float64 // summed utilisation per GPU
+	nUtl    []int
 }
 
-// Start samples the tree of processes under root (root too unless
-// skipRoot) and the GPUs with the given UUIDs until Stop.
-func (s *UsageSampler) Start(root int, skipRoot bool, gpuUUIDs []string) *Sampling {
-	sp := &Sampling{stop: make(chan struct{}), done: make(chan struct{}),
-		util: make([]float64, len(gpuUUIDs)), nUtl: make([]int, len(gpuUUIDs))}
-	for _, u := range gpuUUIDs {
+// Start samples the process tree and the GPUs of t until Stop: every
+// interval, and every t.Settle.Interval until the tree's memory on its
+// GPUs has settled.
+func (s *UsageSampler) Start(t usage.Target) *Sampling {
+	sp := &Sampling{target: t, stop: make(chan struct{}), done: make(chan struct{}),
+		util: make([]float64, len(t.GPUs)), nUtl: make([]int, len(t.GPUs))}
+	for _, u := range t.GPUs {
 		sp.got.GPUs = append(sp.got.GPUs, usage.GPU{UUID: u})
+	}
+	if t.Settle != nil {
+		sp.settler = &usage.Settler{Samples: t.Settle.Samples}
 	}
 	go func() {
 		defer close(sp.done)
-		timer := time.NewTimer(min(s.interval, 500*time.Millisecond))
+		timer := time.NewTimer(min(s.interval, 500*time.Millisecond, sp.settleInterval()))
 		defer timer.Stop()
 		var pids []int
 		var buf []byte
@@ -76,27 +84,40 @@ func (s *UsageSampler) Start(root int, skipRoot bool, gpuUUIDs []string) *Sampli
 				return
 			case <-timer.C:
 			}
-			pids, buf = processTree(root, skipRoot, pids[:0], buf)
+			pids, buf = processTree(t.Root, t.SkipRoot, pids[:0], buf)
 			sp.sample(s, pids)
-			timer.Reset(s.interval)
+			timer.Reset(min(s.interval, sp.settleInterval()))
 		}
 	}()
 	return sp
 }
 
-// sample takes one sample.
+// settleInterval is how soon the next sample is due for the readiness
+// gate; a long time once there is nothing to settle.
+func (sp *Sampling) settleInterval() time.Duration {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if sp.settler == nil {
+		return time.Duration(1<<63 - 1)
+	}
+	return max(sp.target.Settle.Interval, 10*time.Millisecond)
+}
+
+// sample takes one sample, and calls Settle.Done when the tree's own GPU
+// memory has settled with it.
 func (sp *Sampling) sample(s *UsageSampler, pids []int) {
 	var rss uint64
 	for _, pid := range pids {
 		rss += processRSS(pid)
 	}
 	sp.mu.Lock()
-	defer sp.mu.Unlock()
 	sp.got.Samples++
 	sp.got.TreeRSSPeak = max(sp.got.TreeRSSPeak, rss)
 	if s.gpus == nil {
+		sp.mu.Unlock()
 		return
 	}
+	var own uint64 // the tree's memory on all its GPUs
 	for i := range sp.got.GPUs {
 		g := &sp.got.GPUs[i]
 		used, util, hasUtil, ok := s.gpus.readGPU(g.UUID)
@@ -109,6 +130,20 @@ func (sp *Sampling) sample(s *UsageSampler, pids []int) {
 			sp.util[i] += util
 			sp.nUtl[i]++
 		}
+		if mem, ok := s.gpus.processMemory(g.UUID, pids); ok {
+			g.ProcessPeakMemoryBytes = max(g.ProcessPeakMemoryBytes, mem)
+			own += mem
+		}
+	}
+	var done func(uint64)
+	var peak uint64
+	if sp.settler != nil && sp.settler.Add(own) {
+		done, peak = sp.target.Settle.Done, sp.settler.Peak()
+		sp.settler = nil
+	}
+	sp.mu.Unlock()
+	if done != nil {
+		done(peak)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodepack/nodepack/resources/usage"
 )
 
 // TestProcessTreeSampling samples a real tree: a shell whose child holds
@@ -36,7 +38,7 @@ func TestProcessTreeSampling(t *testing.T) {
 	}
 	s := NewUsageSampler(100 * time.Millisecond)
 	defer s.Close()
-	sp := s.Start(cmd.Process.Pid, true, nil)
+	sp := s.Start(usage.Target{Root: cmd.Process.Pid, SkipRoot: true})
 	for {
 		time.Sleep(200 * time.Millisecond)
 		var rss uint64

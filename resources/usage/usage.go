@@ -1,9 +1,12 @@
 // Package usage holds what a run used while it ran, as a [Sampler]
 // measures it: the peak memory of its process tree and the memory and
-// utilisation of its GPUs. It is the vocabulary the runner (which reads no
-// hardware) and the measuring side (package resources, which does) share;
-// it imports only the standard library.
+// utilisation of its GPUs, and when its GPU memory has settled. It is the
+// vocabulary the runner (which reads no hardware) and the measuring side
+// (package resources, which does) share; it imports only the standard
+// library.
 package usage
+
+import "time"
 
 // Target is what a Sampler measures: the live process tree under Root
 // (Root itself too, unless SkipRoot, set when Root is the runner's guard
@@ -12,6 +15,24 @@ type Target struct {
 	Root     int
 	SkipRoot bool
 	GPUs     []string
+
+	// Settle, if not nil, asks the Sampler to watch the tree's own memory
+	// on its GPUs until it settles, and say so.
+	Settle *Settle
+}
+
+// Settle asks a Sampler to sample a run's own GPU memory every Interval
+// until it has settled, by the rule of a [Settler] with Samples, and then
+// to call Done once with the peak it saw, from its own goroutine. If the
+// run ends first, Done is not called.
+//
+// A runner uses it as a readiness gate: the next run joins a GPU that
+// runs share by memory only once the runs already there have allocated
+// what they use, so that a burst of starts cannot oversubscribe it.
+type Settle struct {
+	Interval time.Duration
+	Samples  int
+	Done     func(peak uint64)
 }
 
 // Sampled is what a Sampler saw of one attempt. The zero Sampled is no
@@ -24,14 +45,16 @@ type Sampled struct {
 	GPUs        []GPU
 }
 
-// GPU is the sampled use of one GPU during an attempt. Memory and
-// utilisation are the device's, so when runs share a GPU they include the
-// others'.
+// GPU is the sampled use of one GPU during an attempt. PeakMemoryBytes
+// and MeanUtilization are the device's, so when runs share a GPU they
+// include the others'; ProcessPeakMemoryBytes is the run's own: the
+// largest sum, at one sample, of the memory its processes used on the GPU.
 type GPU struct {
-	UUID            string  `json:"uuid"`
-	PeakMemoryBytes uint64  `json:"peak_memory_bytes"`
-	MeanUtilization float64 `json:"mean_utilization_percent"` // 0 to 100
-	Samples         int     `json:"samples"`
+	UUID                   string  `json:"uuid"`
+	PeakMemoryBytes        uint64  `json:"peak_memory_bytes"`
+	ProcessPeakMemoryBytes uint64  `json:"process_peak_memory_bytes,omitempty"`
+	MeanUtilization        float64 `json:"mean_utilization_percent"` // 0 to 100
+	Samples                int     `json:"samples"`
 }
 
 // Sampler measures running attempts. Sample starts measuring one and
@@ -41,3 +64,32 @@ type GPU struct {
 type Sampler interface {
 	Sample(t Target) (stop func() Sampled)
 }
+
+// Settler decides when a run's memory has settled from successive samples
+// of it: once it has used some, and then has not grown by more than 1%
+// over Samples samples in a row. Memory that is still zero never settles,
+// since the run may not have allocated yet. The zero Settler settles at
+// the first sample with memory in use.
+type Settler struct {
+	Samples int
+
+	last, peak uint64
+	still      int // samples in a row without growth
+}
+
+// Add takes the next sample and reports whether the memory has settled.
+func (s *Settler) Add(bytes uint64) bool {
+	s.peak = max(s.peak, bytes)
+	switch {
+	case bytes == 0:
+		s.still, s.last = 0, 0
+	case s.last > 0 && bytes <= s.last+s.last/100:
+		s.still++
+	default:
+		s.still, s.last = 0, bytes
+	}
+	return bytes > 0 && s.still >= s.Samples
+}
+
+// Peak returns the largest sample so far.
+func (s *Settler) Peak() uint64 { return s.peak }
