@@ -277,7 +277,7 @@ func (a *Allocator) checkFits(r Request) error {
 	case r.Mem > a.memory:
 		return never("the node has %s of memory for runs", FormatSize(a.memory))
 	}
-	if r.GPUMem == 0 {
+	if r.GPUMem == 0 && !r.AutoGPUMem {
 		return nil
 	}
 	var largest *unit
@@ -296,6 +296,8 @@ func (a *Allocator) checkFits(r Request) error {
 		}
 	}
 	switch {
+	case largest.gpu.MemoryBytes == 0 && r.AutoGPUMem:
+		return never("the GPUs' memory is not known (no NVML), so gpu_mem=auto cannot share them")
 	case largest.gpu.MemoryBytes == 0:
 		return never("the GPUs' memory is not known (no NVML), so gpu_mem cannot be granted")
 	case big < max(r.GPUs, 1) && r.SharesGPU():

@@ -224,7 +224,7 @@ func TestAllocatorSequence(t *testing.T) {
 				alloc(Request{GPUShare: 1001, CPUs: 1}, "invalid"),
 				alloc(Request{GPUs: 2, GPUShare: 500, CPUs: 1}, "invalid"),
 				alloc(Request{GPUs: 1, AutoGPUMem: true, CPUs: 1}, "invalid"),
-				alloc(Request{AutoGPUMem: true, CPUs: 1}, "invalid"), // the caller resolves auto
+				alloc(Request{AutoGPUMem: true, CPUs: 1}, "never"), // no GPU memory known: auto cannot share
 				alloc(Request{CPUs: 65}, "never"),
 			},
 		},
@@ -964,6 +964,9 @@ func TestResizeAndHold(t *testing.T) {
 	}
 	if _, err := a.Allocate(Request{GPUMem: 10 << 30, CPUs: 2}); !errors.Is(err, ErrBusy) {
 		t.Fatalf("a run beside a whole-GPU probe: %v, want busy", err)
+	}
+	if _, err := a.Allocate(Request{AutoGPUMem: true, CPUs: 2}); err == nil || errors.Is(err, ErrBusy) || errors.Is(err, ErrNeverFits) {
+		t.Errorf("Allocate(gpu_mem=auto): %v, want invalid: the caller resolves auto", err)
 	}
 	a.Hold("GPU-four-0")
 	probe, err = a.Resize(probe, Request{GPUMem: 10 << 30, CPUs: 2})

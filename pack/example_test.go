@@ -3,6 +3,7 @@ package pack_test
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nodepack/nodepack/pack"
 )
@@ -97,4 +98,46 @@ func ExampleParseCPUList() {
 	// [0 1 2 3 8 10 11] <nil>
 	// 0-3,8,10-11
 	// cpu list "0-3,x": bad entry "x"
+}
+
+// A mixed sweep: each run asks for what it needs, in the text form task
+// files and flags use, and the queue starts them in order as they fit,
+// letting small runs ahead of a big one that does not fit yet.
+func ExampleQueue() {
+	a := pack.NewAllocator(node)
+	q := pack.NewQueue[string](a, time.Minute)
+	for _, run := range []struct{ name, request string }{
+		{"big-model", "gpus=2 cpus=8"},
+		{"mlp-1", "gpus=0.5 cpus=2"},
+		{"mlp-2", "gpus=0.5 cpus=2"},
+		{"mlp-3", "gpus=0.5 cpus=2"},
+		{"preprocess", "gpus=0 cpus=2"},
+	} {
+		r, err := pack.ParseRequest(run.request, pack.Request{})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		q.Push(run.name, r)
+	}
+	now := time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
+	var running []pack.Assignment
+	for q.Len() > 0 {
+		name, as, err := q.Next(now)
+		if errors.Is(err, pack.ErrBusy) {
+			fmt.Println("-- the first run ends")
+			a.Release(running[0])
+			running = running[1:]
+			continue
+		}
+		fmt.Printf("%s: %s, gpus %v, cpus %s\n", name, as.Request.Class(), as.UUIDs(), pack.FormatCPUList(as.CPUs))
+		running = append(running, as)
+	}
+	// Output:
+	// big-model: 2 GPUs, gpus [GPU-a GPU-b], cpus 0-3,8-11
+	// preprocess: CPU only, gpus [], cpus 4,12
+	// -- the first run ends
+	// mlp-1: 0.5 GPU, gpus [GPU-a], cpus 0,8
+	// mlp-2: 0.5 GPU, gpus [GPU-a], cpus 1,9
+	// mlp-3: 0.5 GPU, gpus [GPU-b], cpus 5,13
 }

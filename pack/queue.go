@@ -30,7 +30,9 @@ type waiting[T any] struct {
 }
 
 // NewQueue returns an empty queue that allocates from a. A zero maxWait
-// starts runs strictly in input order.
+// starts runs strictly in input order. With a nil Allocator nothing is
+// placed: every run starts in order, with an Assignment that holds its
+// Request only.
 func NewQueue[T any](a *Allocator, maxWait time.Duration) *Queue[T] {
 	return &Queue[T]{a: a, maxWait: maxWait}
 }
@@ -67,7 +69,10 @@ func (q *Queue[T]) Next(now time.Time) (T, Assignment, error) {
 		if failed[w.req] {
 			continue
 		}
-		as, err := q.a.Allocate(w.req)
+		as, err := Assignment{Request: w.req}, error(nil)
+		if q.a != nil {
+			as, err = q.a.Allocate(w.req)
+		}
 		switch {
 		case err == nil:
 			for j := range i {
@@ -96,4 +101,13 @@ func (q *Queue[T]) remove(i int) {
 	var zero waiting[T]
 	q.waiting[len(q.waiting)-1] = zero
 	q.waiting = q.waiting[:len(q.waiting)-1]
+}
+
+// Update replaces the request of every waiting run by what f returns for
+// it, so a caller that has learnt what runs need (by measuring one)
+// re-resolves those still waiting.
+func (q *Queue[T]) Update(f func(item T, r Request) Request) {
+	for i := range q.waiting {
+		q.waiting[i].req = f(q.waiting[i].item, q.waiting[i].req)
+	}
 }

@@ -3,12 +3,12 @@
 package resources
 
 import (
-	"slices"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math/bits"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 

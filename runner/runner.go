@@ -22,8 +22,8 @@ import (
 )
 
 // Options say which sweep to run on this node, where to record it, and
-// how. Only Source and Plan must be set: the zero value of every other
-// field is a sensible default, as its comment says.
+// how. Only Source must be set: the zero value of every other field is a
+// sensible default, as its comment says.
 type Options struct {
 	// Source says where the runs come from.
 	Source sweep.Spec
@@ -39,13 +39,18 @@ type Options struct {
 	// Job is the batch job this runs in, as batch.Detect tells it; the
 	// zero Job is none.
 	Job batch.Job
-	// Plan lays out the slots the runs execute on.
+	// Plan, if it has slots, is recorded in the ledger's header as the
+	// sweep's first wave (the command records pack.NewPlan's). Where runs
+	// go is Execute's Topology, Request and Parallel.
 	Plan pack.Plan
 	// Node, if not nil, is recorded as JSON in the ledger's header (the
 	// command records its resources.Node).
 	Node any
-	// Execute says how every run is executed. Its OnEvent, if set, is
-	// called after the ledger has recorded the event. Its OutputDir,
+	// Execute says how every run is executed and where it is placed
+	// (Topology; Request, which should be Source.Request; Parallel).
+	// Every run's request is checked against the Topology before anything
+	// starts. Its OnEvent, if set, is called after the ledger has
+	// recorded the event. Its OutputDir,
 	// PriorAttempts, DrainAt and TerminateAt are the runner's to set, and
 	// TempDir defaults to the job's scratch directory.
 	Execute execute.Options
@@ -112,9 +117,6 @@ type Sweep struct {
 // where there is one) and for an output directory that holds another
 // sweep (naming what changed); nothing has been written then.
 func Prepare(opts Options) (*Sweep, error) {
-	if len(opts.Plan.Slots) == 0 {
-		return nil, errors.New("prepare: the plan has no slots")
-	}
 	if opts.Restart && opts.RetryFailed {
 		return nil, errors.New("--restart reruns everything: --retry-failed goes with a resume")
 	}
@@ -173,10 +175,15 @@ func (s *Sweep) scan() error {
 		s.past = &ledger.Dir{Path: s.output, Logs: map[string]*ledger.Log{}}
 	}
 	s.seen = map[string]int{}
-	if err := s.source.Scan(func(id string, index int) {
-		if s.past.Knows(id) {
-			s.seen[id] = index
+	check := s.requestCheck()
+	if err := s.source.Scan(func(run execute.Run) error {
+		if s.past.Knows(run.ID) {
+			s.seen[run.ID] = run.Index
 		}
+		if run.Request != nil {
+			return check(run)
+		}
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -217,6 +224,38 @@ func (s *Sweep) scan() error {
 		}
 	}
 	return nil
+}
+
+// requestCheck returns the check of a run's own request: it must fit the
+// empty node (the Topology), else the run could never start. Each
+// distinct request is checked once.
+func (s *Sweep) requestCheck() func(execute.Run) error {
+	x := s.opts.Execute
+	var alloc *pack.Allocator
+	if len(x.Topology.CPUs) > 0 || len(x.Topology.GPUs) > 0 {
+		alloc = pack.NewAllocator(x.Topology)
+	}
+	checked := map[pack.Request]error{}
+	return func(run execute.Run) error {
+		r := *run.Request
+		err, done := checked[r]
+		if !done {
+			switch {
+			case alloc != nil:
+				err = alloc.Check(r)
+			case r != x.Request:
+				err = fmt.Errorf("%v: nothing to place it on", r)
+			}
+			if err == nil && r.AutoGPUMem && x.Sampler == nil {
+				err = fmt.Errorf("%v: gpu_mem=auto needs the runs measured (a Sampler)", r)
+			}
+			checked[r] = err
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", run.Origin, err)
+		}
+		return nil
+	}
 }
 
 // chooseShard turns the shard spec into this invocation's shard, and says
@@ -384,7 +423,7 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	}
 	runs, resumed := w.Past().Resume(s.source.Runs(s.shard), opts.RetryFailed)
 	r.resume = resumed
-	r.x, err = execute.Start(ctx, opts.Plan.Slots, runs, xo)
+	r.x, err = execute.Start(ctx, runs, xo)
 	ready.Done()
 	if err != nil {
 		w.Close()
@@ -442,7 +481,9 @@ func (s *Sweep) header(total int) ledger.Record {
 	if s.opts.Node != nil {
 		h.Node, _ = json.Marshal(s.opts.Node)
 	}
-	h.Plan, _ = json.Marshal(s.opts.Plan.Doc())
+	if len(s.opts.Plan.Slots) > 0 {
+		h.Plan, _ = json.Marshal(s.opts.Plan.Doc())
+	}
 	return h
 }
 

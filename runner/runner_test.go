@@ -63,6 +63,9 @@ func TestPrepareRefuses(t *testing.T) {
 	os.WriteFile(tasks, []byte("true\n"), 0o644)
 	grid := filepath.Join(dir, "grid.yml")
 	os.WriteFile(grid, []byte("a: [1, 2]\n"), 0o644)
+	big := filepath.Join(dir, "big.txt")
+	os.WriteFile(big, []byte("true\n#nodepack cpus=4\ntrue 2\n"), 0o644)
+	twoCPUs := pack.Topology{CPUs: []pack.CPU{{ID: 0, Core: 0}, {ID: 1, Core: 1}}}
 	out := filepath.Join(dir, "out")
 	sw, err := Prepare(Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, Execute: execute.Options{TempDir: dir}})
 	if err != nil {
@@ -85,7 +88,14 @@ func TestPrepareRefuses(t *testing.T) {
 			out + " holds another sweep: the source was a task file, now a --grid file"},
 		{"restart and retry-failed", Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, Restart: true, RetryFailed: true}, "--restart reruns everything"},
 		{"requeue outside a batch job", Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, Requeue: true}, "not a run outside a batch job"},
-		{"no slots", Options{Source: sweep.Spec{TaskFile: tasks}, Output: out}, "the plan has no slots"},
+		{"a run that asks for more than the node has", Options{Source: sweep.Spec{TaskFile: big}, Output: filepath.Join(dir, "o3"),
+			Execute: execute.Options{Topology: twoCPUs, Request: pack.Request{CPUs: 1}}},
+			"big.txt:3: gpus=0 cpus=4: the node has 2 CPUs: never fits this node"},
+		{"a run that asks for CPUs with nothing to place them on", Options{Source: sweep.Spec{TaskFile: big}, Output: filepath.Join(dir, "o4")},
+			"big.txt:3: gpus=0 cpus=4: nothing to place it on"},
+		{"a rule that matches no run", Options{Source: sweep.Spec{Grid: grid, Command: []string{"echo"}, Requests: []string{"a=3: cpus=1"}},
+			Output: filepath.Join(dir, "o5"), Execute: execute.Options{Topology: twoCPUs}},
+			`--request "a=3: cpus=1" matches no run of ` + grid},
 		{"a missing program", Options{Source: sweep.Spec{Hydra: true, Command: []string{"no-such-program-x", "a=1,2"}}, Output: filepath.Join(dir, "o2"), Plan: oneSlot, CheckPrograms: true},
 			`program "no-such-program-x" not found`},
 	}

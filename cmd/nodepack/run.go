@@ -31,12 +31,24 @@ bash -c; blank lines and # comments are skipped; - reads standard input,
 and a pipe or process substitution works too), or every run of a
 Hydra-style sweep, YAML grid or JSON-lines params file (executed directly,
 no shell; {key}, {rep}, {index}, {run_id}, {run_dir} and {params_json}
-fill in the arguments), on this node, as many at once as the plan has
-slots. Each run gets its own GPUs (CUDA_VISIBLE_DEVICES with full UUIDs),
-its own CPUs (affinity set before it starts, OMP_NUM_THREADS and friends
-capped to match), a private TMPDIR, and a directory
-OUTPUT/runs/<name>-<run-id>/ with stdout.log, stderr.log and, for sweeps,
-grids and params, params.json.
+fill in the arguments), on this node, keeping it full: each run takes
+what it asks for when it starts and gives it back when it ends, and the
+next runs that fit start at once. Each run gets its own GPUs or its share
+of one (CUDA_VISIBLE_DEVICES with full UUIDs), its own CPUs (affinity set
+before it starts, OMP_NUM_THREADS and friends capped to match), a private
+TMPDIR, and a directory OUTPUT/runs/<name>-<run-id>/ with stdout.log,
+stderr.log and, for sweeps, grids and params, params.json.
+
+What a run asks for: the --*-per-run flags for every run; a task-file
+line '#nodepack gpus=2 cpus=16' for the lines after it (until the next
+such line; '#nodepack' alone goes back to the flags); a params line's
+"nodepack" object, {"lr": 0.1, "nodepack": {"gpus": 0.25}}; and for
+sweeps, grids and params, --request 'model=big: gpus=2' rules matched on
+a run's values. Keys: gpus (2, or a share of one GPU: 0.25, 1/4),
+gpu_mem (12GiB: share GPUs while the memory fits; auto measures), cpus,
+mem. Runs start in input order; a smaller run may start ahead of a larger
+one that does not fit yet, for at most --backfill-wait. A request that
+can never fit this node exits 2 before anything starts.
 
 Everything is checked before anything starts: every line of the input
 (bash must be able to parse each task line), the program every run
@@ -77,6 +89,7 @@ Examples:
   nodepack run --grid params.yml -- python train_mnist.py
   nodepack run --params runs.jsonl --reps 3 -- python train.py --out={run_dir} --seed={rep}
   nodepack run --runs-per-gpu 2 --timeout 2h --retries 1 sweep.txt
+  nodepack run --gpus-per-run 0.25 --sweep --request 'model=big: gpus=2' -- python train.py model=small,big seed=1,2
   seq 100 | sed 's/^/python train.py --seed=/' | nodepack run -
   nodepack run --stop-before 10m -o sweep1 sweep.txt   # in sbatch, with --requeue`
 
@@ -104,13 +117,16 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.JSON, "json", false, "with --dry-run: print the runs as a JSON document (schema nodepack.runs/v1)")
 	addSourceFlags(fs, &o.Source, &o.RunsPerShard)
 	fs.StringVar(&o.Shard, "shard", "auto", "run only shard `I/N`: the runs whose index is I mod N; auto takes it from the array index and task rank (SLURM_ARRAY_TASK_ID, SLURM_PROCID, SGE_TASK_ID, PBS_ARRAY_INDEX, LSB_JOBINDEX); none runs all")
+	fs.StringArrayVar(&o.Source.Requests, "request", nil, "give the runs whose values match a request, `'MATCH: REQ'` such as 'model=big: gpus=2 cpus=16' or '*: gpus=0.5' (repeatable; the first that matches applies; --sweep, --grid, --params)")
+	fs.DurationVar(&x.BackfillWait, "backfill-wait", execute.DefaultBackfillWait, "let smaller runs start ahead of one that does not fit yet for at most `D`, then keep what frees up for it; 0 starts runs strictly in order")
+	fs.DurationVar(&x.SettleTimeout, "settle-timeout", execute.DefaultSettleTimeout, "a run sharing a GPU by --gpu-mem-per-run keeps other runs off it until its GPU memory stops growing, or for at most `D`")
 	fs.StringVarP(&o.Output, "output", "o", "", "`DIR` for the ledger and logs (DIR/runs/<name>-<run-id>/); default nodepack-NAME-KEY, in a batch job nodepack-JOBID-NAME-KEY")
 	fs.BoolVar(&o.RetryFailed, "retry-failed", false, "when resuming, also run again the runs that failed")
 	fs.BoolVar(&o.Restart, "restart", false, "start over: keep the old ledger as a backup and run everything (also when DIR holds another sweep)")
 	fs.BoolVar(&o.Requeue, "requeue", false, "when stopped by SIGUSR1/SIGUSR2 (sbatch --signal) or --stop-before with runs left, have the batch system run this job again (Slurm: scontrol requeue; Grid Engine: exit 99); never on SIGTERM (scancel)")
 	fs.DurationVar(&o.StopBefore, "stop-before", 0, "start no runs `D` before the job's end (Slurm: SLURM_JOB_END_TIME or squeue, followed while the job runs) and stop running ones in time for --grace; 0 means off")
 	fs.DurationVar(&o.SampleInterval, "sample-interval", 10*time.Second, "measure each run's process tree and GPUs every `D`; 0 means only the kernel's totals")
-	fs.DurationVar(&x.Stagger, "stagger", 0, "start slot i's first run i×`D` after the start")
+	fs.DurationVar(&x.Stagger, "stagger", 0, "start the i-th of the first runs at once i×`D` after the start")
 	fs.DurationVar(&x.MinStartInterval, "min-start-interval", 0, "at least `D` between any two starts")
 	fs.DurationVar(&x.Timeout, "timeout", 0, "stop a run after `D` (SIGTERM, then SIGKILL after --grace); 0 means none")
 	fs.DurationVar(&x.Grace, "grace", execute.DefaultGrace, "time between SIGTERM and SIGKILL")
@@ -145,6 +161,15 @@ func (o *runOptions) finish(args []string) error {
 	}
 	if o.FailFast {
 		x.MaxFailures = 1
+	}
+	if x.BackfillWait == 0 {
+		x.BackfillWait = -1 // --backfill-wait 0: strictly in order
+	}
+	if x.SettleTimeout <= 0 {
+		return fmt.Errorf("--settle-timeout %v: must be more than 0", x.SettleTimeout)
+	}
+	if o.AutoGPUMem && o.SampleInterval == 0 {
+		return errors.New("--gpu-mem-per-run auto measures the runs: it needs --sample-interval above 0")
 	}
 	switch mode := execute.GPUIDMode(o.GPUIDs); mode {
 	case execute.GPUUUIDs, execute.GPUIndices:
@@ -236,6 +261,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	o.OnNote = func(line string) { printNotes(errOut, []string{line}) }
 	sw, node, err := o.prepare(ctx, fs.Args(), args)
+	if sampler, ok := o.Execute.Sampler.(*resources.UsageSampler); ok {
+		defer sampler.Close()
+	}
 	if err != nil {
 		return usageErrorf(errOut, "run", "%v", err)
 	}
@@ -277,15 +305,26 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*r
 			return nil, node, fmt.Errorf("--inventory: %w: plan with --inventory, run with the node's own", err)
 		}
 	}
-	if o.Plan, err = pack.NewPlan(node.Topology(), o.packOptions.Options); err != nil {
+	topo := node.Topology()
+	if o.Plan, err = pack.NewPlan(topo, o.packOptions.Options); err != nil {
 		return nil, node, err
+	}
+	// Every run asks for the plan's request unless it says otherwise; as
+	// many run at once as fit, up to --parallel, else as many as the plan
+	// or the CPUs allow, whichever is more (runs asking for less than the
+	// plan's request fit more).
+	x := &o.Execute
+	x.Topology, x.Request, o.Source.Request = topo, o.Plan.Request, o.Plan.Request
+	x.Parallel = o.packOptions.Parallel
+	if x.Parallel == 0 {
+		x.Parallel = max(len(o.Plan.Slots), len(topo.CPUs))
 	}
 	o.Node = node
 	o.Job = batch.Detect(os.LookupEnv) // this process's job, also with --inventory
 	o.Version, o.Command = nodepackVersion(), append([]string{"nodepack", "run"}, args...)
 	o.Source.CheckShell = true
 	o.CheckPrograms = !o.DryRun // a dry run may list runs for another machine
-	if o.SampleInterval > 0 && !o.DryRun {
+	if o.SampleInterval > 0 {
 		o.Execute.Sampler = resources.NewUsageSampler(o.SampleInterval)
 	}
 	sw, err := runner.Prepare(o.Options)
@@ -294,9 +333,6 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*r
 
 // run runs the prepared sweep, reports, and returns the exit status.
 func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progress, running *atomic.Int64, stderr io.Writer) int {
-	if sampler, ok := o.Execute.Sampler.(*resources.UsageSampler); ok {
-		defer sampler.Close()
-	}
 	ctx, signals := notifySignals(ctx, stderr, running, o.Execute.Grace)
 	defer signals.stop()
 	session, err := sw.Start(ctx)

@@ -15,17 +15,17 @@ import (
 	"github.com/nodepack/nodepack/pack"
 )
 
-// benchSlots pins two slots to CPUs 0 and 1 when allowed, as the CLI would
-// on this machine, and falls back to two unpinned slots.
-func benchSlots() []pack.Slot {
+// benchSlots pins two runs at a time to CPUs 0 and 1 when allowed, as the
+// CLI would on this machine, and falls back to two unpinned runs.
+func benchSlots() placement {
 	var set unix.CPUSet
 	if unix.SchedGetaffinity(0, &set) == nil && set.IsSet(0) && set.IsSet(1) {
-		return []pack.Slot{
-			{Index: 0, Assignment: pack.Assignment{CPUs: []int{0}}},
-			{Index: 1, Assignment: pack.Assignment{CPUs: []int{1}}},
+		return func(o *Options) {
+			o.Topology = pack.Topology{CPUs: []pack.CPU{{ID: 0, Core: 0}, {ID: 1, Core: 1}}}
+			o.Request, o.Parallel = pack.Request{CPUs: 1}, 2
 		}
 	}
-	return plainSlots(2)
+	return lanes(2)
 }
 
 // BenchmarkThroughput runs b.N `true` runs on two slots with log files on
@@ -63,7 +63,7 @@ func BenchmarkThroughput(b *testing.B) {
 				}
 			}}
 			b.ResetTimer()
-			sum, err := Execute(b.Context(), benchSlots(), runs, opts)
+			sum, err := Execute(b.Context(), runs, place(benchSlots(), opts))
 			b.StopTimer()
 			if err != nil || sum.Succeeded != b.N {
 				b.Fatalf("%d of %d succeeded: %v", sum.Succeeded, b.N, err)

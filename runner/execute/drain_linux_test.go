@@ -26,7 +26,7 @@ func TestDrainStopsStartingOnly(t *testing.T) {
 	}}
 	rec := &recorder{}
 	opts.OnEvent = func(next func(Event)) func(Event) { return func(ev Event) { rec.add(ev); next(ev) } }(opts.OnEvent)
-	x, err := Start(t.Context(), plainSlots(1), Runs(shell("sleep 0.2", "true", "true")...), opts)
+	x, err := Start(t.Context(), Runs(shell("sleep 0.2", "true", "true")...), place(lanes(1), opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestDrainDeadlineInThePastStartsNothing(t *testing.T) {
 	for trial := range trials {
 		dir := t.TempDir()
 		opts := Options{TempDir: dir, OutputDir: dir, DrainAt: time.Now().Add(-time.Millisecond)}
-		sum, events, err := execute(t, t.Context(), plainSlots(4), opts, shell("true", "true", "true", "true", "true", "true")...)
+		sum, events, err := execute(t, t.Context(), lanes(4), opts, shell("true", "true", "true", "true", "true", "true")...)
 		if err != nil || sum.Runs != 0 || len(events) != 0 || !sum.Drained {
 			t.Fatalf("trial %d: err %v, summary %+v, %d events; want nothing started and a drain", trial, err, sum, len(events))
 		}
@@ -75,7 +75,7 @@ func TestSetDeadlinesMovesThem(t *testing.T) {
 			x.SetDeadlines(time.Now().Add(-time.Second), time.Time{})
 		}
 	}}
-	x, err := Start(t.Context(), plainSlots(1), Runs(shell("true", "true", "true")...), opts)
+	x, err := Start(t.Context(), Runs(shell("true", "true", "true")...), place(lanes(1), opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestTerminateAtStopsRunningRuns(t *testing.T) {
 		}
 	}}
 	start := time.Now()
-	x, err := Start(t.Context(), plainSlots(1), Runs(shell("sleep 30", "true")...), opts)
+	x, err := Start(t.Context(), Runs(shell("sleep 30", "true")...), place(lanes(1), opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func (f *fakeSampler) Sample(target usage.Target) func() usage.Sampled {
 // the sampler's numbers, and the signal of a run that died of one.
 func TestUsage(t *testing.T) {
 	sampler := &fakeSampler{}
-	_, events, err := execute(t, t.Context(), plainSlots(1), Options{Sampler: sampler},
+	_, events, err := execute(t, t.Context(), lanes(1), Options{Sampler: sampler},
 		Run{ID: "big", Args: []string{"bash", "-c", `dd if=/dev/zero of=/dev/null bs=40M count=1 status=none; echo done; echo $$`}},
 		Run{ID: "segv", Args: []string{"bash", "-c", "kill -SEGV $$"}},
 	)
@@ -171,7 +171,7 @@ func TestUsage(t *testing.T) {
 func TestPriorAttemptsContinueCounting(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{OutputDir: dir, PriorAttempts: func(id string) int { return 2 }}
-	_, events, err := execute(t, t.Context(), plainSlots(1), opts, Run{ID: "r", Args: []string{"bash", "-c", "echo $NODEPACK_ATTEMPT"}})
+	_, events, err := execute(t, t.Context(), lanes(1), opts, Run{ID: "r", Args: []string{"bash", "-c", "echo $NODEPACK_ATTEMPT"}})
 	if err != nil || len(events) != 1 {
 		t.Fatal(err)
 	}

@@ -5,20 +5,20 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner/execute"
 )
 
 func Example() {
-	// One slot; a real plan comes from pack and carries GPUs and CPUs, e.g.
-	// pack.Assignment{CPUs: []int{0, 1}} pins every run of the slot there.
-	slots := []pack.Slot{{Index: 0}}
+	// One run at a time, placed nowhere. With a Topology (from
+	// resources.Node.Topology) and a Request, or a Request per Run, each
+	// run gets its own GPUs and pinned CPUs as it starts.
 	runs := execute.Runs(
 		execute.Run{ID: "hello", Args: []string{"echo", "hello"}},
 		execute.Run{ID: "fails", Args: []string{"sh", "-c", "echo oops >&2; exit 3"}},
 	)
-	sum, err := execute.Execute(context.Background(), slots, runs, execute.Options{
-		Live: os.Stdout, // OutputDir would also keep runs/<id>/stdout.log and stderr.log
+	sum, err := execute.Execute(context.Background(), runs, execute.Options{
+		Parallel: 1,
+		Live:     os.Stdout, // OutputDir would also keep runs/<id>/stdout.log and stderr.log
 		OnEvent: func(ev execute.Event) {
 			if ev.Kind == execute.Finished {
 				fmt.Printf("%s: %s, exit %d\n", ev.Run.ID, ev.Reason, ev.ExitCode)

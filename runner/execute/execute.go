@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -32,11 +33,11 @@ type attemptKey struct {
 	attempt int
 }
 
-// Execute runs every run from runs on the given slots and returns when the
-// source is exhausted and all started runs have ended, or after it stopped
-// early: it is [Start] followed by [Execution.Wait].
-func Execute(ctx context.Context, slots []pack.Slot, runs iter.Seq2[Run, error], opts Options) (Summary, error) {
-	x, err := Start(ctx, slots, runs, opts)
+// Execute runs every run from runs and returns when the source is
+// exhausted and all started runs have ended, or after it stopped early: it
+// is [Start] followed by [Execution.Wait].
+func Execute(ctx context.Context, runs iter.Seq2[Run, error], opts Options) (Summary, error) {
+	x, err := Start(ctx, runs, opts)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -55,7 +56,8 @@ func Execute(ctx context.Context, slots []pack.Slot, runs iter.Seq2[Run, error],
 type Execution struct {
 	ctx          context.Context
 	opts         Options
-	slots        []pack.Slot
+	parallel     int
+	sched        *scheduler
 	env          *envBuilder
 	live         *liveWriter
 	outDir       string // absolute; "" for no logs
@@ -64,16 +66,15 @@ type Execution struct {
 	start        time.Time // when Start was called; never written after
 	stopOnCancel func() bool
 
-	next       chan Run      // runs handed from the source to the slots
-	sourceDone chan struct{} // closed when the feeder has handed over its last run
-	stop       chan struct{} // closed when no run may start any more
-	haltOnce   sync.Once
-	kill       chan struct{} // closed by Kill
-	killOnce   sync.Once
-	terminate  chan struct{} // closed when the terminate deadline passes
-	termOnce   sync.Once
-	done       chan struct{} // closed once the slots have returned
-	workers    sync.WaitGroup
+	next      chan Run      // runs handed from the source to the scheduler
+	stop      chan struct{} // closed when no run may start any more
+	haltOnce  sync.Once
+	kill      chan struct{} // closed by Kill
+	killOnce  sync.Once
+	terminate chan struct{} // closed when the terminate deadline passes
+	termOnce  sync.Once
+	done      chan struct{} // closed once the scheduler and every run have returned
+	workers   sync.WaitGroup
 
 	deadlineMu    sync.Mutex
 	drainAt       time.Time
@@ -98,26 +99,27 @@ type Execution struct {
 }
 
 // Start checks its arguments, sets up the output directory and starts the
-// sweep: each slot runs one run at a time with the slot's Assignment and
-// takes the next run as soon as one ends; slot i takes its first run
-// i×Stagger after the start. Runs start in the order the source yields
-// them.
+// sweep: each run takes what its request asks for from the Topology when
+// it starts and gives it back when it ends, and the next runs that fit
+// start at once, up to Parallel at a time. Runs start in the order the
+// source yields them, except that a run may start ahead of one that does
+// not fit yet, for at most BackfillWait (see pack.Queue).
 //
 // A run's exit status is data, not an error: failures are counted in the
 // Summary and reported through OnEvent. Start returns an error only when
-// the sweep cannot begin (no slots, bad options, an unwritable OutputDir).
-// See the package documentation for its process-wide effects.
-func Start(ctx context.Context, slots []pack.Slot, runs iter.Seq2[Run, error], opts Options) (*Execution, error) {
-	e, err := newExecution(ctx, slots, opts)
+// the sweep cannot begin (bad options, a Request that can never fit, an
+// unwritable OutputDir); a run further down the source whose own request
+// can never fit ends the sweep as a source error does. See the package
+// documentation for its process-wide effects.
+func Start(ctx context.Context, runs iter.Seq2[Run, error], opts Options) (*Execution, error) {
+	e, err := newExecution(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	e.stopOnCancel = context.AfterFunc(ctx, e.halt)
 	go e.feed(runs)
 	go e.watchDeadlines()
-	for i := range slots {
-		e.workers.Go(func() { e.work(i) })
-	}
+	e.workers.Go(e.schedule)
 	return e, nil
 }
 
@@ -146,6 +148,9 @@ func (e *Execution) Wait() (Summary, error) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.sum.End = time.Now()
+		e.sched.mu.Lock()
+		e.sum.SlotBusy = e.sum.SlotBusy[:e.sched.used]
+		e.sched.mu.Unlock()
 		e.result, e.resErr = e.sum, e.err
 		switch {
 		case e.ctx.Err() != nil:
@@ -193,21 +198,33 @@ func (e *Execution) deadlines() (drainAt, terminateAt time.Time) {
 	return e.drainAt, e.terminateAt
 }
 
-func newExecution(ctx context.Context, slots []pack.Slot, opts Options) (*Execution, error) {
-	if len(slots) == 0 {
-		return nil, errors.New("execute: no slots")
-	}
+func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 	switch opts.GPUIDs {
 	case "", GPUUUIDs, GPUIndices:
 	default:
 		return nil, fmt.Errorf("execute: gpu ids %q: want %q or %q", opts.GPUIDs, GPUUUIDs, GPUIndices)
 	}
-	for _, s := range slots {
-		for _, c := range s.CPUs {
-			if c < 0 {
-				return nil, fmt.Errorf("execute: slot %d: cpu %d", s.Index, c)
-			}
+	parallel := opts.Parallel
+	switch {
+	case parallel < 0:
+		return nil, fmt.Errorf("execute: parallel %d: must not be negative", parallel)
+	case parallel == 0 && opts.hasTopology():
+		parallel = max(len(opts.Topology.CPUs), 1)
+	case parallel == 0:
+		parallel = runtime.NumCPU()
+	}
+	if opts.hasTopology() {
+		if err := opts.Topology.Validate(); err != nil {
+			return nil, fmt.Errorf("execute: %w", err)
 		}
+		if err := pack.NewAllocator(opts.Topology).Check(opts.Request); err != nil {
+			return nil, fmt.Errorf("execute: request %w", err)
+		}
+	} else if opts.Request != (pack.Request{}) {
+		return nil, fmt.Errorf("execute: request %v: there is no Topology to place it on", opts.Request)
+	}
+	if opts.Request.AutoGPUMem && opts.Sampler == nil {
+		return nil, errors.New("execute: gpu_mem=auto needs a Sampler to measure it")
 	}
 	if err := setup(); err != nil {
 		return nil, fmt.Errorf("execute: %w", err)
@@ -215,10 +232,9 @@ func newExecution(ctx context.Context, slots []pack.Slot, opts Options) (*Execut
 	e := &Execution{
 		ctx:           ctx,
 		opts:          opts,
-		slots:         slots,
+		parallel:      parallel,
 		grace:         opts.Grace,
 		next:          make(chan Run),
-		sourceDone:    make(chan struct{}),
 		paths:         make(map[string]string),
 		stop:          make(chan struct{}),
 		kill:          make(chan struct{}),
@@ -255,7 +271,8 @@ func newExecution(ctx context.Context, slots []pack.Slot, opts Options) (*Execut
 		return nil, fmt.Errorf("execute: temp dir: %w", err)
 	}
 	e.scratch = scratch
-	e.sum.SlotBusy = make([]time.Duration, len(slots))
+	e.sched = newScheduler(&e.opts, parallel)
+	e.sum.SlotBusy = make([]time.Duration, parallel)
 	e.start = time.Now()
 	e.sum.Start = e.start
 	e.turnNext = e.start
@@ -265,10 +282,10 @@ func newExecution(ctx context.Context, slots []pack.Slot, opts Options) (*Execut
 // halt stops the starting of runs; running ones are left alone.
 func (e *Execution) halt() { e.haltOnce.Do(func() { close(e.stop) }) }
 
-// watchDeadlines drains the sweep at its drain deadline (so that slots
+// watchDeadlines drains the sweep at its drain deadline (so that runs
 // waiting for their turn stop waiting; every start also checks it itself)
 // and stops the running runs at its terminate deadline. It returns when
-// the slots have returned.
+// the scheduler and the runs have returned.
 func (e *Execution) watchDeadlines() {
 	drained := false
 	for {
@@ -375,10 +392,9 @@ func (e *Execution) emit(ev Event) {
 	e.opts.OnEvent(ev)
 }
 
-// feed hands runs to the slots one at a time, so the source is read only as
-// fast as runs start.
+// feed hands runs to the scheduler one at a time, so the source is read
+// only as fast as the scheduler's queue takes them.
 func (e *Execution) feed(runs iter.Seq2[Run, error]) {
-	defer close(e.sourceDone)
 	defer close(e.next)
 	for run, err := range runs {
 		if err != nil {
@@ -393,30 +409,6 @@ func (e *Execution) feed(runs iter.Seq2[Run, error]) {
 		select {
 		case e.next <- run:
 		case <-e.stop:
-			return
-		}
-	}
-}
-
-// work is slot i's loop. A slot takes a run only when it can start it at
-// once: a staggered slot first waits out its stagger, so no run is held
-// back in a slot that is not ready while another slot is idle.
-func (e *Execution) work(i int) {
-	if d := time.Duration(i) * e.opts.Stagger; d > 0 && !e.sleepUntil(e.start.Add(d), e.sourceDone) {
-		return
-	}
-	for {
-		var run Run
-		select {
-		case r, ok := <-e.next:
-			if !ok {
-				return
-			}
-			run = r
-		case <-e.stop:
-			return
-		}
-		if !e.runAll(i, run) {
 			return
 		}
 	}
@@ -470,35 +462,34 @@ func (e *Execution) endTurn(started time.Time) {
 	<-e.turn
 }
 
-// runAll runs one run's attempts in slot i and reports whether the slot
-// should go on.
-func (e *Execution) runAll(i int, run Run) bool {
-	slot := e.slots[i]
+// runAll runs the attempts of the placed run r.
+func (e *Execution) runAll(r *placed) {
+	run := &r.p.run
 	if run.ID == "" {
 		run.ID = strconv.Itoa(run.Index)
 	}
 	if !ValidID(run.ID) {
-		e.fail(fmt.Errorf("execute: %s: run id %q is not a file name", originOf(run), run.ID))
-		return false
+		e.fail(fmt.Errorf("execute: %s: run id %q is not a file name", originOf(*run), run.ID))
+		return
 	}
 	prior := 0
 	if e.opts.PriorAttempts != nil {
 		prior = max(0, e.opts.PriorAttempts(run.ID))
 	}
 	for n := 1; ; n++ {
-		ev, started, err := e.attempt(slot, run, prior+n)
+		ev, started, err := e.attempt(r, prior+n)
 		if err != nil {
-			e.fail(fmt.Errorf("execute: slot %d: %s: %w", slot.Index, originOf(run), err))
-			return false
+			e.fail(fmt.Errorf("execute: %s: %w", originOf(*run), err))
+			return
 		}
 		if !started {
-			return false // the sweep stopped before this attempt could start
+			return // the sweep stopped before this attempt could start
 		}
 		ev.Retry = (ev.Reason == Failed || ev.Reason == TimedOut) && n <= e.opts.Retries && !e.halted()
-		e.record(i, ev, n == 1)
+		e.record(r.lane, ev, n == 1)
 		e.emit(ev)
 		if !ev.Retry {
-			return true
+			return
 		}
 	}
 }
@@ -636,7 +627,9 @@ func (f *attemptFiles) begin(n int) error {
 // attempt could start, and then nothing ran. An error means the runner
 // could not prepare the attempt, which is not the run's fault; a command
 // that cannot start is a failed attempt.
-func (e *Execution) attempt(slot pack.Slot, run Run, n int) (ev Event, started bool, err error) {
+func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error) {
+	run := r.p.run
+	slot := pack.Slot{Index: r.lane, Assignment: r.assignment()}
 	ev = Event{Kind: Started, Run: run, Attempt: n, Slot: slot}
 	files, err := e.prepare(&ev, n)
 	if err != nil {
@@ -676,15 +669,17 @@ func (e *Execution) attempt(slot pack.Slot, run Run, n int) (ev Event, started b
 	ev.PID = p.pid
 	e.emit(ev)
 
+	settle := e.gate(r, n)
 	var stopSampling func() usage.Sampled
 	if e.opts.Sampler != nil {
-		stopSampling = e.opts.Sampler.Sample(usage.Target{Root: p.child, SkipRoot: p.child != p.pid, GPUs: slot.UUIDs()})
+		stopSampling = e.opts.Sampler.Sample(usage.Target{Root: p.child, SkipRoot: p.child != p.pid, GPUs: slot.UUIDs(), Settle: settle})
 	}
 	reason := e.wait(p)
 	ev.End = time.Now()
 	var sampled usage.Sampled
 	if stopSampling != nil {
 		sampled = stopSampling()
+		e.learnAtEnd(r, sampled)
 	}
 	exit := p.finish()
 	if outW != nil {
@@ -693,6 +688,7 @@ func (e *Execution) attempt(slot pack.Slot, run Run, n int) (ev Event, started b
 	}
 	e.classify(&ev, reason, exit)
 	ev.Usage.Sampled = sampled
+	ev.Slot.Assignment = r.assignment() // gpu_mem=auto may have shrunk its claim
 	return ev, true, nil
 }
 

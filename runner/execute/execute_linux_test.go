@@ -26,32 +26,38 @@ import (
 	"github.com/nodepack/nodepack/pack"
 )
 
-// cpuSlots returns one slot per CPU in cpus, skipping the test unless the
-// process may use all of them.
-func cpuSlots(t *testing.T, cpus ...int) []pack.Slot {
+// placement says where a test's runs go: how many at once, and on what.
+type placement func(*Options)
+
+// place returns opts with the placement p.
+func place(p placement, opts Options) Options {
+	p(&opts)
+	return opts
+}
+
+// pinned places runs of one CPU each on the given CPUs, as many at once
+// as there are CPUs, skipping the test unless the process may use all of
+// them.
+func pinned(t *testing.T, cpus ...int) placement {
 	t.Helper()
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		t.Skip(err)
 	}
-	var slots []pack.Slot
-	for i, c := range cpus {
+	var topo pack.Topology
+	for _, c := range cpus {
 		if !set.IsSet(c) {
 			t.Skipf("CPU %d is not in this process's affinity mask", c)
 		}
-		slots = append(slots, pack.Slot{Index: i, Assignment: pack.Assignment{CPUs: []int{c}}})
+		topo.CPUs = append(topo.CPUs, pack.CPU{ID: c, Core: c})
 	}
-	return slots
+	return func(o *Options) {
+		o.Topology, o.Request, o.Parallel = topo, pack.Request{CPUs: 1}, len(cpus)
+	}
 }
 
-// plainSlots returns n slots with no placement.
-func plainSlots(n int) []pack.Slot {
-	slots := make([]pack.Slot, n)
-	for i := range slots {
-		slots[i].Index = i
-	}
-	return slots
-}
+// lanes runs up to n runs at once, placed nowhere.
+func lanes(n int) placement { return func(o *Options) { o.Parallel = n } }
 
 // shell turns command lines into runs as a task file would: bash -c, an
 // id of 12 hex digits, origin test:N.
@@ -89,8 +95,9 @@ func (r *recorder) finished() []Event {
 	return out
 }
 
-func execute(t *testing.T, ctx context.Context, slots []pack.Slot, opts Options, runs ...Run) (Summary, []Event, error) {
+func execute(t *testing.T, ctx context.Context, p placement, opts Options, runs ...Run) (Summary, []Event, error) {
 	t.Helper()
+	p(&opts)
 	rec := &recorder{}
 	if next := opts.OnEvent; next != nil {
 		opts.OnEvent = func(ev Event) { rec.add(ev); next(ev) }
@@ -103,7 +110,7 @@ func execute(t *testing.T, ctx context.Context, slots []pack.Slot, opts Options,
 	if opts.TempDir == "" {
 		opts.TempDir = t.TempDir()
 	}
-	sum, err := Execute(ctx, slots, Runs(runs...), opts)
+	sum, err := Execute(ctx, Runs(runs...), opts)
 	return sum, rec.finished(), err
 }
 
@@ -117,7 +124,7 @@ func readLog(t *testing.T, path string) string {
 }
 
 func TestAffinityInPlaceFromFirstInstruction(t *testing.T) {
-	slots := cpuSlots(t, 0, 1)
+	slots := pinned(t, 0, 1)
 	var runs []Run
 	for i := range 200 {
 		runs = append(runs, Run{ID: strconv.Itoa(i), Index: i, Args: []string{"grep", "Cpus_allowed_list", "/proc/self/status"}})
@@ -147,12 +154,16 @@ func TestAffinityInPlaceFromFirstInstruction(t *testing.T) {
 
 func TestEnvInRun(t *testing.T) {
 	t.Setenv("ROCR_VISIBLE_DEVICES", "0")
-	slot := pack.Slot{Index: 0, Assignment: pack.Assignment{GPUs: []pack.GPU{gpuA, gpuB}, CPUs: cpuSlots(t, 0)[0].CPUs}}
+	cpu0 := place(pinned(t, 0), Options{}).Topology.CPUs
+	twoGPUs := func(o *Options) {
+		o.Topology = pack.Topology{CPUs: cpu0, GPUs: []pack.GPU{gpuA, gpuB}}
+		o.Request = pack.Request{GPUs: 2, CPUs: 1}
+	}
 	run := shell(`echo "$CUDA_VISIBLE_DEVICES|$CUDA_DEVICE_ORDER|${ROCR_VISIBLE_DEVICES-unset}|$OMP_NUM_THREADS|$NODEPACK_SLOT|$NODEPACK_ATTEMPT|$NODEPACK_CPUS|$X|$(basename $(pwd))"; test -d "$TMPDIR" && test "$TMPDIR" = "$TMP" && test -d "$NODEPACK_RUN_DIR" && echo "$TMPDIR" >&2`)[0]
 	run.Dir = t.TempDir()
 	os.Mkdir(filepath.Join(run.Dir, "wd"), 0o755)
 	run.Dir = filepath.Join(run.Dir, "wd")
-	_, events, err := execute(t, t.Context(), []pack.Slot{slot}, Options{Env: []string{"X=extra"}}, run)
+	_, events, err := execute(t, t.Context(), twoGPUs, Options{Env: []string{"X=extra"}}, run)
 	if err != nil || len(events) != 1 || events[0].Reason != OK {
 		t.Fatalf("Execute: %v, events %+v", err, events)
 	}
@@ -166,7 +177,7 @@ func TestEnvInRun(t *testing.T) {
 }
 
 func TestWrap(t *testing.T) {
-	_, events, err := execute(t, t.Context(), plainSlots(1), Options{Wrap: []string{"env", "WRAPPED=yes"}},
+	_, events, err := execute(t, t.Context(), lanes(1), Options{Wrap: []string{"env", "WRAPPED=yes"}},
 		shell(`echo $WRAPPED`)...)
 	if err != nil || len(events) != 1 || events[0].Reason != OK {
 		t.Fatal(err, events)
@@ -177,7 +188,7 @@ func TestWrap(t *testing.T) {
 }
 
 func TestExitCodes(t *testing.T) {
-	sum, events, err := execute(t, t.Context(), plainSlots(2), Options{},
+	sum, events, err := execute(t, t.Context(), lanes(2), Options{},
 		Run{ID: "ok", Args: []string{"true"}},
 		Run{ID: "three", Args: []string{"bash", "-c", "exit 3"}},
 		Run{ID: "term", Args: []string{"bash", "-c", "kill -TERM $$"}},
@@ -227,7 +238,7 @@ func TestSignalledWithTheSweep(t *testing.T) {
 			}
 		}
 	}()
-	_, events, _ := execute(t, ctx, plainSlots(1), Options{},
+	_, events, _ := execute(t, ctx, lanes(1), Options{},
 		Run{ID: "scancelled", Args: []string{"bash", "-c", "touch " + dying + "; kill -TERM $$"}})
 	if len(events) != 1 || events[0].ExitCode != 143 || events[0].Reason != Interrupted {
 		t.Errorf("events %+v; want one run, exit 143, interrupted", events)
@@ -236,7 +247,7 @@ func TestSignalledWithTheSweep(t *testing.T) {
 
 func TestTimeout(t *testing.T) {
 	start := time.Now()
-	sum, events, err := execute(t, t.Context(), plainSlots(2), Options{Timeout: 200 * time.Millisecond, Grace: 200 * time.Millisecond},
+	sum, events, err := execute(t, t.Context(), lanes(2), Options{Timeout: 200 * time.Millisecond, Grace: 200 * time.Millisecond},
 		Run{ID: "polite", Args: []string{"sleep", "30"}},
 		// env ignores SIGTERM before it execs sleep, so no moment of the
 		// run's life can die of it.
@@ -264,7 +275,7 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestRetries(t *testing.T) {
-	sum, events, err := execute(t, t.Context(), plainSlots(1), Options{Retries: 3},
+	sum, events, err := execute(t, t.Context(), lanes(1), Options{Retries: 3},
 		shell(`echo "try $NODEPACK_ATTEMPT"; test "$NODEPACK_ATTEMPT" -ge 3`, `exit 7`)...)
 	if err != nil {
 		t.Fatal(err)
@@ -287,7 +298,7 @@ func TestRetries(t *testing.T) {
 }
 
 func TestFailFast(t *testing.T) {
-	sum, events, err := execute(t, t.Context(), plainSlots(1), Options{MaxFailures: 1, Retries: 2},
+	sum, events, err := execute(t, t.Context(), lanes(1), Options{MaxFailures: 1, Retries: 2},
 		shell("true", "exit 1", "true", "true")...)
 	if err != nil {
 		t.Fatal(err)
@@ -295,11 +306,11 @@ func TestFailFast(t *testing.T) {
 	if len(events) != 4 || sum.Runs != 2 || sum.Failed != 1 || !sum.Stopped {
 		t.Errorf("events %d, summary %+v; want 2 runs (1 + 3 attempts), stopped", len(events), sum)
 	}
-	sum, _, _ = execute(t, t.Context(), plainSlots(1), Options{MaxFailures: 2}, shell("exit 1", "true", "exit 1", "true")...)
+	sum, _, _ = execute(t, t.Context(), lanes(1), Options{MaxFailures: 2}, shell("exit 1", "true", "exit 1", "true")...)
 	if sum.Runs != 3 || !sum.Stopped {
 		t.Errorf("MaxFailures 2: summary %+v, want 3 runs, stopped", sum)
 	}
-	sum, _, _ = execute(t, t.Context(), plainSlots(1), Options{}, shell("exit 1", "exit 1", "true")...)
+	sum, _, _ = execute(t, t.Context(), lanes(1), Options{}, shell("exit 1", "exit 1", "true")...)
 	if sum.Runs != 3 || sum.Stopped {
 		t.Errorf("default: summary %+v, want all 3 runs", sum)
 	}
@@ -312,8 +323,8 @@ func TestFailFast(t *testing.T) {
 func TestStagger(t *testing.T) {
 	const stagger = 100 * time.Millisecond
 	rec := &recorder{}
-	sum, err := Execute(t.Context(), plainSlots(3), Runs(shell("sleep 2", "sleep 2", "sleep 2")...),
-		Options{Stagger: stagger, OnEvent: rec.add, TempDir: t.TempDir()})
+	sum, err := Execute(t.Context(), Runs(shell("sleep 2", "sleep 2", "sleep 2")...),
+		place(lanes(3), Options{Stagger: stagger, OnEvent: rec.add, TempDir: t.TempDir()}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,8 +340,8 @@ func TestStagger(t *testing.T) {
 
 	const interval = 100 * time.Millisecond
 	rec = &recorder{}
-	_, err = Execute(t.Context(), plainSlots(2), Runs(shell("true", "true", "true", "true")...),
-		Options{MinStartInterval: interval, OnEvent: rec.add, TempDir: t.TempDir()})
+	_, err = Execute(t.Context(), Runs(shell("true", "true", "true", "true")...),
+		place(lanes(2), Options{MinStartInterval: interval, OnEvent: rec.add, TempDir: t.TempDir()}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +367,7 @@ func TestStaggerHoldsNoRunHostage(t *testing.T) {
 	var err error
 	go func() {
 		defer close(done)
-		sum, events, err = execute(t, t.Context(), plainSlots(2), Options{Stagger: 1000 * time.Hour}, shell("true", "true", "true", "true")...)
+		sum, events, err = execute(t, t.Context(), lanes(2), Options{Stagger: 1000 * time.Hour}, shell("true", "true", "true", "true")...)
 	}()
 	select {
 	case <-done:
@@ -377,7 +388,7 @@ func TestCancelInterruptsWaits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	sum, _, err := execute(t, ctx, plainSlots(2), Options{Stagger: time.Hour}, shell("sleep 30", "sleep 31")...)
+	sum, _, err := execute(t, ctx, lanes(2), Options{Stagger: time.Hour}, shell("sleep 30", "sleep 31")...)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want deadline exceeded", err)
 	}
@@ -437,7 +448,7 @@ func TestCancelLeavesNoProcess(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		sum, events, err = execute(t, ctx, plainSlots(2), opts, shell(tree, tree, "true")...)
+		sum, events, err = execute(t, ctx, lanes(2), opts, shell(tree, tree, "true")...)
 	}()
 	<-started
 	<-started
@@ -479,7 +490,7 @@ func TestCancelLeavesNoProcess(t *testing.T) {
 
 func TestNormalExitLeavesNoProcess(t *testing.T) {
 	start := time.Now()
-	_, events, err := execute(t, t.Context(), plainSlots(1), Options{},
+	_, events, err := execute(t, t.Context(), lanes(1), Options{},
 		shell(`setsid sleep 300 & echo $!; sleep 300 & echo $!`, `setsid bash -c 'sleep 300 & echo $!; setsid sleep 300 & echo $!; wait' & sleep 0.1`)...)
 	if err != nil {
 		t.Fatal(err)
@@ -497,7 +508,7 @@ func TestNormalExitLeavesNoProcess(t *testing.T) {
 func TestGrandchildHoldingOutputDoesNotHang(t *testing.T) {
 	var live bytes.Buffer
 	start := time.Now()
-	_, events, err := execute(t, t.Context(), plainSlots(1), Options{Live: &syncBuffer{b: &live}},
+	_, events, err := execute(t, t.Context(), lanes(1), Options{Live: &syncBuffer{b: &live}},
 		shell(`setsid sleep 300 & echo $!; echo bye`)...)
 	if err != nil || len(events) != 1 || events[0].Reason != OK {
 		t.Fatalf("Execute: %v %+v", err, events)
@@ -522,7 +533,7 @@ func TestKillAtOnce(t *testing.T) {
 			started <- struct{}{}
 		}
 	}}
-	x, err := Start(ctx, plainSlots(1), Runs(shell(`trap '' TERM; sleep 300 & echo $!; touch `+ready+`; wait; wait`)...), opts)
+	x, err := Start(ctx, Runs(shell(`trap '' TERM; sleep 300 & echo $!; touch `+ready+`; wait; wait`)...), place(lanes(1), opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,7 +592,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func TestLiveLinesDoNotInterleave(t *testing.T) {
 	var live bytes.Buffer
 	loop := `for i in $(seq 300); do echo "$NODEPACK_RUN_ID line $i"; echo "$NODEPACK_RUN_ID err $i" >&2; done; printf "$NODEPACK_RUN_ID tail"`
-	_, events, err := execute(t, t.Context(), plainSlots(2), Options{Live: &syncBuffer{b: &live}}, shell(loop, loop+" ", loop+"  ")...)
+	_, events, err := execute(t, t.Context(), lanes(2), Options{Live: &syncBuffer{b: &live}}, shell(loop, loop+" ", loop+"  ")...)
 	if err != nil || len(events) != 3 {
 		t.Fatal(err, events)
 	}
@@ -614,23 +625,31 @@ func TestSourceError(t *testing.T) {
 			yield(Run{}, bad)
 		}
 	}
-	sum, err := Execute(t.Context(), plainSlots(1), source, Options{TempDir: t.TempDir()})
+	sum, err := Execute(t.Context(), source, place(lanes(1), Options{TempDir: t.TempDir()}))
 	if !errors.Is(err, bad) || sum.Runs != 1 {
 		t.Errorf("err %v, summary %+v; want bad input after 1 run", err, sum)
 	}
-	_, err = Execute(t.Context(), plainSlots(1), Runs(Run{ID: "../x", Args: []string{"true"}}), Options{TempDir: t.TempDir()})
+	_, err = Execute(t.Context(), Runs(Run{ID: "../x", Args: []string{"true"}}), place(lanes(1), Options{TempDir: t.TempDir()}))
 	if err == nil {
 		t.Error("a run id with a slash was accepted")
 	}
-	_, err = Execute(t.Context(), nil, Runs(), Options{})
+	_, err = Execute(t.Context(), Runs(), Options{Parallel: -1})
 	if err == nil {
-		t.Error("no slots was accepted")
+		t.Error("a negative Parallel was accepted")
+	}
+	_, err = Execute(t.Context(), Runs(), Options{Request: pack.Request{GPUs: 1}})
+	if err == nil {
+		t.Error("a request for a GPU without a Topology was accepted")
+	}
+	_, err = Execute(t.Context(), Runs(), Options{Topology: pack.Topology{CPUs: []pack.CPU{{ID: 0}}}, Request: pack.Request{GPUs: 1}})
+	if err == nil || !errors.Is(err, pack.ErrNeverFits) {
+		t.Errorf("a request for a GPU on a node without one: %v, want ErrNeverFits", err)
 	}
 }
 
 func TestInvalidCPUIsASetupError(t *testing.T) {
-	slots := []pack.Slot{{Assignment: pack.Assignment{CPUs: []int{1000}}}}
-	sum, err := Execute(t.Context(), slots, Runs(shell("true", "true")...), Options{TempDir: t.TempDir()})
+	topo := pack.Topology{CPUs: []pack.CPU{{ID: 1000}}}
+	sum, err := Execute(t.Context(), Runs(shell("true", "true")...), Options{Topology: topo, Request: pack.Request{CPUs: 1}, TempDir: t.TempDir()})
 	if err == nil || sum.Runs != 0 {
 		t.Errorf("err %v, summary %+v; want a setup error and no run", err, sum)
 	}
@@ -668,7 +687,7 @@ func TestStartErrorsKeepTheirType(t *testing.T) {
 		os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644)
 		gone := filepath.Join(dir, "gone")
 		os.WriteFile(gone, []byte("#!/bin/sh\n"), 0o755)
-		_, events, err := execute(t, t.Context(), plainSlots(1), Options{},
+		_, events, err := execute(t, t.Context(), lanes(1), Options{},
 			Run{ID: "missing", Args: []string{"no-such-program-x"}},
 			Run{ID: "not-executable", Args: []string{notExec}},
 		)

@@ -26,12 +26,39 @@ const (
 	GPUIndices GPUIDMode = "index"
 )
 
-// Options configures Execute. The zero value is usable: runs start at once,
-// output is discarded, no timeout, no retries, failures do not stop other
-// runs, and runs get UUIDs, thread caps and a private TMPDIR.
+// Options configures Execute. The zero value is usable: runs are not
+// placed (no GPUs, no pinning) and up to one per CPU run at once, output
+// is discarded, no timeout, no retries, failures do not stop other runs,
+// and runs get a private TMPDIR.
 //
 // Options must not be modified while Execute is using them.
 type Options struct {
+	// Topology is what runs are placed on: each run takes the GPUs, CPUs
+	// and memory its request asks for (Run.Request, else Request) from it
+	// when it starts, with its CPU affinity set and its GPUs in
+	// CUDA_VISIBLE_DEVICES, and gives them back when its last attempt
+	// ends. The zero Topology places nothing: runs get no GPUs and no
+	// pinning, and may ask for nothing but the zero Request.
+	Topology pack.Topology
+	// Request is what a run asks for when its Run.Request is nil. A run
+	// that can never fit the Topology is an error (see Start).
+	Request pack.Request
+	// Parallel is the most runs at once: lanes 0 to Parallel-1 (a run's
+	// NODEPACK_SLOT). Zero means one per CPU of the Topology, or
+	// runtime.NumCPU() without one.
+	Parallel int
+	// BackfillWait bounds how long runs may start ahead of an earlier run
+	// that does not fit yet; after it, that run reserves what frees up
+	// until it fits (see pack.Queue). Zero means DefaultBackfillWait;
+	// negative means runs start strictly in order.
+	BackfillWait time.Duration
+	// SettleTimeout bounds the readiness gate: a run that shares its GPU
+	// by GPU memory keeps other runs off that GPU until its own memory
+	// there has stopped growing (the Sampler says so) or SettleTimeout
+	// has passed since it started. Zero means DefaultSettleTimeout.
+	// Without a Sampler, the gate is the timeout alone.
+	SettleTimeout time.Duration
+
 	// OutputDir receives <OutputDir>/runs/<run-id>/stdout.log and stderr.log.
 	// Attempt 1 truncates them; a retry appends to them after a line
 	// "--- nodepack: attempt N ---", so the paths in events never change.
@@ -46,8 +73,9 @@ type Options struct {
 	// from Live are ignored.
 	Live io.Writer
 
-	// Stagger delays the first run of slot i by i×Stagger after Execute
-	// starts, so that runs do not all load data at the same moment.
+	// Stagger delays the first use of lane i by i×Stagger after Execute
+	// starts, so that the first wave of runs do not all load data at the
+	// same moment.
 	Stagger time.Duration
 	// MinStartInterval is the least time between any two starts, across all
 	// slots (retries included).
@@ -109,8 +137,10 @@ type Options struct {
 
 	// Sampler, if non-nil, measures every attempt while it runs: its
 	// process tree's memory and its GPUs (resources.UsageSampler is one;
-	// the runner itself reads no hardware). Without one, Event.Usage holds
-	// what the kernel reports when the run's process is reaped.
+	// the runner itself reads no hardware), and says when a run's GPU
+	// memory has settled (the readiness gate, gpu_mem=auto). Without one,
+	// Event.Usage holds what the kernel reports when the run's process is
+	// reaped, and gpu_mem=auto cannot be used.
 	Sampler usage.Sampler
 }
 
@@ -164,7 +194,7 @@ type Event struct {
 	Kind    EventKind
 	Run     Run
 	Attempt int       // from 1
-	Slot    pack.Slot // the placement: GPUs and CPUs
+	Slot    pack.Slot // the lane (Index) and the placement: GPUs, CPUs and the request they serve
 	Stdout  string    // log path; empty without OutputDir
 	Stderr  string    // log path; empty without OutputDir
 	Start   time.Time // when the start began, right after the checks of MinStartInterval and the drain deadline
@@ -196,7 +226,8 @@ type Summary struct {
 	Drained bool
 
 	Start, End time.Time
-	// SlotBusy is, per slot, the summed time its runs' processes were alive.
+	// SlotBusy is, per lane used, the summed time its runs' processes were
+	// alive.
 	SlotBusy []time.Duration
 }
 
@@ -206,8 +237,8 @@ const MaxReportedFailures = 1000
 // Wall is the time Execute took.
 func (s Summary) Wall() time.Duration { return s.End.Sub(s.Start) }
 
-// Utilization is the fraction of slot time spent running processes, between
-// 0 and 1; 0 when nothing ran.
+// Utilization is the fraction of the time of the lanes used that was spent
+// running processes, between 0 and 1; 0 when nothing ran.
 func (s Summary) Utilization() float64 {
 	wall := s.Wall()
 	if wall <= 0 || len(s.SlotBusy) == 0 {

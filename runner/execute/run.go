@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/nodepack/nodepack/pack"
 )
 
 // Run is one command to run. Sources other than task files (sweeps, grids,
@@ -46,6 +48,9 @@ type Run struct {
 	// for a run without parameters, such as a task-file line. The runner
 	// writes it to params.json in the run's directory.
 	Params json.RawMessage
+	// Request, if not nil, is what this run asks for, in place of
+	// Options.Request.
+	Request *pack.Request
 }
 
 // MaxNameBytes is how much of Run.Name goes into a directory name.

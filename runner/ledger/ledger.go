@@ -63,8 +63,13 @@ type Record struct {
 	Slot    *int     `json:"slot,omitempty"`
 	GPUs    []string `json:"gpus,omitempty"` // UUIDs
 	CPUs    string   `json:"cpus,omitempty"` // "0-3,8"
-	Stdout  string   `json:"stdout,omitempty"`
-	Stderr  string   `json:"stderr,omitempty"`
+	// Request is what the attempt held its GPUs, CPUs and memory for, as
+	// pack.ParseRequest reads it ("gpus=0.25 gpu_mem=12GiB cpus=4"); in a
+	// finished record, what it held at its end (gpu_mem=auto measures a
+	// run and shrinks its claim to what it uses).
+	Request string `json:"request,omitempty"`
+	Stdout  string `json:"stdout,omitempty"`
+	Stderr  string `json:"stderr,omitempty"`
 
 	// Finished.
 	ExitCode    *int           `json:"exit_code,omitempty"`
@@ -519,6 +524,9 @@ func (l *Writer) Append(ev execute.Event) error {
 	rec := Record{
 		ID: ev.Run.ID, Index: ev.Run.Index, Origin: ev.Run.Origin, Attempt: ev.Attempt, Slot: &slot,
 		Stdout: l.relative(ev.Stdout), Stderr: l.relative(ev.Stderr),
+	}
+	if len(ev.Slot.CPUs) > 0 || len(ev.Slot.GPUs) > 0 {
+		rec.Request = ev.Slot.Request.String()
 	}
 	if ev.Kind == execute.Started {
 		rec.Type, rec.Time = TypeStarted, ev.Start.UTC()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
@@ -58,7 +59,7 @@ func ExampleReadGrid() {
 
 func ExampleReadTaskFile() {
 	tasks := "# sweep\npython train.py --lr 0.1\n\npython train.py --lr 0.01\npython train.py --lr 0.1\n"
-	for run, err := range sweep.ReadTaskFile(strings.NewReader(tasks), "tasks.txt") {
+	for run, err := range sweep.ReadTaskFile(strings.NewReader(tasks), "tasks.txt", pack.Request{}) {
 		if err != nil {
 			fmt.Println(err)
 			return
@@ -95,7 +96,7 @@ func ExampleReadParams() {
 func ExampleExpand() {
 	tasks := "python train.py --lr 0.1\npython train.py --lr 0.01\n"
 	// Every line twice, and only shard 1 of 2: runs 1 and 3 of 0 … 3.
-	runs := sweep.Expand(sweep.ReadTaskFile(strings.NewReader(tasks), "tasks.txt"), sweep.Options{Reps: 2, Shard: sweep.Shard{Index: 1, Count: 2}})
+	runs := sweep.Expand(sweep.ReadTaskFile(strings.NewReader(tasks), "tasks.txt", pack.Request{}), sweep.Options{Reps: 2, Shard: sweep.Shard{Index: 1, Count: 2}})
 	for run, err := range runs {
 		if err != nil {
 			fmt.Println(err)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner/execute"
 )
 
@@ -34,6 +35,16 @@ type Options struct {
 	// the runner gives a run, NODEPACK_RUN_DIR. Empty makes {run_dir} an
 	// error.
 	OutputDir string
+	// Request is what every run asks for unless it says otherwise: the
+	// base a params line's own request is read over (see ReadParams).
+	Request pack.Request
+	// Rules give requests to the runs of a sweep, grid or params file by
+	// their values; the first that matches a run sets its
+	// execute.Run.Request, unless the run has one of its own (a params
+	// line's "nodepack" object).
+	Rules []Rule
+
+	hits []int // per rule, the runs it matched; counted when not nil
 }
 
 // entry is what a source hands the expander: one line or combination,
@@ -47,6 +58,9 @@ type entry struct {
 	origin string
 	name   string          // execute.Run.Name
 	params json.RawMessage // execute.Run.Params
+
+	match   func(key string) (string, bool) // the entry's parameter values, for Rules; nil for none
+	request *pack.Request                   // the entry's own request; nil for none
 }
 
 // expander numbers, names, repeats and shards the entries of one source.
@@ -64,6 +78,18 @@ func newExpander(opts Options) *expander {
 // expand yields the runs of e that belong to the shard; it returns false
 // when yield asked to stop or an error was yielded.
 func (x *expander) expand(e *entry, yield func(execute.Run, error) bool) bool {
+	request := e.request
+	if request == nil && e.match != nil {
+		for i := range x.opts.Rules {
+			if r := &x.opts.Rules[i]; r.matches(e.match) {
+				request = &r.Request
+				if x.opts.hits != nil {
+					x.opts.hits[i]++
+				}
+				break
+			}
+		}
+	}
 	for rep := range max(x.opts.Reps, 1) {
 		index := x.next
 		x.next++
@@ -116,15 +142,16 @@ func (x *expander) expand(e *entry, yield func(execute.Run, error) bool) bool {
 			return false
 		}
 		run := execute.Run{
-			ID:     id,
-			Index:  index,
-			Rep:    rep,
-			Args:   args,
-			Env:    append(slices.Clip(e.env), "NODEPACK_REP="+strconv.Itoa(rep)),
-			Dir:    e.dir,
-			Origin: e.origin,
-			Name:   e.name,
-			Params: e.params,
+			ID:      id,
+			Index:   index,
+			Rep:     rep,
+			Args:    args,
+			Env:     append(slices.Clip(e.env), "NODEPACK_REP="+strconv.Itoa(rep)),
+			Dir:     e.dir,
+			Origin:  e.origin,
+			Name:    e.name,
+			Params:  e.params,
+			Request: request,
 		}
 		if !yield(run, nil) {
 			return false
@@ -195,7 +222,7 @@ func Expand(runs iter.Seq2[execute.Run, error], opts Options) iter.Seq2[execute.
 				yield(execute.Run{}, err)
 				return
 			}
-			e := entry{plain: run.Args, env: run.Env, dir: run.Dir, origin: run.Origin, name: run.Name, params: run.Params}
+			e := entry{plain: run.Args, env: run.Env, dir: run.Dir, origin: run.Origin, name: run.Name, params: run.Params, request: run.Request}
 			if !x.expand(&e, yield) {
 				return
 			}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodepack/nodepack/pack"
+
 	"github.com/nodepack/nodepack/runner/execute"
 )
 
@@ -45,15 +47,15 @@ func seqOrPanic(seq iter.Seq2[execute.Run, error], err error) iter.Seq2[execute.
 func TestIDsFollowContent(t *testing.T) {
 	tasks := "echo a\necho b\necho a\n"
 	t.Run("a task file keeps its IDs through Expand", func(t *testing.T) {
-		plain := ids(t, ReadTaskFile(strings.NewReader(tasks), "t"))
-		expanded := ids(t, Expand(ReadTaskFile(strings.NewReader(tasks), "t"), Options{Reps: 1}))
+		plain := ids(t, ReadTaskFile(strings.NewReader(tasks), "t", pack.Request{}))
+		expanded := ids(t, Expand(ReadTaskFile(strings.NewReader(tasks), "t", pack.Request{}), Options{Reps: 1}))
 		if !slices.Equal(plain, expanded) || plain[2] != plain[0]+"-2" {
 			t.Errorf("ReadTaskFile IDs %q, through Expand %q", plain, expanded)
 		}
 	})
 	t.Run("more reps keep the IDs of the earlier reps", func(t *testing.T) {
-		two := ids(t, Expand(ReadTaskFile(strings.NewReader(tasks), "t"), Options{Reps: 2}))
-		three := ids(t, Expand(ReadTaskFile(strings.NewReader(tasks), "t"), Options{Reps: 3}))
+		two := ids(t, Expand(ReadTaskFile(strings.NewReader(tasks), "t", pack.Request{}), Options{Reps: 2}))
+		three := ids(t, Expand(ReadTaskFile(strings.NewReader(tasks), "t", pack.Request{}), Options{Reps: 3}))
 		for _, id := range two {
 			if !slices.Contains(three, id) {
 				t.Errorf("ID %s of --reps 2 is missing with --reps 3", id)
@@ -109,7 +111,7 @@ func compactSet(s []string) map[string]bool {
 
 func TestExpandStopsAtTheFirstError(t *testing.T) {
 	var n int
-	for _, err := range Expand(ReadTaskFile(strings.NewReader("true\nbad\x00\ntrue\n"), "t"), Options{Reps: 2}) {
+	for _, err := range Expand(ReadTaskFile(strings.NewReader("true\nbad\x00\ntrue\n"), "t", pack.Request{}), Options{Reps: 2}) {
 		n++
 		if err != nil {
 			if !strings.Contains(err.Error(), "t:2: line contains a NUL byte") {

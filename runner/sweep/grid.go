@@ -234,7 +234,16 @@ func (g *Grid) Runs(command []string, opts Options) (iter.Seq2[execute.Run, erro
 		x := newExpander(opts)
 		values := make([]string, len(g.keys))
 		raws := make([]json.RawMessage, len(g.keys))
-		e := entry{value: func(name string) string { return values[index[name]] }}
+		e := entry{
+			value: func(name string) string { return values[index[name]] },
+			match: func(name string) (string, bool) {
+				i, ok := index[name]
+				if !ok {
+					return "", false
+				}
+				return values[i], true
+			},
+		}
 		odometer(g.sizes, func(digits []int) bool {
 			var origin strings.Builder
 			origin.WriteString(g.name + ":")

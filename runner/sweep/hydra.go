@@ -148,6 +148,11 @@ func (s *Hydra) Runs(opts Options) (iter.Seq2[execute.Run, error], error) {
 		x := newExpander(opts)
 		odometer(s.sizes, func(digits []int) bool {
 			e := entry{args: make([]argTemplate, len(s.args)), value: func(string) string { return "" }}
+			var values map[string]string // for Rules
+			if len(opts.Rules) > 0 {
+				values = make(map[string]string, len(keys))
+				e.match = func(key string) (string, bool) { v, ok := values[key]; return v, ok }
+			}
 			var origin strings.Builder
 			origin.WriteString("sweep:")
 			var swept []string
@@ -159,6 +164,9 @@ func (s *Hydra) Runs(opts Options) (iter.Seq2[execute.Run, error], error) {
 					e.args[i] = a.fixed
 					if a.override() {
 						raws = append(raws, hydraJSON(a.value))
+						if values != nil {
+							values[a.key()] = a.value
+						}
 					}
 					continue
 				}
@@ -168,6 +176,9 @@ func (s *Hydra) Runs(opts Options) (iter.Seq2[execute.Run, error], error) {
 				origin.WriteString(" " + text)
 				value := strings.TrimPrefix(text, a.prefix)
 				swept = append(swept, a.key()+"="+value)
+				if values != nil {
+					values[a.key()] = value
+				}
 				raws = append(raws, hydraJSON(value))
 			}
 			e.origin = origin.String()

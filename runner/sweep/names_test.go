@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodepack/nodepack/pack"
+
 	"github.com/nodepack/nodepack/runner/execute"
 )
 
@@ -61,7 +63,7 @@ func TestRunNamesAndParams(t *testing.T) {
 func shellRuns(t *testing.T, tasks string) []execute.Run {
 	t.Helper()
 	var runs []execute.Run
-	for r, err := range ReadTaskFile(strings.NewReader(tasks), "tasks.txt") {
+	for r, err := range ReadTaskFile(strings.NewReader(tasks), "tasks.txt", pack.Request{}) {
 		if err != nil {
 			t.Fatal(err)
 		}

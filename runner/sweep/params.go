@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -26,6 +27,11 @@ const MaxParamsLineBytes = 1 << 20
 // value is its text, byte for byte (no shell sees it); any other value is
 // its JSON text (3, 1e-3, true, null, [1,2]).
 //
+// A key "nodepack" ([ParamsRequestKey]) holds the run's request, not a
+// parameter: {"lr": 0.1, "nodepack": {"gpus": 2, "cpus": 16}} asks for 2
+// GPUs and 16 CPUs, read as [pack.ParseRequest] reads "gpus=2 cpus=16"
+// over opts.Request. Other lines match opts.Rules.
+//
 // The returned error reports malformed braces in the command. Errors in
 // the file end the sequence and name file:line:col: a line that is not one
 // JSON object, a duplicate or unusable key, a value with a NUL byte, a
@@ -42,7 +48,10 @@ func ReadParams(r io.Reader, name string, command []string, opts Options) (iter.
 		sc.Buffer(make([]byte, 0, 64<<10), MaxParamsLineBytes+2)
 		x := newExpander(opts)
 		var values map[string]string
-		e := entry{value: func(key string) string { return values[key] }}
+		e := entry{
+			value: func(key string) string { return values[key] },
+			match: func(key string) (string, bool) { v, ok := values[key]; return v, ok },
+		}
 		line := 0
 		for sc.Scan() {
 			line++
@@ -64,6 +73,16 @@ func ReadParams(r io.Reader, name string, command []string, opts Options) (iter.
 				}
 				yield(execute.Run{}, err)
 				return
+			}
+			e.request = nil
+			if i := slices.Index(keys, ParamsRequestKey); i >= 0 {
+				r, err := paramsRequest(raws[i], opts.Request)
+				if err != nil {
+					yield(execute.Run{}, fmt.Errorf("%s:%d: %w", name, line, err))
+					return
+				}
+				e.request = &r
+				keys, vals, raws = slices.Delete(keys, i, i+1), slices.Delete(vals, i, i+1), slices.Delete(raws, i, i+1)
 			}
 			values = make(map[string]string, len(keys))
 			for i, k := range keys {

@@ -7,13 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodepack/nodepack/pack"
+
 	"github.com/nodepack/nodepack/runner/execute"
 )
 
 func readAll(t *testing.T, text string) ([]execute.Run, error) {
 	t.Helper()
 	var runs []execute.Run
-	for run, err := range ReadTaskFile(strings.NewReader(text), "tasks.txt") {
+	for run, err := range ReadTaskFile(strings.NewReader(text), "tasks.txt", pack.Request{}) {
 		if err != nil {
 			return runs, err
 		}
@@ -96,7 +98,7 @@ func (r *endlessReader) Read(p []byte) (int, error) {
 func TestReadTaskFileIsLazy(t *testing.T) {
 	r := &endlessReader{}
 	n := 0
-	for _, err := range ReadTaskFile(r, "endless") {
+	for _, err := range ReadTaskFile(r, "endless", pack.Request{}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +116,7 @@ type failingReader struct{}
 func (failingReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
 
 func TestReadTaskFileReadError(t *testing.T) {
-	for _, err := range ReadTaskFile(failingReader{}, "in") {
+	for _, err := range ReadTaskFile(failingReader{}, "in", pack.Request{}) {
 		if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.HasPrefix(err.Error(), "in:1: ") {
 			t.Errorf("err = %v, want in:1: …unexpected EOF", err)
 		}

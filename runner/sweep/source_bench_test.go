@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodepack/nodepack/pack"
+
 	"github.com/nodepack/nodepack/runner/execute"
 )
 
@@ -57,7 +59,7 @@ func BenchmarkSourceStream(b *testing.B) {
 			return seq
 		}},
 		{"taskfile", func(f *os.File) iter.Seq2[execute.Run, error] {
-			return Expand(ReadTaskFile(bufio.NewReaderSize(f, 1<<20), "tasks.txt"), opts)
+			return Expand(ReadTaskFile(bufio.NewReaderSize(f, 1<<20), "tasks.txt", pack.Request{}), opts)
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

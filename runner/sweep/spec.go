@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner/execute"
 )
 
@@ -38,6 +39,15 @@ type Spec struct {
 	OutputDir string
 	// CheckShell has Scan check that bash can parse every task line.
 	CheckShell bool
+	// Request is what every run asks for unless it says otherwise: the
+	// base that task-file directives, params-file requests and Requests
+	// are read over (keys they do not name keep its values).
+	Request pack.Request
+	// Requests are rules, "MATCH: REQUEST", that give runs of a sweep,
+	// grid or params file requests by their values (see ParseRule); the
+	// first that matches a run applies. A rule that matches no run is an
+	// error of Scan.
+	Requests []string
 }
 
 // Kind returns the kind of source: KindTasks, KindSweep, KindGrid or
@@ -78,6 +88,7 @@ type Source struct {
 	input      *input // the task or params file
 	hydra      *Hydra
 	grid       *Grid
+	rules      []Rule
 }
 
 // maxTotalRuns bounds a sweep, reps included, so that a typo is an input
@@ -111,6 +122,16 @@ func (s Spec) Open() (*Source, error) {
 		return nil, fmt.Errorf("--reps %d: want at least 1", s.Reps)
 	}
 	src := &Source{spec: s, definition: Definition{Kind: s.Kind(), Reps: max(s.Reps, 1)}}
+	if len(s.Requests) > 0 && s.Kind() == KindTasks {
+		return nil, fmt.Errorf("--request goes with --sweep, --grid and --params: a task file sets requests with %s lines", DirectivePrefix)
+	}
+	for _, text := range s.Requests {
+		rule, err := ParseRule(text, s.Request)
+		if err != nil {
+			return nil, err
+		}
+		src.rules = append(src.rules, rule)
+	}
 	opts := src.options(Shard{})
 	if opts.OutputDir == "" {
 		opts.OutputDir = "OUTPUT" // to check {run_dir}: the directory may be chosen later
@@ -216,7 +237,7 @@ func (src *Source) Program() string {
 
 // options are the expander's options for a shard.
 func (src *Source) options(shard Shard) Options {
-	opts := Options{Reps: src.spec.Reps, Shard: shard}
+	opts := Options{Reps: src.spec.Reps, Shard: shard, Request: src.spec.Request, Rules: src.rules}
 	if src.spec.OutputDir != "" {
 		opts.OutputDir, _ = filepath.Abs(src.spec.OutputDir)
 	}
@@ -226,7 +247,13 @@ func (src *Source) options(shard Shard) Options {
 // Runs streams the runs of one shard (the zero Shard is all of them), from
 // the start each time it is called.
 func (src *Source) Runs(shard Shard) iter.Seq2[execute.Run, error] {
-	opts := src.options(shard)
+	return src.runs(src.options(shard), nil)
+}
+
+// runs streams the runs for opts, counting each rule's matches in hits
+// when it is not nil.
+func (src *Source) runs(opts Options, hits []int) iter.Seq2[execute.Run, error] {
+	opts.hits = hits
 	var runs iter.Seq2[execute.Run, error]
 	var err error
 	switch src.spec.Kind() {
@@ -237,7 +264,7 @@ func (src *Source) Runs(shard Shard) iter.Seq2[execute.Run, error] {
 	case KindParams:
 		runs, err = ReadParams(src.input.reader(), src.input.label, src.spec.Command, opts)
 	default:
-		runs = Expand(ReadTaskFile(src.input.reader(), src.input.label), opts)
+		runs = Expand(ReadTaskFile(src.input.reader(), src.input.label, src.spec.Request), opts)
 	}
 	if err != nil {
 		return func(yield func(execute.Run, error) bool) { yield(execute.Run{}, err) }
@@ -247,12 +274,13 @@ func (src *Source) Runs(shard Shard) iter.Seq2[execute.Run, error] {
 
 // Scan reads every run of every shard once, before anything starts, and
 // counts them (Total): a task or params file is checked line by line (and,
-// with CheckShell, every task line must parse as bash). A sweep or a grid
-// was checked when it was parsed, so it is walked only when seen is not
-// nil. seen, if not nil, is called with every run's ID and index, so that
-// a caller can tell which of the runs it knows are still part of the
-// sweep.
-func (src *Source) Scan(seen func(id string, index int)) error {
+// with CheckShell, every task line must parse as bash), and every rule of
+// Requests must match some run. A sweep or a grid was checked when it was
+// parsed, so without rules it is walked only when seen is not nil. seen,
+// if not nil, is called with every run, so that a caller can tell which of
+// the runs it knows are still part of the sweep and check their requests;
+// an error it returns ends the scan.
+func (src *Source) Scan(seen func(run execute.Run) error) error {
 	kind, reps := src.spec.Kind(), max(src.spec.Reps, 1)
 	perRep := 0
 	switch kind {
@@ -264,21 +292,21 @@ func (src *Source) Scan(seen func(id string, index int)) error {
 	if perRep > 0 && perRep > maxTotalRuns/reps {
 		return fmt.Errorf("--reps %d: %d × %d runs, more than %d", reps, perRep, reps, maxTotalRuns)
 	}
-	if perRep > 0 && seen == nil {
+	if perRep > 0 && seen == nil && len(src.rules) == 0 {
 		src.total = perRep * reps
 		return nil
 	}
+	hits := make([]int, len(src.rules))
 	var shell *shellChecker
 	if kind == KindTasks && src.spec.CheckShell {
 		shell = newShellChecker()
 	}
-	runs := src.Runs(Shard{})
-	if src.spec.OutputDir == "" {
+	checking := *src
+	if checking.spec.OutputDir == "" {
 		// Only to check and count: {run_dir} may be chosen later.
-		checking := *src
 		checking.spec.OutputDir = "OUTPUT"
-		runs = checking.Runs(Shard{})
 	}
+	runs := checking.runs(checking.options(Shard{}), hits)
 	n := 0
 	for run, err := range runs {
 		if err != nil {
@@ -290,7 +318,9 @@ func (src *Source) Scan(seen func(id string, index int)) error {
 			}
 		}
 		if seen != nil {
-			seen(run.ID, run.Index)
+			if err := seen(run); err != nil {
+				return err
+			}
 		}
 		if n++; n > maxTotalRuns {
 			return fmt.Errorf("%s: more than %d runs", src.spec.Name(), maxTotalRuns)
@@ -301,6 +331,11 @@ func (src *Source) Scan(seen func(id string, index int)) error {
 			return fmt.Errorf("%s: no commands", src.input.label)
 		}
 		return fmt.Errorf("%s: no runs", src.spec.Name())
+	}
+	for i, r := range src.rules {
+		if hits[i] == 0 {
+			return fmt.Errorf("--request %q %w of %s: check its keys and values", r.Text, errRuleUnmatched, src.spec.Name())
+		}
 	}
 	src.total = n
 	return nil

@@ -12,6 +12,7 @@ import (
 	"iter"
 	"strconv"
 
+	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner/execute"
 )
 
@@ -31,6 +32,13 @@ const MaxLineBytes = 128<<10 - 1
 // at the start of the file are dropped. name is used in
 // Origin ("name:line") and in errors.
 //
+// A line "#nodepack REQUEST" ([DirectivePrefix]) gives the lines after it,
+// until the next such line, the request REQUEST as [pack.ParseRequest]
+// reads it over base ("#nodepack gpus=2 cpus=16"; keys it does not name
+// keep base's): their Run.Request. "#nodepack" alone goes back to none,
+// so that the runner's default applies. A directive that does not parse
+// is an error naming its line.
+//
 // Each run's ID is the first 12 hex digits of the SHA-256 of its argv, so it
 // stays the same when other lines are added or removed; the k-th repeat of an
 // identical line (k ≥ 2) gets "-k" appended, as does a line whose short hash
@@ -41,12 +49,13 @@ const MaxLineBytes = 128<<10 - 1
 // names in a command need not be UTF-8. A line longer than [MaxLineBytes] or
 // containing a NUL byte, or a read error, ends the sequence with an error that
 // names the file and line. The reader is consumed lazily, one line per run.
-func ReadTaskFile(r io.Reader, name string) iter.Seq2[execute.Run, error] {
+func ReadTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[execute.Run, error] {
 	return func(yield func(execute.Run, error) bool) {
 		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes+2) // room for "\r\n"
 		ids := newIDSet()
 		line, index := 0, 0
+		var request *pack.Request
 		for sc.Scan() {
 			line++
 			text := sc.Bytes()
@@ -54,7 +63,18 @@ func ReadTaskFile(r io.Reader, name string) iter.Seq2[execute.Run, error] {
 				text = bytes.TrimPrefix(text, utf8BOM) // Windows editors start files with one
 			}
 			trimmed := bytes.TrimSpace(text)
-			if len(trimmed) == 0 || trimmed[0] == '#' {
+			if len(trimmed) > 0 && trimmed[0] == '#' {
+				r, ok, err := directive(trimmed, base)
+				if err != nil {
+					yield(execute.Run{}, fmt.Errorf("%s:%d: %w", name, line, err))
+					return
+				}
+				if ok {
+					request = r
+				}
+				continue
+			}
+			if len(trimmed) == 0 {
 				continue
 			}
 			if len(text) > MaxLineBytes {
@@ -67,11 +87,12 @@ func ReadTaskFile(r io.Reader, name string) iter.Seq2[execute.Run, error] {
 			}
 			args := []string{"bash", "-c", string(text)}
 			run := execute.Run{
-				ID:     ids.next(args),
-				Index:  index,
-				Args:   args,
-				Origin: name + ":" + strconv.Itoa(line),
-				Name:   execute.SafeName(string(trimmed), execute.MaxNameBytes),
+				ID:      ids.next(args),
+				Index:   index,
+				Args:    args,
+				Origin:  name + ":" + strconv.Itoa(line),
+				Name:    execute.SafeName(string(trimmed), execute.MaxNameBytes),
+				Request: request,
 			}
 			index++
 			if !yield(run, nil) {
