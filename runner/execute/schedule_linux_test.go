@@ -1,0 +1,359 @@
+package execute
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/resources/usage"
+)
+
+// allowedCPUs returns the CPUs this process may use, as a topology's CPUs
+// (each its own core), so that runs can be pinned on any machine.
+func allowedCPUs(t *testing.T) []pack.CPU {
+	t.Helper()
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Skip(err)
+	}
+	var cpus []pack.CPU
+	for id := range 1024 {
+		if set.IsSet(id) {
+			cpus = append(cpus, pack.CPU{ID: id, Core: id})
+		}
+	}
+	return cpus
+}
+
+// fourGPUs is a node of four fake GPUs, two on each of two NUMA nodes,
+// with the CPUs this process may use (on NUMA node 0: a CPU-only test
+// machine has one) and 40 GiB of memory each.
+func fourGPUs(t *testing.T) pack.Topology {
+	topo := pack.Topology{CPUs: allowedCPUs(t)}
+	for i, numa := range []int{0, 0, 1, 1} {
+		topo.GPUs = append(topo.GPUs, pack.GPU{Index: i, UUID: "GPU-fake-" + strconv.Itoa(i), NUMA: numa, MemoryBytes: 40 << 30})
+	}
+	return topo
+}
+
+// waitFor is a command that ends once file exists: a run that holds its
+// resources until the test lets it go.
+func waitFor(file string) string {
+	return "while [ ! -e " + file + " ]; do sleep 0.01; done"
+}
+
+func request(text string) *pack.Request {
+	r, err := pack.ParseRequest(text, pack.Request{})
+	if err != nil {
+		panic(err)
+	}
+	return &r
+}
+
+// TestMixedRequestsNeverOvercommit packs 2-GPU, 1-GPU and quarter-GPU runs
+// on four fake GPUs: at no instant do the runs on a GPU claim more than
+// the GPU, each run sees exactly its GPUs in CUDA_VISIBLE_DEVICES, runs on
+// one GPU see the same value, and a 2-GPU run gets GPUs of one NUMA node.
+func TestMixedRequestsNeverOvercommit(t *testing.T) {
+	topo := fourGPUs(t)
+	var runs []Run
+	for i, text := range []string{
+		"gpus=2 cpus=0", "gpus=0.25 cpus=0", "gpus=0.25 cpus=0", "gpus=1 cpus=0", "gpus=0.25 cpus=0",
+		"gpus=2 cpus=0", "gpus=0.25 cpus=0", "gpus=0.5 cpus=0", "gpus=1 cpus=0", "gpus=0.25 cpus=0",
+		"gpus=0.25 cpus=0", "gpus=2 cpus=0", "gpus=0.5 cpus=0", "gpus=0.25 cpus=0", "gpus=1 cpus=0",
+	} {
+		runs = append(runs, Run{ID: "r" + strconv.Itoa(i), Index: i, Request: request(text),
+			Args: []string{"bash", "-c", "sleep 0.$((RANDOM % 3)); echo $CUDA_VISIBLE_DEVICES"}})
+	}
+	sum, events, err := execute(t, t.Context(), func(o *Options) { o.Topology, o.Parallel = topo, 16 }, Options{}, runs...)
+	if err != nil || sum.Succeeded != len(runs) {
+		t.Fatalf("Execute: %d of %d succeeded, %v", sum.Succeeded, len(runs), err)
+	}
+	type change struct {
+		at    time.Time
+		share int // thousandths of a GPU, + at the start, - at the end
+		gpu   string
+	}
+	var changes []change
+	for _, ev := range events {
+		r := *ev.Run.Request
+		if got, want := strings.TrimSpace(readLog(t, ev.Stdout)), strings.Join(ev.Slot.UUIDs(), ","); got != want {
+			t.Errorf("%s saw CUDA_VISIBLE_DEVICES=%q, was given %q", ev.Run.ID, got, want)
+		}
+		share := r.GPUShare
+		if r.GPUs > 0 {
+			share = pack.GPUWhole
+		}
+		if len(ev.Slot.GPUs) != max(r.GPUs, 1) || ev.Slot.Request != r {
+			t.Errorf("%s asked for %v and got %d GPUs for %v", ev.Run.ID, r, len(ev.Slot.GPUs), ev.Slot.Request)
+		}
+		if r.GPUs == 2 && ev.Slot.GPUs[0].NUMA != ev.Slot.GPUs[1].NUMA {
+			t.Errorf("%s: 2 GPUs on NUMA nodes %d and %d", ev.Run.ID, ev.Slot.GPUs[0].NUMA, ev.Slot.GPUs[1].NUMA)
+		}
+		for _, g := range ev.Slot.GPUs {
+			changes = append(changes, change{ev.Start, share, g.UUID}, change{ev.End, -share, g.UUID})
+		}
+	}
+	// Ends before starts at the same instant: the allocator took the GPU
+	// back before it handed it out again.
+	slices.SortFunc(changes, func(a, b change) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.share - b.share
+	})
+	claimed := map[string]int{}
+	for _, c := range changes {
+		if claimed[c.gpu] += c.share; claimed[c.gpu] > pack.GPUWhole {
+			t.Fatalf("at %v, %s is claimed %d thousandths", c.at.Format(time.StampMicro), c.gpu, claimed[c.gpu])
+		}
+	}
+}
+
+// TestParallelCapsRunsAtOnce: however many fit, at most Parallel run at
+// once, and NODEPACK_SLOT is below it.
+func TestParallelCapsRunsAtOnce(t *testing.T) {
+	topo := pack.Topology{CPUs: allowedCPUs(t)}
+	var runs []Run
+	for i := range 12 {
+		runs = append(runs, Run{ID: "r" + strconv.Itoa(i), Index: i, Args: []string{"bash", "-c", "sleep 0.05; echo $NODEPACK_SLOT"}})
+	}
+	_, events, err := execute(t, t.Context(), func(o *Options) { o.Topology, o.Parallel = topo, 3 }, Options{}, runs...)
+	if err != nil || len(events) != 12 {
+		t.Fatalf("Execute: %d events, %v", len(events), err)
+	}
+	for _, a := range events {
+		at := 0
+		for _, b := range events {
+			if !b.Start.After(a.Start) && b.End.After(a.Start) {
+				at++
+			}
+		}
+		if at > 3 {
+			t.Errorf("%d runs at once when %s started", at, a.Run.ID)
+		}
+		if slot, _ := strconv.Atoi(strings.TrimSpace(readLog(t, a.Stdout))); slot != a.Slot.Index || slot >= 3 {
+			t.Errorf("%s: NODEPACK_SLOT %d, event's lane %d", a.Run.ID, slot, a.Slot.Index)
+		}
+	}
+}
+
+// startOrder runs the backfill scenario on two fake GPUs and returns the
+// order in which runs started: "a" holds one GPU until "c1" has
+// finished (or, with strict order, until it has started itself), "big"
+// needs both, "c1" and "c2" one each.
+func startOrder(t *testing.T, backfillWait time.Duration, c1 string) []string {
+	dir := t.TempDir()
+	gpus := fourGPUs(t)
+	gpus.GPUs = gpus.GPUs[:2]
+	release := filepath.Join(dir, "release")
+	var mu sync.Mutex
+	var order []string
+	onEvent := func(ev Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Kind == Started {
+			order = append(order, ev.Run.ID)
+		}
+		strict := backfillWait < 0 && ev.Kind == Started && ev.Run.ID == "a"
+		if strict || ev.Kind == Finished && ev.Run.ID == "c1" {
+			os.WriteFile(release, nil, 0o644)
+		}
+	}
+	runs := []Run{
+		{ID: "a", Args: []string{"bash", "-c", waitFor(release)}, Request: request("gpus=1")},
+		{ID: "big", Args: []string{"true"}, Request: request("gpus=2")},
+		{ID: "c1", Args: []string{"bash", "-c", c1}, Request: request("gpus=1")},
+		{ID: "c2", Args: []string{"true"}, Request: request("gpus=1")},
+	}
+	sum, _, err := execute(t, t.Context(), func(o *Options) { o.Topology, o.Parallel = gpus, 4 }, Options{BackfillWait: backfillWait, OnEvent: onEvent}, runs...)
+	if err != nil || sum.Succeeded != 4 {
+		t.Fatalf("Execute: %d of 4 succeeded, %v", sum.Succeeded, err)
+	}
+	return order
+}
+
+// TestBackfill: a 1-GPU run starts ahead of a 2-GPU run that does not fit
+// yet; once runs have passed the 2-GPU run for BackfillWait, it keeps
+// what frees up and starts before the runs behind it; with strict order
+// nothing passes it. Runs that start together race to report it, so the
+// cases say only which run must start before which.
+func TestBackfill(t *testing.T) {
+	for _, tc := range []struct {
+		description string
+		wait        time.Duration
+		c1          string
+		before      [][2]string
+	}{
+		{"backfill: c1 and c2 start ahead of big", time.Hour, "true", [][2]string{{"a", "big"}, {"c1", "big"}, {"c2", "big"}}},
+		{"after the wait big reserves: c2 waits though a GPU is free", 50 * time.Millisecond, "sleep 0.3", [][2]string{{"a", "big"}, {"c1", "big"}, {"big", "c2"}}},
+		{"strictly in order", -1, "true", [][2]string{{"a", "big"}, {"big", "c1"}, {"big", "c2"}}},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			order := startOrder(t, tc.wait, tc.c1)
+			for _, b := range tc.before {
+				if slices.Index(order, b[0]) > slices.Index(order, b[1]) {
+					t.Errorf("runs started %v: %s after %s", order, b[0], b[1])
+				}
+			}
+		})
+	}
+}
+
+// gateSampler is a Sampler whose runs' GPU memory settles when the test
+// says so.
+type gateSampler struct {
+	mu      sync.Mutex
+	settles map[string]*usage.Settle // by the run's CUDA_VISIBLE_DEVICES order: GPU UUID + root pid
+	started chan usage.Target
+	peak    uint64 // what Sampled reports as the run's own GPU memory
+}
+
+func (g *gateSampler) Sample(t usage.Target) func() usage.Sampled {
+	g.started <- t
+	return func() usage.Sampled {
+		var s usage.Sampled
+		for _, u := range t.GPUs {
+			s.GPUs = append(s.GPUs, usage.GPU{UUID: u, Samples: 1, ProcessPeakMemoryBytes: g.peak})
+		}
+		return s
+	}
+}
+
+// TestReadinessGate: a run that shares its GPU by memory keeps the next
+// one off that GPU until its memory has settled; without a word from the
+// Sampler, until SettleTimeout; and it never holds up other GPUs.
+func TestReadinessGate(t *testing.T) {
+	topo := fourGPUs(t)
+	topo.GPUs = topo.GPUs[:1]
+	dir := t.TempDir()
+	done := filepath.Join(dir, "done")
+	sampler := &gateSampler{started: make(chan usage.Target, 10)}
+	var mu sync.Mutex
+	starts := map[string]time.Time{}
+	onEvent := func(ev Event) {
+		if ev.Kind == Started {
+			mu.Lock()
+			starts[ev.Run.ID] = ev.Start
+			mu.Unlock()
+		}
+	}
+	runs := []Run{
+		{ID: "first", Args: []string{"bash", "-c", waitFor(done)}},
+		{ID: "second", Args: []string{"bash", "-c", waitFor(done)}},
+		{ID: "third", Args: []string{"bash", "-c", "touch " + done}},
+	}
+	opts := Options{Topology: topo, Request: pack.Request{GPUMem: 10 << 30}, Sampler: sampler, SettleTimeout: time.Hour,
+		OnEvent: onEvent, TempDir: dir, Parallel: 3}
+	x, err := Start(t.Context(), Runs(runs...), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := <-sampler.started
+	if first.Settle == nil {
+		t.Fatal("no Settle asked of the Sampler for a run sharing its GPU by memory")
+	}
+	// Give a broken gate the chance to start the second run at once.
+	time.Sleep(200 * time.Millisecond)
+	settledAt := time.Now()
+	first.Settle.Done(6 << 30)
+	second := <-sampler.started
+	second.Settle.Done(6 << 30)
+	third := <-sampler.started
+	third.Settle.Done(1 << 30)
+	sum, err := x.Wait()
+	if err != nil || sum.Succeeded != 3 {
+		t.Fatalf("Wait: %d of 3 succeeded, %v", sum.Succeeded, err)
+	}
+	if starts["second"].Before(settledAt) {
+		t.Errorf("the second run started %v before the first settled", settledAt.Sub(starts["second"]))
+	}
+
+	// No word from the Sampler: the gate opens after SettleTimeout.
+	opts.SettleTimeout = 150 * time.Millisecond
+	opts.Sampler = &gateSampler{started: make(chan usage.Target, 10)}
+	os.Remove(done)
+	clear(starts)
+	sum, err = Execute(t.Context(), Runs(runs...), opts)
+	if err != nil || sum.Succeeded != 3 {
+		t.Fatalf("Execute: %d of 3 succeeded, %v", sum.Succeeded, err)
+	}
+	if d := starts["second"].Sub(starts["first"]); d < opts.SettleTimeout {
+		t.Errorf("without a settle, the second run started %v after the first, want ≥ %v", d, opts.SettleTimeout)
+	}
+}
+
+// TestAutoGPUMem: with gpu_mem=auto the first run of a shape has its GPU
+// alone until its memory settles; then it claims what it used plus a
+// margin, and the runs like it join with that request.
+func TestAutoGPUMem(t *testing.T) {
+	topo := fourGPUs(t)
+	topo.GPUs = topo.GPUs[:1] // 38 GiB for runs sharing it
+	dir := t.TempDir()
+	done := filepath.Join(dir, "done")
+	sampler := &gateSampler{started: make(chan usage.Target, 10), peak: 8 << 30}
+	var runs []Run
+	for i := range 4 {
+		runs = append(runs, Run{ID: "seed" + strconv.Itoa(i), Index: i, Args: []string{"bash", "-c", waitFor(done) + " # seed=" + strconv.Itoa(i)}})
+	}
+	var starts []Event
+	var mu sync.Mutex
+	opts := Options{Topology: topo, Request: pack.Request{AutoGPUMem: true}, Sampler: sampler, SettleTimeout: time.Hour, TempDir: dir, Parallel: 4,
+		OnEvent: func(ev Event) {
+			if ev.Kind == Started {
+				mu.Lock()
+				starts = append(starts, ev)
+				mu.Unlock()
+			}
+		}}
+	x, err := Start(t.Context(), Runs(runs...), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := <-sampler.started
+	time.Sleep(200 * time.Millisecond) // a broken probe would let the others start now
+	mu.Lock()
+	if len(starts) != 1 || starts[0].Slot.Request.GPUShare != pack.GPUWhole {
+		t.Errorf("before the first run settled: %d started, the first with %v; want it alone with its GPU", len(starts), starts[0].Slot.Request)
+	}
+	mu.Unlock()
+	probe.Settle.Done(8 << 30)
+	for range 3 {
+		s := <-sampler.started
+		s.Settle.Done(8 << 30)
+	}
+	os.WriteFile(done, nil, 0o644)
+	sum, err := x.Wait()
+	if err != nil || sum.Succeeded != 4 {
+		t.Fatalf("Wait: %d of 4 succeeded, %v", sum.Succeeded, err)
+	}
+	want := uint64(8<<30 + 8<<30/10)
+	for _, ev := range starts[1:] {
+		if ev.Slot.Request.GPUMem != want || ev.Slot.Request.GPUShare != 0 {
+			t.Errorf("%s started with %v, want gpu_mem=%s", ev.Run.ID, ev.Slot.Request, pack.FormatSize(want))
+		}
+	}
+}
+
+// TestRunThatNeverFitsEndsTheStream: a run further down the source whose
+// request can never fit ends the sweep like a source error, naming it;
+// the runs before it ran.
+func TestRunThatNeverFitsEndsTheStream(t *testing.T) {
+	topo := pack.Topology{CPUs: allowedCPUs(t)}
+	runs := []Run{
+		{ID: "fine", Args: []string{"true"}},
+		{ID: "huge", Args: []string{"true"}, Origin: "tasks.txt:2", Request: request("gpus=1")},
+	}
+	sum, _, err := execute(t, t.Context(), func(o *Options) { o.Topology = topo }, Options{}, runs...)
+	if err == nil || !strings.Contains(err.Error(), "tasks.txt:2: gpus=1 cpus=0: the node has no GPUs") || sum.Succeeded != 1 {
+		t.Errorf("err %v, %d succeeded; want the run named and the first run done", err, sum.Succeeded)
+	}
+}
