@@ -73,7 +73,6 @@ type numaNode struct {
 type unit struct {
 	gpu      GPU
 	distance []uint8 // by core index
-	node     int     // index into Allocator.nodes; -1 when unknown
 	socket   int     // socket of its near cores; -1 when unknown or several
 	usable   uint64  // memory sharers may claim: MemoryBytes less the headroom; 0 when unknown
 
@@ -180,7 +179,7 @@ func (a *Allocator) newUnit(g GPU) unit {
 	if !anyNUMA {
 		isNear = inLocal
 	}
-	u := unit{gpu: g, node: -1, socket: -1}
+	u := unit{gpu: g, socket: -1}
 	if g.MemoryBytes > GPUMemHeadroom(g.MemoryBytes) {
 		u.usable = g.MemoryBytes - GPUMemHeadroom(g.MemoryBytes)
 	}
@@ -197,11 +196,6 @@ func (a *Allocator) newUnit(g GPU) unit {
 		}
 		if len(sockets) != 1 {
 			u.socket = -1
-		}
-	}
-	for n, node := range a.nodes {
-		if anyNUMA && node.id == g.NUMA {
-			u.node = n
 		}
 	}
 	return u
@@ -489,12 +483,13 @@ func (a *Allocator) nearCPUs(distance []uint8, want int) (whole, all int) {
 	return min(whole, want), min(all, want)
 }
 
-// freeUnitsByNode counts the free GPUs on each NUMA node.
-func (a *Allocator) freeUnitsByNode() []int {
-	n := make([]int, len(a.nodes))
+// freeUnitsByNode counts the free GPUs on each NUMA node, by the GPUs' own
+// NUMA ids (a node whose CPUs this job may not use still has GPUs).
+func (a *Allocator) freeUnitsByNode() map[int]int {
+	n := map[int]int{}
 	for i := range a.units {
-		if u := &a.units[i]; u.node >= 0 && u.free() {
-			n[u.node]++
+		if u := &a.units[i]; u.gpu.NUMA >= 0 && u.free() {
+			n[u.gpu.NUMA]++
 		}
 	}
 	return n
@@ -508,7 +503,7 @@ func (a *Allocator) pickNode(cpus int) []uint8 {
 	best, bestScore := -1, score{}
 	for n, node := range a.nodes {
 		whole, all := a.nearCPUs(node.distance, max(cpus, 1))
-		s := score{wholeNear: whole, allNear: all, nodeFree: nodeFree[n], order: n}
+		s := score{wholeNear: whole, allNear: all, nodeFree: nodeFree[node.id], order: n}
 		if best < 0 || s.better(bestScore) {
 			best, bestScore = n, s
 		}
@@ -538,9 +533,7 @@ func (a *Allocator) pickUnit(r Request) int {
 			continue
 		}
 		s.wholeNear, s.allNear = a.nearCPUs(u.distance, r.CPUs)
-		if u.node >= 0 {
-			s.nodeFree = nodeFree[u.node]
-		}
+		s.nodeFree = nodeFree[u.gpu.NUMA]
 		if best < 0 || s.better(bestScore) {
 			best, bestScore = i, s
 		}
@@ -548,27 +541,32 @@ func (a *Allocator) pickUnit(r Request) int {
 	return best
 }
 
-// pickUnits chooses r.GPUs free whole GPUs for one run: from one NUMA node
-// if possible, else from one socket, else the first free ones. It returns
-// the GPUs and the distance of each core from the nearest of them, or nil
-// when too few whole GPUs are free.
+// pickUnits chooses r.GPUs free whole GPUs for one run, as close together
+// as the node allows: from one NUMA node when some NUMA node has that many
+// GPUs at all, else from one socket when some socket has, else anywhere.
+// A run waits for GPUs close together rather than take GPUs apart
+// that happen to be free, since GPUs far apart slow every step of a
+// multi-GPU run (see localityLevel). It returns the GPUs and the distance
+// of each core from the nearest of them, or nil when they are not free.
 func (a *Allocator) pickUnits(r Request) ([]int, []uint8) {
 	n := r.GPUs
+	fits := func(u *unit) bool { return !u.gpu.MIG && u.gpu.MemoryBytes >= r.GPUMem }
 	var free []int
 	for i := range a.units {
-		if u := &a.units[i]; !u.gpu.MIG && u.free() && u.gpu.MemoryBytes >= r.GPUMem {
+		if u := &a.units[i]; fits(u) && u.free() {
 			free = append(free, i)
 		}
 	}
 	if len(free) < n {
 		return nil, nil
 	}
+	allowed := a.localityLevel(n, fits)
 	nodeFree := a.freeUnitsByNode()
 	var best []int
 	var bestDistance []uint8
 	var bestScore score
 	consider := func(level int, group []int) {
-		if len(group) < n {
+		if len(group) < n || level > allowed {
 			return
 		}
 		group = group[:n]
@@ -581,26 +579,94 @@ func (a *Allocator) pickUnits(r Request) ([]int, []uint8) {
 		whole, all := a.nearCPUs(distance, r.CPUs)
 		s := score{level: level, wholeNear: whole, allNear: all, order: group[0]}
 		if level == 0 {
-			s.nodeFree = nodeFree[a.units[group[0]].node]
+			s.nodeFree = nodeFree[a.units[group[0]].gpu.NUMA]
 		}
 		if best == nil || s.better(bestScore) {
 			best, bestDistance, bestScore = group, distance, s
 		}
 	}
-	for node := range a.nodes {
-		consider(0, slices.DeleteFunc(slices.Clone(free), func(u int) bool { return a.units[u].node != node }))
+	for _, numa := range groupsOf(a.units, free, func(u *unit) int { return u.gpu.NUMA }) {
+		consider(0, numa)
 	}
-	var sockets []int
-	for _, u := range free {
-		if s := a.units[u].socket; s >= 0 && !slices.Contains(sockets, s) {
-			sockets = append(sockets, s)
-		}
-	}
-	for _, s := range sockets {
-		consider(1, slices.DeleteFunc(slices.Clone(free), func(u int) bool { return a.units[u].socket != s }))
+	for _, socket := range groupsOf(a.units, free, func(u *unit) int { return u.socket }) {
+		consider(1, socket)
 	}
 	consider(2, free)
 	return best, bestDistance
+}
+
+// localityLevel is how far apart the n GPUs of one run may be on this
+// node: 0 when some NUMA node has n GPUs that fit, 1 when some socket
+// has, else 2 (anywhere). It counts the node's GPUs, busy or not, so a
+// run that could have GPUs close together waits for them.
+func (a *Allocator) localityLevel(n int, fits func(*unit) bool) int {
+	var all []int
+	for i := range a.units {
+		if fits(&a.units[i]) {
+			all = append(all, i)
+		}
+	}
+	for level, key := range []func(*unit) int{
+		func(u *unit) int { return u.gpu.NUMA },
+		func(u *unit) int { return u.socket },
+	} {
+		for _, group := range groupsOf(a.units, all, key) {
+			if len(group) >= n {
+				return level
+			}
+		}
+	}
+	return 2
+}
+
+// closeGPUsCapacity is how many runs of r.GPUs whole GPUs fit the empty
+// node at once, each with its GPUs as close together as pickUnits places
+// them: every NUMA node (or socket) gives as many runs as it has r.GPUs
+// GPUs.
+func (a *Allocator) closeGPUsCapacity(r Request) int {
+	fits := func(u *unit) bool { return !u.gpu.MIG && u.gpu.MemoryBytes >= r.GPUMem }
+	var all []int
+	for i := range a.units {
+		if fits(&a.units[i]) {
+			all = append(all, i)
+		}
+	}
+	var groups [][]int
+	switch a.localityLevel(r.GPUs, fits) {
+	case 0:
+		groups = groupsOf(a.units, all, func(u *unit) int { return u.gpu.NUMA })
+	case 1:
+		groups = groupsOf(a.units, all, func(u *unit) int { return u.socket })
+	default:
+		groups = [][]int{all}
+	}
+	n := 0
+	for _, g := range groups {
+		n += len(g) / r.GPUs
+	}
+	return n
+}
+
+// groupsOf splits the units at indices by key, in order of first
+// appearance, leaving out those whose key is unknown (negative).
+func groupsOf(units []unit, indices []int, key func(*unit) int) [][]int {
+	var keys []int
+	byKey := map[int][]int{}
+	for _, i := range indices {
+		k := key(&units[i])
+		if k < 0 {
+			continue
+		}
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], i)
+	}
+	groups := make([][]int, len(keys))
+	for i, k := range keys {
+		groups[i] = byKey[k]
+	}
+	return groups
 }
 
 // takeCPUs takes n free CPUs, nearest first, and marks them held. At each

@@ -53,6 +53,31 @@ func TestAllocatorSequence(t *testing.T) {
 			},
 		},
 		{
+			description: "a 2-GPU run waits for two GPUs of one NUMA node rather than take two that are apart",
+			topo:        topoFourGPU,
+			steps: []step{
+				alloc(Request{GPUs: 1, CPUs: 2}, "GPU-four-0 | 0,32 | numa 0"),
+				alloc(Request{GPUs: 1, CPUs: 2}, "GPU-four-1 | 1,33 | numa 0"),
+				alloc(Request{GPUs: 1, CPUs: 2}, "GPU-four-2 | 16,48 | numa 1"),
+				// GPUs 0 and 3 are free, on two NUMA nodes.
+				release(0),
+				alloc(Request{GPUs: 2, CPUs: 2}, "busy"),
+				release(1),
+				alloc(Request{GPUs: 2, CPUs: 2}, "GPU-four-0,GPU-four-1 | 0,32 | numa 0"),
+			},
+		},
+		{
+			description: "one GPU per NUMA node: a 2-GPU run gets two GPUs of one socket",
+			topo:        topoDGXA100,
+			steps: []step{
+				// GPUs 0-3 are on socket 0 (NUMA nodes 3, 2, 1, 0), 4-7 on socket 1.
+				alloc(Request{GPUs: 2, CPUs: 4}, "GPU-dgx-0,GPU-dgx-1 | 32-33,160-161 | numa -1"),
+				alloc(Request{GPUs: 4, CPUs: 4}, "GPU-dgx-4,GPU-dgx-5,GPU-dgx-6,GPU-dgx-7 | 64-65,192-193 | numa -1"),
+				alloc(Request{GPUs: 2, CPUs: 4}, "GPU-dgx-2,GPU-dgx-3 | 0-1,128-129 | numa -1"),
+				alloc(Request{GPUs: 1, CPUs: 4}, "busy"),
+			},
+		},
+		{
 			description: "a CPU-only run goes where no GPU is free, keeping CPUs near free GPUs for GPU runs",
 			topo:        topoFourGPU,
 			steps: []step{
@@ -753,14 +778,84 @@ func modelOutcome(topo Topology, live []Assignment, req Request) string {
 			}
 		case req.GPUs == 1 && u.runs == 0 && g.MemoryBytes >= req.GPUMem:
 			available++
-		case req.GPUs > 1 && u.runs == 0 && !g.MIG && g.MemoryBytes >= req.GPUMem:
-			available++
 		}
 	}
-	if available < max(req.GPUs, 1) && usesGPU {
+	if req.GPUs > 1 && !modelCloseGPUsFree(topo, units, req) || req.GPUs <= 1 && available < 1 && usesGPU {
 		return "busy"
 	}
 	return "fits"
+}
+
+// modelCloseGPUsFree says whether req.GPUs whole GPUs are free as close
+// together as the node allows: on one NUMA node when some NUMA node has
+// that many GPUs at all, else on one socket when some socket has, else
+// anywhere.
+func modelCloseGPUsFree(topo Topology, units map[string]*unitState, req Request) bool {
+	var eligible []GPU
+	for _, g := range topo.GPUs {
+		if !g.MIG && g.MemoryBytes >= req.GPUMem {
+			eligible = append(eligible, g)
+		}
+	}
+	for _, groupOf := range []func(GPU) int{
+		func(g GPU) int { return g.NUMA },
+		func(g GPU) int { return modelSocket(topo, g) },
+	} {
+		all, free := map[int]int{}, map[int]int{}
+		for _, g := range eligible {
+			if k := groupOf(g); k >= 0 {
+				all[k]++
+				if units[g.UUID].runs == 0 {
+					free[k]++
+				}
+			}
+		}
+		tight := false
+		for k, n := range all {
+			if n >= req.GPUs {
+				tight = true
+				if free[k] >= req.GPUs {
+					return true
+				}
+			}
+		}
+		if tight {
+			return false
+		}
+	}
+	free := 0
+	for _, g := range eligible {
+		if units[g.UUID].runs == 0 {
+			free++
+		}
+	}
+	return free >= req.GPUs
+}
+
+// modelSocket is the socket of the CPUs near g (on its NUMA node, else in
+// its LocalCPUs), or -1 when they span sockets or are unknown.
+func modelSocket(topo Topology, g GPU) int {
+	var near []CPU
+	for _, c := range topo.CPUs {
+		if g.NUMA >= 0 && c.NUMA == g.NUMA {
+			near = append(near, c)
+		}
+	}
+	if len(near) == 0 {
+		for _, c := range topo.CPUs {
+			if slices.Contains(g.LocalCPUs, c.ID) {
+				near = append(near, c)
+			}
+		}
+	}
+	socket := -1
+	for i, c := range near {
+		if i > 0 && c.Socket != socket {
+			return -1
+		}
+		socket = c.Socket
+	}
+	return socket
 }
 
 // checkAssignment checks as, just returned for req, against the topology and

@@ -36,10 +36,14 @@
 //   - a run's CPUs are whole cores (hyperthread siblings together) whenever
 //     its CPU count allows, and are local to its GPUs' NUMA node when enough
 //     local CPUs are free;
-//   - the GPUs of a multi-GPU run come from one NUMA node, else one socket,
-//     when possible; runs sharing GPUs fill a GPU already in use before
-//     taking another, keeping whole GPUs (and NUMA nodes) free for
-//     multi-GPU runs;
+//   - the GPUs of a multi-GPU run come from one NUMA node when some NUMA
+//     node has that many GPUs, else from one socket when some socket has,
+//     else from anywhere; a run that could have them close together waits
+//     for them rather than take GPUs apart that happen to be free (GPU
+//     interconnects such as NVLink are not in the topology: NUMA node and
+//     socket stand for closeness); runs sharing GPUs fill a GPU already in
+//     use before taking another, keeping whole GPUs (and NUMA nodes) free
+//     for multi-GPU runs;
 //   - a MIG device is a unit of its own, at most one per run;
 //   - the same topology and the same sequence of calls give the same
 //     placements.

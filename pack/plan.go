@@ -262,8 +262,10 @@ func (a *Allocator) resolve(o Options) (parallel int, r Request, err error) {
 				perGPU = k
 			}
 			capacity = units * perGPU
+		case r.GPUs > 1:
+			capacity = a.closeGPUsCapacity(r)
 		default:
-			capacity = units / r.GPUs
+			capacity = units
 		}
 		if parallel == 0 {
 			parallel = capacity

@@ -78,7 +78,11 @@ func TestQueue(t *testing.T) {
 				next(0, "x1"), next(0, "x2"), next(0, "x3"),
 				push("big", two), push("small", one),
 				next(0, "busy"),
-				releaseRun(1, "x1"), next(1, "big"), next(1, "busy"),
+				// x1 on GPU 0 and x2 on GPU 1 (NUMA node 0), x3 on GPU 2:
+				// GPUs 0 and 3 are free but on two NUMA nodes, so big waits
+				// for GPUs of one node, and small behind it too.
+				releaseRun(1, "x1"), next(1, "busy"),
+				releaseRun(2, "x2"), next(2, "big"), next(2, "small"),
 			},
 		},
 		{

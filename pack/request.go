@@ -135,8 +135,10 @@ func formatShare(s int) string {
 //   - cpus: CPUs of the run's own; 0 for one shared CPU;
 //   - mem: host memory, a size.
 //
-// gpu_mem without gpus makes the run share a GPU by memory (with gpus=N it
-// asks for N GPUs of its own with that much memory each); gpus=0 makes a
+// gpu_mem without gpus makes the run share a GPU by memory alone (base's
+// GPUs or share are dropped; with gpus=N it asks for N GPUs of its own
+// with that much memory each, with gpus=0.25 for a quarter of a GPU that
+// has that much memory free); gpus=0 makes a
 // CPU-only run, unless the same text gives gpu_mem. When
 // the text sets gpus but not cpus, the CPUs follow the GPUs: base's CPUs
 // per GPU times the new number (or share) of GPUs, at least 1, so that
@@ -185,7 +187,7 @@ func ParseRequest(text string, base Request) (Request, error) {
 	}
 	switch {
 	case gpuMemGiven && !gpusGiven:
-		r.GPUs = 0 // gpu_mem alone shares a GPU by memory
+		r.GPUs, r.GPUShare = 0, 0 // gpu_mem alone shares a GPU by memory
 	case gpusGiven && r.GPUs > 0 && !gpuMemGiven:
 		r.AutoGPUMem = false
 	case gpusGiven && r.GPUs == 0 && r.GPUShare == 0 && !gpuMemGiven:

@@ -21,6 +21,7 @@ func TestParseRequest(t *testing.T) {
 		{"gpus=1.0 is one GPU", "gpus=1.0", Request{GPUShare: 500, CPUs: 8}, Request{GPUs: 1, CPUs: 16}, ""},
 		{"CPU-only keeps the CPUs", "gpus=0", base, Request{CPUs: 16}, ""},
 		{"gpu_mem alone shares a GPU by memory", "gpu_mem=12GiB cpus=4", base, Request{GPUMem: 12 << 30, CPUs: 4}, ""},
+		{"gpu_mem alone drops the base's share", "gpu_mem=12GiB", Request{GPUShare: 250, CPUs: 4}, Request{GPUMem: 12 << 30, CPUs: 4}, ""},
 		{"gpu_mem with a share", "gpus=0.5 gpu_mem=12GiB", base, Request{GPUShare: 500, GPUMem: 12 << 30, CPUs: 8}, ""},
 		{"gpu_mem with GPUs of its own", "gpus=2 gpu_mem=40GiB", base, Request{GPUs: 2, GPUMem: 40 << 30, CPUs: 32}, ""},
 		{"gpus=0 drops the base's gpu_mem", "gpus=0", Request{GPUMem: 1 << 30, CPUs: 2}, Request{CPUs: 2}, ""},

@@ -12,12 +12,14 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/batch"
+	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/sweep"
 	"github.com/spf13/pflag"
 )
 
 const planUsage = `Usage: nodepack plan [--inventory FILE] [--parallel N] [--gpus-per-run G | --runs-per-gpu K] [--cpus-per-run C] [--json]
-                     [--runs-per-shard M] [TASKFILE | --sweep|--grid FILE|--params FILE -- COMMAND…]
+                     [--gpu-mem-per-run SIZE] [--mem-per-run SIZE] [--runs-per-shard M]
+                     [TASKFILE | --sweep|--grid FILE|--params FILE [--request 'MATCH: REQ']… -- COMMAND…]
 
 Shows the first wave of a sweep without running anything: which GPUs and
 CPUs each of the concurrent slots gets, and what stays idle. Without
@@ -28,14 +30,17 @@ core on a node without GPUs, and the allowed CPUs are split evenly in whole
 cores, local to each run's GPUs.
 
 Given a source (a task file, or --sweep, --grid or --params with the
-command after --), it also counts the runs; with --runs-per-shard M it
-prints the array to submit so that each array task (one nodepack each,
---shard auto) gets about M runs.
+command after --), it also counts the runs, tallied by what they ask for
+(#nodepack lines of a task file, "nodepack" objects of a params file,
+--request rules), and refuses a run that could never fit the node; with
+--runs-per-shard M it prints the array to submit so that each array task
+(one nodepack each, --shard auto) gets about M runs.
 
 Examples:
   nodepack plan
   nodepack plan --inventory dgx.json --parallel 16 --runs-per-gpu 2
   nodepack plan --inventory dgx.json --gpus-per-run 2 --cpus-per-run 16 --json
+  nodepack plan --inventory dgx.json --gpus-per-run 0.25 --sweep --request 'model=big: gpus=2' -- python train.py model=small,big seed=1,2
   nodepack plan --runs-per-shard 8 --grid params.yml -- python train_mnist.py`
 
 // packOptions are the flags that shape the slots; plan and run share them.
@@ -161,11 +166,12 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var runs *runsPlanDoc
 	if hasSource {
-		total, err := o.countRuns(fs.Args())
+		total, requests, err := o.countRuns(fs.Args(), node.Topology(), plan.Request)
 		if err != nil {
 			return usageErrorf(stderr, "plan", "%v", err)
 		}
 		runs = runsPlan(total, o.RunsPerShard)
+		runs.Requests = requests
 		if o.RunsPerShard > 0 && o.RunsPerShard%len(plan.Slots) != 0 {
 			plan.Warnings = append(plan.Warnings, fmt.Sprintf("%d runs per shard on %d slots: the last wave of each shard leaves slots idle; a multiple of %d keeps them busy",
 				o.RunsPerShard, len(plan.Slots), len(plan.Slots)))
@@ -182,20 +188,44 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// countRuns counts the runs of the source in args, checking every one.
-func (o *planOptions) countRuns(args []string) (int, error) {
+// countRuns counts the runs of the source in args, checking every one,
+// and tallies them by what they ask for (base unless they say otherwise),
+// in the order the requests first appear. A request that can never fit
+// topo is an error naming the run's origin.
+func (o *planOptions) countRuns(args []string, topo pack.Topology, base pack.Request) (int, []requestDoc, error) {
 	if err := sourceArgs(&o.Source, args); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
+	o.Source.Request = base
 	src, err := o.Source.Open()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer src.Close()
-	if err := src.Scan(nil); err != nil {
-		return 0, err
+	alloc := pack.NewAllocator(topo)
+	var requests []requestDoc
+	seen := map[pack.Request]int{} // request → its index in requests
+	err = src.Scan(func(run execute.Run) error {
+		req := base
+		if run.Request != nil {
+			req = *run.Request
+		}
+		i, ok := seen[req]
+		if !ok {
+			if err := alloc.Check(req); err != nil {
+				return fmt.Errorf("%s: %w", run.Origin, err)
+			}
+			i = len(requests)
+			seen[req] = i
+			requests = append(requests, requestDoc{Request: req.String(), Class: req.Class()})
+		}
+		requests[i].Runs++
+		return nil
+	})
+	if err != nil {
+		return 0, nil, err
 	}
-	return src.Total(), nil
+	return src.Total(), requests, nil
 }
 
 // planDoc is plan --json's document: the plan's, and with a source, its
@@ -207,10 +237,18 @@ type planDoc struct {
 
 // runsPlanDoc is how a sweep splits into array tasks (--runs-per-shard).
 type runsPlanDoc struct {
-	Total        int    `json:"total"`
-	RunsPerShard int    `json:"runs_per_shard,omitempty"`
-	Shards       int    `json:"shards,omitempty"`
-	SlurmArray   string `json:"slurm_array,omitempty"` // the value of sbatch --array
+	Total        int          `json:"total"`
+	RunsPerShard int          `json:"runs_per_shard,omitempty"`
+	Shards       int          `json:"shards,omitempty"`
+	SlurmArray   string       `json:"slurm_array,omitempty"` // the value of sbatch --array
+	Requests     []requestDoc `json:"requests"`
+}
+
+// requestDoc is how many runs ask for one request.
+type requestDoc struct {
+	Request string `json:"request"` // as --request writes it: "gpus=2 cpus=16"
+	Class   string `json:"class"`   // its kind of placement: "2 GPUs"
+	Runs    int    `json:"runs"`
 }
 
 func runsPlan(total, perShard int) *runsPlanDoc {
@@ -226,6 +264,11 @@ func runsPlan(total, perShard int) *runsPlanDoc {
 
 func printRunsPlan(w io.Writer, r *runsPlanDoc) {
 	fmt.Fprintf(w, "runs: %d\n", r.Total)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, q := range r.Requests {
+		fmt.Fprintf(tw, "  %d\t%s\t(%s)\n", q.Runs, q.Request, q.Class)
+	}
+	tw.Flush()
 	if r.Shards > 0 {
 		fmt.Fprintf(w, "shards: %d of up to %d runs; submit %s, each running nodepack run --shard auto with the same source\n",
 			r.Shards, r.RunsPerShard, batch.SubmitLine(r.Shards))

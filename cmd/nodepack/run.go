@@ -113,11 +113,10 @@ type runOptions struct {
 func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	x := &o.Execute
 	o.packOptions.AddFlags(fs)
-	fs.BoolVar(&o.DryRun, "dry-run", false, "list the runs (id, index, shard, added env, argv) and start nothing")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "list the runs (id, index, shard, request, added env, argv) and start nothing")
 	fs.BoolVar(&o.JSON, "json", false, "with --dry-run: print the runs as a JSON document (schema nodepack.runs/v1)")
 	addSourceFlags(fs, &o.Source, &o.RunsPerShard)
 	fs.StringVar(&o.Shard, "shard", "auto", "run only shard `I/N`: the runs whose index is I mod N; auto takes it from the array index and task rank (SLURM_ARRAY_TASK_ID, SLURM_PROCID, SGE_TASK_ID, PBS_ARRAY_INDEX, LSB_JOBINDEX); none runs all")
-	fs.StringArrayVar(&o.Source.Requests, "request", nil, "give the runs whose values match a request, `'MATCH: REQ'` such as 'model=big: gpus=2 cpus=16' or '*: gpus=0.5' (repeatable; the first that matches applies; --sweep, --grid, --params)")
 	fs.DurationVar(&x.BackfillWait, "backfill-wait", execute.DefaultBackfillWait, "let smaller runs start ahead of one that does not fit yet for at most `D`, then keep what frees up for it; 0 starts runs strictly in order")
 	fs.DurationVar(&x.SettleTimeout, "settle-timeout", execute.DefaultSettleTimeout, "a run sharing a GPU by --gpu-mem-per-run keeps other runs off it until its GPU memory stops growing, or for at most `D`")
 	fs.StringVarP(&o.Output, "output", "o", "", "`DIR` for the ledger and logs (DIR/runs/<name>-<run-id>/); default nodepack-NAME-KEY, in a batch job nodepack-JOBID-NAME-KEY")
@@ -270,7 +269,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer sw.Close()
 	if o.DryRun {
 		printNotes(errOut, sw.Notes())
-		return dryRun(sw, o.JSON, outOut, errOut)
+		return dryRun(sw, &o.Execute, o.JSON, outOut, errOut)
 	}
 	fmt.Fprintf(errOut, "nodepack: output %s (nodepack status %s)\n", sw.Output(), sw.Output())
 	printWarnings(errOut, node.Warnings)
@@ -306,7 +305,7 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*r
 		}
 	}
 	topo := node.Topology()
-	if o.Plan, err = pack.NewPlan(topo, o.packOptions.Options); err != nil {
+	if o.Plan, err = runPlanFor(topo, o.packOptions.Options); err != nil {
 		return nil, node, err
 	}
 	// Every run asks for the plan's request unless it says otherwise; as
@@ -329,6 +328,27 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*r
 	}
 	sw, err := runner.Prepare(o.Options)
 	return sw, node, err
+}
+
+// runPlanFor is the plan run starts from: opts's, or, when fewer runs of
+// its request than --parallel fit at once, the plan without --parallel,
+// with a warning. For run, --parallel caps the runs at once, and runs that
+// ask for less than the default (task-file directives, --request) fill
+// what the default's runs leave; plan keeps it an error.
+func runPlanFor(topo pack.Topology, opts pack.Options) (pack.Plan, error) {
+	plan, err := pack.NewPlan(topo, opts)
+	if err == nil || opts.Parallel == 0 {
+		return plan, err
+	}
+	capped := opts
+	capped.Parallel = 0
+	fallback, err2 := pack.NewPlan(topo, capped)
+	if err2 != nil || len(fallback.Slots) >= opts.Parallel {
+		return plan, err
+	}
+	fallback.Warnings = append(fallback.Warnings, fmt.Sprintf("--parallel %d: %d runs asking for %s fit at once; runs asking for less fill the rest, up to %d",
+		opts.Parallel, len(fallback.Slots), describeRequest(fallback.Request, fallback.RunsPerGPU), opts.Parallel))
+	return fallback, nil
 }
 
 // run runs the prepared sweep, reports, and returns the exit status.

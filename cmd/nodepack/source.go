@@ -20,6 +20,7 @@ func addSourceFlags(fs *pflag.FlagSet, spec *sweep.Spec, runsPerShard *int) {
 	fs.BoolVar(&spec.Hydra, "sweep", false, "run the command after -- once per combination of its Hydra sweep overrides (key=a,b key=choice(a,b) key=range(0,10,2))")
 	fs.StringVar(&spec.Grid, "grid", "", "run the command after -- once per combination of the YAML grid `FILE`, appending --key=value")
 	fs.StringVar(&spec.Params, "params", "", "run the command after -- once per JSON object (one a line) of `FILE` (- for standard input), appending --key=value")
+	fs.StringArrayVar(&spec.Requests, "request", nil, "give the runs whose values match a request, `'MATCH: REQ'` such as 'model=big: gpus=2 cpus=16' or '*: gpus=0.5' (repeatable; the first that matches applies; --sweep, --grid, --params)")
 	fs.IntVar(&spec.Reps, "reps", 1, "run everything `N` times (NODEPACK_REP and {rep} say which)")
 	fs.IntVar(runsPerShard, "runs-per-shard", 0, "`M` runs per array task: plan prints the array to submit; --shard auto uses it where the scheduler does not tell the array size (PBS, LSF)")
 }
@@ -42,9 +43,9 @@ func sourceArgs(spec *sweep.Spec, args []string) error {
 }
 
 // dryRun lists the runs of this shard and returns the exit code: one line
-// per run (id, index, shard, added env, argv) or, with asJSON, a
-// nodepack.runs/v1 document.
-func dryRun(sw *runner.Sweep, asJSON bool, stdout, stderr io.Writer) int {
+// per run (id, index, shard, request, added env, argv) or, with asJSON, a
+// nodepack.runs/v1 document. x says what runs ask for by default.
+func dryRun(sw *runner.Sweep, x *execute.Options, asJSON bool, stdout, stderr io.Writer) int {
 	shard, from := sw.Shard()
 	_, total := sw.Total()
 	spec := sw.Source().Spec()
@@ -65,17 +66,18 @@ func dryRun(sw *runner.Sweep, asJSON bool, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "nodepack run: %v\n", err)
 			return exitUsage
 		}
+		req := x.RequestOf(run)
 		if asJSON {
 			if n > 0 {
 				w.WriteByte(',')
 			}
 			b, _ := json.Marshal(runDoc{ID: run.ID, Index: run.Index, Rep: run.Rep, Shard: shard.Index,
 				Argv: run.Args, Env: orEmptyStrings(run.Env), Origin: run.Origin, Name: run.Name, Params: run.Params,
-				Dir: execute.RunDir(sw.Output(), run)})
+				Dir: execute.RunDir(sw.Output(), run), Request: req.String(), Class: req.Class()})
 			w.WriteString("\n  ")
 			w.Write(b)
 		} else {
-			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%q\n", run.ID, run.Index, shard, strings.Join(run.Env, " "), run.Args)
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%q\n", run.ID, run.Index, shard, req, strings.Join(run.Env, " "), run.Args)
 		}
 		n++
 	}
@@ -135,6 +137,11 @@ type runDoc struct {
 	Name   string          `json:"name,omitempty"`   // readable name of its configuration
 	Params json.RawMessage `json:"params,omitempty"` // its parameters, typed; params.json in its directory
 	Dir    string          `json:"dir"`              // its directory: logs, params.json, NODEPACK_RUN_DIR
+	// Request is what the run asks for, as --request and task-file
+	// directives write it ("gpus=0.25 cpus=2"); Class names its kind of
+	// placement ("0.25 GPU").
+	Request string `json:"request"`
+	Class   string `json:"class"`
 }
 
 // errNoRuns is the usage error of plan --runs-per-shard without runs.

@@ -222,9 +222,17 @@ func TestPlanRunsPerShard(t *testing.T) {
 	}
 	code, stdout, stderr = runCLI(t, "plan", "--gpus", "none", "--parallel", "2", "--json", "--runs-per-shard", "8", "--reps", "3", "--sweep", "--", "p", "a=range(10)")
 	var doc planDoc
-	if err := json.Unmarshal([]byte(stdout), &doc); code != exitOK || err != nil || doc.Runs == nil ||
-		!reflect.DeepEqual(*doc.Runs, runsPlanDoc{Total: 30, RunsPerShard: 8, Shards: 4, SlurmArray: "0-3"}) {
-		t.Errorf("plan --json = %d, %v: %+v\n%s", code, err, doc.Runs, stderr)
+	if err := json.Unmarshal([]byte(stdout), &doc); code != exitOK || err != nil || doc.Runs == nil {
+		t.Fatalf("plan --json = %d, %v: %+v\n%s", code, err, doc.Runs, stderr)
+	}
+	// Every run asks for the plan's request: half the CPUs, whatever this
+	// machine has.
+	if q := doc.Runs.Requests; len(q) != 1 || q[0].Runs != 30 || q[0].Class != "CPU only" {
+		t.Errorf("requests %+v, want all 30 runs CPU only", q)
+	}
+	doc.Runs.Requests = nil
+	if !reflect.DeepEqual(*doc.Runs, runsPlanDoc{Total: 30, RunsPerShard: 8, Shards: 4, SlurmArray: "0-3"}) {
+		t.Errorf("plan --json runs: %+v", doc.Runs)
 	}
 	if code, _, stderr := runCLI(t, "plan", "--gpus", "none", "--runs-per-shard", "8"); code != exitUsage || !strings.Contains(stderr, "needs the runs") {
 		t.Errorf("--runs-per-shard without runs = %d: %s", code, stderr)

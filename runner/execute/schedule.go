@@ -107,6 +107,15 @@ func (s *scheduler) signal() {
 	}
 }
 
+// RequestOf returns what run r asks for: its own Request, else
+// o.Request.
+func (o *Options) RequestOf(r Run) pack.Request {
+	if r.Request != nil {
+		return *r.Request
+	}
+	return o.Request
+}
+
 // hasTopology reports whether runs are placed.
 func (o *Options) hasTopology() bool { return len(o.Topology.CPUs) > 0 || len(o.Topology.GPUs) > 0 }
 
@@ -175,10 +184,7 @@ func (e *Execution) fill(next *chan Run) {
 // runs before it still run.
 func (e *Execution) push(r Run, next *chan Run) {
 	s := e.sched
-	req := e.opts.Request
-	if r.Request != nil {
-		req = *r.Request
-	}
+	req := e.opts.RequestOf(r)
 	var err error
 	switch {
 	case s.alloc == nil && req != (pack.Request{}):

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner/execute"
 )
 
@@ -111,6 +112,36 @@ func FuzzReadParams(f *testing.F) {
 				t.Fatalf("run %d: %+v", n, r)
 			}
 			n++
+		}
+	})
+}
+
+// FuzzReadTaskFile checks that any task file, directives included,
+// either streams runs whose requests are valid or stops with an error
+// that names file:line.
+func FuzzReadTaskFile(f *testing.F) {
+	for _, s := range []string{"echo a\n#nodepack gpus=2 cpus=16\necho b\n", "#nodepack\n", "#nodepack gpu_mem=auto\nx\n",
+		"#nodepack gpus=0.6,mem=1G\n\\\n", "#nodepackx\nls\n", "#nodepack gpus=1/0\nls\n", "a\r\n#nodepack\tcpus=0\r\nb"} {
+		f.Add(s)
+	}
+	base := pack.Request{GPUs: 1, CPUs: 8}
+	f.Fuzz(func(t *testing.T, text string) {
+		n := 0
+		for r, err := range ReadTaskFile(strings.NewReader(text), "tasks.txt", base) {
+			if err != nil {
+				if !strings.HasPrefix(err.Error(), "tasks.txt:") {
+					t.Errorf("error %q does not name file:line", err)
+				}
+				return
+			}
+			if r.Request != nil {
+				if err := r.Request.Validate(); err != nil {
+					t.Fatalf("run %d: invalid request %v: %v", n, r.Request, err)
+				}
+			}
+			if n++; n > fuzzRunLimit {
+				return
+			}
 		}
 	})
 }
