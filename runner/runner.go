@@ -47,7 +47,8 @@ type Options struct {
 	// command records its resources.Node).
 	Node any
 	// Execute says how every run is executed and where it is placed
-	// (Topology; Request, which should be Source.Request; Parallel).
+	// (Topology; Request, which is also Source.Request when that is zero;
+	// Parallel).
 	// Every run's request is checked against the Topology before anything
 	// starts. Its OnEvent, if set, is called after the ledger has
 	// recorded the event. Its OutputDir,
@@ -122,6 +123,10 @@ func Prepare(opts Options) (*Sweep, error) {
 	}
 	if opts.Requeue && !batch.CanRequeue(opts.Job) {
 		return nil, fmt.Errorf("--requeue: nodepack can requeue Slurm and Grid Engine jobs, not %s", batch.Describe(opts.Job))
+	}
+	if opts.Source.Request == (pack.Request{}) {
+		// Directives and rules are read over what runs ask for by default.
+		opts.Source.Request = opts.Execute.Request
 	}
 	src, err := opts.Source.Open()
 	if err != nil {

@@ -1,8 +1,8 @@
 // Command embed shows nodepack as a library inside another launcher: it
 // detects this node, plans one run per physical core (or per GPU), and
-// runs a small resumable sweep of its own making twice in one output
-// directory — the second time nothing is left to do. CI builds and runs
-// it.
+// runs a small resumable sweep of its own making, with mixed requests,
+// twice in one output directory — the second time nothing is left to do.
+// CI builds and runs it.
 //
 //	go run ./examples/embed [-o DIR]
 package main
@@ -60,17 +60,24 @@ func launch(out string) error {
 
 	// Six runs: three learning rates × two seeds, as a Hydra sweep of a
 	// command executed directly (no shell), each with its own parameters.
+	// Each run asks for the plan's request, except those with seed=2,
+	// which ask for one CPU shared with other such runs: mixed requests,
+	// packed onto the node as runs start and end.
 	opts := runner.Options{
-		Source: sweep.Spec{Hydra: true, Command: []string{"sh", "-c", `echo "$1 $2 on cpus $NODEPACK_CPUS"`, "sh", "lr=0.1,0.01,0.001", "seed=1,2"}},
+		Source: sweep.Spec{Hydra: true, Command: []string{"sh", "-c", `echo "$1 $2 on cpus $NODEPACK_CPUS"`, "sh", "lr=0.1,0.01,0.001", "seed=1,2"},
+			Requests: []string{"seed=2: gpus=0 cpus=0"}},
 		Output: out,
 		Job:    batch.Detect(os.LookupEnv),
 		Plan:   plan,
-		Execute: execute.Options{OnEvent: func(ev execute.Event) {
-			if ev.Kind == execute.Finished {
-				fmt.Printf("%-20s %-11s exit %d  slot %d  cpus %s\n", ev.Run.Name, ev.Reason, ev.ExitCode,
-					ev.Slot.Index, pack.FormatCPUList(ev.Slot.CPUs))
-			}
-		}},
+		Execute: execute.Options{
+			Topology: node.Topology(),
+			Request:  plan.Request,
+			OnEvent: func(ev execute.Event) {
+				if ev.Kind == execute.Finished {
+					fmt.Printf("%-20s %-11s exit %d  %-16s cpus %s\n", ev.Run.Name, ev.Reason, ev.ExitCode,
+						ev.Slot.Request, pack.FormatCPUList(ev.Slot.CPUs))
+				}
+			}},
 	}
 	for round := 1; round <= 2; round++ {
 		sw, err := runner.Prepare(opts)
