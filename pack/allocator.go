@@ -81,10 +81,16 @@ type unit struct {
 	share int    // thousandths claimed by the runs sharing it
 	mem   uint64 // memory claimed by the runs sharing it
 	held  bool   // Hold: no run may be placed on it
+	// reserved: a run the queue holds for will take it once it frees, so
+	// no run behind that one may be placed on it (see allocateBehind).
+	reserved bool
 }
 
-// free reports whether no run is on the unit and none may be placed on it.
-func (u *unit) free() bool { return u.runs == 0 && !u.held }
+// free reports whether no run is on the unit and one may be placed on it.
+func (u *unit) free() bool { return u.runs == 0 && !u.closed() }
+
+// closed reports whether no new run may be placed on the unit.
+func (u *unit) closed() bool { return u.held || u.reserved }
 
 // NewAllocator returns an Allocator with every CPU and GPU of t free. It
 // copies t; later changes to t do not affect the Allocator.
@@ -324,6 +330,93 @@ func (a *Allocator) Allocate(r Request) (Assignment, error) {
 	return as, nil
 }
 
+// allocateBehind allocates r for a run waiting behind one that asks for
+// first and holds the queue (see [Queue]): r may not take the GPUs first
+// waits for (reserved, from reserveUnits), and must leave at least as many
+// free CPUs and as much free memory as first asks for, so that it cannot
+// delay first.
+func (a *Allocator) allocateBehind(first Request, reserved []int, r Request) (Assignment, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.check(r); err != nil {
+		return Assignment{}, fmt.Errorf("allocate %v: %w", r, err)
+	}
+	if r.AutoGPUMem {
+		return Assignment{}, fmt.Errorf("allocate %v: gpu_mem=auto: resolve it to a size or a share first", r)
+	}
+	if a.nfree-max(r.CPUs, 1) < first.CPUs || a.memory-a.memUsed < first.Mem+r.Mem {
+		return Assignment{}, fmt.Errorf("allocate %v: the cpus and memory left are held for %v: %w", r, first, ErrBusy)
+	}
+	for _, i := range reserved {
+		a.units[i].reserved = true
+	}
+	defer func() {
+		for _, i := range reserved {
+			a.units[i].reserved = false
+		}
+	}()
+	as, err := a.place(r)
+	if err != nil {
+		return Assignment{}, fmt.Errorf("allocate %v: %w", r, err)
+	}
+	return as, nil
+}
+
+// reserveUnits chooses the GPUs a run asking for r waits for: those that
+// are closest to free (fewest runs on them), as close together as
+// pickUnits would place them; none for a CPU-only run. The caller keeps
+// its choice until the run starts: no new run is placed on them, so they
+// only free up.
+func (a *Allocator) reserveUnits(r Request) []int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !r.UsesGPU() {
+		return nil
+	}
+	n := max(r.GPUs, 1)
+	fits := func(u *unit) bool {
+		switch {
+		case r.GPUs > 1:
+			return !u.gpu.MIG && u.gpu.MemoryBytes >= r.GPUMem
+		case r.SharesGPU():
+			return r.GPUMem == 0 || u.usable >= r.GPUMem
+		}
+		return u.gpu.MemoryBytes >= r.GPUMem
+	}
+	var all []int
+	for i := range a.units {
+		if fits(&a.units[i]) {
+			all = append(all, i)
+		}
+	}
+	groups := [][]int{all}
+	if r.GPUs > 1 {
+		switch a.localityLevel(n, fits) {
+		case 0:
+			groups = groupsOf(a.units, all, func(u *unit) int { return u.gpu.NUMA })
+		case 1:
+			groups = groupsOf(a.units, all, func(u *unit) int { return u.socket })
+		}
+	}
+	var best []int
+	bestBusy := 0
+	for _, g := range groups {
+		if len(g) < n {
+			continue
+		}
+		g = slices.Clone(g)
+		slices.SortStableFunc(g, func(x, y int) int { return cmp.Compare(a.units[x].runs, a.units[y].runs) })
+		busy := 0
+		for _, i := range g[:n] {
+			busy += a.units[i].runs
+		}
+		if best == nil || busy < bestBusy {
+			best, bestBusy = g[:n], busy
+		}
+	}
+	return best
+}
+
 // allocate is Allocate with a.mu held.
 func (a *Allocator) allocate(r Request) (Assignment, error) {
 	if err := a.check(r); err != nil {
@@ -408,7 +501,7 @@ func (u *unit) claim(r Request) uint64 {
 
 // fitsSharer reports whether a run sharing a GPU fits on u now.
 func (u *unit) fitsSharer(r Request) bool {
-	if u.own || u.held || u.share+r.GPUShare > GPUWhole {
+	if u.own || u.closed() || u.share+r.GPUShare > GPUWhole {
 		return false
 	}
 	if r.GPUMem > 0 && u.usable == 0 {
@@ -827,10 +920,10 @@ func (a *Allocator) Resize(as Assignment, r Request) (Assignment, error) {
 	u := &a.units[i]
 	u.share -= old.GPUShare
 	u.mem -= u.claim(old)
-	held := u.held
-	u.held = false
+	held, reserved := u.held, u.reserved
+	u.held, u.reserved = false, false
 	fits := u.fitsSharer(r)
-	u.held = held
+	u.held, u.reserved = held, reserved
 	if !fits {
 		u.share += old.GPUShare
 		u.mem += u.claim(old)

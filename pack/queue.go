@@ -9,10 +9,13 @@ import (
 // Queue holds runs waiting to start, in input order, and decides which may
 // start next on an Allocator: the first one that fits. A run that does not
 // fit yet lets smaller runs behind it start (backfill), but not for ever:
-// once runs have been starting ahead of it for maxWait, it reserves the
-// node — nothing behind it starts — so that what frees up accumulates
-// until it fits. Runs therefore start in input order, except for the
-// backfill, and none waits unboundedly while others pass it.
+// once runs have been starting ahead of it for maxWait, it reserves what
+// it waits for — the GPUs closest to free, as close together as it needs
+// them, and as many CPUs and as much memory as it asks for — and runs
+// behind it start only on what is left, so that what it waits for frees
+// up and stays free until it fits. Runs therefore start in input order,
+// except for the backfill, and none waits unboundedly while others pass
+// it.
 //
 // Queue is pure: the caller tells it the time. It is not safe for
 // concurrent use; the Allocator under it is, so runs may be released
@@ -24,9 +27,10 @@ type Queue[T any] struct {
 }
 
 type waiting[T any] struct {
-	item   T
-	req    Request
-	passed time.Time // when a run behind it first started ahead of it; zero if none has
+	item     T
+	req      Request
+	passed   time.Time // when a run behind it first started ahead of it; zero if none has
+	reserved []int     // once it holds the queue: the GPUs it waits for (Allocator units)
 }
 
 // NewQueue returns an empty queue that allocates from a. A zero maxWait
@@ -64,13 +68,18 @@ func (q *Queue[T]) Reserved(now time.Time) bool {
 func (q *Queue[T]) Next(now time.Time) (T, Assignment, error) {
 	var zero T
 	failed := map[Request]bool{} // requests that did not fit in this call
+	var first *Request           // the reserved run's request, once it did not fit
 	for i := range q.waiting {
 		w := &q.waiting[i]
 		if failed[w.req] {
 			continue
 		}
 		as, err := Assignment{Request: w.req}, error(nil)
-		if q.a != nil {
+		switch {
+		case q.a == nil:
+		case first != nil:
+			as, err = q.a.allocateBehind(*first, q.waiting[0].reserved, w.req)
+		default:
 			as, err = q.a.Allocate(w.req)
 		}
 		switch {
@@ -90,7 +99,13 @@ func (q *Queue[T]) Next(now time.Time) (T, Assignment, error) {
 		}
 		failed[w.req] = true
 		if i == 0 && q.Reserved(now) {
-			break
+			if q.maxWait == 0 || q.a == nil {
+				break // strictly in order
+			}
+			first = &q.waiting[0].req
+			if q.waiting[0].reserved == nil {
+				q.waiting[0].reserved = q.a.reserveUnits(*first)
+			}
 		}
 	}
 	return zero, Assignment{}, fmt.Errorf("%d waiting: %w", len(q.waiting), ErrBusy)
@@ -108,6 +123,9 @@ func (q *Queue[T]) remove(i int) {
 // re-resolves those still waiting.
 func (q *Queue[T]) Update(f func(item T, r Request) Request) {
 	for i := range q.waiting {
-		q.waiting[i].req = f(q.waiting[i].item, q.waiting[i].req)
+		w := &q.waiting[i]
+		if r := f(w.item, w.req); r != w.req {
+			w.req, w.reserved = r, nil
+		}
 	}
 }
