@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/execute"
 )
 
@@ -451,4 +452,34 @@ func openTestLedger(t *testing.T) (*Writer, string) {
 		t.Fatal(err)
 	}
 	return l, path
+}
+
+// TestRequestAndMeasuredGPUMemory: started and finished records say what
+// the run asked for, in the form --request takes, and the finished record
+// holds the GPU memory its own processes used at their peak.
+func TestRequestAndMeasuredGPUMemory(t *testing.T) {
+	l, path := openTestLedger(t)
+	req := pack.Request{GPUMem: 12 << 30, CPUs: 2}
+	slot := pack.Slot{Index: 3, Assignment: pack.Assignment{Request: req, GPUs: []pack.GPU{{UUID: "GPU-a"}}, CPUs: []int{4, 5}, SharedGPUs: true}}
+	run := execute.Run{ID: "run1"}
+	start := time.Now()
+	if err := l.Append(execute.Event{Kind: execute.Started, Run: run, Attempt: 1, Start: start, Slot: slot}); err != nil {
+		t.Fatal(err)
+	}
+	ended := execute.Event{Kind: execute.Finished, Run: run, Attempt: 1, Start: start, End: start.Add(time.Second), Slot: slot, Reason: execute.OK}
+	ended.Usage.Sampled.GPUs = []usage.GPU{{UUID: "GPU-a", Samples: 4, ProcessPeakMemoryBytes: 9 << 30}}
+	if err := l.Append(ended); err != nil {
+		t.Fatal(err)
+	}
+	log, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := log.Runs["run1"]
+	if r == nil || r.Started.Request != "gpu_mem=12GiB cpus=2" || r.Finished.Request != "gpu_mem=12GiB cpus=2" {
+		t.Fatalf("requests recorded: %+v", r)
+	}
+	if g := r.Finished.GPUUsage; len(g) != 1 || g[0].UUID != "GPU-a" || g[0].ProcessPeakMemoryBytes != 9<<30 {
+		t.Errorf("GPU usage recorded: %+v, want GPU-a's 9 GiB", g)
+	}
 }
