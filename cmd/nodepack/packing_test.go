@@ -112,14 +112,13 @@ func TestMixedRequestsEndToEnd(t *testing.T) {
 		t.Fatalf("%d runs in the ledger, want %d", len(log.Runs), len(want))
 	}
 	type change struct {
-		at        time.Time
-		gpu       string
-		whole     int // runs with the GPU as one of their own: +1 at the start, -1 at the end
-		share     int // thousandths of a GPU
-		mem       int64
-		id        string
-		starting  bool
-		nodeLocal bool
+		at       time.Time
+		gpu      string
+		whole    int // runs with the GPU as one of their own: +1 at the start, -1 at the end
+		share    int // thousandths of a GPU
+		mem      int64
+		id       string
+		starting bool
 	}
 	var changes []change
 	for _, id := range log.Order {

@@ -211,8 +211,6 @@ func TestBackfill(t *testing.T) {
 // gateSampler is a Sampler whose runs' GPU memory settles when the test
 // says so.
 type gateSampler struct {
-	mu      sync.Mutex
-	settles map[string]*usage.Settle // by the run's CUDA_VISIBLE_DEVICES order: GPU UUID + root pid
 	started chan usage.Target
 	peak    uint64 // what Sampled reports as the run's own GPU memory
 }
