@@ -383,21 +383,7 @@ func (a *Allocator) reserveUnits(r Request) []int {
 		}
 		return u.gpu.MemoryBytes >= r.GPUMem
 	}
-	var all []int
-	for i := range a.units {
-		if fits(&a.units[i]) {
-			all = append(all, i)
-		}
-	}
-	groups := [][]int{all}
-	if r.GPUs > 1 {
-		switch a.localityLevel(n, fits) {
-		case 0:
-			groups = groupsOf(a.units, all, func(u *unit) int { return u.gpu.NUMA })
-		case 1:
-			groups = groupsOf(a.units, all, func(u *unit) int { return u.socket })
-		}
-	}
+	groups := a.closeGroups(n, fits)
 	var best []int
 	bestBusy := 0
 	for _, g := range groups {
@@ -717,27 +703,33 @@ func (a *Allocator) localityLevel(n int, fits func(*unit) bool) int {
 // them: every NUMA node (or socket) gives as many runs as it has r.GPUs
 // GPUs.
 func (a *Allocator) closeGPUsCapacity(r Request) int {
-	fits := func(u *unit) bool { return !u.gpu.MIG && u.gpu.MemoryBytes >= r.GPUMem }
+	n := 0
+	for _, g := range a.closeGroups(r.GPUs, func(u *unit) bool { return !u.gpu.MIG && u.gpu.MemoryBytes >= r.GPUMem }) {
+		n += len(g) / r.GPUs
+	}
+	return n
+}
+
+// closeGroups splits the GPUs that fits accepts into the groups n GPUs of
+// one run must come from: NUMA nodes, sockets or the whole node, at the
+// localityLevel of n; for one GPU, the whole node.
+func (a *Allocator) closeGroups(n int, fits func(*unit) bool) [][]int {
 	var all []int
 	for i := range a.units {
 		if fits(&a.units[i]) {
 			all = append(all, i)
 		}
 	}
-	var groups [][]int
-	switch a.localityLevel(r.GPUs, fits) {
+	if n <= 1 {
+		return [][]int{all}
+	}
+	switch a.localityLevel(n, fits) {
 	case 0:
-		groups = groupsOf(a.units, all, func(u *unit) int { return u.gpu.NUMA })
+		return groupsOf(a.units, all, func(u *unit) int { return u.gpu.NUMA })
 	case 1:
-		groups = groupsOf(a.units, all, func(u *unit) int { return u.socket })
-	default:
-		groups = [][]int{all}
+		return groupsOf(a.units, all, func(u *unit) int { return u.socket })
 	}
-	n := 0
-	for _, g := range groups {
-		n += len(g) / r.GPUs
-	}
-	return n
+	return [][]int{all}
 }
 
 // groupsOf splits the units at indices by key, in order of first

@@ -375,12 +375,18 @@ func (e *Execution) killed() bool {
 
 // fail records the first source or setup error and stops new runs.
 func (e *Execution) fail(err error) {
+	e.endStream(err)
+	e.halt()
+}
+
+// endStream keeps err as the sweep's error unless it has one: the source
+// ends there, and the runs already read still run.
+func (e *Execution) endStream(err error) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	if e.err == nil {
 		e.err = err
 	}
-	e.mu.Unlock()
-	e.halt()
 }
 
 func (e *Execution) emit(ev Event) {
@@ -398,12 +404,7 @@ func (e *Execution) feed(runs iter.Seq2[Run, error]) {
 	defer close(e.next)
 	for run, err := range runs {
 		if err != nil {
-			// The stream ends here; runs already read still run.
-			e.mu.Lock()
-			if e.err == nil {
-				e.err = err
-			}
-			e.mu.Unlock()
+			e.endStream(err)
 			return
 		}
 		select {

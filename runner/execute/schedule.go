@@ -198,11 +198,7 @@ func (e *Execution) push(r Run, next *chan Run) {
 		err = fmt.Errorf("execute: %s asks for gpu_mem=auto, which needs a Sampler to measure it", originOf(r))
 	}
 	if err != nil {
-		e.mu.Lock()
-		if e.err == nil {
-			e.err = err
-		}
-		e.mu.Unlock()
+		e.endStream(err)
 		*next = nil
 		return
 	}

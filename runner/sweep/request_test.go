@@ -32,19 +32,23 @@ func requestsOf(t *testing.T, spec Spec) (map[string]string, error) {
 	return got, err
 }
 
+// writeIn writes a file of text into dir and returns its path.
+func writeIn(t *testing.T, dir, name, text string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // TestRequestsFromEverySource: a task file's directives, a params line's
 // "nodepack" object and --request rules on a sweep, a grid and a params
 // file each give runs their own request over the base; what they leave
 // out keeps the base's value.
 func TestRequestsFromEverySource(t *testing.T) {
 	dir := t.TempDir()
-	file := func(name, text string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	file := func(name, text string) string { return writeIn(t, dir, name, text) }
 	base := pack.Request{GPUShare: 250, CPUs: 4}
 	tests := []struct {
 		description string
@@ -147,13 +151,7 @@ func TestParamsRequestIsNoParameter(t *testing.T) {
 // before anything runs.
 func TestRequestErrors(t *testing.T) {
 	dir := t.TempDir()
-	file := func(name, text string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	file := func(name, text string) string { return writeIn(t, dir, name, text) }
 	tests := []struct {
 		description string
 		spec        Spec
