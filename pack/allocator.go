@@ -344,7 +344,8 @@ func (a *Allocator) allocateBehind(first Request, reserved []int, r Request) (As
 	if r.AutoGPUMem {
 		return Assignment{}, fmt.Errorf("allocate %v: gpu_mem=auto: resolve it to a size or a share first", r)
 	}
-	if a.nfree-max(r.CPUs, 1) < first.CPUs || a.memory-a.memUsed < first.Mem+r.Mem {
+	// A run sharing a CPU takes at most one more CPU out of the free ones.
+	if first.CPUs > 0 && a.nfree-max(r.CPUs, 1) < first.CPUs || a.memory-a.memUsed < first.Mem+r.Mem {
 		return Assignment{}, fmt.Errorf("allocate %v: the cpus and memory left are held for %v: %w", r, first, ErrBusy)
 	}
 	for _, i := range reserved {

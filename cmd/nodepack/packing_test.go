@@ -89,7 +89,7 @@ func mixedTasks(t *testing.T, dir string) (path string, want map[string]string) 
 // CUDA_VISIBLE_DEVICES (runs sharing a GPU see the same value); at no
 // instant is a GPU over-committed (a run with GPUs of its own has them
 // alone, shares add up to at most one GPU, gpu_mem requests to at most its
-// memory); and 2-GPU runs get both GPUs on one NUMA node.
+// memory less the headroom); and 2-GPU runs get both GPUs on one NUMA node.
 func TestMixedRequestsEndToEnd(t *testing.T) {
 	node := fourGPUNode(t)
 	dir := t.TempDir()
@@ -187,7 +187,7 @@ func TestMixedRequestsEndToEnd(t *testing.T) {
 		} else {
 			g.runs--
 		}
-		if g.whole > 0 && g.runs > 1 || g.share > pack.GPUWhole || g.mem > fakeGPUMemory {
+		if g.whole > 0 && g.runs > 1 || g.share > pack.GPUWhole || g.mem > fakeGPUMemory-int64(pack.GPUMemHeadroom(fakeGPUMemory)) {
 			t.Fatalf("when %s %s, GPU %s had %d runs of which %d own it, shares %d/1000, gpu_mem %s",
 				c.id, map[bool]string{true: "started", false: "ended"}[c.starting], c.gpu, g.runs, g.whole, g.share, pack.FormatSize(uint64(max(g.mem, 0))))
 		}

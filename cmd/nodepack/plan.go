@@ -203,13 +203,11 @@ func (o *planOptions) countRuns(args []string, topo pack.Topology, base pack.Req
 	}
 	defer src.Close()
 	alloc := pack.NewAllocator(topo)
+	defaults := execute.Options{Request: base}
 	var requests []requestDoc
 	seen := map[pack.Request]int{} // request → its index in requests
 	err = src.Scan(func(run execute.Run) error {
-		req := base
-		if run.Request != nil {
-			req = *run.Request
-		}
+		req := defaults.RequestOf(run)
 		i, ok := seen[req]
 		if !ok {
 			if err := alloc.Check(req); err != nil {
