@@ -13,7 +13,7 @@ import (
 
 // TestProcessTreeSampling samples a real tree: a shell whose child holds
 // 40 MB and whose setsid grandchild sleeps. The root is skipped, as it is
-// for a guard.
+// for a launcher.
 func TestProcessTreeSampling(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc")

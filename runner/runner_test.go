@@ -12,8 +12,8 @@ import (
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
-// TestMain lets the test binary act as a run's guard, as a program's main
-// does by calling execute.MaybeGuard first.
+// TestMain lets the test binary act as the runner's supervisor, as a
+// program's main does by calling execute.MaybeGuard first.
 func TestMain(m *testing.M) {
 	execute.MaybeGuard()
 	os.Exit(m.Run())

@@ -10,6 +10,6 @@ import (
 )
 
 func main() {
-	execute.MaybeGuard() // first: a guard process does its work and exits here
+	execute.MaybeGuard() // first: the supervisor process does its work and exits here
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -167,7 +169,7 @@ func checkStatusMatchesLedger(t *testing.T, s *gatedSweep, want ledger.Counts) {
 
 // TestKill9ThenRerun is the cycle, 20 times: kill -9 of nodepack
 // mid-sweep leaves no process of any run's tree (the setsid grandchild and
-// the guards included) after 2 s, and a rerun completes every run exactly
+// the supervisor finds them) after 2 s, and a rerun completes every run exactly
 // once. The status of the live sweep and of the finished one agrees with
 // the ledger.
 func TestKill9ThenRerun(t *testing.T) {
@@ -215,6 +217,92 @@ func TestKill9ThenRerun(t *testing.T) {
 		if t.Failed() {
 			return
 		}
+	}
+}
+
+// TestKill9AtRandomMoments kills nodepack with SIGKILL at a random moment
+// of a sweep of short runs, 20 times over the same output directory, with
+// two CPU hogs running: each time no process of any run's tree is left
+// (group members and setsid escapees included), and in the end every run
+// has succeeded exactly once by the ledger.
+func TestKill9AtRandomMoments(t *testing.T) {
+	cycles := 20
+	if testing.Short() {
+		cycles = 4
+	}
+	startHogs(t, 2)
+	dir := t.TempDir()
+	token := "np-random-" + filepath.Base(dir)
+	const n = 60
+	var tasks strings.Builder
+	for i := range n {
+		fmt.Fprintf(&tasks, "(exec -a %[1]s sleep 0.0$((RANDOM%%5))) & p=$!; setsid bash -c 'exec -a %[1]s sleep 30' & sleep 0.0$((RANDOM%%3)); wait $p # %[2]d\n", token, i)
+	}
+	file := writeFile(t, dir, "tasks.txt", tasks.String())
+	out := filepath.Join(dir, "out")
+	args := []string{"run", "-q", "--parallel", "4", "--gpus", "none", "-o", out, file}
+	t.Cleanup(func() {
+		for _, pid := range processesWith(token) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	for cycle := range cycles {
+		cmd := nodepackCommand(t, nil, args...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// A random moment, not a synchronisation: anywhere from before the
+		// first run to the middle of the sweep.
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		cmd.Process.Kill()
+		cmd.Wait()
+		waitGone(t, token, 2*time.Second)
+		if t.Failed() {
+			t.Fatalf("cycle %d", cycle)
+		}
+	}
+	if code, _, errOut := runCLI(t, args...); code != exitOK {
+		t.Fatalf("last run: exit %d:\n%s", code, errOut)
+	}
+	succeeded := map[string]int{}
+	b, err := os.ReadFile(filepath.Join(out, "ledger.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		var rec ledger.Record
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("ledger line %q: %v", line, err)
+		}
+		if rec.Type == ledger.TypeFinished && rec.Reason == execute.OK {
+			succeeded[rec.ID]++
+		}
+	}
+	if len(succeeded) != n {
+		t.Errorf("%d runs succeeded, want %d", len(succeeded), n)
+	}
+	for id, count := range succeeded {
+		if count != 1 {
+			t.Errorf("run %s succeeded %d times by the ledger", id, count)
+		}
+	}
+	waitGone(t, token, 2*time.Second)
+}
+
+// startHogs starts n processes that spin on a CPU until the test ends,
+// and ends them by pid.
+func startHogs(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		hog := exec.Command("sh", "-c", "while :; do :; done")
+		if err := hog.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			hog.Process.Kill()
+			hog.Wait()
+		})
 	}
 }
 

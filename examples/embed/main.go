@@ -25,7 +25,7 @@ import (
 )
 
 func main() {
-	// First: when nodepack's runner starts this binary as a run's guard
+	// First: when nodepack's runner starts this binary as its supervisor
 	// (the process that sees to it that no run outlives this program, even
 	// after a kill -9), it does that work and exits here.
 	execute.MaybeGuard()

@@ -9,8 +9,8 @@ package usage
 import "time"
 
 // Target is what a Sampler measures: the live process tree under Root
-// (Root itself too, unless SkipRoot, set when Root is the runner's guard
-// process rather than the run) and the GPUs named by UUID.
+// (Root itself too, unless SkipRoot, set when Root is a launcher whose own
+// memory is not the run's) and the GPUs named by UUID.
 type Target struct {
 	Root     int
 	SkipRoot bool

@@ -40,19 +40,23 @@
 // its own before a sweep sees it, is not recognised (the latter stays a
 // zombie until the process exits).
 //
-// # Guards (Linux)
+// # The supervisor (Linux)
 //
 // A program that calls [MaybeGuard] first thing in main lets the runner
-// start every run through a guard: a second exec of the program's own
-// binary, started from the spawner thread (so the run's CPU mask is
-// unchanged), that is a child subreaper for the run's tree. When the run's
-// process exits, the guard kills what is left of the run's process group
-// and every descendant it adopted before it exits; when the program dies,
-// even by SIGKILL, a pipe tells every guard, which does the same at once.
-// Without the call the run is the program's direct child: it dies with the
-// program (Pdeathsig), but its descendants may outlive a SIGKILL of it. A
-// guard costs about 2 ms of CPU and a few MB of memory per attempt.
+// start one supervisor for the life of the process: a single exec of the
+// program's own binary, in a process group of its own, told over a pipe
+// which process groups the runs have. When the program dies, even by
+// SIGKILL, the pipe ends: the supervisor kills every run's process group
+// and every process whose environment carries the program's session
+// (NODEPACK_SESSION, which every run gets and its descendants inherit,
+// also after setsid or a double fork), then exits. Runs themselves start
+// directly from the spawner thread, with no exec in between. Without the
+// call a run's leader still dies with the program (Pdeathsig), and a
+// normal end, a cancellation or Kill still leave nothing behind, but a
+// run's descendants may outlive a SIGKILL of the program. A descendant
+// that both leaves its run's process group and scrubs its environment is
+// beyond the supervisor's reach.
 //
 // On other systems runs get their own environment and logs but no CPU
-// affinity, no process group, no guard and no sweeping.
+// affinity, no process group, no supervisor and no sweeping.
 package execute

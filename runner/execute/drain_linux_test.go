@@ -153,16 +153,14 @@ func TestUsage(t *testing.T) {
 	if segv.ExitCode != 139 || segv.Signal != "SIGSEGV" {
 		t.Errorf("exit %d signal %q, want 139 SIGSEGV", segv.ExitCode, segv.Signal)
 	}
-	// The run printed its own pid: it is the event's PID (through a guard
-	// too), and the sampler was pointed at the process above it.
+	// The run printed its own pid: it is the event's PID, and the sampler
+	// was pointed at it.
 	out := strings.Fields(readLog(t, big.Stdout))
 	if len(out) != 2 || out[1] != strconv.Itoa(big.PID) {
 		t.Fatalf("run printed %q, event pid %d", out, big.PID)
 	}
-	if guardEnabled.Load() {
-		if tg := sampler.targets[0]; tg.Root == big.PID || !tg.SkipRoot {
-			t.Errorf("sample target %+v: want the guard, skipped", tg)
-		}
+	if tg := sampler.targets[0]; tg.Root != big.PID || tg.SkipRoot {
+		t.Errorf("sample target %+v: want the run's process %d", tg, big.PID)
 	}
 }
 

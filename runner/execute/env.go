@@ -29,6 +29,12 @@ var threadVars = []string{
 // interopVar sizes TensorFlow's pool of concurrent ops, which wants to be small.
 const interopVar = "TF_NUM_INTEROP_THREADS"
 
+// sessionVar names, in every run's environment, the nodepack processes the
+// run descends from: their session tokens, outermost first, separated by
+// colons (a run may itself run nodepack). A supervisor that cleans up after
+// a nodepack killed with SIGKILL finds the run's descendants by it.
+const sessionVar = "NODEPACK_SESSION"
+
 var renderVars = []string{"EGL_DEVICE_ID", "MUJOCO_EGL_DEVICE_ID", "PYGLET_HEADLESS_DEVICE"}
 
 // envBuilder builds each attempt's environment from one snapshot of the
@@ -36,10 +42,13 @@ var renderVars = []string{"EGL_DEVICE_ID", "MUJOCO_EGL_DEVICE_ID", "PYGLET_HEADL
 type envBuilder struct {
 	base    []string        // caller's environment without staleVars
 	userSet map[string]bool // keys set in the caller's environment or Options.Env
+	session string          // sessionVar's value
 	opts    *Options
 }
 
-func newEnvBuilder(environ []string, opts *Options) *envBuilder {
+// newEnvBuilder snapshots environ; token is this process's session token
+// (see sessionVar), "" for none.
+func newEnvBuilder(environ []string, token string, opts *Options) *envBuilder {
 	b := &envBuilder{userSet: make(map[string]bool), opts: opts}
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
@@ -48,6 +57,12 @@ func newEnvBuilder(environ []string, opts *Options) *envBuilder {
 		}
 		b.base = append(b.base, kv)
 		b.userSet[k] = true
+		if k == sessionVar {
+			b.session = kv[len(k)+1:]
+		}
+	}
+	if token != "" {
+		b.session = strings.TrimPrefix(b.session+":"+token, ":")
 	}
 	for _, kv := range opts.Env {
 		k, _, _ := strings.Cut(kv, "=")
@@ -105,6 +120,9 @@ func (b *envBuilder) build(a attemptEnv) []string {
 		set("TMPDIR", a.tmpDir)
 		set("TMP", a.tmpDir)
 		set("TEMP", a.tmpDir)
+	}
+	if b.session != "" {
+		set(sessionVar, b.session)
 	}
 	set("NODEPACK_RUN_ID", a.run.ID)
 	set("NODEPACK_RUN_INDEX", strconv.Itoa(a.run.Index))

@@ -48,8 +48,13 @@ func TestEnvBuild(t *testing.T) {
 				"NODEPACK_RUN_ID": "abc", "NODEPACK_RUN_INDEX": "7", "NODEPACK_SLOT": "1", "NODEPACK_ATTEMPT": "2",
 				"NODEPACK_GPUS": "0,3", "NODEPACK_GPU_UUIDS": "GPU-aaaa,GPU-bbbb", "NODEPACK_CPUS": "4-7,9",
 				"TMPDIR": "/scratch/t", "TMP": "/scratch/t", "NODEPACK_RUN_DIR": "/out/runs/abc",
-				"EGL_DEVICE_ID": "<unset>",
+				"EGL_DEVICE_ID": "<unset>", "NODEPACK_SESSION": "tok",
 			},
+		},
+		{
+			name:    "a run of a run: the sessions chain",
+			environ: []string{"NODEPACK_SESSION=outer"},
+			want:    want{"NODEPACK_SESSION": "outer:tok"},
 		},
 		{
 			name: "cpu only",
@@ -81,7 +86,7 @@ func TestEnvBuild(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := newEnvBuilder(tt.environ, &tt.opts)
+			b := newEnvBuilder(tt.environ, "tok", &tt.opts)
 			a := attemptEnv{run: tt.run, slot: tt.slot, attempt: 1}
 			if tt.name == "uuids and caps" {
 				a.attempt, a.runDir, a.tmpDir = 2, "/out/runs/abc", "/scratch/t"

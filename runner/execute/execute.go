@@ -245,7 +245,7 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		drainAt:       opts.DrainAt,
 		terminateAt:   opts.TerminateAt,
 	}
-	e.env = newEnvBuilder(os.Environ(), &e.opts)
+	e.env = newEnvBuilder(os.Environ(), sessionToken(), &e.opts)
 	if e.grace <= 0 {
 		e.grace = DefaultGrace
 	}
@@ -673,7 +673,7 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 	settle := e.gate(r, n)
 	var stopSampling func() usage.Sampled
 	if e.opts.Sampler != nil {
-		stopSampling = e.opts.Sampler.Sample(usage.Target{Root: p.child, SkipRoot: p.child != p.pid, GPUs: slot.UUIDs(), Settle: settle})
+		stopSampling = e.opts.Sampler.Sample(usage.Target{Root: p.pid, GPUs: slot.UUIDs(), Settle: settle})
 	}
 	reason := e.wait(p)
 	ev.End = time.Now()
@@ -841,8 +841,7 @@ func (e *Execution) stopProcess(p *process) {
 
 // startError is a run's command that could not start (a missing program,
 // say): the run's failure, not the runner's. It wraps what exec said, so
-// errors.Is(err, fs.ErrNotExist) holds for a missing program, through a
-// guard too.
+// errors.Is(err, fs.ErrNotExist) holds for a missing program.
 type startError struct{ err error }
 
 func (e *startError) Error() string { return e.err.Error() }

@@ -655,31 +655,29 @@ func TestInvalidCPUIsASetupError(t *testing.T) {
 	}
 }
 
-// startPaths runs a test once for each way a run can be started: through
-// a guard (a program that called MaybeGuard, like nodepack) and directly
-// (an embedder that did not).
+// startPaths runs a test once with the supervisor (a program that called
+// MaybeGuard, like nodepack) and once without (an embedder that did not).
 func startPaths(t *testing.T, test func(t *testing.T)) {
 	if err := setup(); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"guard", "direct"} {
+	for _, path := range []string{"supervised", "unsupervised"} {
 		t.Run(path, func(t *testing.T) {
-			saved := procs.runnerAlive
+			saved := procs.supervisor
 			switch {
-			case path == "direct":
-				procs.runnerAlive = nil
+			case path == "unsupervised":
+				procs.supervisor = nil
 			case saved == nil:
 				t.Skip("the test binary did not call MaybeGuard")
 			}
-			defer func() { procs.runnerAlive = saved }()
+			defer func() { procs.supervisor = saved }()
 			test(t)
 		})
 	}
 }
 
 // TestStartErrorsKeepTheirType: a run that cannot start fails with the
-// error exec gave, which errors.Is can tell, whether started through a
-// guard or directly.
+// error exec gave, which errors.Is can tell, with a supervisor or without.
 func TestStartErrorsKeepTheirType(t *testing.T) {
 	startPaths(t, func(t *testing.T) {
 		dir := t.TempDir()
@@ -701,7 +699,7 @@ func TestStartErrorsKeepTheirType(t *testing.T) {
 			t.Errorf("not executable: err %v (%T); want fs.ErrPermission", ev.Err, ev.Err)
 		}
 		// A program found when its command is made, gone when it starts:
-		// exec itself fails (in the guard, when there is one).
+		// exec itself fails.
 		x := &Execution{paths: map[string]string{}}
 		cmd := x.lookup([]string{gone})
 		os.Remove(gone)
@@ -715,7 +713,7 @@ func TestStartErrorsKeepTheirType(t *testing.T) {
 }
 
 // TestNoProcessLeftEitherWay: a normal end and a cancellation leave no
-// process of a run's tree behind, through a guard or without one.
+// process of a run's tree behind, with a supervisor or without one.
 func TestNoProcessLeftEitherWay(t *testing.T) {
 	startPaths(t, func(t *testing.T) {
 		TestNormalExitLeavesNoProcess(t)

@@ -7,9 +7,15 @@ import (
 	"testing"
 )
 
-// TestMain makes the test binary able to act as a guard, as a program's
-// main does by calling MaybeGuard first.
+// TestMain makes the test binary able to act as the supervisor, as a
+// program's main does by calling MaybeGuard first, and as the sweep that
+// the kill -9 tests kill (helperSweep).
 func TestMain(m *testing.M) {
-	MaybeGuard()
+	if os.Getenv(noSupervisorEnv) == "" {
+		MaybeGuard()
+	}
+	if dir := os.Getenv(helperSweepEnv); dir != "" {
+		os.Exit(helperSweep(dir))
+	}
 	os.Exit(m.Run())
 }

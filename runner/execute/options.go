@@ -151,7 +151,8 @@ type Usage struct {
 	// not the sum of the tree). Zero where the system does not report it.
 	MaxRSS uint64
 	// CPU is the user plus system time of the run's process and of every
-	// descendant that was reaped (by its parent or by the runner's guard).
+	// descendant that its parent reaped (escaped descendants the runner
+	// kills are not counted).
 	CPU time.Duration
 	// Sampled holds the Sampler's measurements; zero without a Sampler.
 	Sampled usage.Sampled

@@ -3,7 +3,6 @@
 package execute
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -30,13 +29,11 @@ var procs struct {
 	kick  chan struct{}      // asks for a sweep soon; coalesces
 	now   chan chan struct{} // asks for a complete sweep; closed when done
 
-	// runnerAlive is the read end of a pipe whose write end only this
-	// process holds, never closed: every guard gets it, and reads end of
-	// file once this process is gone. nil when guards are not in use.
-	runnerAlive *os.File
-	// runnerAliveWriter is that write end, kept referenced for the life of
-	// the process so that its finalizer never closes it.
-	runnerAliveWriter *os.File
+	// token is this process's session token (see sessionVar), and
+	// supervisor the process that cleans up after it: nil when the host
+	// program did not call MaybeGuard.
+	token      string
+	supervisor *supervisor
 
 	// self is this process's own attempt, when it is itself a nodepack run;
 	// its other children inherit that marker and are not ours to sweep.
@@ -59,13 +56,11 @@ func setup() error {
 		procs.ended = make(map[int]bool)
 		procs.self.id = os.Getenv("NODEPACK_RUN_ID")
 		procs.self.attempt, _ = strconv.Atoi(os.Getenv("NODEPACK_ATTEMPT"))
-		if guardEnabled.Load() {
-			r, w, err := os.Pipe()
-			if err != nil {
-				procs.err = fmt.Errorf("guard pipe: %w", err)
+		procs.token = newSessionToken()
+		if supervisorEnabled.Load() {
+			if procs.supervisor, procs.err = startSupervisor(procs.token); procs.err != nil {
 				return
 			}
-			procs.runnerAlive, procs.runnerAliveWriter = r, w
 		}
 		procs.spawn = make(chan spawnRequest)
 		procs.kick = make(chan struct{}, 1)
@@ -129,6 +124,7 @@ func spawnOne(req spawnRequest, all *unix.CPUSet) error {
 		return &startError{err}
 	}
 	pid := req.cmd.Process.Pid
+	procs.supervisor.started(pid)
 	procs.leaders[pid]++
 	procs.running[req.key]++
 	delete(procs.ended, pid) // the number was free, so that old group is empty
@@ -140,53 +136,18 @@ type process struct {
 	cmd    *exec.Cmd
 	key    attemptKey
 	pid    int           // the run's process, also its process group id
-	child  int           // this process's child: the guard, or pid itself
-	exited chan struct{} // closed once child has exited (it is not reaped yet)
-	report *bufio.Reader // the guard's report pipe; nil without a guard
-	closer *os.File
+	exited chan struct{} // closed once pid has exited (it is not reaped yet)
 }
 
 // startProcess starts cmd in its own process group with the given CPU
-// affinity, through a guard when the host program called MaybeGuard. A
-// *startError means the command could not start (the run's failure); any
-// other error means the runner could not set it up.
+// affinity. A *startError means the command could not start (the run's
+// failure); any other error means the runner could not set it up.
 func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (*process, error) {
-	if procs.runnerAlive == nil || cmd.Err != nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := spawn(cmd, cpus, key); err != nil {
-			return nil, err
-		}
-		p := &process{cmd: cmd, key: key, pid: cmd.Process.Pid, child: cmd.Process.Pid, exited: make(chan struct{})}
-		go p.watch()
-		return p, nil
-	}
-
-	// The guard: its own process group, no Pdeathsig (it must outlive this
-	// process to clean up), the run's argv after its own.
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("guard pipe: %w", err)
-	}
-	cmd.Args = guardArgs(cmd.Path, cmd.Args)
-	cmd.Path = "/proc/self/exe"
-	cmd.Env = append(cmd.Env, guardEnv+"=1")
-	cmd.ExtraFiles = []*os.File{procs.runnerAlive, w}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = spawn(cmd, cpus, key)
-	w.Close()
-	if err != nil {
-		r.Close()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := spawn(cmd, cpus, key); err != nil {
 		return nil, err
 	}
-	p := &process{cmd: cmd, key: key, child: cmd.Process.Pid, exited: make(chan struct{}), report: bufio.NewReader(r), closer: r}
-	pid, err := readGuardStart(p.report)
-	if err != nil {
-		p.cmd.Wait()
-		r.Close()
-		forget(p.child, key)
-		return nil, err
-	}
-	p.pid = pid
+	p := &process{cmd: cmd, key: key, pid: cmd.Process.Pid, exited: make(chan struct{})}
 	go p.watch()
 	return p, nil
 }
@@ -198,18 +159,6 @@ func spawn(cmd *exec.Cmd, cpus []int, key attemptKey) error {
 	return <-req.done
 }
 
-// forget drops a reaped child from the bookkeeping.
-func forget(child int, key attemptKey) {
-	procs.mu.Lock()
-	defer procs.mu.Unlock()
-	if procs.running[key]--; procs.running[key] <= 0 {
-		delete(procs.running, key)
-	}
-	if procs.leaders[child]--; procs.leaders[child] <= 0 {
-		delete(procs.leaders, child)
-	}
-}
-
 // watch waits for the child's exit without reaping (WNOWAIT): while the
 // zombie exists, its pid cannot be reused, so signalling its group stays
 // safe.
@@ -217,7 +166,7 @@ func (p *process) watch() {
 	defer close(p.exited)
 	var info unix.Siginfo
 	for {
-		err := unix.Waitid(unix.P_PID, p.child, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
 		if err != unix.EINTR {
 			return
 		}
@@ -227,13 +176,12 @@ func (p *process) watch() {
 // signal sends sig to the run's whole process group.
 func (p *process) signal(sig syscall.Signal) { unix.Kill(-p.pid, sig) }
 
-// finish is called once the child has exited: it kills what is left of the
-// run's group (a guard has done that already), has the sweeper collect
-// escaped descendants, reaps the child, and says how the run ended.
+// finish is called once the run's process has exited: it kills what is
+// left of the run's group, has the sweeper collect escaped descendants,
+// reaps the process, and says how the run ended.
 func (p *process) finish() exitInfo {
-	if p.report == nil {
-		unix.Kill(-p.pid, unix.SIGKILL) // before reaping: the zombie still holds the group id
-	}
+	unix.Kill(-p.pid, unix.SIGKILL) // before reaping: the zombie still holds the group id
+	procs.supervisor.ended(p.pid)
 	procs.mu.Lock()
 	if procs.running[p.key]--; procs.running[p.key] <= 0 {
 		delete(procs.running, p.key)
@@ -246,26 +194,13 @@ func (p *process) finish() exitInfo {
 	}
 	err := p.cmd.Wait()
 	procs.mu.Lock()
-	if procs.leaders[p.child]--; procs.leaders[p.child] <= 0 {
-		delete(procs.leaders, p.child)
+	if procs.leaders[p.pid]--; procs.leaders[p.pid] <= 0 {
+		delete(procs.leaders, p.pid)
 	}
 	procs.mu.Unlock()
 	info := exitInfo{code: exitCode(p.cmd.ProcessState), usage: kernelUsage(p.cmd.ProcessState), err: err}
 	if ws, ok := processWaitStatus(p.cmd.ProcessState); ok && ws.Signaled() {
 		info.signal = unix.SignalName(ws.Signal())
-	}
-	if p.report != nil {
-		// The guard's own status is 0; the run's is in its report. A guard
-		// killed with the run's group has none: its own status stands.
-		if rep, ok := readGuardExit(p.report); ok {
-			info.code = waitStatusCode(rep.status)
-			info.signal = ""
-			if rep.status.Signaled() {
-				info.signal = unix.SignalName(rep.status.Signal())
-			}
-			info.usage = Usage{MaxRSS: rep.maxRSS, CPU: time.Duration(rep.cpu) * time.Microsecond}
-		}
-		p.closer.Close()
 	}
 	return info
 }

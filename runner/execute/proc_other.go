@@ -8,9 +8,12 @@ import (
 )
 
 // On systems other than Linux a run gets no CPU affinity, no process group
-// and no sweeping: only its leader process is signalled.
+// no supervisor and no sweeping: only its leader process is signalled.
 
 func setup() error { return nil }
+
+// sessionToken is "": without a supervisor no one looks for it.
+func sessionToken() string { return "" }
 
 // process is one started attempt.
 type process struct {

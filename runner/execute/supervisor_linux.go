@@ -1,0 +1,219 @@
+//go:build linux
+
+package execute
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The supervisor is a copy of the host program, started once per process
+// (not per run) in a process group of its own, that outlives the process
+// to clean up after it. It exists for the one case the process cannot
+// handle itself, its own SIGKILL: Pdeathsig ends a run's leader, but not
+// the leader's descendants, which init would adopt and which would run on.
+//
+// Protocol. The supervisor's fd 3 is the read end of a pipe whose only
+// write end this process holds; end of file means this process is gone.
+// Over it the process says, one line each, "g PGID" when a run started in
+// process group PGID and "- PGID" once that run ended and its group was
+// sent SIGKILL. Its environment names this process's session (sessionVar).
+//
+// At end of file the supervisor sends SIGKILL to every group it still
+// knows, then to every process whose environment carries the session
+// (every run gets it, and its descendants inherit it, also after setsid or
+// a double fork), scanning /proc until a scan finds none alive, and exits.
+// It ignores the signals a batch system sends to every process of a job
+// (SIGTERM from scancel, say): this process decides what those mean to the
+// runs, and the supervisor must outlive it.
+const supervisorEnv = "NODEPACK_SUPERVISOR"
+
+// supervisorArg0 names the supervisor in ps.
+const supervisorArg0 = "nodepack-supervisor"
+
+// supervisorEnabled says that the host program called MaybeGuard, so
+// /proc/self/exe can be started as the supervisor.
+var supervisorEnabled atomic.Bool
+
+// MaybeGuard lets the runner start one supervisor process for the life of
+// the program, so that every run's whole process tree dies with the
+// program even when the program is killed with SIGKILL. Call it first
+// thing in main: when the process was started as the supervisor it does
+// the supervisor's work and exits, and otherwise it returns at once.
+//
+// The supervisor is one exec of the program's own binary, at the first
+// Execute, not one per run: runs still start directly from the program.
+// Without the call a run's leader still dies with the program (Pdeathsig),
+// and a normal end, a cancellation or Kill still leave nothing behind, but
+// the run's descendants may survive a SIGKILL of the program.
+func MaybeGuard() {
+	token := os.Getenv(supervisorEnv)
+	if token == "" {
+		supervisorEnabled.Store(true)
+		return
+	}
+	// syscall.Exit, not os.Exit: nothing of the host program's is to run,
+	// and a race-enabled build would sleep a second in os.Exit.
+	syscall.Exit(supervise(os.NewFile(3, "runner"), token))
+}
+
+// newSessionToken makes this process's session token: unique on the node
+// for as long as the process or its supervisor lives.
+func newSessionToken() string {
+	return strconv.Itoa(os.Getpid()) + "." + strconv.FormatInt(time.Now().UnixNano(), 36)
+}
+
+// sessionToken is this process's session token, once setup has run.
+func sessionToken() string { return procs.token }
+
+// supervisor is this process's side of the supervisor: the pipe's write
+// end. A nil *supervisor (none started) drops every message.
+type supervisor struct {
+	mu  sync.Mutex
+	w   *os.File // nil after a write failed
+	buf []byte
+}
+
+// startSupervisor starts the supervisor for the session token.
+func startSupervisor(token string) (*supervisor, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Args = []string{supervisorArg0}
+	// Not the outer sessions: an outer supervisor must not kill this one,
+	// which cleans up after this process.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, sessionVar+"=") && !strings.HasPrefix(kv, supervisorEnv+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, supervisorEnv+"="+token)
+	cmd.ExtraFiles = []*os.File{r}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	r.Close()
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	// Never waited for: it outlives this process, or exits at its end.
+	return &supervisor{w: w}, nil
+}
+
+// started and ended tell the supervisor about a run's process group.
+func (s *supervisor) started(pgid int) { s.send('g', pgid) }
+func (s *supervisor) ended(pgid int)   { s.send('-', pgid) }
+
+// send writes one message. A supervisor that is gone (the write failed) is
+// dropped: its protection is lost, the runs are not.
+func (s *supervisor) send(op byte, pgid int) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w == nil {
+		return
+	}
+	s.buf = append(strconv.AppendInt(append(s.buf[:0], op, ' '), int64(pgid), 10), '\n')
+	if _, err := s.w.Write(s.buf); err != nil {
+		s.w.Close()
+		s.w = nil
+	}
+}
+
+// supervise is the supervisor's work: it follows what the runner says
+// until end of file, then kills what is left of its session.
+func supervise(runner io.Reader, token string) int {
+	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+	follow(runner, token)
+	return 0
+}
+
+// follow is supervise without its signal handling.
+func follow(runner io.Reader, token string) {
+	groups := map[int]bool{}
+	r := bufio.NewReader(runner)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			break // end of file: the runner is gone
+		}
+		op, num, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		pgid, err := strconv.Atoi(num)
+		switch {
+		case err != nil || pgid <= 0:
+		case op == "g":
+			groups[pgid] = true
+		case op == "-":
+			delete(groups, pgid)
+		}
+	}
+	for pgid := range groups {
+		unix.Kill(-pgid, unix.SIGKILL)
+	}
+	killSession(token, 5*time.Second)
+}
+
+// killSession sends SIGKILL to every process whose environment carries
+// the session token, scanning /proc until a scan finds none alive or limit
+// has passed.
+func killSession(token string, limit time.Duration) {
+	self := os.Getpid()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		d, err := os.Open("/proc")
+		if err != nil {
+			return
+		}
+		names, _ := d.Readdirnames(-1)
+		d.Close()
+		found := 0
+		for _, name := range names {
+			pid, err := strconv.Atoi(name)
+			if err != nil || pid == self {
+				continue
+			}
+			// A process killed already is a zombie with an empty environ.
+			if env, err := os.ReadFile("/proc/" + name + "/environ"); err == nil && inSession(env, token) {
+				unix.Kill(pid, unix.SIGKILL)
+				found++
+			}
+		}
+		if found == 0 {
+			return
+		}
+		time.Sleep(2 * time.Millisecond) // let the killed ones die before the next look
+	}
+}
+
+// inSession reports whether an environment (/proc/PID/environ) carries the
+// session token.
+func inSession(environ []byte, token string) bool {
+	for kv := range bytes.SplitSeq(environ, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte(sessionVar+"=")); ok {
+			for t := range strings.SplitSeq(string(v), ":") {
+				if t == token {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,261 @@
+//go:build linux
+
+package execute
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestFollowKillsWhatIsLeft: when the runner's pipe ends, the supervisor
+// kills the process groups it was told of and every process that carries
+// the session, and leaves alone a group it was told has ended and a
+// process of another session.
+func TestFollowKillsWhatIsLeft(t *testing.T) {
+	token := "test." + strconv.Itoa(os.Getpid())
+	start := func(env []string, setpgid bool) *exec.Cmd {
+		cmd := exec.Command("sleep", "60")
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: setpgid}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	scrubbed := start(nil, true)                                      // in a group it was told of, no session
+	carrier := start([]string{sessionVar + "=outer:" + token}, false) // left its group, keeps the session
+	ended := start(nil, true)                                         // a group that ended
+	other := start([]string{sessionVar + "=" + token + "x"}, false)   // another session
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &supervisor{w: w}
+	s.started(scrubbed.Process.Pid)
+	s.started(ended.Process.Pid)
+	s.ended(ended.Process.Pid)
+	w.Close()
+	follow(r, token) // returns once it killed what it had to
+	r.Close()
+
+	for _, c := range []*exec.Cmd{ended, other} {
+		c.Process.Signal(syscall.SIGTERM) // a SIGKILL before would show instead
+	}
+	for _, tc := range []struct {
+		desc string
+		cmd  *exec.Cmd
+		want syscall.Signal
+	}{
+		{"a member of a running group, without the session", scrubbed, syscall.SIGKILL},
+		{"a process with the session, outside the group", carrier, syscall.SIGKILL},
+		{"a member of a group that ended", ended, syscall.SIGTERM},
+		{"a process of another session", other, syscall.SIGTERM},
+	} {
+		tc.cmd.Wait()
+		if ws := tc.cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != tc.want {
+			t.Errorf("%s: %v, want killed by %v", tc.desc, tc.cmd.ProcessState, tc.want)
+		}
+	}
+}
+
+// TestSupervisorIgnoresJobSignals: the supervisor outlives the signals a
+// batch system sends to every process of a job, and ends with its pipe.
+func TestSupervisorIgnoresJobSignals(t *testing.T) {
+	if err := setup(); err != nil {
+		t.Fatal(err)
+	}
+	if procs.supervisor == nil {
+		t.Skip("the test binary did not call MaybeGuard")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Env = append(os.Environ(), supervisorEnv+"=test-ignores")
+	cmd.ExtraFiles = []*os.File{r}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	// Wait until it reads the pipe, so the signals meet its handlers.
+	fmt.Fprintf(w, "g %d\n", 1<<30)
+	poll(t, func() bool { return ignores(cmd.Process.Pid, syscall.SIGTERM) })
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2} {
+		cmd.Process.Signal(sig)
+	}
+	w.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("supervisor: %v, want exit 0 at the end of its pipe", err)
+	}
+}
+
+// procStatus reads one field of /proc/PID/status.
+func procStatus(pid int, field string) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// ignores reports whether process pid ignores sig.
+func ignores(pid int, sig syscall.Signal) bool {
+	mask, err := strconv.ParseUint(procStatus(pid, "SigIgn"), 16, 64)
+	return err == nil && mask&(1<<(sig-1)) != 0
+}
+
+// poll polls cond until it holds, failing the test after 10 s.
+func poll(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+const (
+	// helperSweepEnv makes the test binary run helperSweep in the
+	// directory it names instead of the tests.
+	helperSweepEnv = "NODEPACK_TEST_HELPER_SWEEP"
+	// noSupervisorEnv makes the test binary an embedder that did not call
+	// MaybeGuard.
+	noSupervisorEnv = "NODEPACK_TEST_NO_SUPERVISOR"
+	// markVar marks every process of the helper's runs, for the test to
+	// find them by environment.
+	markVar = "NODEPACK_TEST_MARK"
+)
+
+// helperSweep runs two runs in dir that each leave three processes behind
+// and block: a member of the run's group, one that left it with setsid,
+// and a group member that scrubbed the session from its environment. Each
+// announces itself with a file in dir; the run's leader writes its pid.
+func helperSweep(dir string) int {
+	script := `echo $$ > leader.$NODEPACK_RUN_ID
+(touch member.$NODEPACK_RUN_ID; exec sleep 60) &
+setsid bash -c 'touch setsid.$NODEPACK_RUN_ID; exec sleep 60' &
+env -u ` + sessionVar + ` bash -c 'touch scrubbed.$NODEPACK_RUN_ID; exec sleep 60' &
+wait`
+	runs := []Run{{ID: "a", Args: []string{"bash", "-c", script}, Dir: dir}, {ID: "b", Args: []string{"bash", "-c", script}, Dir: dir}}
+	_, err := Execute(context.Background(), Runs(runs...), Options{Parallel: 2, TempDir: dir})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// startHelperSweep starts helperSweep in a process of its own and waits
+// until both runs left their three processes; it returns the process and
+// the runs' leaders.
+func startHelperSweep(t *testing.T, supervised bool) (*exec.Cmd, []int, string) {
+	dir := t.TempDir()
+	mark := "mark-" + filepath.Base(dir)
+	cmd := exec.Command("/proc/self/exe", "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperSweepEnv+"="+dir, markVar+"="+mark)
+	if !supervised {
+		cmd.Env = append(cmd.Env, noSupervisorEnv+"=1")
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		for _, pid := range processesMarked(mark) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	var leaders []int
+	poll(t, func() bool {
+		for _, f := range []string{"member", "setsid", "scrubbed", "leader"} {
+			for _, id := range []string{"a", "b"} {
+				if _, err := os.Stat(filepath.Join(dir, f+"."+id)); err != nil {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	for _, id := range []string{"a", "b"} {
+		b, _ := os.ReadFile(filepath.Join(dir, "leader."+id))
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatalf("leader %s: %q", id, b)
+		}
+		leaders = append(leaders, pid)
+	}
+	return cmd, leaders, mark
+}
+
+// processesMarked lists the live processes whose environment has
+// markVar=mark.
+func processesMarked(mark string) []int {
+	var pids []int
+	names, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, name := range names {
+		env, err := os.ReadFile(name)
+		if err != nil || !bytes.Contains(env, []byte("\x00"+markVar+"="+mark+"\x00")) {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.Split(name, "/")[2])
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// TestKill9LeavesNoRun: SIGKILL of a program that called MaybeGuard leaves
+// no process of any run behind — not the leader, not a member of its
+// group, not one that left the group with setsid, not a group member that
+// scrubbed its environment — within a second, every time.
+func TestKill9LeavesNoRun(t *testing.T) {
+	for range 5 {
+		cmd, _, mark := startHelperSweep(t, true)
+		cmd.Process.Kill()
+		cmd.Wait()
+		deadline := time.Now().Add(time.Second)
+		for left := processesMarked(mark); len(left) > 0; left = processesMarked(mark) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d processes of the runs left a second after SIGKILL of the runner", len(left))
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+}
+
+// TestKill9WithoutSupervisor is the embedder's reduced guarantee: without
+// MaybeGuard, SIGKILL of the program still ends every run's leader
+// (Pdeathsig); what the leader started may live on.
+func TestKill9WithoutSupervisor(t *testing.T) {
+	cmd, leaders, _ := startHelperSweep(t, false)
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(time.Second)
+	for _, pid := range leaders {
+		for syscall.Kill(pid, 0) == nil && !strings.HasPrefix(procStatus(pid, "State"), "Z") {
+			if time.Now().After(deadline) {
+				t.Fatalf("run leader %d alive a second after SIGKILL of the runner", pid)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package execute
+
+// MaybeGuard does nothing on systems other than Linux, where runs are
+// started directly and nothing outlives the program to clean up after it.
+// On Linux it lets the runner start one supervisor process that does; call
+// it first thing in main.
+func MaybeGuard() {}
