@@ -50,8 +50,10 @@ type Options struct {
 	// (Topology; Request, which is also Source.Request when that is zero;
 	// Parallel).
 	// Every run's request is checked against the Topology before anything
-	// starts. Its OnEvent, if set, is called after the ledger has
-	// recorded the event. Its OutputDir,
+	// starts. Its OnEvent, if set, is called once the ledger's record of
+	// the event is durable (a finished run's is fsynced), in order and
+	// never concurrently, from the ledger's commit goroutine; it must not
+	// block for long, since the events behind it wait. Its OutputDir,
 	// PriorAttempts, DrainAt and TerminateAt are the runner's to set, and
 	// TempDir defaults to the job's scratch directory.
 	Execute execute.Options
@@ -415,16 +417,21 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	ready.Add(1)
 	onEvent := opts.Execute.OnEvent
 	xo.OnEvent = func(ev execute.Event) {
-		if err := w.Append(ev); err != nil || w.Problem() != nil {
-			ready.Wait()
-			r.x.Drain() // what runs must be recorded: start nothing more
-		}
-		if ev.Kind == execute.Finished && !ev.Retry {
-			r.ended[ev.Run.ID] = ev.Reason
-		}
-		if onEvent != nil {
-			onEvent(ev)
-		}
+		// The record goes with the ledger's next group commit; the event
+		// is passed on once it is durable, so that nothing is reported
+		// done that a crash could take back.
+		w.Post(ev, func(err error) {
+			if err != nil || w.Problem() != nil {
+				ready.Wait()
+				r.x.Drain() // what runs must be recorded: start nothing more
+			}
+			if ev.Kind == execute.Finished && !ev.Retry {
+				r.ended[ev.Run.ID] = ev.Reason
+			}
+			if onEvent != nil {
+				onEvent(ev)
+			}
+		})
 	}
 	runs, resumed := w.Past().Resume(s.source.Runs(s.shard), opts.RetryFailed)
 	r.resume = resumed
@@ -539,6 +546,7 @@ func (r *Session) Wait() Outcome {
 	sum, err := r.x.Wait()
 	close(r.follow)
 	defer r.ledger.Close()
+	r.ledger.Flush() // every event recorded and passed on
 	o := Outcome{Summary: sum, Resumed: r.resume(), Err: err, LedgerErr: r.ledger.Err(), Problem: r.ledger.Problem()}
 	var in Interrupt
 	if errors.As(context.Cause(r.ctx), &in) && r.ctx.Err() != nil {

@@ -48,7 +48,8 @@ func (s *gatedSweep) args(extra ...string) []string {
 }
 
 // start runs nodepack as a separate process and waits until two runs are
-// blocked.
+// blocked and the ledger has recorded their start (records go with the
+// ledger's next group commit, a few milliseconds later).
 func (s *gatedSweep) start(t *testing.T) (*syncProcess, func() string) {
 	t.Helper()
 	cmd := nodepackCommand(t, nil, s.args()...)
@@ -66,7 +67,9 @@ func (s *gatedSweep) start(t *testing.T) (*syncProcess, func() string) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if blocked, _ := filepath.Glob(filepath.Join(s.dir, "BLOCK.*")); len(blocked) == 2 {
-			break
+			if log, err := ledger.ReadFile(filepath.Join(s.out, "ledger.jsonl")); err == nil && log.Count()[ledger.StateRunning] == 2 {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("runs did not block:\n%s", stderr.String())

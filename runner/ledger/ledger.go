@@ -322,10 +322,11 @@ func ReadFile(path string) (*Log, error) {
 }
 
 // Writer appends the record of a sweep to a ledger file: one JSON line per
-// record, each written with a single write, the file synced after every
-// finished attempt. Open one per shard: a ledger has one writer, and
-// Open locks it against a second one. Its methods may be called
-// concurrently.
+// record. Records are written in group commits: those that arrive within
+// CommitInterval of the last commit wait and go together, in one write,
+// followed by one fsync when any of them is a finished attempt (see Post).
+// Open one per shard: a ledger has one writer, and Open locks it against a
+// second one. Its methods may be called concurrently.
 //
 // A Writer watches over its file. Before every write it checks that its
 // file is still the one at its path; if someone deleted or replaced it, it
@@ -350,6 +351,9 @@ type Writer struct {
 	err       error // the first write error; no record is written after it
 	problem   error // the first reason to start no more runs
 	warn      []string
+	buf       []byte // a commit's records
+
+	commits committer
 }
 
 // ledgerFile is what Ledger needs of its file (tests use a full disk).
@@ -505,23 +509,48 @@ func (log *Log) PriorAttempts(runID string) int {
 // session's last records, so a full disk shows here, before anything runs.
 func (l *Writer) WriteHeader(h Record) error {
 	h.Type, h.Time, h.Format, h.Host, h.PID = TypeHeader, time.Now().UTC(), Format, l.host, os.Getpid()
-	if err := l.write(&h, true); err != nil {
+	if err := l.writeNow(&h); err != nil {
 		return err
 	}
 	return l.Problem()
 }
 
 // WriteEnd ends the session: note says how, deferred counts the runs left
-// for the next one.
+// for the next one. It commits what waits, then the end record, at once.
 func (l *Writer) WriteEnd(note string, deferred int) error {
-	return l.write(&Record{Type: TypeEnd, Time: time.Now().UTC(), Note: note, Deferred: deferred}, true)
+	return l.writeNow(&Record{Type: TypeEnd, Time: time.Now().UTC(), Note: note, Deferred: deferred})
 }
 
-// Append records an execute.Event, for execute.Options.OnEvent: a started
-// record, or a finished one, which is synced.
-func (l *Writer) Append(ev execute.Event) error {
+// Append records an execute.Event at once, synced, and returns the write's
+// error: Post without the wait for the next group commit.
+func (l *Writer) Append(ev execute.Event) error { return l.writeNow(l.record(ev)) }
+
+// Post records an execute.Event, for execute.Options.OnEvent: a started
+// record, or a finished one. It returns at once; the record goes with the
+// next group commit, at most CommitInterval after the last one, and a
+// finished record makes that commit fsync the file. done, if not nil, is
+// called once the record is durable (a started record: written), or with
+// the error that lost it; it is called from the committing goroutine, in
+// the order of the Posts, never concurrently: the place to report a run's
+// end to the user, which must not come before its record is on disk. done
+// must not call Append, WriteHeader, WriteEnd or Flush.
+func (l *Writer) Post(ev execute.Event, done func(error)) {
+	rec := l.record(ev)
+	l.commits.post(l, rec, rec.Type == TypeFinished, false, done)
+}
+
+// Flush commits every record posted so far, at once, and returns when
+// their done functions have run; its error is Err's.
+func (l *Writer) Flush() error {
+	l.commits.post(l, nil, false, true, nil)
+	l.commits.wait(l)
+	return l.Err()
+}
+
+// record makes an execute.Event's record.
+func (l *Writer) record(ev execute.Event) *Record {
 	slot := ev.Slot.Index
-	rec := Record{
+	rec := &Record{
 		ID: ev.Run.ID, Index: ev.Run.Index, Origin: ev.Run.Origin, Attempt: ev.Attempt, Slot: &slot,
 		Stdout: l.relative(ev.Stdout), Stderr: l.relative(ev.Stderr),
 	}
@@ -533,7 +562,7 @@ func (l *Writer) Append(ev execute.Event) error {
 		rec.Host, rec.PID = l.host, ev.PID
 		rec.GPUs = ev.Slot.UUIDs()
 		rec.CPUs = pack.FormatCPUList(ev.Slot.CPUs)
-		return l.write(&rec, false)
+		return rec
 	}
 	code := ev.ExitCode
 	rec.Type, rec.Time = TypeFinished, ev.End.UTC()
@@ -546,7 +575,7 @@ func (l *Writer) Append(ev execute.Event) error {
 	rec.CPUSeconds = roundSeconds(ev.Usage.CPU)
 	rec.TreeRSSPeak = ev.Usage.Sampled.TreeRSSPeak
 	rec.GPUUsage = ev.Usage.Sampled.GPUs
-	return l.write(&rec, true)
+	return rec
 }
 
 func roundSeconds(d time.Duration) float64 { return d.Round(time.Millisecond).Seconds() }
@@ -567,22 +596,28 @@ func (l *Writer) relative(path string) string {
 	return path
 }
 
-// write appends one record with one write. A failed write (a full disk)
-// is cut off again, so the file stays a sequence of whole records, and
-// ends the ledger: every later write returns the same error.
-func (l *Writer) write(rec *Record, sync bool) error {
-	line, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("ledger %s: %w", l.path, err)
-	}
-	line = append(line, '\n')
+// writeNow commits what waits and rec, synced, at once, and returns rec's
+// error.
+func (l *Writer) writeNow(rec *Record) error {
+	errc := make(chan error, 1)
+	l.commits.post(l, rec, true, true, func(err error) { errc <- err })
+	return <-errc
+}
+
+// commit appends lines with one write, synced if sync. A failed write (a
+// full disk) is cut off again, so the file stays a sequence of whole
+// records, and ends the ledger: every later commit returns the same error.
+func (l *Writer) commit(lines []byte, sync bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
 		return l.err
 	}
+	if len(lines) == 0 {
+		return nil
+	}
 	l.checkPresent()
-	n, err := l.file.Write(line)
+	n, err := l.file.Write(lines)
 	if err == nil && sync {
 		err = l.file.Sync()
 	}
@@ -697,8 +732,9 @@ func (l *Writer) rewrite() (string, error) {
 	return dest, nil
 }
 
-// Close closes the file and gives up the lock.
+// Close commits what waits, closes the file and gives up the lock.
 func (l *Writer) Close() error {
+	l.Flush()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	err := l.file.Close()

@@ -1,0 +1,138 @@
+package ledger
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// CommitInterval is the least time between two group commits of a
+// Writer: records posted meanwhile wait and go together. It bounds how
+// long a finished run waits to be durable, and so to be reported: at most
+// CommitInterval plus one write and fsync. A record after a quiet spell
+// is committed at once.
+const CommitInterval = 10 * time.Millisecond
+
+// committer is a Writer's group commit: a queue of records and the one
+// goroutine, started when records arrive and gone when none wait, that
+// writes them. The zero value is ready.
+type committer struct {
+	mu      sync.Mutex
+	queue   []queued
+	spare   []queued
+	running bool
+	hurry   bool          // a post wants its commit now
+	nudge   chan struct{} // tells a waiting committer about a hurry
+	idle    *sync.Cond    // broadcast when the committer stops
+	last    time.Time     // the last commit
+}
+
+type queued struct {
+	line []byte // nil for a Flush
+	err  error  // the record could not be encoded
+	sync bool
+	done func(error)
+}
+
+// post queues rec (nil: only a commit point); fsync asks the commit to
+// sync the file, now to skip the wait for CommitInterval.
+func (c *committer) post(l *Writer, rec *Record, fsync, now bool, done func(error)) {
+	q := queued{sync: fsync, done: done}
+	if rec != nil {
+		line, err := json.Marshal(rec)
+		if err != nil {
+			q.err = fmt.Errorf("ledger %s: %w", l.path, err)
+		}
+		q.line = append(line, '\n')
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.nudge == nil {
+		c.nudge = make(chan struct{}, 1)
+		c.idle = sync.NewCond(&c.mu)
+	}
+	c.queue = append(c.queue, q)
+	if now && !c.hurry {
+		c.hurry = true
+		select {
+		case c.nudge <- struct{}{}:
+		default:
+		}
+	}
+	if !c.running {
+		c.running = true
+		go c.run(l)
+	}
+}
+
+// wait returns once the committer has stopped: everything posted before
+// was committed and told.
+func (c *committer) wait(l *Writer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.running {
+		c.idle.Wait()
+	}
+}
+
+// run commits until the queue is empty.
+func (c *committer) run(l *Writer) {
+	var timer *time.Timer
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.running = false
+			c.idle.Broadcast()
+			c.mu.Unlock()
+			return
+		}
+		if wait := time.Until(c.last.Add(CommitInterval)); !c.hurry && wait > 0 {
+			c.mu.Unlock()
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			select {
+			case <-timer.C:
+			case <-c.nudge:
+				timer.Stop()
+			}
+			continue
+		}
+		batch := c.queue
+		c.queue, c.spare = c.spare[:0], nil
+		c.hurry = false
+		select {
+		case <-c.nudge: // a hurry this batch takes care of
+		default:
+		}
+		c.mu.Unlock()
+
+		l.buf = l.buf[:0]
+		fsync := false
+		for _, q := range batch {
+			if q.err == nil {
+				l.buf = append(l.buf, q.line...)
+				fsync = fsync || q.sync
+			}
+		}
+		err := l.commit(l.buf, fsync)
+		c.last = time.Now()
+		for i, q := range batch {
+			if q.done != nil {
+				switch {
+				case q.err != nil:
+					q.done(q.err)
+				default:
+					q.done(err)
+				}
+			}
+			batch[i] = queued{}
+		}
+		c.mu.Lock()
+		c.spare = batch[:0]
+		c.mu.Unlock()
+	}
+}
