@@ -507,6 +507,9 @@ func (r *Session) Ledger() *ledger.Writer { return r.ledger }
 // sweep, and so left out of its counts.
 func (r *Session) Retired() []string { return r.s.retired }
 
+// Running returns how many runs' processes are running now.
+func (r *Session) Running() int { return r.x.Running() }
+
 // Kill sends SIGKILL to every running run at once: the escalation for a
 // second Ctrl-C.
 func (r *Session) Kill() { r.x.Kill() }

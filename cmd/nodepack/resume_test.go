@@ -48,8 +48,9 @@ func (s *gatedSweep) args(extra ...string) []string {
 }
 
 // start runs nodepack as a separate process and waits until two runs are
-// blocked and the ledger has recorded their start (records go with the
-// ledger's next group commit, a few milliseconds later).
+// blocked and the ledger has recorded their start and the end of the two
+// others (records go with the ledger's next group commit, a few
+// milliseconds later; a run whose end is not recorded runs again).
 func (s *gatedSweep) start(t *testing.T) (*syncProcess, func() string) {
 	t.Helper()
 	cmd := nodepackCommand(t, nil, s.args()...)
@@ -67,7 +68,7 @@ func (s *gatedSweep) start(t *testing.T) (*syncProcess, func() string) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if blocked, _ := filepath.Glob(filepath.Join(s.dir, "BLOCK.*")); len(blocked) == 2 {
-			if log, err := ledger.ReadFile(filepath.Join(s.out, "ledger.jsonl")); err == nil && log.Count()[ledger.StateRunning] == 2 {
+			if log, err := ledger.ReadFile(filepath.Join(s.out, "ledger.jsonl")); err == nil && log.Count()[ledger.StateRunning] == 2 && log.Count()[ledger.StateSucceeded] == 2 {
 				break
 			}
 		}

@@ -245,16 +245,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// What follows the sweep is set up front; the progress it reports to
 	// needs the sweep's size, known once it is prepared.
 	var progress *progress
-	var running atomic.Int64
-	o.Execute.OnEvent = func(ev execute.Event) {
-		switch {
-		case ev.Kind == execute.Started:
-			running.Add(1)
-		case ev.PID != 0:
-			running.Add(-1)
-		}
-		progress.event(ev)
-	}
+	o.Execute.OnEvent = func(ev execute.Event) { progress.event(ev) }
 	if o.Live {
 		o.Execute.Live = writerFunc(func(b []byte) (int, error) { return progress.live(outOut, b) })
 	}
@@ -277,7 +268,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	printNotes(errOut, sw.Notes())
 	shardTotal, _ := sw.Total()
 	progress = newProgress(errOut, shardTotal, sw.Done(), o.Quiet)
-	return o.run(ctx, sw, progress, &running, errOut)
+	return o.run(ctx, sw, progress, errOut)
 }
 
 // consoleWait is how long nodepack waits for its own output to be written
@@ -352,13 +343,21 @@ func runPlanFor(topo pack.Topology, opts pack.Options) (pack.Plan, error) {
 }
 
 // run runs the prepared sweep, reports, and returns the exit status.
-func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progress, running *atomic.Int64, stderr io.Writer) int {
+func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progress, stderr io.Writer) int {
+	var started atomic.Pointer[runner.Session]
+	running := func() int {
+		if s := started.Load(); s != nil {
+			return s.Running()
+		}
+		return 0
+	}
 	ctx, signals := notifySignals(ctx, stderr, running, o.Execute.Grace)
 	defer signals.stop()
 	session, err := sw.Start(ctx)
 	if err != nil {
 		return usageErrorf(stderr, "run", "%v", err)
 	}
+	started.Store(session)
 	printWarnings(stderr, session.Ledger().Warnings())
 	if b := session.Ledger().Backup(); b != "" {
 		fmt.Fprintf(stderr, "nodepack: --restart: the old ledger is now %s\n", b)
@@ -445,7 +444,7 @@ type signals struct {
 	cancel context.CancelCauseFunc
 }
 
-func notifySignals(parent context.Context, w io.Writer, running *atomic.Int64, grace time.Duration) (context.Context, *signals) {
+func notifySignals(parent context.Context, w io.Writer, running func() int, grace time.Duration) (context.Context, *signals) {
 	ctx, cancel := context.WithCancelCause(parent)
 	s := &signals{ctx: ctx, ch: make(chan os.Signal, 4), kill: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
 	signal.Notify(s.ch, stopSignals...)
@@ -467,7 +466,7 @@ func notifySignals(parent context.Context, w io.Writer, running *atomic.Int64, g
 						again = ", Ctrl-C again to kill them now"
 					}
 					fmt.Fprintf(w, "nodepack: stopping on %s: %s got SIGTERM (SIGKILL after --grace %v)%s\n",
-						unix.SignalName(sig), countWord(int(running.Load()), "run"), grace, again)
+						unix.SignalName(sig), countWord(running(), "run"), grace, again)
 				case sig == syscall.SIGINT:
 					fmt.Fprintln(w, "nodepack: second SIGINT: killing every run now")
 					close(s.kill)

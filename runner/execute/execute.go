@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -60,8 +62,11 @@ type Execution struct {
 	sched        *scheduler
 	env          *envBuilder
 	live         *liveWriter
-	outDir       string // absolute; "" for no logs
-	scratch      string // parent of the per-run TMPDIRs
+	outDir       string       // absolute; "" for no logs
+	scratch      string       // parent of the per-run TMPDIRs
+	running      atomic.Int64 // attempts whose process runs
+	laneTmp      []string     // each lane's TMPDIR, reused while runs leave it empty; "" for none yet
+	tmpSeq       atomic.Int64
 	grace        time.Duration
 	start        time.Time // when Start was called; never written after
 	stopOnCancel func() bool
@@ -161,6 +166,11 @@ func (e *Execution) Wait() (Summary, error) {
 	})
 	return e.result, e.resErr
 }
+
+// Running returns how many runs' processes are running now. It is exact at
+// any moment, unlike a count kept from events, which a caller's OnEvent
+// may get late.
+func (e *Execution) Running() int { return int(e.running.Load()) }
 
 // Drain stops the starting of runs and retries; running runs go on to
 // their end. Summary.Drained reports it.
@@ -271,6 +281,7 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		return nil, fmt.Errorf("execute: temp dir: %w", err)
 	}
 	e.scratch = scratch
+	e.laneTmp = make([]string, parallel)
 	e.sched = newScheduler(&e.opts, parallel)
 	e.sum.SlotBusy = make([]time.Duration, parallel)
 	e.start = time.Now()
@@ -544,26 +555,46 @@ type attemptFiles struct {
 	createdRunDir  bool   // this attempt made runDir
 	stdout, stderr *os.File
 	tmpDir         string
+	lane           *string // the lane's TMPDIR, which tmpDir is
 }
 
-// close closes the logs and removes the private TMPDIR; with unused, it
-// also removes a run directory this attempt made, since nothing ran.
+// close closes the logs and empties the private TMPDIR for the lane's next
+// run; with unused, it also removes a run directory this attempt made,
+// since nothing ran.
 func (f *attemptFiles) close(unused bool) {
 	if f.stdout != nil {
 		f.stdout.Close()
 		f.stderr.Close()
 	}
-	if f.tmpDir != "" {
+	if f.tmpDir != "" && !pristine(f.tmpDir) {
+		// Left with files, or changed: the lane's next run gets a new one.
 		os.RemoveAll(f.tmpDir)
+		*f.lane = ""
 	}
 	if unused && f.createdRunDir {
 		os.RemoveAll(f.runDir)
 	}
 }
 
+// pristine reports whether dir is still an empty directory only its owner
+// may enter, as prepare made it: then the lane's next run may have it, at
+// the cost of a look instead of a mkdir and a rmdir per run.
+func pristine(dir string) bool {
+	d, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	if fi, err := d.Stat(); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		return false
+	}
+	_, err = d.Readdirnames(1)
+	return err == io.EOF
+}
+
 // prepare makes attempt n's run directory, logs and TMPDIR. The logs are
 // not truncated yet: begin does that once the attempt really starts.
-func (e *Execution) prepare(ev *Event, n int) (*attemptFiles, error) {
+func (e *Execution) prepare(ev *Event, lane, n int) (*attemptFiles, error) {
 	f := &attemptFiles{}
 	if e.outDir != "" {
 		f.runDir = filepath.Join(e.outDir, "runs", ev.Run.dirName())
@@ -593,13 +624,19 @@ func (e *Execution) prepare(ev *Event, n int) (*attemptFiles, error) {
 			}
 		}
 	}
-	// The scratch directory is private to this sweep, so the name is free.
-	f.tmpDir = filepath.Join(e.scratch, ev.Run.ID+"."+strconv.Itoa(n))
-	if err := os.Mkdir(f.tmpDir, 0o700); err != nil {
-		f.tmpDir = ""
-		f.close(true)
-		return nil, err
+	// One TMPDIR per lane, emptied by each run's end: a lane runs one
+	// attempt at a time, and the scratch directory is private to this
+	// sweep, so the name is free.
+	f.lane = &e.laneTmp[lane]
+	if *f.lane == "" {
+		dir := filepath.Join(e.scratch, strconv.Itoa(lane)+"."+strconv.FormatInt(e.tmpSeq.Add(1), 10))
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			f.close(true)
+			return nil, err
+		}
+		*f.lane = dir
 	}
+	f.tmpDir = *f.lane
 	return f, nil
 }
 
@@ -609,6 +646,9 @@ func (f *attemptFiles) begin(n int) error {
 	for _, log := range []*os.File{f.stdout, f.stderr} {
 		if log == nil {
 			continue
+		}
+		if n == 1 && f.createdRunDir {
+			continue // new files
 		}
 		if n == 1 {
 			if err := log.Truncate(0); err != nil {
@@ -632,7 +672,7 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 	run := r.p.run
 	slot := pack.Slot{Index: r.lane, Assignment: r.assignment()}
 	ev = Event{Kind: Started, Run: run, Attempt: n, Slot: slot}
-	files, err := e.prepare(&ev, n)
+	files, err := e.prepare(&ev, r.lane, n)
 	if err != nil {
 		return ev, false, err
 	}
@@ -668,6 +708,7 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 		return ev, false, err
 	}
 	ev.PID = p.pid
+	e.running.Add(1)
 	e.emit(ev)
 
 	settle := e.gate(r, n)
@@ -683,6 +724,7 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 		e.learnAtEnd(r, sampled)
 	}
 	exit := p.finish()
+	e.running.Add(-1)
 	if outW != nil {
 		outW.flush()
 		errW.flush()

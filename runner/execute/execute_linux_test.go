@@ -172,7 +172,25 @@ func TestEnvInRun(t *testing.T) {
 	}
 	tmp := strings.TrimSpace(readLog(t, events[0].Stderr))
 	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("private TMPDIR %q still there after the run (err %v)", tmp, err)
+		t.Errorf("private TMPDIR %q still there after the sweep (err %v)", tmp, err)
+	}
+}
+
+// TestPrivateTMPDIR: every run starts with an empty TMPDIR of its own,
+// whatever the run before it on the same lane left there or did to it.
+func TestPrivateTMPDIR(t *testing.T) {
+	var runs []Run
+	for i, mess := range []string{"touch $TMPDIR/left", "mkdir $TMPDIR/d; touch $TMPDIR/d/f; chmod 500 $TMPDIR/d", "chmod 755 $TMPDIR", "true", "touch $TMPDIR/.hidden"} {
+		runs = append(runs, Run{ID: strconv.Itoa(i), Args: []string{"bash", "-c", `test -z "$(ls -A $TMPDIR)" && test "$(stat -c %a $TMPDIR)" = 700 || echo not private; ` + mess}})
+	}
+	_, events, err := execute(t, t.Context(), lanes(1), Options{}, runs...)
+	if err != nil || len(events) != len(runs) {
+		t.Fatalf("%v, %d events", err, len(events))
+	}
+	for _, ev := range events {
+		if ev.Reason != OK || readLog(t, ev.Stdout) != "" {
+			t.Errorf("run %s: %s, printed %q", ev.Run.ID, ev.Reason, readLog(t, ev.Stdout))
+		}
 	}
 }
 

@@ -136,6 +136,7 @@ type process struct {
 	cmd    *exec.Cmd
 	key    attemptKey
 	pid    int           // the run's process, also its process group id
+	pidfd  int           // a pidfd for pid, or -1
 	exited chan struct{} // closed once pid has exited (it is not reaped yet)
 }
 
@@ -143,11 +144,12 @@ type process struct {
 // affinity. A *startError means the command could not start (the run's
 // failure); any other error means the runner could not set it up.
 func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (*process, error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	pidfd := -1
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: &pidfd}
 	if err := spawn(cmd, cpus, key); err != nil {
 		return nil, err
 	}
-	p := &process{cmd: cmd, key: key, pid: cmd.Process.Pid, exited: make(chan struct{})}
+	p := &process{cmd: cmd, key: key, pid: cmd.Process.Pid, pidfd: pidfd, exited: make(chan struct{})}
 	go p.watch()
 	return p, nil
 }
@@ -159,11 +161,30 @@ func spawn(cmd *exec.Cmd, cpus []int, key attemptKey) error {
 	return <-req.done
 }
 
-// watch waits for the child's exit without reaping (WNOWAIT): while the
-// zombie exists, its pid cannot be reused, so signalling its group stays
-// safe.
+// watch waits for the run's process to exit without reaping it (WNOWAIT):
+// while the zombie exists, its pid cannot be reused, so signalling its
+// group stays safe. With a pidfd it waits in Go's poller, so a thousand
+// running runs do not hold a thousand threads blocked in waitid.
 func (p *process) watch() {
 	defer close(p.exited)
+	if p.pidfd >= 0 && unix.SetNonblock(p.pidfd, true) == nil {
+		f := os.NewFile(uintptr(p.pidfd), "pidfd")
+		defer f.Close()
+		if rc, err := f.SyscallConn(); err == nil {
+			exited := false
+			err = rc.Read(func(fd uintptr) bool {
+				var info unix.Siginfo
+				err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+				exited = err != nil && err != unix.EINTR || info.Signo != 0
+				return exited
+			})
+			if exited {
+				return
+			}
+		}
+	} else if p.pidfd >= 0 {
+		unix.Close(p.pidfd)
+	}
 	var info unix.Siginfo
 	for {
 		err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
@@ -239,7 +260,7 @@ func sweepAll() {
 
 // minSweepInterval limits how often runs that end trigger a scan of /proc,
 // which costs about a millisecond per thousand processes.
-const minSweepInterval = 20 * time.Millisecond
+const minSweepInterval = 100 * time.Millisecond
 
 func sweeper() {
 	var last time.Time

@@ -41,6 +41,10 @@ import (
 // runs, and the supervisor must outlive it.
 const supervisorEnv = "NODEPACK_SUPERVISOR"
 
+// supervisorNap is how long the supervisor sleeps between reads of its
+// pipe, which holds a few thousand messages (runs started) meanwhile.
+const supervisorNap = 20 * time.Millisecond
+
 // supervisorArg0 names the supervisor in ps.
 const supervisorArg0 = "nodepack-supervisor"
 
@@ -149,8 +153,13 @@ func supervise(runner io.Reader, token string) int {
 // follow is supervise without its signal handling.
 func follow(runner io.Reader, token string) {
 	groups := map[int]bool{}
-	r := bufio.NewReader(runner)
+	r := bufio.NewReaderSize(runner, 64<<10)
 	for {
+		if r.Buffered() == 0 {
+			// Read in batches: the runner's writes then wake no one, and
+			// its end is seen at most a nap late.
+			time.Sleep(supervisorNap)
+		}
 		line, err := r.ReadString('\n')
 		if err != nil {
 			break // end of file: the runner is gone
