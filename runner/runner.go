@@ -417,6 +417,12 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	ready.Add(1)
 	onEvent := opts.Execute.OnEvent
 	xo.OnEvent = func(ev execute.Event) {
+		if ev.Kind == execute.Finished && w.Check() != nil {
+			// Before the run's slot is given to the next run: a ledger
+			// deleted under the sweep stops it from starting more.
+			ready.Wait()
+			r.x.Drain()
+		}
 		// The record goes with the ledger's next group commit; the event
 		// is passed on once it is durable, so that nothing is reported
 		// done that a crash could take back.

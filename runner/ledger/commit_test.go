@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -107,5 +108,23 @@ func TestPostAfterAFullDisk(t *testing.T) {
 	log, err := disk.records()
 	if err != nil || log.Torn != 0 {
 		t.Errorf("the ledger reads %v, torn %d; want whole records", err, log.Torn)
+	}
+}
+
+// TestCheckSeesADeletionAtOnce: Check finds a deleted ledger file without
+// waiting for a commit, writes it again and reports the Problem.
+func TestCheckSeesADeletionAtOnce(t *testing.T) {
+	l, path := openTestLedger(t)
+	if err := l.Check(); err != nil {
+		t.Fatalf("a ledger in place: %v", err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Check(); err == nil || !strings.Contains(err.Error(), "was deleted while the sweep ran") {
+		t.Fatalf("Check after the delete: %v", err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("the ledger was not written again: %v", err)
 	}
 }

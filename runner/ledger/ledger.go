@@ -494,6 +494,18 @@ func (l *Writer) Problem() error {
 	return l.problem
 }
 
+// Check makes sure the ledger's file is still the one at its path now,
+// not at the next commit (see Problem), and returns Problem. A caller that
+// must not start a run while the ledger is in trouble calls it first.
+func (l *Writer) Check() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.checkPresent()
+	}
+	return l.problem
+}
+
 // PriorAttempts returns how many attempts the run had in the log, for
 // execute.Options.PriorAttempts.
 func (log *Log) PriorAttempts(runID string) int {
