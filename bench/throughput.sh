@@ -1,44 +1,126 @@
 #!/usr/bin/env bash
-# throughput.sh: nodepack run against xargs -P on N trivial runs, on this
-# machine, in the same invocation, so the two numbers are comparable.
+# throughput.sh: nodepack run against xargs -P and GNU parallel on N
+# trivial runs (`true` through bash -c, as a task file's lines are run),
+# in turn on this machine, ROUNDS times; it prints the median of each.
 #
-#   go build -o /tmp/nodepack ./cmd/nodepack && bench/throughput.sh [N] [P]
+#   go build -o /tmp/nodepack ./cmd/nodepack && bench/throughput.sh [N] [P] [ROUNDS]
 #
-# N (default 5000) lines of `true`; P (default 2) runs at once. nodepack
-# writes a log directory per run (stdout.log, stderr.log) and a private
-# TMPDIR per run; xargs writes nothing, so the difference is an upper bound
-# on nodepack's per-run cost. Set OUT to put nodepack's logs elsewhere (the
-# file system matters: on this VM /tmp costs ~1 ms per run dir, /dev/shm
-# ~10 µs). NODEPACK overrides the binary.
+# N (default 2000) runs, P (default 2) at once. nodepack runs as a user
+# runs it: ledger (group-committed, fsynced), a log directory per run with
+# stdout.log and stderr.log, CPU affinity and thread caps, a private TMPDIR,
+# usage sampling at its default interval. xargs writes nothing; GNU parallel
+# writes its --joblog. nodepack runs twice: with its output and TMPDIR on
+# tmpfs (/dev/shm), which shows nodepack's own cost, and on the file system
+# of $TMPDIR (default /tmp), which adds that file system's cost of creating
+# a directory and two files per run (on ext4 it varies a lot with what was
+# deleted just before). Besides wall and CPU time (user+system of the tool
+# and everything it started) it prints nodepack's slot refill gap: from the
+# end of a run to the start of the next in the same slot, from the ledger.
+# GNU parallel is installed with apt when missing (or set PARALLEL_BIN).
+# NODEPACK overrides the binary.
 set -euo pipefail
 
-n=${1:-5000}
+n=${1:-2000}
 p=${2:-2}
+rounds=${3:-3}
 nodepack=${NODEPACK:-/tmp/nodepack}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-out=${OUT:-$work}/nodepack-out
+shm=/dev/shm
+[[ -d $shm && -w $shm ]] || shm=$work
+shmwork=$(mktemp -d "$shm/nodepack-bench.XXXXXX")
+trap 'rm -rf "$work" "$shmwork"' EXIT
+
+if ! command -v parallel >/dev/null && [[ -z ${PARALLEL_BIN:-} ]]; then
+	if command -v apt-get >/dev/null; then
+		echo "installing GNU parallel (apt-get install parallel)" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq parallel >/dev/null 2>&1 ||
+			{ apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq parallel >/dev/null; }
+	fi
+fi
+parallel=${PARALLEL_BIN:-$(command -v parallel || true)}
 
 seq "$n" | sed "s/.*/true/" >"$work/tasks.txt"
 
-seconds() { # seconds CMD...: wall time of CMD in seconds
-	local t0 t1
-	t0=$(date +%s.%N)
-	"$@" >/dev/null 2>&1
-	t1=$(date +%s.%N)
-	echo "$t1 - $t0" | bc -l
+# timed NAME CMD...: runs CMD, appends "NAME wall cpu" to $work/times.
+timed() {
+	local name=$1 t
+	shift
+	TIMEFORMAT='%R %U %S'
+	t=$({ time "$@" >/dev/null 2>&1; } 2>&1)
+	read -r wall user sys <<<"$t"
+	echo "$name $wall $(echo "$user + $sys" | bc -l)" >>"$work/times"
 }
 
-report() { # report NAME SECONDS
-	printf '%-28s %7.2f s  %7.0f runs/s\n' "$1" "$2" "$(echo "$n / $2" | bc -l)"
+run_nodepack() { # run_nodepack DIR: output and TMPDIR under DIR
+	rm -rf "$1/out" "$1/tmp"
+	mkdir -p "$1/tmp"
+	TMPDIR=$1/tmp "$nodepack" run --parallel "$p" --quiet --output "$1/out" "$work/tasks.txt"
 }
 
-echo "$n runs of 'true', $p at once, $(nproc) CPUs"
-report "xargs -P $p (bash -c)" "$(seconds xargs -P "$p" -d '\n' -n 1 bash -c <"$work/tasks.txt")"
-report "xargs -P $p (exec true)" "$(seconds xargs -P "$p" -d '\n' -n 1 true <"$work/tasks.txt")"
-report "nodepack run -j $p (bash -c)" "$(seconds "$nodepack" run --parallel "$p" --quiet --output "$out" "$work/tasks.txt")"
-if [[ $(find "$out/runs" -mindepth 1 -maxdepth 1 -type d | wc -l) -ne $n ]]; then
-	echo "nodepack did not leave $n run directories in $out/runs" >&2
-	exit 1
-fi
-rm -rf "$out"
+for round in $(seq "$rounds"); do
+	timed xargs xargs -P "$p" -d '\n' -n 1 bash -c <"$work/tasks.txt"
+	if [[ -n $parallel ]]; then
+		timed parallel "$parallel" -j "$p" --joblog "$work/joblog" <"$work/tasks.txt"
+	fi
+	timed nodepack-tmpfs run_nodepack "$shmwork"
+	cp "$shmwork/out/ledger.jsonl" "$work/ledger-tmpfs-$round.jsonl"
+	timed nodepack-fs run_nodepack "$work"
+	if [[ $(find "$work/out/runs" -mindepth 1 -maxdepth 1 -type d | wc -l) -ne $n ]]; then
+		echo "nodepack did not leave $n run directories" >&2
+		exit 1
+	fi
+	echo "round $round/$rounds done" >&2
+done
+
+python3 - "$n" "$p" "$(nproc)" "$work/times" "$work"/ledger-tmpfs-*.jsonl <<'EOF'
+import json, statistics, sys
+from datetime import datetime
+
+n, p, cpus, times, ledgers = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+by = {}
+for line in open(times):
+    name, wall, cpu = line.split()
+    by.setdefault(name, []).append((float(wall), float(cpu)))
+med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for k, v in by.items()}
+
+def t(s):
+    base, _, frac = s.rstrip("Z").partition(".")
+    return datetime.fromisoformat(base).timestamp() + float("0." + (frac or "0"))
+
+gaps = []
+for path in ledgers:
+    start, end, slot = {}, {}, {}
+    for line in open(path):
+        r = json.loads(line)
+        k = (r.get("id"), r.get("attempt"))
+        if r["type"] == "started":
+            start[k], slot[k] = t(r["time"]), r.get("slot", 0)
+        elif r["type"] == "finished":
+            end[k] = t(r["time"])
+    lanes = {}
+    for k in start:
+        if k in end:
+            lanes.setdefault(slot[k], []).append((start[k], end[k]))
+    for spans in lanes.values():
+        spans.sort()
+        gaps += [b[0] - a[1] for a, b in zip(spans, spans[1:])]
+gaps.sort()
+q = lambda f: gaps[min(len(gaps) - 1, int(f * len(gaps)))] * 1e3
+
+print(f"{n} runs of `true` (bash -c), {p} at once, {cpus} CPUs; median of {len(by['xargs'])} rounds")
+print(f"{'':26} {'wall':>8} {'runs/s':>8} {'CPU/run':>9}")
+labels = {"xargs": f"xargs -P {p}", "parallel": f"GNU parallel -j {p} --joblog",
+          "nodepack-tmpfs": "nodepack (tmpfs)", "nodepack-fs": "nodepack (TMPDIR's fs)"}
+for k in ["xargs", "parallel", "nodepack-tmpfs", "nodepack-fs"]:
+    if k in med:
+        w, c = med[k]
+        print(f"{labels[k]:26} {w:7.2f}s {n / w:8.0f} {c / n * 1e3:7.2f}ms")
+xw, xc = med["xargs"]
+for k in ["nodepack-tmpfs", "nodepack-fs"]:
+    w, c = med[k]
+    line = f"{labels[k]}: {xw / w:.2f}x xargs throughput, {c / xc:.2f}x its CPU per run"
+    if "parallel" in med:
+        line += f", {med['parallel'][0] / w:.2f}x GNU parallel's throughput"
+    print(line)
+print(f"slot refill gap (tmpfs, {len(gaps)} gaps): p50 {q(0.5):.3f} ms, p99 {q(0.99):.3f} ms, max {gaps[-1] * 1e3:.3f} ms")
+EOF

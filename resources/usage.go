@@ -13,11 +13,19 @@ import (
 // UsageSampler measures running processes at a low rate: the summed
 // resident memory of a process tree (through gopsutil) and the memory and
 // utilisation of GPUs (through NVML, when there is a driver). It is a
-// [usage.Sampler], the runner's. Its methods may be called concurrently;
+// [usage.Sampler], the runner's. One goroutine takes every sample of every
+// tree, whatever the number of runs, so starting and stopping a sampling
+// costs a map insert and a delete. Its methods may be called concurrently;
 // Close it when done.
 type UsageSampler struct {
 	interval time.Duration
 	gpus     gpuReader // nil without NVML
+
+	mu     sync.Mutex
+	active map[*Sampling]struct{}
+	wakeAt time.Time     // when the sampling goroutine wakes next; zero when it is not running
+	wake   chan struct{} // tells the sampling goroutine to look again
+	closed chan struct{}
 }
 
 var _ usage.Sampler = (*UsageSampler)(nil)
@@ -36,8 +44,13 @@ func NewUsageSampler(interval time.Duration) *UsageSampler {
 	return &UsageSampler{interval: max(interval, 100*time.Millisecond), gpus: openGPUReader()}
 }
 
-// Close releases NVML.
+// Close stops the sampling goroutine and releases NVML.
 func (s *UsageSampler) Close() {
+	s.mu.Lock()
+	if s.closed != nil {
+		close(s.closed)
+	}
+	s.mu.Unlock()
 	if s.gpus != nil {
 		s.gpus.close()
 	}
@@ -50,9 +63,11 @@ func (s *UsageSampler) Sample(t usage.Target) func() usage.Sampled {
 
 // Sampling is one process tree being sampled.
 type Sampling struct {
+	s       *UsageSampler
 	target  usage.Target
-	stop    chan struct{}
-	done    chan struct{}
+	next    time.Time      // the next sample is due; guarded by s.mu
+	run     sync.Mutex     // held while a sample is taken
+	stopped bool           // guarded by run
 	settler *usage.Settler // nil once settled, or without Target.Settle
 	mu      sync.Mutex
 	got     usage.Sampled
@@ -60,36 +75,86 @@ type Sampling struct {
 	nUtl    []int
 }
 
+// lateness is how much later than due a first sample may come, so that a
+// run starting while the sampling goroutine sleeps need not wake it.
+const lateness = 100 * time.Millisecond
+
 // Start samples the process tree and the GPUs of t until Stop: every
 // interval, and every t.Settle.Interval until the tree's memory on its
 // GPUs has settled.
 func (s *UsageSampler) Start(t usage.Target) *Sampling {
-	sp := &Sampling{target: t, stop: make(chan struct{}), done: make(chan struct{}),
-		util: make([]float64, len(t.GPUs)), nUtl: make([]int, len(t.GPUs))}
+	sp := &Sampling{s: s, target: t, util: make([]float64, len(t.GPUs)), nUtl: make([]int, len(t.GPUs))}
 	for _, u := range t.GPUs {
 		sp.got.GPUs = append(sp.got.GPUs, usage.GPU{UUID: u})
 	}
 	if t.Settle != nil {
 		sp.settler = &usage.Settler{Samples: t.Settle.Samples}
 	}
-	go func() {
-		defer close(sp.done)
-		timer := time.NewTimer(min(s.interval, 500*time.Millisecond, sp.settleInterval()))
-		defer timer.Stop()
-		var pids []int
-		var buf []byte
-		for {
-			select {
-			case <-sp.stop:
-				return
-			case <-timer.C:
-			}
-			pids, buf = processTree(t.Root, t.SkipRoot, pids[:0], buf)
-			sp.sample(s, pids)
-			timer.Reset(min(s.interval, sp.settleInterval()))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active == nil {
+		s.active = make(map[*Sampling]struct{})
+		s.wake = make(chan struct{}, 1)
+		s.closed = make(chan struct{})
+		go s.loop()
+	}
+	s.active[sp] = struct{}{}
+	sp.next = time.Now().Add(min(s.interval, 500*time.Millisecond, sp.settleInterval()))
+	if s.wakeAt.IsZero() || s.wakeAt.After(sp.next.Add(lateness)) {
+		select {
+		case s.wake <- struct{}{}:
+		default:
 		}
-	}()
+	}
 	return sp
+}
+
+// loop takes the samples that are due, then sleeps until the next one is.
+func (s *UsageSampler) loop() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var pids []int
+	var buf []byte
+	var due []*Sampling
+	for {
+		s.mu.Lock()
+		now := time.Now()
+		due = due[:0]
+		next := now.Add(time.Hour)
+		for sp := range s.active {
+			if !sp.next.After(now) {
+				due = append(due, sp)
+			} else if sp.next.Before(next) {
+				next = sp.next
+			}
+		}
+		if len(due) == 0 {
+			s.wakeAt = next
+		}
+		s.mu.Unlock()
+		if len(due) > 0 {
+			for _, sp := range due {
+				sp.run.Lock()
+				if !sp.stopped {
+					pids, buf = processTree(sp.target.Root, sp.target.SkipRoot, pids[:0], buf)
+					sp.sample(s, pids)
+				}
+				sp.run.Unlock()
+				s.mu.Lock()
+				sp.next = time.Now().Add(min(s.interval, sp.settleInterval()))
+				s.mu.Unlock()
+			}
+			continue
+		}
+		timer.Reset(time.Until(next))
+		select {
+		case <-timer.C:
+		case <-s.wake:
+			timer.Stop()
+		case <-s.closed:
+			return
+		}
+	}
 }
 
 // settleInterval is how soon the next sample is due for the readiness
@@ -147,10 +212,17 @@ func (sp *Sampling) sample(s *UsageSampler, pids []int) {
 	}
 }
 
-// Stop ends the sampling and returns what it saw.
+// Stop ends the sampling and returns what it saw. No sample is taken, and
+// no Settle.Done called, once it returns.
 func (sp *Sampling) Stop() usage.Sampled {
-	close(sp.stop)
-	<-sp.done
+	if s := sp.s; s != nil {
+		s.mu.Lock()
+		delete(s.active, sp)
+		s.mu.Unlock()
+	}
+	sp.run.Lock()
+	sp.stopped = true
+	sp.run.Unlock()
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	got := sp.got

@@ -1,6 +1,7 @@
 package resources
 
 import (
+	"os"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -89,5 +90,38 @@ func BenchmarkUsageSample(b *testing.B) {
 	b.ReportMetric(100*cpu.Seconds()/10, "%core@10s")
 	if len(pids) != 3 {
 		b.Fatalf("tree %v, want 3 processes", pids)
+	}
+}
+
+// TestOneGoroutineSamplesEveryRun: fifty trees sampled at once cost one
+// goroutine, and each gets its samples.
+func TestOneGoroutineSamplesEveryRun(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	s := NewUsageSampler(100 * time.Millisecond)
+	defer s.Close()
+	before := runtime.NumGoroutine()
+	var sps []*Sampling
+	for range 50 {
+		sps = append(sps, s.Start(usage.Target{Root: os.Getpid()}))
+	}
+	if grown := runtime.NumGoroutine() - before; grown > 1 {
+		t.Errorf("%d goroutines for 50 samplings, want one", grown)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, sp := range sps {
+		for {
+			sp.mu.Lock()
+			n := sp.got.Samples
+			sp.mu.Unlock()
+			if n >= 2 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := sp.Stop(); got.Samples < 2 || got.TreeRSSPeak == 0 {
+			t.Errorf("sampled %+v, want 2 samples or more of this process", got)
+		}
 	}
 }
