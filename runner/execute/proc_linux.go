@@ -172,7 +172,10 @@ func (p *process) watch() {
 		defer f.Close()
 		if rc, err := f.SyscallConn(); err == nil {
 			exited := false
-			err = rc.Read(func(fd uintptr) bool {
+			// Read waits in the poller for the pidfd to be readable, which
+			// it is once the process exited; a poller failure falls back
+			// to the blocking wait below.
+			rc.Read(func(fd uintptr) bool {
 				var info unix.Siginfo
 				err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
 				exited = err != nil && err != unix.EINTR || info.Signo != 0
