@@ -191,9 +191,13 @@ func startSweep(t *testing.T, extra ...string) (*exec.Cmd, *syncBuilder, string)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// Both runs' shells and sleeps, and the setsid grandchild.
-	if n := len(processesWith(token)); n < 4 {
-		t.Fatalf("found %d processes of the sweep, want at least 4", n)
+	// Both runs' shells and sleeps, and the setsid grandchild: the ready
+	// files come before the last of them forks.
+	for n := len(processesWith(token)); n < 4; n = len(processesWith(token)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("found %d processes of the sweep, want at least 4", n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	return cmd, &stderr, token
 }
