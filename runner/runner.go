@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -369,7 +370,9 @@ type Session struct {
 	s      *Sweep
 	ledger *ledger.Writer
 	x      *execute.Execution
-	ended  map[string]execute.Reason // this session's final reasons, by run id
+	// settled counts the runs this session finished for good: succeeded,
+	// or failed with no retry left.
+	settled atomic.Int64
 	resume func() ledger.ResumeCounts
 	follow chan struct{}
 	ctx    context.Context
@@ -403,7 +406,7 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	}
 	w.Past().Retire(s.retired)
 
-	r := &Session{s: s, ledger: w, ended: map[string]execute.Reason{}, follow: make(chan struct{}), ctx: ctx}
+	r := &Session{s: s, ledger: w, follow: make(chan struct{}), ctx: ctx}
 	xo := opts.Execute
 	xo.OutputDir = s.output
 	if xo.TempDir == "" {
@@ -431,8 +434,8 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 				ready.Wait()
 				r.x.Drain() // what runs must be recorded: start nothing more
 			}
-			if ev.Kind == execute.Finished && !ev.Retry {
-				r.ended[ev.Run.ID] = ev.Reason
+			if ev.Kind == execute.Finished && !ev.Retry && ev.Reason != execute.Interrupted {
+				r.settled.Add(1)
 			}
 			if onEvent != nil {
 				onEvent(ev)
@@ -525,7 +528,7 @@ type Outcome struct {
 	Summary execute.Summary
 	Resumed ledger.ResumeCounts // what the session did with the runs the ledger knew
 	// Left counts the runs a rerun would run: interrupted, deferred or
-	// never started (-1 when the source could not be read again).
+	// never started.
 	Left int
 	// Note is what the ledger's end record says of how the session ended.
 	Note string
@@ -561,11 +564,7 @@ func (r *Session) Wait() Outcome {
 	if errors.As(context.Cause(r.ctx), &in) && r.ctx.Err() != nil {
 		o.Interrupt = &in
 	}
-	// A sweep that ran to its end left nothing for a requeue; only a
-	// stopped one is worth reading the source again to count what is left.
-	if o.Interrupt != nil || sum.Drained || sum.Stopped || err != nil || o.Problem != nil {
-		o.Left = r.countLeft()
-	}
+	o.Left = r.countLeft()
 	o.Note = "done"
 	switch {
 	case o.Interrupt != nil:
@@ -580,7 +579,7 @@ func (r *Session) Wait() Outcome {
 		o.Note = "stopped: " + err.Error()
 	}
 	if o.LedgerErr == nil {
-		if err := r.ledger.WriteEnd(o.Note, max(o.Left, 0)); err != nil {
+		if err := r.ledger.WriteEnd(o.Note, o.Left); err != nil {
 			o.LedgerErr = err
 		}
 	}
@@ -594,29 +593,12 @@ func (r *Session) Wait() Outcome {
 
 // countLeft counts the runs of this shard that a rerun would run: neither
 // succeeded nor failed (unless RetryFailed), before or in this session.
-// It reads the source again.
+// The runs finished before were counted when the sweep was prepared (Done)
+// and were not run again, so it is a subtraction: the source is not read
+// again, and a sweep of millions of runs exits as soon as its runs do.
 func (r *Session) countLeft() int {
-	past := r.ledger.Past()
-	left := 0
-	for run, err := range r.s.source.Runs(r.s.shard) {
-		if err != nil {
-			return -1
-		}
-		if reason, ok := r.ended[run.ID]; ok {
-			if reason == execute.Interrupted {
-				left++
-			}
-			continue
-		}
-		state := ledger.StatePending
-		if p := past.Runs[run.ID]; p != nil {
-			state = p.State
-		}
-		if state != ledger.StateSucceeded && (state != ledger.StateFailed || r.s.opts.RetryFailed) {
-			left++
-		}
-	}
-	return left
+	shard, _ := r.s.Total()
+	return max(shard-r.s.done-int(r.settled.Load()), 0)
 }
 
 // Done returns how many runs of this shard were finished before the

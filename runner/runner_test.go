@@ -1,14 +1,17 @@
 package runner
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
@@ -103,5 +106,87 @@ func TestPrepareRefuses(t *testing.T) {
 		if _, err := Prepare(tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.description, err, tc.want)
 		}
+	}
+}
+
+// TestLeftIsWhatARerunRuns stops a resumed sweep whose ledger knows runs
+// that succeeded, failed and left the sweep, and checks the count of what
+// is left (the end record's, a requeue's) against the runs of the source
+// that the ledger does not say are done.
+func TestLeftIsWhatARerunRuns(t *testing.T) {
+	dir := t.TempDir()
+	tasks := filepath.Join(dir, "tasks.txt")
+	out := filepath.Join(dir, "out")
+	sweepOnce := func(lines string, retryFailed bool, stopAt string) Outcome {
+		t.Helper()
+		if err := os.WriteFile(tasks, []byte(lines), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancelCause(t.Context())
+		defer cancel(nil)
+		opts := Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, RetryFailed: retryFailed,
+			Execute: execute.Options{Parallel: 1, TempDir: dir, Grace: time.Second, OnEvent: func(ev execute.Event) {
+				if ev.Kind == execute.Started && stopAt != "" && ev.Run.Args[2] == stopAt {
+					cancel(Interrupt{Reason: "SIGTERM"})
+				}
+			}}}
+		sw, err := Prepare(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sw.Close()
+		session, err := sw.Start(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return session.Wait()
+	}
+	first := sweepOnce("true a\ntrue b\nfalse c\nfalse d\ntrue e\n", false, "")
+	if first.Left != 0 || first.Summary.Failed != 2 {
+		t.Fatalf("first session: %d left, %d failed; want none left, 2 failed", first.Left, first.Summary.Failed)
+	}
+	for _, tc := range []struct {
+		description string
+		lines       string
+		retryFailed bool
+		want        int
+	}{
+		{"failed runs skipped, one removed, new ones stopped", "true a\nfalse c\ntrue e\nsleep 30\ntrue f\ntrue g\n", false, 3},
+		{"failed runs retried and failing again", "true a\nfalse c\nfalse d\ntrue e\nsleep 30\ntrue f\ntrue g\n", true, 3},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			o := sweepOnce(tc.lines, tc.retryFailed, "sleep 30")
+			if o.Interrupt == nil {
+				t.Fatalf("not interrupted: %+v", o)
+			}
+			log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sw, err := Prepare(Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sw.Close()
+			recount := 0
+			for run, err := range sw.Runs() {
+				if err != nil {
+					t.Fatal(err)
+				}
+				// A rerun runs what is neither succeeded nor failed — failed
+				// before this session too, with --retry-failed.
+				r := log.Runs[run.ID]
+				failedNow := r != nil && r.State == ledger.StateFailed && r.Session == len(log.Sessions)-1
+				if r == nil || r.State != ledger.StateSucceeded && (r.State != ledger.StateFailed || tc.retryFailed && !failedNow) {
+					recount++
+				}
+			}
+			if o.Left != recount || o.Left != tc.want {
+				t.Errorf("%d left, the ledger leaves %d, want %d", o.Left, recount, tc.want)
+			}
+			if log.End == nil || log.End.Deferred != tc.want {
+				t.Errorf("end record %+v, want %d deferred", log.End, tc.want)
+			}
+		})
 	}
 }

@@ -67,12 +67,12 @@ type entry struct {
 // It is not safe for concurrent use.
 type expander struct {
 	opts Options
-	ids  *idSet
+	ids  idSet
 	next int // position of the next run
 }
 
 func newExpander(opts Options) *expander {
-	return &expander{opts: opts, ids: newIDSet()}
+	return &expander{opts: opts}
 }
 
 // expand yields the runs of e that belong to the shard; it returns false

@@ -264,7 +264,7 @@ func (src *Source) runs(opts Options, hits []int) iter.Seq2[execute.Run, error] 
 	case KindParams:
 		runs, err = ReadParams(src.input.reader(), src.input.label, src.spec.Command, opts)
 	default:
-		runs = Expand(ReadTaskFile(src.input.reader(), src.input.label, src.spec.Request), opts)
+		runs = Expand(readTaskFile(src.input.reader(), src.input.label, src.spec.Request, false), opts)
 	}
 	if err != nil {
 		return func(yield func(execute.Run, error) bool) { yield(execute.Run{}, err) }

@@ -3,9 +3,6 @@ package sweep
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -50,10 +47,16 @@ const MaxLineBytes = 128<<10 - 1
 // containing a NUL byte, or a read error, ends the sequence with an error that
 // names the file and line. The reader is consumed lazily, one line per run.
 func ReadTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[execute.Run, error] {
+	return readTaskFile(r, name, base, true)
+}
+
+// readTaskFile is ReadTaskFile; without withIDs the runs have no ID, for
+// Expand, which derives them again.
+func readTaskFile(r io.Reader, name string, base pack.Request, withIDs bool) iter.Seq2[execute.Run, error] {
 	return func(yield func(execute.Run, error) bool) {
 		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes+2) // room for "\r\n"
-		ids := newIDSet()
+		var ids idSet
 		line, index := 0, 0
 		var request *pack.Request
 		for sc.Scan() {
@@ -87,12 +90,14 @@ func ReadTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[execute
 			}
 			args := []string{"bash", "-c", string(text)}
 			run := execute.Run{
-				ID:      ids.next(args),
 				Index:   index,
 				Args:    args,
 				Origin:  name + ":" + strconv.Itoa(line),
 				Name:    execute.SafeName(string(trimmed), execute.MaxNameBytes),
 				Request: request,
+			}
+			if withIDs {
+				run.ID = ids.next(args)
 			}
 			index++
 			if !yield(run, nil) {
@@ -108,48 +113,3 @@ func ReadTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[execute
 	}
 }
 
-// idSet hands out content-derived run IDs and counts repeats. The zero
-// value is not usable; call newIDSet. It is not safe for concurrent use.
-type idSet struct {
-	seen map[uint64]uint32 // short hash → times handed out
-}
-
-func newIDSet() *idSet { return &idSet{seen: make(map[uint64]uint32)} }
-
-// next returns the ID of a run with this argv and nothing else.
-func (s *idSet) next(args []string) string { return s.nextKey(args, nil, 0) }
-
-// nextKey returns the ID of a run from its content: the first 12 hex digits
-// of the SHA-256 of its argv, its added environment and its repetition, with
-// "-k" appended for the k-th time (k ≥ 2) the same 12 digits are handed out.
-//
-// Each argv element is hashed followed by a NUL (which no element can
-// contain); each env entry follows as 0x01, the entry, NUL; a rep > 0 as
-// 0x02, its decimal digits, NUL. So a run with no added environment and rep
-// 0 hashes exactly as its argv alone: task-file IDs are the same with or
-// without --reps, and growing --reps keeps the IDs of the earlier reps.
-func (s *idSet) nextKey(args, env []string, rep int) string {
-	h := sha256.New()
-	var buf []byte
-	for _, a := range args {
-		buf = append(append(buf[:0], a...), 0)
-		h.Write(buf)
-	}
-	for _, kv := range env {
-		buf = append(append(append(buf[:0], 1), kv...), 0)
-		h.Write(buf)
-	}
-	if rep > 0 {
-		buf = append(strconv.AppendInt(append(buf[:0], 2), int64(rep), 10), 0)
-		h.Write(buf)
-	}
-	var sum [sha256.Size]byte
-	short := h.Sum(sum[:0])[:6]
-	key := binary.BigEndian.Uint64(append([]byte{0, 0}, short...))
-	s.seen[key]++
-	id := hex.EncodeToString(short)
-	if n := s.seen[key]; n > 1 {
-		id += "-" + strconv.FormatUint(uint64(n), 10)
-	}
-	return id
-}
