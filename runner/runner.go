@@ -373,9 +373,9 @@ type Session struct {
 	// settled counts the runs this session finished for good: succeeded,
 	// or failed with no retry left.
 	settled atomic.Int64
-	resume func() ledger.ResumeCounts
-	follow chan struct{}
-	ctx    context.Context
+	resume  func() ledger.ResumeCounts
+	follow  chan struct{}
+	ctx     context.Context
 }
 
 // Start opens (or resumes) the ledger — locked, read, given a header, so

@@ -112,4 +112,3 @@ func readTaskFile(r io.Reader, name string, base pack.Request, withIDs bool) ite
 		}
 	}
 }
-
