@@ -184,15 +184,30 @@ func (s *Sweep) scan() error {
 	}
 	s.seen = map[string]int{}
 	check := s.requestCheck()
-	if err := s.source.Scan(func(run execute.Run) error {
+	// A sweep or a grid without rules gives its runs no request and was
+	// checked as it was parsed: its walk only looks for the runs the
+	// ledgers know, and stops once it found them all (Scan counts the
+	// rest), so ten million combinations start at once, and a resumed
+	// sweep walks about as far as it got.
+	spec := s.source.Spec()
+	findOnly := len(spec.Requests) == 0 && (spec.Kind() == sweep.KindSweep || spec.Kind() == sweep.KindGrid)
+	known := s.past.Known()
+	seen := func(run execute.Run) error {
 		if s.past.Knows(run.ID) {
 			s.seen[run.ID] = run.Index
 		}
 		if run.Request != nil {
 			return check(run)
 		}
+		if findOnly && len(s.seen) == known {
+			return sweep.SkipRest
+		}
 		return nil
-	}); err != nil {
+	}
+	if findOnly && known == 0 {
+		seen = nil
+	}
+	if err := s.source.Scan(seen); err != nil {
 		return err
 	}
 	if s.shard, s.from, err = chooseShard(s.opts.Shard, s.opts.Job, s.source.Total(), s.opts.RunsPerShard); err != nil {
@@ -384,7 +399,13 @@ type Session struct {
 // that are left.
 func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	opts := s.opts
-	w, err := ledger.Open(s.ledger, opts.Restart)
+	openLedger := func() (*ledger.Writer, error) {
+		if opts.Restart {
+			return ledger.Open(s.ledger, true)
+		}
+		return ledger.OpenFrom(s.ledger, s.past.Log(filepath.Base(s.ledger)))
+	}
+	w, err := openLedger()
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +416,7 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 		if err := s.scan(); err != nil {
 			return nil, err
 		}
-		if w, err = ledger.Open(s.ledger, false); err != nil {
+		if w, err = openLedger(); err != nil {
 			return nil, err
 		}
 	}

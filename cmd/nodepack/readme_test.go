@@ -332,6 +332,7 @@ func TestHelpExamples(t *testing.T) {
 // them: a package may import only packages of a lower rank.
 var layers = map[string]int{
 	"cmd/nodepack":    9,
+	"bench/mkledger":  9,
 	"runner":          8,
 	"runner/ledger":   7,
 	"runner/sweep":    6,

@@ -19,7 +19,8 @@ type Dir struct {
 }
 
 // ReadDir reads every ledger in dir. A directory that does not exist yet
-// holds none; a ledger with a bad line is an error naming it.
+// holds none; a ledger with a bad line is an error naming it. Its Logs keep
+// the records of the runs that did not succeed only (see Run).
 func ReadDir(dir string) (*Dir, error) {
 	d := &Dir{Path: dir, Logs: map[string]*Log{}}
 	files, err := Files(dir)
@@ -30,13 +31,23 @@ func ReadDir(dir string) (*Dir, error) {
 		return nil, err
 	}
 	for _, f := range files {
-		log, err := ReadFile(f)
+		log, err := readLean(f)
 		if err != nil {
 			return nil, err
 		}
 		d.Logs[filepath.Base(f)] = log
 	}
 	return d, nil
+}
+
+// Known returns how many runs the ledgers have a record of (a run that
+// two ledgers know counts twice).
+func (d *Dir) Known() int {
+	n := 0
+	for _, log := range d.Logs {
+		n += len(log.Runs)
+	}
+	return n
 }
 
 // Knows reports whether any of the ledgers has a record of the run.

@@ -9,6 +9,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -127,13 +128,27 @@ const (
 type Run struct {
 	ID       string
 	State    State
-	Attempts int     // the highest attempt number recorded
-	Session  int     // index in Log.Sessions of its last record
-	Started  *Record // its last started record; nil if none
-	Finished *Record // its last finished record; nil if none
+	Attempts int // the highest attempt number recorded
+	Session  int // index in Log.Sessions of its last record
+	// Started and Finished are its last started and finished records (nil
+	// if none). A Log read for a resume or a status (ReadDir, Open) keeps
+	// them only for the runs that did not succeed, which is what those
+	// need, so that a ledger of millions of runs fits in little memory;
+	// Read and ReadFile keep them for every run.
+	Started  *Record
+	Finished *Record
 	// Retired says the last session's header listed the run as not part
 	// of its sweep; Count leaves it out.
 	Retired bool
+
+	started, finished kept // where Started and Finished are, until they are decoded
+}
+
+// kept is where a line of a ledger is, to be decoded at the end of a lean
+// read if its run still needs it then.
+type kept struct {
+	off   int64
+	n, no int // length and line number; n is 0 for none
 }
 
 // Log is what a ledger file holds, folded by run.
@@ -147,6 +162,9 @@ type Log struct {
 	// unfinished last line that was left out (a write in progress, or the
 	// node lost power during one).
 	Size, Torn int64
+
+	lean  bool        // keep the records of the runs that did not succeed only
+	ident os.FileInfo // the file read, when it did not change during the read
 }
 
 // Read reads a ledger. An unfinished last line is left out and
@@ -154,11 +172,25 @@ type Log struct {
 // naming name and the line. Runs still running when the last session
 // ended are interrupted; those of a session without an end record are
 // running (the session is live, or was killed: see Stop).
-func Read(r io.Reader, name string) (*Log, error) {
-	log := &Log{Name: name, Runs: make(map[string]*Run)}
-	br := bufio.NewReaderSize(r, 64<<10)
-	for lineNo := 1; ; lineNo++ {
-		line, err := br.ReadBytes('\n')
+func Read(r io.Reader, name string) (*Log, error) { return read(r, name, nil) }
+
+// read reads a ledger. With lean, which reads the same bytes as r, it
+// keeps the records of the runs that did not succeed only (see Run),
+// and reads them again from lean at the end.
+func read(r io.Reader, name string, lean io.ReaderAt) (*Log, error) {
+	log := &Log{Name: name, Runs: make(map[string]*Run), lean: lean != nil}
+	br := bufio.NewReaderSize(r, 1<<20)
+	lineNo := 1
+	for ; ; lineNo++ {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A line longer than the buffer (a header with a big node):
+			// read the rest of it.
+			long := append([]byte(nil), line...)
+			var rest []byte
+			rest, err = br.ReadBytes('\n')
+			line = append(long, rest...)
+		}
 		if err == io.EOF {
 			log.Torn = int64(len(line))
 			break
@@ -166,10 +198,34 @@ func Read(r io.Reader, name string) (*Log, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read ledger %s: %w", name, err)
 		}
-		if err := log.add(line[:len(line)-1]); err != nil {
+		if err := log.add(line[:len(line)-1], log.Size, lineNo); err != nil {
 			return nil, fmt.Errorf("ledger %s:%d: %w", name, lineNo, err)
 		}
 		log.Size += int64(len(line))
+	}
+	if lean != nil {
+		// Decode the records of the runs that did not succeed, for a
+		// status to show.
+		var buf []byte
+		for _, run := range log.Runs {
+			for _, k := range []struct {
+				kept *kept
+				rec  **Record
+			}{{&run.started, &run.Started}, {&run.finished, &run.Finished}} {
+				if k.kept.n == 0 {
+					continue
+				}
+				buf = slices.Grow(buf[:0], k.kept.n)[:k.kept.n]
+				if _, err := lean.ReadAt(buf, k.kept.off); err != nil {
+					return nil, fmt.Errorf("read ledger %s: %w", name, err)
+				}
+				rec := new(Record)
+				if err := json.Unmarshal(buf, rec); err != nil {
+					return nil, fmt.Errorf("ledger %s:%d: not a record: %w", name, k.kept.no, err)
+				}
+				*k.rec, *k.kept = rec, kept{}
+			}
+		}
 	}
 	if log.End != nil {
 		log.MarkInterrupted()
@@ -177,16 +233,26 @@ func Read(r io.Reader, name string) (*Log, error) {
 	return log, nil
 }
 
-// add folds one complete line into the log.
-func (log *Log) add(line []byte) error {
-	var rec Record
-	if err := json.Unmarshal(line, &rec); err != nil {
-		return fmt.Errorf("not a record: %w", err)
+// add folds one complete line, line number no at offset off, into the log.
+func (log *Log) add(line []byte, off int64, no int) error {
+	var h head
+	fast := false
+	if log.lean {
+		h, fast = scanHead(line)
 	}
-	if rec.Type != TypeHeader && len(log.Sessions) == 0 {
-		return fmt.Errorf("%q record before the first header", rec.Type)
+	var rec *Record
+	if !fast || string(h.typ) == TypeHeader || string(h.typ) == TypeEnd {
+		rec = new(Record)
+		if err := json.Unmarshal(line, rec); err != nil {
+			return fmt.Errorf("not a record: %w", err)
+		}
+		h = head{typ: []byte(rec.Type), id: []byte(rec.ID), reason: []byte(rec.Reason), attempt: rec.Attempt, retry: rec.Retry, exitCode: rec.ExitCode != nil}
 	}
-	switch rec.Type {
+	typ := string(h.typ)
+	if typ != TypeHeader && len(log.Sessions) == 0 {
+		return fmt.Errorf("%q record before the first header", typ)
+	}
+	switch typ {
 	case TypeHeader:
 		if rec.Format != Format {
 			return fmt.Errorf("header format %q, want %q", rec.Format, Format)
@@ -194,7 +260,7 @@ func (log *Log) add(line []byte) error {
 		if log.End == nil && len(log.Sessions) > 0 {
 			log.MarkInterrupted() // the previous session was killed
 		}
-		log.Sessions = append(log.Sessions, rec)
+		log.Sessions = append(log.Sessions, *rec)
 		log.End = nil
 		for _, run := range log.Runs {
 			run.Retired = false
@@ -209,48 +275,58 @@ func (log *Log) add(line []byte) error {
 		if log.End != nil {
 			return errors.New("second end record in a session")
 		}
-		log.End = &rec
+		log.End = rec
 		return nil
 	case TypeStarted, TypeFinished:
 	default:
-		return fmt.Errorf("unknown record type %q", rec.Type)
+		return fmt.Errorf("unknown record type %q", typ)
 	}
 	if log.End != nil {
-		return fmt.Errorf("%q record after the session's end", rec.Type)
+		return fmt.Errorf("%q record after the session's end", typ)
 	}
-	if !execute.ValidID(rec.ID) || rec.Attempt < 1 {
-		return fmt.Errorf("%s record: bad run id %q or attempt %d", rec.Type, rec.ID, rec.Attempt)
+	if !execute.ValidID(string(h.id)) || h.attempt < 1 {
+		return fmt.Errorf("%s record: bad run id %q or attempt %d", typ, h.id, h.attempt)
 	}
-	run := log.Runs[rec.ID]
+	run := log.Runs[string(h.id)]
 	if run == nil {
-		run = &Run{ID: rec.ID}
-		log.Runs[rec.ID] = run
-		log.Order = append(log.Order, rec.ID)
+		id := string(h.id)
+		run = &Run{ID: id}
+		log.Runs[id] = run
+		log.Order = append(log.Order, id)
 	}
-	run.Attempts = max(run.Attempts, rec.Attempt)
+	run.Attempts = max(run.Attempts, h.attempt)
 	run.Session = len(log.Sessions) - 1
 	run.Retired = false
-	if rec.Type == TypeStarted {
-		run.Started = &rec
+	keep := func() kept {
+		if rec != nil {
+			return kept{}
+		}
+		return kept{off: off, n: len(line), no: no}
+	}
+	if typ == TypeStarted {
+		run.Started, run.started = rec, keep()
 		run.State = StateRunning
 		return nil
 	}
-	if rec.ExitCode == nil {
+	if !h.exitCode {
 		return errors.New("finished record without exit_code")
 	}
-	run.Finished = &rec
-	switch rec.Reason {
+	run.Finished, run.finished = rec, keep()
+	switch execute.Reason(h.reason) {
 	case execute.OK:
 		run.State = StateSucceeded
+		if log.lean {
+			run.Started, run.Finished, run.started, run.finished = nil, nil, kept{}, kept{}
+		}
 	case execute.Failed, execute.TimedOut:
 		run.State = StateFailed
-		if rec.Retry {
+		if h.retry {
 			run.State = StateRunning // between attempts
 		}
 	case execute.Interrupted:
 		run.State = StateInterrupted
 	default:
-		return fmt.Errorf("finished record: unknown reason %q", rec.Reason)
+		return fmt.Errorf("finished record: unknown reason %q", h.reason)
 	}
 	return nil
 }
@@ -321,6 +397,29 @@ func ReadFile(path string) (*Log, error) {
 	return Read(f, path)
 }
 
+// readLean reads the ledger at path for a resume or a status, keeping the
+// records of the runs that did not succeed only (see Run), and notes
+// which file it read, for OpenFrom.
+func readLean(path string) (*Log, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	log, err := read(f, path, f)
+	if err != nil {
+		return nil, err
+	}
+	if log.Size+log.Torn == st.Size() {
+		log.ident = st
+	}
+	return log, nil
+}
+
 // Writer appends the record of a sweep to a ledger file: one JSON line per
 // record. Records are written in group commits: those that arrive within
 // CommitInterval of the last commit wait and go together, in one write,
@@ -385,7 +484,17 @@ func LockName(path string) string { return path + ".lock" }
 // error naming the file and line, while an unfinished last line (the node
 // lost power during a write) is cut off, with a warning. Runs the last
 // session left running count as interrupted, since its writer is gone.
-func Open(path string, restart bool) (*Writer, error) {
+// Past keeps the records of the runs that did not succeed only (see Run).
+func Open(path string, restart bool) (*Writer, error) { return open(path, restart, nil) }
+
+// OpenFrom is Open without restart for a ledger read before, without the
+// lock, into read (a Log of ReadDir): when the file is still the one read,
+// unchanged, read is its Past and the file is not read again — a ledger of
+// a million records takes a second to read. Otherwise (another nodepack
+// wrote to it meanwhile, say) it is read again, as Open does.
+func OpenFrom(path string, read *Log) (*Writer, error) { return open(path, false, read) }
+
+func open(path string, restart bool, known *Log) (*Writer, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open ledger: %w", err)
@@ -412,9 +521,12 @@ func Open(path string, restart bool) (*Writer, error) {
 		return fail(fmt.Errorf("open ledger: %w", err))
 	}
 	l.file = f
-	past, err := Read(f, path)
-	if err != nil {
-		return fail(err)
+	past := known
+	if st, err := f.Stat(); err != nil || known == nil || known.ident == nil || !os.SameFile(known.ident, st) ||
+		st.Size() != known.Size+known.Torn || !st.ModTime().Equal(known.ident.ModTime()) {
+		if past, err = read(f, path, f); err != nil {
+			return fail(err)
+		}
 	}
 	past.MarkInterrupted()
 	l.past, l.size = past, past.Size

@@ -69,37 +69,61 @@ func TestReadLedgerStates(t *testing.T) {
 			map[string]State{"a": StateRunning}, true, false},
 	}
 	for _, tc := range tests {
-		t.Run(tc.description, func(t *testing.T) {
-			log, err := Read(strings.NewReader(tc.ledger), "l")
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := map[string]State{}
-			for id, run := range log.Runs {
-				if !run.Retired {
-					got[id] = run.State
+		for _, read := range readers {
+			t.Run(tc.description+"/"+read.name, func(t *testing.T) {
+				log, err := read.read(t, tc.ledger)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			counted := 0
-			for _, n := range log.Count() {
-				counted += n
-			}
-			if counted != len(got) || log.Members() != len(got) {
-				t.Errorf("Count() covers %d runs, Members() %d, want %d", counted, log.Members(), len(got))
-			}
-			if len(got) != len(tc.want) {
-				t.Errorf("runs %v, want %v", got, tc.want)
-			}
-			for id, state := range tc.want {
-				if got[id] != state {
-					t.Errorf("run %s: %s, want %s", id, got[id], state)
+				got := map[string]State{}
+				for id, run := range log.Runs {
+					if !run.Retired {
+						got[id] = run.State
+					}
 				}
-			}
-			if log.Live() != tc.wantLive || (log.Torn > 0) != tc.wantTorn {
-				t.Errorf("live %v torn %d, want %v %v", log.Live(), log.Torn, tc.wantLive, tc.wantTorn)
-			}
-		})
+				counted := 0
+				for _, n := range log.Count() {
+					counted += n
+				}
+				if counted != len(got) || log.Members() != len(got) {
+					t.Errorf("Count() covers %d runs, Members() %d, want %d", counted, log.Members(), len(got))
+				}
+				if len(got) != len(tc.want) {
+					t.Errorf("runs %v, want %v", got, tc.want)
+				}
+				for id, state := range tc.want {
+					if got[id] != state {
+						t.Errorf("run %s: %s, want %s", id, got[id], state)
+					}
+				}
+				if log.Live() != tc.wantLive || (log.Torn > 0) != tc.wantTorn {
+					t.Errorf("live %v torn %d, want %v %v", log.Live(), log.Torn, tc.wantLive, tc.wantTorn)
+				}
+			})
+		}
 	}
+}
+
+// readers read a ledger's text as Read does (every record kept) and as a
+// resume or a status does (readLean: a file, the records of the runs that
+// did not succeed); both must tell the same states and errors.
+var readers = []struct {
+	name string
+	read func(t testing.TB, text string) (*Log, error)
+}{
+	{"Read", func(t testing.TB, text string) (*Log, error) { return Read(strings.NewReader(text), "l") }},
+	{"lean", func(t testing.TB, text string) (*Log, error) {
+		path := filepath.Join(t.TempDir(), "l")
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		log, err := readLean(path)
+		if err != nil {
+			// Name the ledger as Read was told to.
+			return nil, errors.New(strings.ReplaceAll(err.Error(), path, "l"))
+		}
+		return log, nil
+	}},
 }
 
 func TestReadLedgerCorruption(t *testing.T) {
@@ -121,12 +145,14 @@ func TestReadLedgerCorruption(t *testing.T) {
 		{"a torn line that is not the last", ledgerHeader + `{"type":"started","id":"a"` + "\n" + ledgerStarted("b", 1), "l:2: not a record"},
 	}
 	for _, tc := range tests {
-		t.Run(tc.description, func(t *testing.T) {
-			_, err := Read(strings.NewReader(tc.ledger), "l")
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want one containing %q", err, tc.want)
-			}
-		})
+		for _, read := range readers {
+			t.Run(tc.description+"/"+read.name, func(t *testing.T) {
+				_, err := read.read(t, tc.ledger)
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("err = %v, want one containing %q", err, tc.want)
+				}
+			})
+		}
 	}
 }
 
@@ -153,6 +179,16 @@ func FuzzReadLedger(f *testing.F) {
 			case StateRunning, StateSucceeded, StateFailed, StateInterrupted:
 			default:
 				t.Fatalf("run %s in state %q", run.ID, run.State)
+			}
+		}
+		// A resume's lean read tells the same states.
+		lean, err := readers[1].read(t, s)
+		if err != nil {
+			t.Fatalf("Read reads it, the lean read does not: %v", err)
+		}
+		for id, run := range log.Runs {
+			if l := lean.Runs[id]; l == nil || l.State != run.State || l.Attempts != run.Attempts || l.Retired != run.Retired {
+				t.Fatalf("run %s: lean %+v, Read %+v", id, l, run)
 			}
 		}
 		// Whatever follows a torn tail once it is completed must not change

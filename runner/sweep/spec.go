@@ -272,6 +272,11 @@ func (src *Source) runs(opts Options, hits []int) iter.Seq2[execute.Run, error] 
 	return runs
 }
 
+// SkipRest, returned by Scan's seen, says that the caller has seen enough
+// of a sweep or a grid without rules: its remaining runs, which were
+// checked when it was parsed, are counted without being walked.
+var SkipRest = errors.New("skip the remaining runs")
+
 // Scan reads every run of every shard once, before anything starts, and
 // counts them (Total): a task or params file is checked line by line (and,
 // with CheckShell, every task line must parse as bash), and every rule of
@@ -279,7 +284,8 @@ func (src *Source) runs(opts Options, hits []int) iter.Seq2[execute.Run, error] 
 // parsed, so without rules it is walked only when seen is not nil. seen,
 // if not nil, is called with every run, so that a caller can tell which of
 // the runs it knows are still part of the sweep and check their requests;
-// an error it returns ends the scan.
+// an error it returns ends the scan, and SkipRest ends the walk of a
+// sweep or a grid without rules (elsewhere it only stops the calls).
 func (src *Source) Scan(seen func(run execute.Run) error) error {
 	kind, reps := src.spec.Kind(), max(src.spec.Reps, 1)
 	perRep := 0
@@ -318,7 +324,13 @@ func (src *Source) Scan(seen func(run execute.Run) error) error {
 			}
 		}
 		if seen != nil {
-			if err := seen(run); err != nil {
+			if err := seen(run); err == SkipRest {
+				if perRep > 0 && len(src.rules) == 0 {
+					src.total = perRep * reps
+					return nil
+				}
+				seen = nil
+			} else if err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,192 @@
+package ledger
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/resources/usage"
+	"github.com/nodepack/nodepack/runner/execute"
+)
+
+// TestWrittenRecordsTakeTheFastPath checks that every record a Writer
+// makes, with the bytes a command line, an error or a GPU's usage may
+// bring, is read by scanHead, and read right: otherwise a big ledger
+// falls back to encoding/json and a resume takes seconds again.
+func TestWrittenRecordsTakeTheFastPath(t *testing.T) {
+	l := &Writer{dir: "/out", host: "node-1"}
+	run := execute.Run{ID: "0123456789ab-2", Index: 7, Origin: "tasks.txt:3 \"quoted\" \\ tab\t é \u2028", Args: []string{"bash", "-c", "x"}}
+	slot := pack.Slot{Index: 3, Assignment: pack.Assignment{CPUs: []int{0, 1, 4}, GPUs: []pack.GPU{{Index: 0, UUID: "GPU-a"}}, Request: pack.Request{GPUs: 1, CPUs: 3}}}
+	now := time.Date(2026, 11, 24, 1, 2, 3, 4, time.UTC)
+	events := []execute.Event{
+		{Kind: execute.Started, Run: run, Attempt: 1, Slot: slot, Stdout: "/out/runs/x/stdout.log", Stderr: "/out/runs/x/stderr.log", Start: now, PID: 42},
+		{Kind: execute.Finished, Run: run, Attempt: 1, Slot: slot, Start: now, End: now.Add(time.Second), ExitCode: 0, Reason: execute.OK},
+		{Kind: execute.Finished, Run: run, Attempt: 2, Slot: slot, Start: now, End: now.Add(time.Second), ExitCode: 137, Signal: "SIGKILL", Reason: execute.Failed, Retry: true,
+			Err: errors.New("write \"log\":\nno space"), Usage: execute.Usage{MaxRSS: 1 << 40, CPU: time.Minute, Sampled: usage.Sampled{TreeRSSPeak: 5, GPUs: []usage.GPU{{UUID: "GPU-a", ProcessPeakMemoryBytes: 9 << 30}}}}},
+		{Kind: execute.Finished, Run: run, Attempt: 3, Slot: slot, Start: now, End: now, ExitCode: -1, Reason: execute.TimedOut},
+		{Kind: execute.Finished, Run: run, Attempt: 4, Slot: slot, Start: now, End: now, ExitCode: 143, Reason: execute.Interrupted},
+	}
+	for _, ev := range events {
+		line, err := json.Marshal(l.record(ev))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, ok := scanHead(line)
+		if !ok {
+			t.Errorf("scanHead does not read %s", line)
+			continue
+		}
+		var rec Record
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatal(err)
+		}
+		checkHead(t, line, h, &rec)
+	}
+}
+
+// checkHead fails t when scanHead's head of line says other than
+// encoding/json's decoding of it.
+func checkHead(t *testing.T, line []byte, h head, rec *Record) {
+	t.Helper()
+	if string(h.typ) != rec.Type || string(h.id) != rec.ID || string(h.reason) != string(rec.Reason) ||
+		h.attempt != rec.Attempt || h.retry != rec.Retry || h.exitCode != (rec.ExitCode != nil) {
+		t.Errorf("%s: scanHead reads type %q id %q reason %q attempt %d retry %v exit code %v; encoding/json %q %q %q %d %v %v",
+			line, h.typ, h.id, h.reason, h.attempt, h.retry, h.exitCode, rec.Type, rec.ID, rec.Reason, rec.Attempt, rec.Retry, rec.ExitCode != nil)
+	}
+}
+
+// TestScanHeadDeclines lists lines scanHead must leave to encoding/json.
+func TestScanHeadDeclines(t *testing.T) {
+	for _, tc := range []struct{ desc, line string }{
+		{"blanks between tokens", `{"type": "started","id":"a","attempt":1}`},
+		{"an escape in a value it reads", `{"type":"started","id":"a\u0062","attempt":1}`},
+		{"a key in other case", `{"type":"started","id":"a","ID":"b","attempt":1}`},
+		{"a control byte in a string", "{\"type\":\"started\",\"origin\":\"a\nb\",\"id\":\"a\",\"attempt\":1}"},
+		{"a torn line", `{"type":"started","id":"a"`},
+		{"an unclosed array", `{"type":"started","gpus":["a","b"}`},
+		{"a bad literal", `{"type":"finished","retry":ture}`},
+		{"an attempt that is no integer", `{"type":"started","id":"a","attempt":1.5}`},
+		{"trailing bytes", `{"type":"started","id":"a","attempt":1}}`},
+		{"NUL bytes, as a crash leaves", "\x00\x00\x00\x00"},
+	} {
+		if _, ok := scanHead([]byte(tc.line)); ok {
+			t.Errorf("%s: scanHead reads %s", tc.desc, tc.line)
+		}
+	}
+}
+
+// FuzzScanHead checks that scanHead never reads a line otherwise than
+// encoding/json does.
+func FuzzScanHead(f *testing.F) {
+	f.Add(`{"type":"finished","time":"2026-01-01T00:00:02Z","id":"a","attempt":2,"exit_code":1,"reason":"failed","retry":true,"gpu_usage":[{"uuid":"x"}]}`)
+	f.Add(`{"type":"started","id":"a","attempt":1,"slot":0,"gpus":["GPU-1"]}`)
+	f.Add(`{"ID":"b","id":"a"}`)
+	f.Fuzz(func(t *testing.T, line string) {
+		h, ok := scanHead([]byte(line))
+		var rec Record
+		if !ok || json.Unmarshal([]byte(line), &rec) != nil {
+			return
+		}
+		checkHead(t, []byte(line), h, &rec)
+	})
+}
+
+// TestLeanReadKeepsWhatAResumeAndAStatusNeed compares a lean read of a
+// ledger with Read: the same runs in the same states; the records of
+// the runs that did not succeed, and none of those that did.
+func TestLeanReadKeepsWhatAResumeAndAStatusNeed(t *testing.T) {
+	text := ledgerHeader + ledgerStarted("ok", 1) + ledgerFinished("ok", 1, "ok", false) +
+		ledgerStarted("failed", 1) + strings.Replace(ledgerFinished("failed", 1, "failed", false), `"exit_code":0`, `"exit_code":3,"error":"a \"quoted\"\nerror"`, 1) +
+		ledgerStarted("retried", 1) + ledgerFinished("retried", 1, "failed", true) + ledgerStarted("retried", 2) +
+		ledgerStarted("stopped", 1) + ledgerFinished("stopped", 1, "interrupted", false) +
+		ledgerStarted("later", 1) + ledgerFinished("later", 1, "failed", false) + ledgerEnd + ledgerHeader + ledgerStarted("later", 2) + ledgerFinished("later", 2, "ok", false)
+	full, err := Read(strings.NewReader(text), "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lean, err := readLean(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(full.Order, lean.Order) || len(full.Runs) != len(lean.Runs) || lean.Size != full.Size {
+		t.Fatalf("lean read: runs %v size %d; Read: %v %d", lean.Order, lean.Size, full.Order, full.Size)
+	}
+	for id, f := range full.Runs {
+		l := lean.Runs[id]
+		if l.State != f.State || l.Attempts != f.Attempts || l.Session != f.Session || l.Retired != f.Retired {
+			t.Errorf("run %s: lean %+v, Read %+v", id, l, f)
+		}
+		if f.State == StateSucceeded {
+			if l.Started != nil || l.Finished != nil {
+				t.Errorf("run %s succeeded: the lean read kept its records", id)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(l.Started, f.Started) || !reflect.DeepEqual(l.Finished, f.Finished) {
+			t.Errorf("run %s %s: lean records %+v %+v, Read %+v %+v", id, f.State, l.Started, l.Finished, f.Started, f.Finished)
+		}
+	}
+	if f := lean.Runs["failed"].Finished; f == nil || f.Error != "a \"quoted\"\nerror" || *f.ExitCode != 3 {
+		t.Errorf("failed run's record %+v", f)
+	}
+}
+
+// TestOpenFromReadsAChangedLedgerAgain checks that OpenFrom takes a read
+// Log as the ledger's past only while the file is the one read, unchanged.
+func TestOpenFromReadsAChangedLedgerAgain(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName(0, 1))
+	text := ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "ok", false) + ledgerEnd
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		desc   string
+		change func()
+		same   bool
+		state  State
+	}{
+		{"unchanged: the read is the past", func() {}, true, StateSucceeded},
+		{"another session appended: read again", func() {
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.WriteString(ledgerHeader + ledgerStarted("a", 2) + ledgerFinished("a", 2, "failed", false) + ledgerEnd)
+			f.Close()
+		}, false, StateFailed},
+		{"replaced by another file: read again", func() {
+			os.Remove(path)
+			os.WriteFile(path, []byte(text), 0o644)
+		}, false, StateSucceeded},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			d, err := ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.change()
+			w, err := OpenFrom(path, d.Log(FileName(0, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			if same := w.Past() == d.Log(FileName(0, 1)); same != tc.same {
+				t.Errorf("past is the read Log: %v, want %v", same, tc.same)
+			}
+			if got := w.Past().Runs["a"].State; got != tc.state {
+				t.Errorf("run a %s, want %s", got, tc.state)
+			}
+		})
+	}
+}
