@@ -107,10 +107,9 @@ type Sweep struct {
 	output  string
 	ledger  string // this shard's ledger file
 	past    *ledger.Dir
-	seen    map[string]int // index of every run of the sweep a ledger knows
-	retired []string       // runs of this shard's ledger not in this sweep
-	done    int            // runs of this shard finished before (to be skipped)
-	end     time.Time      // the job's end, with StopBefore
+	retired []string  // runs of this shard's ledger not in this sweep
+	done    int       // runs of this shard finished before (to be skipped)
+	end     time.Time // the job's end, with StopBefore
 	notes   []string
 }
 
@@ -175,41 +174,89 @@ func (s *Sweep) prepare() error {
 // without the runs that left it, or nothing at all when the directory
 // holds another sweep.
 func (s *Sweep) scan() error {
-	var err error
-	if s.past, err = ledger.ReadDir(s.output); err != nil {
-		return err
-	}
-	if s.opts.Restart {
-		s.past = &ledger.Dir{Path: s.output, Logs: map[string]*ledger.Log{}}
-	}
-	s.seen = map[string]int{}
+	spec := s.source.Spec()
 	check := s.requestCheck()
 	// A sweep or a grid without rules gives its runs no request and was
 	// checked as it was parsed: its walk only looks for the runs the
 	// ledgers know, and stops once it found them all (Scan counts the
 	// rest), so ten million combinations start at once, and a resumed
 	// sweep walks about as far as it got.
-	spec := s.source.Spec()
 	findOnly := len(spec.Requests) == 0 && (spec.Kind() == sweep.KindSweep || spec.Kind() == sweep.KindGrid)
-	known := s.past.Known()
-	seen := func(run execute.Run) error {
-		if s.past.Knows(run.ID) {
-			s.seen[run.ID] = run.Index
+	var past *ledger.Dir
+	var pastErr error
+	read := make(chan struct{})
+	readPast := func() {
+		defer close(read)
+		if past, pastErr = ledger.ReadDir(s.output); pastErr == nil && s.opts.Restart {
+			past = &ledger.Dir{Path: s.output, Logs: map[string]*ledger.Log{}}
 		}
-		if run.Request != nil {
-			return check(run)
-		}
-		if findOnly && len(s.seen) == known {
-			return sweep.SkipRest
-		}
-		return nil
 	}
-	if findOnly && known == 0 {
-		seen = nil
+	type runAt struct {
+		id    string
+		index int
 	}
-	if err := s.source.Scan(seen); err != nil {
+	var early []runAt // runs walked before the ledgers were read
+	ready := false    // the ledgers are read, and early is seen
+	see := func() {
+		if pastErr == nil {
+			for _, r := range early {
+				past.See(r.id, r.index)
+			}
+		}
+		early, ready = nil, true
+	}
+	var seen func(run execute.Run) error
+	if findOnly {
+		readPast()
+		ready = true
+		if pastErr != nil {
+			return pastErr
+		}
+		if known := past.Known(); known > 0 {
+			seen = func(run execute.Run) error {
+				if past.See(run.ID, run.Index); past.Seen() == known {
+					return sweep.SkipRest
+				}
+				return nil
+			}
+		}
+	} else {
+		// The whole source is walked and checked anyway: read the ledgers
+		// meanwhile, on another core — a resume of a million runs waits
+		// for the longer of the two, not for both.
+		go readPast()
+		seen = func(run execute.Run) error {
+			if !ready {
+				select {
+				case <-read:
+					see()
+				default:
+				}
+			}
+			switch {
+			case !ready:
+				early = append(early, runAt{run.ID, run.Index})
+			case pastErr == nil:
+				past.See(run.ID, run.Index)
+			}
+			if run.Request != nil {
+				return check(run)
+			}
+			return nil
+		}
+	}
+	err := s.source.Scan(seen)
+	<-read
+	if !ready {
+		see()
+	}
+	if pastErr != nil {
+		return pastErr
+	}
+	if err != nil {
 		return err
 	}
+	s.past = past
 	if s.shard, s.from, err = chooseShard(s.opts.Shard, s.opts.Job, s.source.Total(), s.opts.RunsPerShard); err != nil {
 		return err
 	}
@@ -231,7 +278,7 @@ func (s *Sweep) scan() error {
 		return anotherSweep(s.output, changes)
 	}
 	log := s.past.Log(file)
-	retired, none := ledger.Retired(log, s.seen, s.shard)
+	retired, none := ledger.Retired(log, s.shard)
 	if none {
 		return anotherSweep(s.output, []string{fmt.Sprintf("none of the %d runs in %s is part of this sweep", len(log.Order), file)})
 	}

@@ -16,6 +16,8 @@ import (
 type Dir struct {
 	Path string
 	Logs map[string]*Log // by file name
+
+	seen int // runs See found
 }
 
 // ReadDir reads every ledger in dir. A directory that does not exist yet
@@ -50,15 +52,25 @@ func (d *Dir) Known() int {
 	return n
 }
 
-// Knows reports whether any of the ledgers has a record of the run.
-func (d *Dir) Knows(id string) bool {
+// See notes that run id is at index in the sweep, for Retired, and reports
+// whether a ledger knows the run. The walk of the sweep's runs calls it
+// for every run; it keeps nothing for a run no ledger knows.
+func (d *Dir) See(id string, index int) bool {
+	known := false
 	for _, log := range d.Logs {
-		if log.Runs[id] != nil {
-			return true
+		if run := log.Runs[id]; run != nil {
+			if !run.seen {
+				d.seen++
+			}
+			run.seen, run.index, known = true, index, true
 		}
 	}
-	return false
+	return known
 }
+
+// Seen returns how many of the runs the ledgers know See was told of
+// (counted as Known counts).
+func (d *Dir) Seen() int { return d.seen }
 
 // Log returns the log of one ledger file; an empty one if there is none.
 func (d *Dir) Log(file string) *Log {
@@ -107,12 +119,12 @@ func shardCount(h Record) int {
 }
 
 // Retired returns the runs log knows that are not part of this sweep's
-// shard — seen holds the index of every run of the sweep that some ledger
-// knows — in the log's order, and whether the log knew runs and none of
-// them is part of it: another sweep altogether.
-func Retired(log *Log, seen map[string]int, shard sweep.Shard) (ids []string, none bool) {
+// shard — those Dir.See was not told of, or at the index of another shard
+// — in the log's order, and whether the log knew runs and none of them is
+// part of it: another sweep altogether.
+func Retired(log *Log, shard sweep.Shard) (ids []string, none bool) {
 	for _, id := range log.Order {
-		if index, ok := seen[id]; !ok || !shard.Contains(index) {
+		if run := log.Runs[id]; !run.seen || !shard.Contains(run.index) {
 			ids = append(ids, id)
 		}
 	}

@@ -142,6 +142,8 @@ type Run struct {
 	Retired bool
 
 	started, finished kept // where Started and Finished are, until they are decoded
+	seen              bool // Dir.See found it in the sweep, at index
+	index             int
 }
 
 // kept is where a line of a ledger is, to be decoded at the end of a lean
