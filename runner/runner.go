@@ -195,12 +195,16 @@ func (s *Sweep) scan() error {
 		id    string
 		index int
 	}
-	var early []runAt // runs walked before the ledgers were read
-	ready := false    // the ledgers are read, and early is seen
+	// The runs walked before the ledgers were read, in blocks: a slice
+	// that doubles would copy a million of them over and over.
+	var early [][]runAt
+	ready := false // the ledgers are read, and early is seen
 	see := func() {
 		if pastErr == nil {
-			for _, r := range early {
-				past.See(r.id, r.index)
+			for _, block := range early {
+				for _, r := range block {
+					past.See(r.id, r.index)
+				}
 			}
 		}
 		early, ready = nil, true
@@ -235,7 +239,11 @@ func (s *Sweep) scan() error {
 			}
 			switch {
 			case !ready:
-				early = append(early, runAt{run.ID, run.Index})
+				if n := len(early); n == 0 || len(early[n-1]) == cap(early[n-1]) {
+					early = append(early, make([]runAt, 0, 4096))
+				}
+				last := &early[len(early)-1]
+				*last = append(*last, runAt{run.ID, run.Index})
 			case pastErr == nil:
 				past.See(run.ID, run.Index)
 			}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"slices"
 
@@ -17,7 +18,8 @@ type Dir struct {
 	Path string
 	Logs map[string]*Log // by file name
 
-	seen int // runs See found
+	seen int    // runs See found
+	logs []*Log // Logs' values, for See, which is called a million times
 }
 
 // ReadDir reads every ledger in dir. A directory that does not exist yet
@@ -54,10 +56,14 @@ func (d *Dir) Known() int {
 
 // See notes that run id is at index in the sweep, for Retired, and reports
 // whether a ledger knows the run. The walk of the sweep's runs calls it
-// for every run; it keeps nothing for a run no ledger knows.
+// for every run; it keeps nothing for a run no ledger knows. Logs must
+// not change once See was called.
 func (d *Dir) See(id string, index int) bool {
+	if len(d.logs) != len(d.Logs) {
+		d.logs = slices.Collect(maps.Values(d.Logs))
+	}
 	known := false
-	for _, log := range d.Logs {
+	for _, log := range d.logs {
 		if run := log.Runs[id]; run != nil {
 			if !run.seen {
 				d.seen++

@@ -141,16 +141,17 @@ type Run struct {
 	// of its sweep; Count leaves it out.
 	Retired bool
 
-	started, finished kept // where Started and Finished are, until they are decoded
 	seen              bool // Dir.See found it in the sweep, at index
 	index             int
+	started, finished kept // where Started and Finished are, until they are decoded
 }
 
 // kept is where a line of a ledger is, to be decoded at the end of a lean
-// read if its run still needs it then.
+// read if its run still needs it then. A ledger holds a record per run in
+// a million, so it is small.
 type kept struct {
 	off   int64
-	n, no int // length and line number; n is 0 for none
+	n, no int32 // length and line number; n is 0 for none
 }
 
 // Log is what a ledger file holds, folded by run.
@@ -217,7 +218,7 @@ func read(r io.Reader, name string, lean io.ReaderAt) (*Log, error) {
 				if k.kept.n == 0 {
 					continue
 				}
-				buf = slices.Grow(buf[:0], k.kept.n)[:k.kept.n]
+				buf = slices.Grow(buf[:0], int(k.kept.n))[:k.kept.n]
 				if _, err := lean.ReadAt(buf, k.kept.off); err != nil {
 					return nil, fmt.Errorf("read ledger %s: %w", name, err)
 				}
@@ -303,7 +304,7 @@ func (log *Log) add(line []byte, off int64, no int) error {
 		if rec != nil {
 			return kept{}
 		}
-		return kept{off: off, n: len(line), no: no}
+		return kept{off: off, n: int32(len(line)), no: int32(no)}
 	}
 	if typ == TypeStarted {
 		run.Started, run.started = rec, keep()

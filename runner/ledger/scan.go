@@ -186,6 +186,16 @@ func smallInt(val []byte) (int, bool) {
 // isHeadKeyFolded reports whether key is one of the keys scanHead reads,
 // in other letter case.
 func isHeadKeyFolded(key []byte) bool {
+	plain := true // lower-case ASCII: folded, it is only itself
+	for _, c := range key {
+		if 'A' <= c && c <= 'Z' || c >= 0x80 {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return false
+	}
 	for _, k := range []string{"type", "id", "reason", "attempt", "retry", "exit_code"} {
 		if bytes.EqualFold(key, []byte(k)) {
 			return true

@@ -45,6 +45,7 @@ type Options struct {
 	Rules []Rule
 
 	hits []int // per rule, the runs it matched; counted when not nil
+	runs int   // how many runs the source has, when known: the ID table is sized for them
 }
 
 // entry is what a source hands the expander: one line or combination,
@@ -72,7 +73,9 @@ type expander struct {
 }
 
 func newExpander(opts Options) *expander {
-	return &expander{opts: opts}
+	x := &expander{opts: opts}
+	x.ids.reserve(opts.runs)
+	return x
 }
 
 // expand yields the runs of e that belong to the shard; it returns false
@@ -146,7 +149,7 @@ func (x *expander) expand(e *entry, yield func(execute.Run, error) bool) bool {
 			Index:   index,
 			Rep:     rep,
 			Args:    args,
-			Env:     append(slices.Clip(e.env), "NODEPACK_REP="+strconv.Itoa(rep)),
+			Env:     repEnv(e.env, rep),
 			Dir:     e.dir,
 			Origin:  e.origin,
 			Name:    e.name,
@@ -159,6 +162,24 @@ func (x *expander) expand(e *entry, yield func(execute.Run, error) bool) bool {
 	}
 	return true
 }
+
+// repEnv returns env with NODEPACK_REP for rep appended. Without env, for
+// the first reps, it is a shared slice with no room to append into, so
+// that runs streaming by the million do not each allocate their own.
+func repEnv(env []string, rep int) []string {
+	if len(env) == 0 && rep < len(repOnly) {
+		return repOnly[rep]
+	}
+	return append(slices.Clip(env), "NODEPACK_REP="+strconv.Itoa(rep))
+}
+
+var repOnly = func() [][]string {
+	envs := make([][]string, 16)
+	for rep := range envs {
+		envs[rep] = []string{"NODEPACK_REP=" + strconv.Itoa(rep)}
+	}
+	return envs
+}()
 
 // paramsText is the {params_json} placeholder's value: the entry's
 // parameters as one compact JSON object.

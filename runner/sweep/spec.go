@@ -237,7 +237,7 @@ func (src *Source) Program() string {
 
 // options are the expander's options for a shard.
 func (src *Source) options(shard Shard) Options {
-	opts := Options{Reps: src.spec.Reps, Shard: shard, Request: src.spec.Request, Rules: src.rules}
+	opts := Options{Reps: src.spec.Reps, Shard: shard, Request: src.spec.Request, Rules: src.rules, runs: src.total}
 	if src.spec.OutputDir != "" {
 		opts.OutputDir, _ = filepath.Abs(src.spec.OutputDir)
 	}
