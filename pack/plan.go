@@ -52,6 +52,13 @@ type Options struct {
 	// Mem is the host memory each run needs (--mem-per-run); zero means
 	// runs start whatever their memory.
 	Mem uint64
+
+	// Runs, unlike the fields above no flag, is how many runs the sweep
+	// has, when known: the first wave is no more than that, so the plan
+	// lays out no more slots (--parallel 1000000 for 4 runs lays out 4),
+	// while its Request, checks and warnings are those of Parallel runs.
+	// Zero means not known.
+	Runs int
 }
 
 // Plan is a layout of a node for runs of one Request: the first wave of
@@ -60,6 +67,10 @@ type Options struct {
 type Plan struct {
 	// Slots are in allocation order: Slots[i].Index == i.
 	Slots []Slot
+
+	// Parallel is how many runs run at once: len(Slots), unless
+	// Options.Runs cut the first wave short.
+	Parallel int
 
 	// IdleGPUs are the GPUs no slot uses, in topology order (by Index).
 	IdleGPUs []GPU
@@ -122,13 +133,17 @@ func NewPlan(t Topology, o Options) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	p := Plan{Request: req}
+	p := Plan{Request: req, Parallel: parallel}
 	if req.AutoGPUMem {
 		// The first run on each GPU is measured alone.
 		req.AutoGPUMem, req.GPUShare = false, GPUWhole
 	}
 	perGPU := map[string]int{}
-	for i := range parallel {
+	wave := parallel
+	if o.Runs > 0 {
+		wave = min(wave, o.Runs)
+	}
+	for i := range wave {
 		as, err := a.allocate(req)
 		if err != nil {
 			// resolve has checked that every slot fits the empty node.
@@ -147,6 +162,11 @@ func NewPlan(t Topology, o Options) (Plan, error) {
 			load := a.load[a.cpuIndex[s.CPUs[0]]]
 			s.SharedCPUs = load > 1
 			most = max(most, load)
+		}
+		if wave < parallel {
+			// The slots not laid out share CPUs as evenly: no two
+			// differ by more than one run.
+			most = (parallel + len(a.cpus) - 1) / len(a.cpus)
 		}
 		p.Warnings = append(p.Warnings, fmt.Sprintf(
 			"%d runs at once share %d CPUs, up to %d on one CPU: lower --parallel to give each run CPUs of its own",

@@ -2,6 +2,7 @@ package pack
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -685,5 +686,67 @@ func TestNewPlanSharing(t *testing.T) {
 		if !errors.As(err, &fe) || err.Error() != tc.want {
 			t.Errorf("NewPlan(%+v) error:\n got %v\nwant %s", tc.opts, err, tc.want)
 		}
+	}
+}
+
+// TestNewPlanRunsCutsTheFirstWave checks Options.Runs: the plan lays out
+// no more slots than there are runs — those a plan without it lays out
+// first — with the Request, Parallel and warnings of the whole --parallel.
+func TestNewPlanRunsCutsTheFirstWave(t *testing.T) {
+	for _, tc := range []struct {
+		description string
+		topo        Topology
+		opts        Options
+		runs        int
+	}{
+		{"a million runs at once, 4 runs: 4 slots", topoCPUOnly, Options{Parallel: 1_000_000}, 4},
+		{"16 runs sharing 8 GPUs, 3 runs", topoDGXA100, Options{Parallel: 16, RunsPerGPU: 2}, 3},
+		{"more runs than slots: the whole plan", topoFourGPU, Options{}, 100},
+		{"one run", topoCPUOnly, Options{CPUsPerRun: 2}, 1},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			whole := tc.opts
+			if whole.Parallel > 1000 {
+				whole.Parallel = 1000 // the same request and sharing, laid out in full
+			}
+			full, err := NewPlan(tc.topo, whole)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cut := tc.opts
+			cut.Runs = tc.runs
+			p, err := NewPlan(tc.topo, cut)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := min(tc.runs, max(tc.opts.Parallel, full.Parallel))
+			if len(p.Slots) != want {
+				t.Fatalf("%d slots, want %d", len(p.Slots), want)
+			}
+			if wantParallel := max(tc.opts.Parallel, full.Parallel); p.Parallel != wantParallel {
+				t.Errorf("Parallel %d, want %d", p.Parallel, wantParallel)
+			}
+			if p.Request != full.Request {
+				t.Errorf("request %v, want %v", p.Request, full.Request)
+			}
+			for i, s := range p.Slots {
+				// The same places; SharedCPUs says whether the runs laid
+				// out share, which fewer runs may not.
+				got, want := fmt.Sprint(s.GPUs, s.CPUs, s.NUMA), fmt.Sprint(full.Slots[i].GPUs, full.Slots[i].CPUs, full.Slots[i].NUMA)
+				if got != want {
+					t.Errorf("slot %d: %s, want %s", i, got, want)
+				}
+			}
+			if tc.opts.Parallel == whole.Parallel && !slices.Equal(p.Warnings, full.Warnings) {
+				t.Errorf("warnings %q, want %q", p.Warnings, full.Warnings)
+			}
+		})
+	}
+	p, err := NewPlan(topoCPUOnly, Options{Parallel: 1_000_000, Runs: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("1000000 runs at once share %d CPUs, up to %d on one CPU", len(topoCPUOnly.CPUs), (1_000_000+len(topoCPUOnly.CPUs)-1)/len(topoCPUOnly.CPUs)); len(p.Warnings) != 1 || !strings.HasPrefix(p.Warnings[0], want) {
+		t.Errorf("warnings %q, want %q…", p.Warnings, want)
 	}
 }

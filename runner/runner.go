@@ -407,6 +407,12 @@ func checkProgram(wrap []string, src *sweep.Source) error {
 	return nil
 }
 
+// SetPlan replaces Options.Plan, the first wave the ledger's header
+// records: for a caller that lays the plan out once it knows how many runs
+// there are (Total, pack.Options.Runs), so that --parallel 1000000 for a
+// sweep of 4 runs lays out 4 slots, not a million.
+func (s *Sweep) SetPlan(p pack.Plan) { s.opts.Plan = p }
+
 // Output returns the output directory.
 func (s *Sweep) Output() string { return s.output }
 

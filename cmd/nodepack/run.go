@@ -296,7 +296,12 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*r
 		}
 	}
 	topo := node.Topology()
-	if o.Plan, err = runPlanFor(topo, o.packOptions.Options); err != nil {
+	// What each run asks for, and the checks and warnings of --parallel,
+	// come from a plan of one slot; the first wave is laid out once the
+	// runs are counted, no larger than they are.
+	planOpts := o.packOptions.Options
+	planOpts.Runs = 1
+	if o.Plan, err = runPlanFor(topo, planOpts); err != nil {
 		return nil, node, err
 	}
 	// Every run asks for the plan's request unless it says otherwise; as
@@ -307,7 +312,7 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*r
 	x.Topology, x.Request, o.Source.Request = topo, o.Plan.Request, o.Plan.Request
 	x.Parallel = o.packOptions.Parallel
 	if x.Parallel == 0 {
-		x.Parallel = max(len(o.Plan.Slots), len(topo.CPUs))
+		x.Parallel = max(o.Plan.Parallel, len(topo.CPUs))
 	}
 	o.Node = node
 	o.Job = batch.Detect(os.LookupEnv) // this process's job, also with --inventory
@@ -318,7 +323,16 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*r
 		o.Execute.Sampler = resources.NewUsageSampler(o.SampleInterval)
 	}
 	sw, err := runner.Prepare(o.Options)
-	return sw, node, err
+	if err != nil {
+		return nil, node, err
+	}
+	planOpts.Runs, _ = sw.Total()
+	if o.Plan, err = runPlanFor(topo, planOpts); err != nil {
+		sw.Close()
+		return nil, node, err
+	}
+	sw.SetPlan(o.Plan)
+	return sw, node, nil
 }
 
 // runPlanFor is the plan run starts from: opts's, or, when fewer runs of
@@ -334,11 +348,11 @@ func runPlanFor(topo pack.Topology, opts pack.Options) (pack.Plan, error) {
 	capped := opts
 	capped.Parallel = 0
 	fallback, err2 := pack.NewPlan(topo, capped)
-	if err2 != nil || len(fallback.Slots) >= opts.Parallel {
+	if err2 != nil || fallback.Parallel >= opts.Parallel {
 		return plan, err
 	}
 	fallback.Warnings = append(fallback.Warnings, fmt.Sprintf("--parallel %d: %d runs asking for %s fit at once; runs asking for less fill the rest, up to %d",
-		opts.Parallel, len(fallback.Slots), describeRequest(fallback.Request, fallback.RunsPerGPU), opts.Parallel))
+		opts.Parallel, fallback.Parallel, describeRequest(fallback.Request, fallback.RunsPerGPU), opts.Parallel))
 	return fallback, nil
 }
 

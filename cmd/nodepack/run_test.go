@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/ledger"
@@ -322,5 +324,35 @@ func TestExitStatus(t *testing.T) {
 		if got := exitStatus(tc.out, tc.sig); got != tc.want {
 			t.Errorf("%s: exit %d, want %d", tc.description, got, tc.want)
 		}
+	}
+}
+
+// TestHugeParallelCostsWhatTheRunsUse runs 3 runs with --parallel
+// 1000000: they all run at once, and the plan the ledger records is the
+// first wave of 3 slots, not a million (which took half a gigabyte).
+func TestHugeParallelCostsWhatTheRunsUse(t *testing.T) {
+	dir := t.TempDir()
+	// Each run waits for the other two to have started: only together can
+	// they end.
+	var tasks strings.Builder
+	for i := range 3 {
+		fmt.Fprintf(&tasks, "touch %s/started.%d; while [ $(ls %s | grep -c started) -lt 3 ]; do sleep 0.01; done\n", dir, i, dir)
+	}
+	file := writeFile(t, dir, "tasks.txt", tasks.String())
+	out := filepath.Join(t.TempDir(), "out")
+	code, _, stderr := runCLI(t, "run", "--parallel", "1000000", "--gpus", "none", "--timeout", "60s", "-o", out, file)
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	log, err := ledger.ReadFile(filepath.Join(out, "ledger.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan pack.PlanDoc
+	if err := json.Unmarshal(log.Header().Plan, &plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Slots) != 3 || !strings.HasPrefix(strings.Join(plan.Warnings, ";"), "1000000 runs at once share") {
+		t.Errorf("the ledger's plan has %d slots, warnings %q; want 3 and the sharing of a million", len(plan.Slots), plan.Warnings)
 	}
 }

@@ -65,7 +65,6 @@ type Execution struct {
 	outDir       string       // absolute; "" for no logs
 	scratch      string       // parent of the per-run TMPDIRs
 	running      atomic.Int64 // attempts whose process runs
-	laneTmp      []string     // each lane's TMPDIR, reused while runs leave it empty; "" for none yet
 	tmpSeq       atomic.Int64
 	grace        time.Duration
 	start        time.Time // when Start was called; never written after
@@ -154,7 +153,9 @@ func (e *Execution) Wait() (Summary, error) {
 		defer e.mu.Unlock()
 		e.sum.End = time.Now()
 		e.sched.mu.Lock()
-		e.sum.SlotBusy = e.sum.SlotBusy[:e.sched.used]
+		for len(e.sum.SlotBusy) < e.sched.used {
+			e.sum.SlotBusy = append(e.sum.SlotBusy, 0)
+		}
 		e.sched.mu.Unlock()
 		e.result, e.resErr = e.sum, e.err
 		switch {
@@ -281,9 +282,7 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		return nil, fmt.Errorf("execute: temp dir: %w", err)
 	}
 	e.scratch = scratch
-	e.laneTmp = make([]string, parallel)
 	e.sched = newScheduler(&e.opts, parallel)
-	e.sum.SlotBusy = make([]time.Duration, parallel)
 	e.start = time.Now()
 	e.sum.Start = e.start
 	e.turnNext = e.start
@@ -524,6 +523,9 @@ func (e *Execution) record(i int, ev Event, first bool) {
 		s.Runs++
 	}
 	if ev.PID != 0 {
+		for len(s.SlotBusy) <= i {
+			s.SlotBusy = append(s.SlotBusy, 0)
+		}
 		s.SlotBusy[i] += ev.End.Sub(ev.Start)
 	}
 	if ev.Retry {
@@ -627,7 +629,9 @@ func (e *Execution) prepare(ev *Event, lane, n int) (*attemptFiles, error) {
 	// One TMPDIR per lane, emptied by each run's end: a lane runs one
 	// attempt at a time, and the scratch directory is private to this
 	// sweep, so the name is free.
-	f.lane = &e.laneTmp[lane]
+	e.sched.mu.Lock()
+	f.lane = e.sched.tmp[lane]
+	e.sched.mu.Unlock()
 	if *f.lane == "" {
 		dir := filepath.Join(e.scratch, strconv.Itoa(lane)+"."+strconv.FormatInt(e.tmpSeq.Add(1), 10))
 		if err := os.Mkdir(dir, 0o700); err != nil {

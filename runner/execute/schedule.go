@@ -67,24 +67,29 @@ type scheduler struct {
 	queue  *pack.Queue[*pending]
 	window int // how many runs the queue looks ahead
 
-	mu      sync.Mutex
-	lanes   []bool // busy
-	used    int    // lanes used at least once: the highest index + 1
-	running int
-	holds   map[string]int    // GPU UUID → runs that hold it for the gate
-	learned map[string]uint64 // shape → measured GPU memory, margin included
-	relearn bool              // learned changed: re-resolve waiting auto runs
+	mu       sync.Mutex
+	parallel int       // lanes there may be
+	lanes    []bool    // busy; grown as lanes are first used, so that --parallel 1000000 costs nothing until runs use it
+	tmp      []*string // each lane's TMPDIR, reused while runs leave it empty; "" for none yet
+	used     int       // lanes used at least once: the highest index + 1
+	running  int
+	holds    map[string]int    // GPU UUID → runs that hold it for the gate
+	learned  map[string]uint64 // shape → measured GPU memory, margin included
+	relearn  bool              // learned changed: re-resolve waiting auto runs
 
 	wake chan struct{} // something freed: try to start runs
 }
 
 func newScheduler(opts *Options, parallel int) *scheduler {
 	s := &scheduler{
-		window:  max(256, 4*parallel),
-		lanes:   make([]bool, parallel),
-		holds:   map[string]int{},
-		learned: map[string]uint64{},
-		wake:    make(chan struct{}, 1),
+		// The queue looks ahead four runs a lane for backfilling, and no
+		// further than 65,536: a sweep of ten million runs with --parallel
+		// 1000000 must not hold millions of runs.
+		window:   max(256, 4*min(parallel, 1<<14)),
+		parallel: parallel,
+		holds:    map[string]int{},
+		learned:  map[string]uint64{},
+		wake:     make(chan struct{}, 1),
 	}
 	if opts.hasTopology() {
 		s.alloc = pack.NewAllocator(opts.Topology)
@@ -284,8 +289,8 @@ func (e *Execution) freeLane(now time.Time) (int, time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var wait time.Duration
-	for i, busy := range s.lanes {
-		if busy {
+	for i := range min(len(s.lanes)+1, s.parallel) {
+		if i < len(s.lanes) && s.lanes[i] {
 			continue
 		}
 		at := e.start.Add(time.Duration(i) * e.opts.Stagger)
@@ -305,6 +310,10 @@ func (e *Execution) launch(lane int, p *pending, as pack.Assignment) {
 	s := e.sched
 	r := &placed{lane: lane, p: p, as: as, probe: p.asked.AutoGPUMem && as.Request.GPUShare == pack.GPUWhole && as.Request.GPUMem == 0}
 	s.mu.Lock()
+	for len(s.lanes) <= lane {
+		s.lanes = append(s.lanes, false)
+		s.tmp = append(s.tmp, new(string))
+	}
 	s.lanes[lane] = true
 	s.used = max(s.used, lane+1)
 	s.running++
