@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -201,11 +202,19 @@ func (s *Sweep) scan() error {
 	ready := false // the ledgers are read, and early is seen
 	see := func() {
 		if pastErr == nil {
-			for _, block := range early {
-				for _, r := range block {
-					past.See(r.id, r.index)
-				}
+			// A million lookups: on every core.
+			var wg sync.WaitGroup
+			workers := min(runtime.GOMAXPROCS(0), len(early))
+			for w := range workers {
+				wg.Go(func() {
+					for b := w; b < len(early); b += workers {
+						for _, r := range early[b] {
+							past.See(r.id, r.index)
+						}
+					}
+				})
 			}
+			wg.Wait()
 		}
 		early, ready = nil, true
 	}
@@ -524,7 +533,8 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 			}
 		})
 	}
-	runs, resumed := w.Past().Resume(s.source.Runs(s.shard), opts.RetryFailed)
+	skip, resumed := w.Past().ResumeFilter(opts.RetryFailed)
+	runs := s.source.RunsExcept(s.shard, skip)
 	r.resume = resumed
 	r.x, err = execute.Start(ctx, runs, xo)
 	ready.Done()

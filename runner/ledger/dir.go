@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 
 	"github.com/nodepack/nodepack/runner/sweep"
 )
@@ -18,8 +18,8 @@ type Dir struct {
 	Path string
 	Logs map[string]*Log // by file name
 
-	seen int    // runs See found
-	logs []*Log // Logs' values, for See, which is called a million times
+	seen atomic.Int64 // runs See found
+	logs []*Log       // Logs' values as ReadDir read them, for See, which is called a million times
 }
 
 // ReadDir reads every ledger in dir. A directory that does not exist yet
@@ -40,6 +40,7 @@ func ReadDir(dir string) (*Dir, error) {
 			return nil, err
 		}
 		d.Logs[filepath.Base(f)] = log
+		d.logs = append(d.logs, log)
 	}
 	return d, nil
 }
@@ -56,19 +57,26 @@ func (d *Dir) Known() int {
 
 // See notes that run id is at index in the sweep, for Retired, and reports
 // whether a ledger knows the run. The walk of the sweep's runs calls it
-// for every run; it keeps nothing for a run no ledger knows. Logs must
-// not change once See was called.
+// for every run; it keeps nothing for a run no ledger knows. It may be
+// called concurrently for different runs.
 func (d *Dir) See(id string, index int) bool {
-	if len(d.logs) != len(d.Logs) {
-		d.logs = slices.Collect(maps.Values(d.Logs))
-	}
 	known := false
-	for _, log := range d.logs {
+	see := func(log *Log) {
 		if run := log.Runs[id]; run != nil {
 			if !run.seen {
-				d.seen++
+				d.seen.Add(1)
+				log.seen.Add(1)
 			}
 			run.seen, run.index, known = true, index, true
+		}
+	}
+	if len(d.logs) == len(d.Logs) {
+		for _, log := range d.logs {
+			see(log)
+		}
+	} else {
+		for _, log := range d.Logs {
+			see(log)
 		}
 	}
 	return known
@@ -76,7 +84,7 @@ func (d *Dir) See(id string, index int) bool {
 
 // Seen returns how many of the runs the ledgers know See was told of
 // (counted as Known counts).
-func (d *Dir) Seen() int { return d.seen }
+func (d *Dir) Seen() int { return int(d.seen.Load()) }
 
 // Log returns the log of one ledger file; an empty one if there is none.
 func (d *Dir) Log(file string) *Log {
@@ -129,6 +137,9 @@ func shardCount(h Record) int {
 // — in the log's order, and whether the log knew runs and none of them is
 // part of it: another sweep altogether.
 func Retired(log *Log, shard sweep.Shard) (ids []string, none bool) {
+	if shard.Count <= 1 && int(log.seen.Load()) == len(log.Order) {
+		return nil, false // every run seen, and one shard has them all
+	}
 	for _, id := range log.Order {
 		if run := log.Runs[id]; !run.seen || !shard.Contains(run.index) {
 			ids = append(ids, id)

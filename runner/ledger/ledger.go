@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -166,8 +167,9 @@ type Log struct {
 	// node lost power during one).
 	Size, Torn int64
 
-	lean  bool        // keep the records of the runs that did not succeed only
-	ident os.FileInfo // the file read, when it did not change during the read
+	seen  atomic.Int64 // runs Dir.See found
+	lean  bool         // keep the records of the runs that did not succeed only
+	ident os.FileInfo  // the file read, when it did not change during the read
 }
 
 // Read reads a ledger. An unfinished last line is left out and
@@ -885,42 +887,52 @@ type ResumeCounts struct {
 // Runs that succeeded, and those that failed without retryFailed, are
 // skipped. counts returns the tally so far; it may be called at any time.
 func (log *Log) Resume(runs iter.Seq2[execute.Run, error], retryFailed bool) (pending iter.Seq2[execute.Run, error], counts func() ResumeCounts) {
-	var mu sync.Mutex
-	var c ResumeCounts
+	skip, counts := log.ResumeFilter(retryFailed)
 	pending = func(yield func(execute.Run, error) bool) {
 		for run, err := range runs {
 			if err != nil {
 				yield(run, err)
 				return
 			}
-			skip := false
-			mu.Lock()
-			switch state := log.stateOf(run.ID); {
-			case state == StateSucceeded:
-				c.SkippedSucceeded++
-				skip = true
-			case state == StateFailed && !retryFailed:
-				c.SkippedFailed++
-				skip = true
-			case state == StateFailed:
-				c.RetriedFailed++
-			case state == StatePending:
-				c.New++
-			default:
-				c.Interrupted++
-			}
-			mu.Unlock()
-			if !skip && !yield(run, nil) {
+			if !skip(run.ID) && !yield(run, nil) {
 				return
 			}
 		}
+	}
+	return pending, counts
+}
+
+// ResumeFilter is Resume as a filter, for a source that leaves runs out
+// itself (sweep.Source.RunsExcept): skip, called with the ID of every run
+// in order, counts it and says whether Resume would skip it.
+func (log *Log) ResumeFilter(retryFailed bool) (skip func(id string) bool, counts func() ResumeCounts) {
+	var mu sync.Mutex
+	var c ResumeCounts
+	skip = func(id string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		switch state := log.stateOf(id); {
+		case state == StateSucceeded:
+			c.SkippedSucceeded++
+			return true
+		case state == StateFailed && !retryFailed:
+			c.SkippedFailed++
+			return true
+		case state == StateFailed:
+			c.RetriedFailed++
+		case state == StatePending:
+			c.New++
+		default:
+			c.Interrupted++
+		}
+		return false
 	}
 	counts = func() ResumeCounts {
 		mu.Lock()
 		defer mu.Unlock()
 		return c
 	}
-	return pending, counts
+	return skip, counts
 }
 
 func (log *Log) stateOf(id string) State {

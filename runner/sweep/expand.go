@@ -44,8 +44,9 @@ type Options struct {
 	// line's "nodepack" object).
 	Rules []Rule
 
-	hits []int // per rule, the runs it matched; counted when not nil
-	runs int   // how many runs the source has, when known: the ID table is sized for them
+	hits []int                // per rule, the runs it matched; counted when not nil
+	skip func(id string) bool // runs of the shard to leave out, when not nil
+	runs int                  // how many runs the source has, when known: the ID table is sized for them
 }
 
 // entry is what a source hands the expander: one line or combination,
@@ -57,7 +58,13 @@ type entry struct {
 	env    []string            // environment the source adds (part of the ID)
 	dir    string
 	origin string
-	name   string          // execute.Run.Name
+	name   string // execute.Run.Name
+	// describe, if not nil, gives origin and name when a run of the entry
+	// is yielded: a task line's are made only then.
+	describe interface {
+		origin() string
+		name() string
+	}
 	params json.RawMessage // execute.Run.Params
 
 	match   func(key string) (string, bool) // the entry's parameter values, for Rules; nil for none
@@ -118,8 +125,11 @@ func (x *expander) expand(e *entry, yield func(execute.Run, error) bool) bool {
 			}
 		}
 		id := x.ids.nextKey(args, e.env, rep)
-		if !x.opts.Shard.Contains(index) {
+		if !x.opts.Shard.Contains(index) || x.opts.skip != nil && x.opts.skip(id) {
 			continue
+		}
+		if e.describe != nil {
+			e.origin, e.name, e.describe = e.describe.origin(), e.describe.name(), nil
 		}
 		if names {
 			for i, t := range e.args {

@@ -1,6 +1,8 @@
 package sweep
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -126,6 +128,13 @@ func FuzzReadTaskFile(f *testing.F) {
 	}
 	base := pack.Request{GPUs: 1, CPUs: 8}
 	f.Fuzz(func(t *testing.T, text string) {
+		// A task file's source streams what Expand(ReadTaskFile) does.
+		opts := Options{Reps: 2, Shard: Shard{Index: 0, Count: 2}}
+		want, wantErr := runsOf(Expand(ReadTaskFile(strings.NewReader(text), "tasks.txt", base), opts))
+		got, err := runsOf(expandTasks(strings.NewReader(text), "tasks.txt", base, opts))
+		if !reflect.DeepEqual(got, want) || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("the source's runs %+v %v, Expand(ReadTaskFile) %+v %v", got, err, want, wantErr)
+		}
 		n := 0
 		for r, err := range ReadTaskFile(strings.NewReader(text), "tasks.txt", base) {
 			if err != nil {

@@ -250,6 +250,17 @@ func (src *Source) Runs(shard Shard) iter.Seq2[execute.Run, error] {
 	return src.runs(src.options(shard), nil)
 }
 
+// RunsExcept streams the runs of one shard as Runs does, without those
+// for which skip, called with the ID of every run of the shard in order,
+// returns true: a resume leaves out what its ledger says is done without
+// making each such run (its name, origin, environment), which for a
+// million runs done before is most of the wait for the first new one.
+func (src *Source) RunsExcept(shard Shard, skip func(id string) bool) iter.Seq2[execute.Run, error] {
+	opts := src.options(shard)
+	opts.skip = skip
+	return src.runs(opts, nil)
+}
+
 // runs streams the runs for opts, counting each rule's matches in hits
 // when it is not nil.
 func (src *Source) runs(opts Options, hits []int) iter.Seq2[execute.Run, error] {
@@ -264,7 +275,7 @@ func (src *Source) runs(opts Options, hits []int) iter.Seq2[execute.Run, error] 
 	case KindParams:
 		runs, err = ReadParams(src.input.reader(), src.input.label, src.spec.Command, opts)
 	default:
-		runs = Expand(readTaskFile(src.input.reader(), src.input.label, src.spec.Request, false), opts)
+		runs = expandTasks(src.input.reader(), src.input.label, src.spec.Request, opts)
 	}
 	if err != nil {
 		return func(yield func(execute.Run, error) bool) { yield(execute.Run{}, err) }

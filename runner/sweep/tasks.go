@@ -47,68 +47,104 @@ const MaxLineBytes = 128<<10 - 1
 // containing a NUL byte, or a read error, ends the sequence with an error that
 // names the file and line. The reader is consumed lazily, one line per run.
 func ReadTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[execute.Run, error] {
-	return readTaskFile(r, name, base, true)
-}
-
-// readTaskFile is ReadTaskFile; without withIDs the runs have no ID, for
-// Expand, which derives them again.
-func readTaskFile(r io.Reader, name string, base pack.Request, withIDs bool) iter.Seq2[execute.Run, error] {
 	return func(yield func(execute.Run, error) bool) {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes+2) // room for "\r\n"
 		var ids idSet
-		line, index := 0, 0
-		var request *pack.Request
-		for sc.Scan() {
-			line++
-			text := sc.Bytes()
-			if line == 1 {
-				text = bytes.TrimPrefix(text, utf8BOM) // Windows editors start files with one
-			}
-			trimmed := bytes.TrimSpace(text)
-			if len(trimmed) > 0 && trimmed[0] == '#' {
-				r, ok, err := directive(trimmed, base)
-				if err != nil {
-					yield(execute.Run{}, fmt.Errorf("%s:%d: %w", name, line, err))
-					return
-				}
-				if ok {
-					request = r
-				}
-				continue
-			}
-			if len(trimmed) == 0 {
-				continue
-			}
-			if len(text) > MaxLineBytes {
-				yield(execute.Run{}, fmt.Errorf("%s:%d: line is longer than %d bytes", name, line, MaxLineBytes))
-				return
-			}
-			if bytes.IndexByte(text, 0) >= 0 {
-				yield(execute.Run{}, fmt.Errorf("%s:%d: line contains a NUL byte", name, line))
-				return
-			}
-			args := []string{"bash", "-c", string(text)}
+		index := 0
+		err := taskLines(r, name, base, func(l *taskLine) bool {
+			args := l.args()
 			run := execute.Run{
+				ID:      ids.next(args),
 				Index:   index,
 				Args:    args,
-				Origin:  name + ":" + strconv.Itoa(line),
-				Name:    execute.SafeName(string(trimmed), execute.MaxNameBytes),
-				Request: request,
-			}
-			if withIDs {
-				run.ID = ids.next(args)
+				Origin:  l.origin(),
+				Name:    l.name(),
+				Request: l.request,
 			}
 			index++
-			if !yield(run, nil) {
-				return
-			}
-		}
-		if err := sc.Err(); err != nil {
-			if errors.Is(err, bufio.ErrTooLong) {
-				err = fmt.Errorf("line is longer than %d bytes", MaxLineBytes)
-			}
-			yield(execute.Run{}, fmt.Errorf("%s:%d: %w", name, line+1, err))
+			return yield(run, nil)
+		})
+		if err != nil {
+			yield(execute.Run{}, err)
 		}
 	}
+}
+
+// expandTasks is Expand(ReadTaskFile(r, name, base), opts) without the
+// runs in between: a line's origin and name are made only for the runs
+// that are yielded, so that a resume skips a million lines it ran before
+// in a fraction of the time.
+func expandTasks(r io.Reader, name string, base pack.Request, opts Options) iter.Seq2[execute.Run, error] {
+	return func(yield func(execute.Run, error) bool) {
+		x := newExpander(opts)
+		err := taskLines(r, name, base, func(l *taskLine) bool {
+			e := entry{plain: l.args(), request: l.request, describe: l}
+			return x.expand(&e, yield)
+		})
+		if err != nil {
+			yield(execute.Run{}, err)
+		}
+	}
+}
+
+// taskLine is one command of a task file, as taskLines reads it.
+type taskLine struct {
+	file    string
+	no      int    // line number
+	text    []byte // the command as bash gets it; valid until the next line
+	request *pack.Request
+}
+
+func (l *taskLine) args() []string { return []string{"bash", "-c", string(l.text)} }
+
+func (l *taskLine) origin() string { return l.file + ":" + strconv.Itoa(l.no) }
+
+func (l *taskLine) name() string {
+	return execute.SafeName(string(bytes.TrimSpace(l.text)), execute.MaxNameBytes)
+}
+
+// taskLines calls f with every command of a task file, as ReadTaskFile
+// describes them, until f returns false; it returns the error that ends
+// the file early, naming its line.
+func taskLines(r io.Reader, name string, base pack.Request, f func(l *taskLine) bool) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes+2) // room for "\r\n"
+	l := taskLine{file: name}
+	for sc.Scan() {
+		l.no++
+		text := sc.Bytes()
+		if l.no == 1 {
+			text = bytes.TrimPrefix(text, utf8BOM) // Windows editors start files with one
+		}
+		trimmed := bytes.TrimSpace(text)
+		if len(trimmed) > 0 && trimmed[0] == '#' {
+			r, ok, err := directive(trimmed, base)
+			if err != nil {
+				return fmt.Errorf("%s:%d: %w", name, l.no, err)
+			}
+			if ok {
+				l.request = r
+			}
+			continue
+		}
+		if len(trimmed) == 0 {
+			continue
+		}
+		if len(text) > MaxLineBytes {
+			return fmt.Errorf("%s:%d: line is longer than %d bytes", name, l.no, MaxLineBytes)
+		}
+		if bytes.IndexByte(text, 0) >= 0 {
+			return fmt.Errorf("%s:%d: line contains a NUL byte", name, l.no)
+		}
+		l.text = text
+		if !f(&l) {
+			return nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			err = fmt.Errorf("line is longer than %d bytes", MaxLineBytes)
+		}
+		return fmt.Errorf("%s:%d: %w", name, l.no+1, err)
+	}
+	return nil
 }
