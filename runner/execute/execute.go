@@ -747,6 +747,7 @@ func (e *Execution) command(ev Event, slot pack.Slot, files *attemptFiles, n int
 		return nil, nil, nil, errors.New("empty command")
 	}
 	cmd = e.lookup(argv)
+	cmd.Stdin = devNull() // as exec.Cmd gives, without opening it for every run
 	cmd.Dir = ev.Run.Dir
 	cmd.Env = e.env.build(attemptEnv{run: ev.Run, slot: slot, attempt: n, runDir: files.runDir, tmpDir: files.tmpDir})
 	switch {
@@ -764,6 +765,16 @@ func (e *Execution) command(ev Event, slot pack.Slot, files *attemptFiles, n int
 	}
 	return cmd, outW, errW, nil
 }
+
+// devNull is /dev/null opened once for reading, every run's standard input;
+// nil when it cannot be opened (exec.Cmd then opens it itself).
+var devNull = sync.OnceValue(func() *os.File {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil
+	}
+	return f
+})
 
 // wait waits for the attempt's process to exit, stopping it on a timeout,
 // a cancellation, the terminate deadline or Kill; it returns the reason

@@ -83,40 +83,48 @@ type spawnRequest struct {
 }
 
 // spawner starts every run. It owns an OS thread for the life of the
-// process: it sets that thread's CPU mask to the run's CPUs, starts the child
-// from it (clone inherits the calling thread's mask, so the child's first
-// instruction is already pinned) and restores the mask. Setting the mask by
-// pid after the start would race with the child's early threads. Because the
-// thread never exits, Pdeathsig fires only when the whole process dies.
+// process: it sets that thread's CPU mask to the run's CPUs and starts the
+// child from it (clone inherits the calling thread's mask, so the child's
+// first instruction is already pinned). Setting the mask by pid after the
+// start would race with the child's early threads. The thread does nothing
+// else, so its mask stays as the last run left it, and is set only when the
+// next run asks for another. Because the thread never exits, Pdeathsig
+// fires only when the whole process dies.
 func spawner(ready chan<- error) {
 	runtime.LockOSThread() // never unlocked
-	var all unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &all); err != nil {
+	var mask unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &mask); err != nil {
 		ready <- fmt.Errorf("spawner: affinity: %w", err)
 		select {} // keep the thread: an exiting locked thread is destroyed
 	}
+	all := mask
 	ready <- nil
 	for req := range procs.spawn {
-		req.done <- spawnOne(req, &all)
+		req.done <- spawnOne(req, &mask, &all)
 	}
 }
 
-// spawnOne starts one command with the CPU mask it asks for. A
+// spawnOne starts one command with the CPU mask it asks for (all of them
+// when it asks for none), from the spawner's thread whose mask is now. A
 // *startError means the command could not start; another error means the
 // mask could not be set.
-func spawnOne(req spawnRequest, all *unix.CPUSet) error {
+func spawnOne(req spawnRequest, now, all *unix.CPUSet) error {
+	want := *all
 	if len(req.cpus) > 0 {
-		var set unix.CPUSet
+		want.Zero()
 		for _, c := range req.cpus {
-			if c >= len(set)*64 { // unix.CPUSet holds 1024 CPUs
-				return fmt.Errorf("affinity: cpu %d: beyond %d", c, len(set)*64)
+			if c >= len(want)*64 { // unix.CPUSet holds 1024 CPUs
+				return fmt.Errorf("affinity: cpu %d: beyond %d", c, len(want)*64)
 			}
-			set.Set(c)
+			want.Set(c)
 		}
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
+	}
+	if want != *now {
+		if err := unix.SchedSetaffinity(0, &want); err != nil {
+			*now = unix.CPUSet{} // unknown: set it next time
 			return fmt.Errorf("affinity %s: %w", pack.FormatCPUList(req.cpus), err)
 		}
-		defer unix.SchedSetaffinity(0, all)
+		*now = want
 	}
 	procs.mu.Lock()
 	defer procs.mu.Unlock()
