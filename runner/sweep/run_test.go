@@ -64,6 +64,8 @@ func TestReadTaskFileErrors(t *testing.T) {
 	}{
 		{"too long", "echo ok\n" + strings.Repeat("x", MaxLineBytes+1) + "\n", "tasks.txt:2: line is longer than"},
 		{"nul", "echo ok\n\necho \x00\n", "tasks.txt:3: line contains a NUL byte"},
+		{"an option of bash's own", "echo ok\n--version\n", "tasks.txt:2: the line starts with '-': bash -c would read it as an option"},
+		{"a + option", "echo ok\n+x echo\n", "tasks.txt:2: the line starts with '+'"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

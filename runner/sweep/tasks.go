@@ -43,9 +43,10 @@ const MaxLineBytes = 128<<10 - 1
 // repeats costs a few tens of bytes of memory per distinct line.
 //
 // Bytes are passed to bash as they are: invalid UTF-8 is accepted, since file
-// names in a command need not be UTF-8. A line longer than [MaxLineBytes] or
-// containing a NUL byte, or a read error, ends the sequence with an error that
-// names the file and line. The reader is consumed lazily, one line per run.
+// names in a command need not be UTF-8. A line longer than [MaxLineBytes],
+// containing a NUL byte or starting with - or + (which bash -c would take
+// for an option of its own), or a read error, ends the sequence with an
+// error that names the file and line. The reader is consumed lazily, one line per run.
 func ReadTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[execute.Run, error] {
 	return func(yield func(execute.Run, error) bool) {
 		var ids idSet
@@ -134,6 +135,11 @@ func taskLines(r io.Reader, name string, base pack.Request, f func(l *taskLine) 
 		}
 		if bytes.IndexByte(text, 0) >= 0 {
 			return fmt.Errorf("%s:%d: line contains a NUL byte", name, l.no)
+		}
+		if text[0] == '-' || text[0] == '+' {
+			// bash -c "--version" prints bash's version and exits 0: a
+			// run that says it succeeded without running anything.
+			return fmt.Errorf("%s:%d: the line starts with %q: bash -c would read it as an option of its own (a blank before it makes it a command)", name, l.no, text[0])
 		}
 		l.text = text
 		if !f(&l) {
