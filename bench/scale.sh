@@ -5,7 +5,9 @@
 #   - a task file of LINES lines (default 1,000,000) and a grid of 10^7
 #     combinations: time from the start of nodepack to its first run, and
 #     the peak RSS (VmHWM) after a second of running;
-#   - SIGTERM to each of them then: time until nodepack has exited;
+#   - SIGTERM to each of them then: time until nodepack has exited; and the
+#     same for a task file of LINES runs that ignore SIGTERM, which
+#     nodepack kills after --grace (2 s);
 #   - a ledger of LINES records (LINES/2 runs, 1% of them failed, written
 #     by bench/mkledger as a killed sweep would leave it): the time and peak
 #     RSS of `nodepack status` on it, and of resuming the sweep to its
@@ -31,6 +33,7 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 
 (cd "$repo" && go build -o "$work/mkledger" ./bench/mkledger)
 seq "$lines" | sed 's/^/true /' >"$work/tasks.txt"
+seq "$lines" | sed "s/^/bash -c 'trap \"\" TERM; sleep 30' /" >"$work/stubborn.txt"
 python3 - "$work" <<'EOF'
 import sys
 for name, keys in (("grid7.yml", "abcdefg"), ("grid9.yml", "abcdefghi")):
@@ -88,6 +91,7 @@ for round in $(seq "$rounds"); do
 	rm -rf "$work"/out-*
 	first_run tasks "$work/out-tasks" "$work/tasks.txt"
 	first_run grid "$work/out-grid" --grid "$work/grid7.yml" -- true
+	first_run stubborn "$work/out-stubborn" "$work/stubborn.txt"
 	cp -r "$work/ledger-pristine" "$work/out-resume"
 	sync
 	once status "$nodepack" status "$work/out-resume"
@@ -109,6 +113,7 @@ mb = lambda kb: f"{kb / 1024:.0f} MB"
 print(f"median of {rounds} rounds, {cpus} CPUs, --grace {grace}")
 print(f"{'':44} {'first run':>10} {'peak RSS':>9} {'SIGTERM to exit':>16}")
 for k, label in (("tasks", f"{lines:,}-line task file"), ("grid", "10^7-combination grid"),
+                 ("stubborn", f"{lines:,} runs that ignore SIGTERM"),
                  ("resume", f"resume from a {lines:,}-record ledger")):
     first, hwm, term = med[k]
     print(f"{label:44} {first:9.2f}s {mb(hwm):>9} {term:15.2f}s")
