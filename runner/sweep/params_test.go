@@ -14,14 +14,7 @@ func paramsRuns(t *testing.T, text string, command []string, opts Options) ([]ex
 	if err != nil {
 		t.Fatal(err)
 	}
-	var runs []execute.Run
-	for r, err := range seq {
-		if err != nil {
-			return runs, err
-		}
-		runs = append(runs, r)
-	}
-	return runs, nil
+	return runsOf(seq)
 }
 
 func TestReadParams(t *testing.T) {
