@@ -39,10 +39,15 @@ var procs struct {
 	// its other children inherit that marker and are not ours to sweep.
 	self attemptKey
 
-	mu      sync.Mutex         // held across cmd.Start and while choosing sweep targets
-	leaders map[int]int        // pid → count: started run processes not yet reaped
-	running map[attemptKey]int // attempts whose process has not exited
-	ended   map[int]bool       // process groups of ended runs that may still have members
+	// starting is held for reading by every start in flight, from before
+	// its fork until its process is registered, and for writing while the
+	// sweeper decides which children are leftovers: a child forked and not
+	// yet registered must not look like one.
+	starting sync.RWMutex
+	mu       sync.Mutex         // guards the maps
+	leaders  map[int]int        // pid → count: started run processes not yet reaped
+	running  map[attemptKey]int // attempts whose process has not exited
+	ended    map[int]bool       // process groups of ended runs that may still have members
 }
 
 func setup() error {
@@ -66,9 +71,11 @@ func setup() error {
 		procs.kick = make(chan struct{}, 1)
 		procs.now = make(chan chan struct{})
 		ready := make(chan error)
-		go spawner(ready)
-		if procs.err = <-ready; procs.err != nil {
-			return
+		for range spawners {
+			go spawner(ready)
+			if procs.err = <-ready; procs.err != nil {
+				return
+			}
 		}
 		go sweeper()
 	})
@@ -82,7 +89,13 @@ type spawnRequest struct {
 	done chan error
 }
 
-// spawner starts every run. It owns an OS thread for the life of the
+// spawners is how many spawner threads start runs. A start keeps its
+// thread until the child has exec'd (Go's fork waits for that), a good
+// part of a millisecond on a busy node: with one thread, the starts of
+// several slots would queue behind each other.
+var spawners = min(max(runtime.NumCPU(), 2), 8)
+
+// spawner starts runs, one at a time. It owns an OS thread for the life of the
 // process: it sets that thread's CPU mask to the run's CPUs and starts the
 // child from it (clone inherits the calling thread's mask, so the child's
 // first instruction is already pinned). Setting the mask by pid after the
@@ -126,16 +139,28 @@ func spawnOne(req spawnRequest, now, all *unix.CPUSet) error {
 		}
 		*now = want
 	}
+	procs.starting.RLock()
+	defer procs.starting.RUnlock()
+	// The attempt counts as running before its process exists: its child,
+	// once exec'd, carries the attempt in its environment, and must not
+	// look like an ended attempt's leftover.
 	procs.mu.Lock()
-	defer procs.mu.Unlock()
+	procs.running[req.key]++
+	procs.mu.Unlock()
 	if err := req.cmd.Start(); err != nil {
+		procs.mu.Lock()
+		if procs.running[req.key]--; procs.running[req.key] <= 0 {
+			delete(procs.running, req.key)
+		}
+		procs.mu.Unlock()
 		return &startError{err}
 	}
 	pid := req.cmd.Process.Pid
 	procs.supervisor.started(pid)
+	procs.mu.Lock()
 	procs.leaders[pid]++
-	procs.running[req.key]++
 	delete(procs.ended, pid) // the number was free, so that old group is empty
+	procs.mu.Unlock()
 	return nil
 }
 
@@ -331,9 +356,14 @@ func sweep(drain bool) {
 // pickTargets finds the children of this process that are leftovers of
 // ended runs, sends them SIGKILL and returns their pids. Only this process
 // may reap them, so their pids stay valid until reap.
+//
+// It scans /proc without a lock, so that starts go on meanwhile, and
+// decides on the children it found with starts held off, reading each
+// one's parent and group again: a child started during the scan is
+// registered by then, a run's process reaped since is no longer a child
+// (its pid may be another process's now), and a leftover stays a child
+// until this process reaps it.
 func pickTargets() []int {
-	procs.mu.Lock()
-	defer procs.mu.Unlock()
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
@@ -341,11 +371,27 @@ func pickTargets() []int {
 	names, _ := d.Readdirnames(-1)
 	d.Close()
 	self := os.Getpid()
-	var targets []int
+	var children []int
 	var buf [512]byte
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
-		if err != nil || procs.leaders[pid] > 0 {
+		if err != nil {
+			continue
+		}
+		if ppid, _, ok := readStat(pid, buf[:]); ok && ppid == self {
+			children = append(children, pid)
+		}
+	}
+	if len(children) == 0 {
+		return nil
+	}
+	procs.starting.Lock()
+	defer procs.starting.Unlock()
+	procs.mu.Lock()
+	defer procs.mu.Unlock()
+	var targets []int
+	for _, pid := range children {
+		if procs.leaders[pid] > 0 {
 			continue
 		}
 		ppid, pgid, ok := readStat(pid, buf[:])
