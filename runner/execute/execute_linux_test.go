@@ -507,6 +507,18 @@ func TestCancelLeavesNoProcess(t *testing.T) {
 }
 
 func TestNormalExitLeavesNoProcess(t *testing.T) {
+	normalExitLeavesNoProcess(t)
+}
+
+// TestNoProcessLeftWithoutChildrenFiles sweeps as on a kernel without
+// /proc/PID/task/TID/children: by every process's stat.
+func TestNoProcessLeftWithoutChildrenFiles(t *testing.T) {
+	noChildrenFiles.Store(true)
+	t.Cleanup(func() { noChildrenFiles.Store(false) })
+	normalExitLeavesNoProcess(t)
+}
+
+func normalExitLeavesNoProcess(t *testing.T) {
 	start := time.Now()
 	_, events, err := execute(t, t.Context(), lanes(1), Options{},
 		shell(`setsid sleep 300 & echo $!; sleep 300 & echo $!`, `setsid bash -c 'sleep 300 & echo $!; setsid sleep 300 & echo $!; wait' & sleep 0.1`)...)

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -364,22 +365,26 @@ func sweep(drain bool) {
 // (its pid may be another process's now), and a leftover stays a child
 // until this process reaps it.
 func pickTargets() []int {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return nil
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
 	self := os.Getpid()
-	var children []int
 	var buf [512]byte
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
+	children, ok := listChildren()
+	if !ok {
+		// No /proc/PID/task/TID/children (a kernel without
+		// CONFIG_PROC_CHILDREN): every process's stat says its parent.
+		d, err := os.Open("/proc")
 		if err != nil {
-			continue
+			return nil
 		}
-		if ppid, _, ok := readStat(pid, buf[:]); ok && ppid == self {
-			children = append(children, pid)
+		names, _ := d.Readdirnames(-1)
+		d.Close()
+		for _, name := range names {
+			pid, err := strconv.Atoi(name)
+			if err != nil {
+				continue
+			}
+			if ppid, _, ok := readStat(pid, buf[:]); ok && ppid == self {
+				children = append(children, pid)
+			}
 		}
 	}
 	if len(children) == 0 {
@@ -405,6 +410,42 @@ func pickTargets() []int {
 	}
 	return targets
 }
+
+// listChildren returns this process's children from the children files of
+// its threads (a child is listed under the thread that forked it, an
+// adopted orphan under one of them): a few small reads, where scanning
+// /proc reads a file per process of the node, thousands on a login node.
+// It reports false when the kernel has no such files.
+func listChildren() ([]int, bool) {
+	if noChildrenFiles.Load() {
+		return nil, false
+	}
+	d, err := os.Open("/proc/self/task")
+	if err != nil {
+		return nil, false
+	}
+	tids, _ := d.Readdirnames(-1)
+	d.Close()
+	var children []int
+	listed := false
+	for _, tid := range tids {
+		b, err := os.ReadFile("/proc/self/task/" + tid + "/children")
+		if err != nil {
+			continue // the thread is gone, or the kernel has no such file
+		}
+		listed = true
+		for f := range bytes.FieldsSeq(b) {
+			if pid, err := strconv.Atoi(string(f)); err == nil {
+				children = append(children, pid)
+			}
+		}
+	}
+	return children, listed
+}
+
+// noChildrenFiles makes listChildren report no children files, for a test
+// of the sweep by /proc.
+var noChildrenFiles atomic.Bool
 
 // readStat returns the parent and process group of pid from /proc/pid/stat.
 func readStat(pid int, buf []byte) (ppid, pgid int, ok bool) {
