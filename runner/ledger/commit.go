@@ -29,8 +29,7 @@ type committer struct {
 }
 
 type queued struct {
-	line []byte // nil for a Flush
-	err  error  // the record could not be encoded
+	rec  *Record // nil for a Flush
 	sync bool
 	done func(error)
 }
@@ -38,14 +37,9 @@ type queued struct {
 // post queues rec (nil: only a commit point); fsync asks the commit to
 // sync the file, now to skip the wait for CommitInterval.
 func (c *committer) post(l *Writer, rec *Record, fsync, now bool, done func(error)) {
-	q := queued{sync: fsync, done: done}
-	if rec != nil {
-		line, err := json.Marshal(rec)
-		if err != nil {
-			q.err = fmt.Errorf("ledger %s: %w", l.path, err)
-		}
-		q.line = append(line, '\n')
-	}
+	// The record is encoded by the committer, not here: a run's slot is
+	// given to the next run once its end is posted.
+	q := queued{rec: rec, sync: fsync, done: done}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.nudge == nil {
@@ -112,19 +106,26 @@ func (c *committer) run(l *Writer) {
 
 		l.buf = l.buf[:0]
 		fsync := false
-		for _, q := range batch {
-			if q.err == nil {
-				l.buf = append(l.buf, q.line...)
-				fsync = fsync || q.sync
+		encodeErr := make([]error, len(batch)) // by position; nil for most
+		for i, q := range batch {
+			if q.rec == nil {
+				continue
 			}
+			line, err := json.Marshal(q.rec)
+			if err != nil {
+				encodeErr[i] = fmt.Errorf("ledger %s: %w", l.path, err)
+				continue
+			}
+			l.buf = append(append(l.buf, line...), '\n')
+			fsync = fsync || q.sync
 		}
 		err := l.commit(l.buf, fsync)
 		c.last = time.Now()
 		for i, q := range batch {
 			if q.done != nil {
 				switch {
-				case q.err != nil:
-					q.done(q.err)
+				case encodeErr[i] != nil:
+					q.done(encodeErr[i])
 				default:
 					q.done(err)
 				}
