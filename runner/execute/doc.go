@@ -21,10 +21,11 @@
 //
 // The first call to [Execute] sets up, once for the life of the process:
 //
-//   - a spawner goroutine locked to its OS thread that never exits. It starts
-//     every run: it sets its own thread's CPU mask to the run's CPUs, starts
-//     the child (which inherits the mask from its first instruction), and
-//     restores the mask. Because that thread never exits, the children's
+//   - spawner goroutines, one per CPU up to 8, each locked to an OS thread
+//     that never exits. They start every run: a spawner sets its own
+//     thread's CPU mask to the run's CPUs (when it differs from the last
+//     run's) and starts the child, which inherits the mask from its first
+//     instruction. Because those threads never exit, the children's
 //     Pdeathsig (SIGKILL) fires only when the process itself dies.
 //   - PR_SET_CHILD_SUBREAPER on the process, so descendants that escape a
 //     run's process group (setsid, double fork) are reparented to this
@@ -50,7 +51,7 @@
 // and every process whose environment carries the program's session
 // (NODEPACK_SESSION, which every run gets and its descendants inherit,
 // also after setsid or a double fork), then exits. Runs themselves start
-// directly from the spawner thread, with no exec in between. Without the
+// directly from a spawner thread, with no exec in between. Without the
 // call a run's leader still dies with the program (Pdeathsig), and a
 // normal end, a cancellation or Kill still leave nothing behind, but a
 // run's descendants may outlive a SIGKILL of the program. A descendant
