@@ -19,7 +19,6 @@ type Dir struct {
 	Logs map[string]*Log // by file name
 
 	seen atomic.Int64 // runs See found
-	logs []*Log       // Logs' values as ReadDir read them, for See, which is called a million times
 }
 
 // ReadDir reads every ledger in dir. A directory that does not exist yet
@@ -40,7 +39,6 @@ func ReadDir(dir string) (*Dir, error) {
 			return nil, err
 		}
 		d.Logs[filepath.Base(f)] = log
-		d.logs = append(d.logs, log)
 	}
 	return d, nil
 }
@@ -61,22 +59,13 @@ func (d *Dir) Known() int {
 // called concurrently for different runs.
 func (d *Dir) See(id string, index int) bool {
 	known := false
-	see := func(log *Log) {
+	for _, log := range d.Logs {
 		if run := log.Runs[id]; run != nil {
 			if !run.seen {
 				d.seen.Add(1)
 				log.seen.Add(1)
 			}
 			run.seen, run.index, known = true, index, true
-		}
-	}
-	if len(d.logs) == len(d.Logs) {
-		for _, log := range d.logs {
-			see(log)
-		}
-	} else {
-		for _, log := range d.Logs {
-			see(log)
 		}
 	}
 	return known
