@@ -127,6 +127,10 @@ func TestOutputDirectoryHoldsOneSweep(t *testing.T) {
 	if code, stderr := run("--grid", grid, "--", "echo"); code != exitOK || !strings.Contains(stderr, "skipped 2 runs done before") {
 		t.Errorf("grown grid: exit %d\n%s", code, stderr)
 	}
+	// Its walk stopped at the runs the ledger knew; the rest was counted.
+	if doc := statusDocOf(t, out); doc.Total == nil || *doc.Total != 3 || doc.Counts != (ledger.Counts{Succeeded: 3}) {
+		t.Errorf("status after the growth: total %v (nil: unknown), counts %+v; want 3 runs, 3 succeeded", derefOr(doc.Total, -1), doc.Counts)
+	}
 	// It shrinks: the run that left is retired, and status adds up.
 	writeFile(t, dir, "params.yml", "a: [1, 3]\n")
 	if code, stderr := run("--grid", grid, "--", "echo"); code != exitOK || !strings.Contains(stderr, "1 run of the ledger is no longer part of this sweep") {
@@ -748,4 +752,12 @@ func TestGitignoreCoversOutputs(t *testing.T) {
 	if err != nil || !slices.Contains(strings.Fields(string(b)), "nodepack-*/") {
 		t.Errorf(".gitignore lacks nodepack-*/: %v", err)
 	}
+}
+
+// derefOr returns *p, or or when p is nil.
+func derefOr(p *int, or int) int {
+	if p == nil {
+		return or
+	}
+	return *p
 }
