@@ -754,10 +754,10 @@ func TestGitignoreCoversOutputs(t *testing.T) {
 	}
 }
 
-// derefOr returns *p, or or when p is nil.
-func derefOr(p *int, or int) int {
+// derefOr returns *p, or fallback when p is nil.
+func derefOr(p *int, fallback int) int {
 	if p == nil {
-		return or
+		return fallback
 	}
 	return *p
 }
