@@ -26,9 +26,10 @@ import (
 var procs struct {
 	once  sync.Once
 	err   error
-	spawn chan spawnRequest
-	kick  chan struct{}      // asks for a sweep soon; coalesces
-	now   chan chan struct{} // asks for a complete sweep; closed when done
+	spawn chan spawnRequest   // any spawner
+	near  []chan spawnRequest // one spawner's own: see spawn
+	kick  chan struct{}       // asks for a sweep soon; coalesces
+	now   chan chan struct{}  // asks for a complete sweep; closed when done
 
 	// token is this process's session token (see sessionVar), and
 	// supervisor the process that cleans up after it: nil when the host
@@ -73,7 +74,9 @@ func setup() error {
 		procs.now = make(chan chan struct{})
 		ready := make(chan error)
 		for range spawners {
-			go spawner(ready)
+			own := make(chan spawnRequest)
+			procs.near = append(procs.near, own)
+			go spawner(own, ready)
 			if procs.err = <-ready; procs.err != nil {
 				return
 			}
@@ -104,7 +107,7 @@ var spawners = min(max(runtime.NumCPU(), 2), 8)
 // else, so its mask stays as the last run left it, and is set only when the
 // next run asks for another. Because the thread never exits, Pdeathsig
 // fires only when the whole process dies.
-func spawner(ready chan<- error) {
+func spawner(own <-chan spawnRequest, ready chan<- error) {
 	runtime.LockOSThread() // never unlocked
 	var mask unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &mask); err != nil {
@@ -113,7 +116,12 @@ func spawner(ready chan<- error) {
 	}
 	all := mask
 	ready <- nil
-	for req := range procs.spawn {
+	for {
+		var req spawnRequest
+		select {
+		case req = <-own:
+		case req = <-procs.spawn:
+		}
 		req.done <- spawnOne(req, &mask, &all)
 	}
 }
@@ -191,6 +199,18 @@ func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (*process, error) {
 // spawn has the spawner thread start cmd.
 func spawn(cmd *exec.Cmd, cpus []int, key attemptKey) error {
 	req := spawnRequest{cmd: cmd, cpus: cpus, key: key, done: make(chan error, 1)}
+	if len(cpus) > 0 {
+		// A pinned start goes to the spawner its first CPU names, when that
+		// one is idle: a lane's runs keep their CPUs, so that spawner's
+		// thread is already pinned there and wakes on the CPU the lane's
+		// last run just left. Another spawner would wake where its own last
+		// run was, often behind a running run, and leave this CPU idle.
+		select {
+		case procs.near[cpus[0]%len(procs.near)] <- req:
+			return <-req.done
+		default:
+		}
+	}
 	procs.spawn <- req
 	return <-req.done
 }
