@@ -77,26 +77,35 @@ func (r Request) UsesGPU() bool { return r.GPUs > 0 || r.SharesGPU() }
 // String returns the request in the form ParseRequest reads:
 // "gpus=2 cpus=16", "gpus=0.25 gpu_mem=12GiB cpus=4 mem=32GiB".
 func (r Request) String() string {
-	var parts []string
+	// Appended to one buffer: the ledger writes it for every start and end.
+	b := make([]byte, 0, 48)
 	switch {
 	case r.GPUs > 0:
-		parts = append(parts, "gpus="+strconv.Itoa(r.GPUs))
+		b = strconv.AppendInt(append(b, "gpus="...), int64(r.GPUs), 10)
 	case r.GPUShare > 0:
-		parts = append(parts, "gpus="+formatShare(r.GPUShare))
+		b = append(append(b, "gpus="...), formatShare(r.GPUShare)...)
 	case r.GPUMem == 0 && !r.AutoGPUMem:
-		parts = append(parts, "gpus=0")
+		b = append(b, "gpus=0"...)
+	}
+	sep := func() {
+		if len(b) > 0 {
+			b = append(b, ' ')
+		}
 	}
 	switch {
 	case r.AutoGPUMem:
-		parts = append(parts, "gpu_mem=auto")
+		sep()
+		b = append(b, "gpu_mem=auto"...)
 	case r.GPUMem > 0:
-		parts = append(parts, "gpu_mem="+FormatSize(r.GPUMem))
+		sep()
+		b = append(append(b, "gpu_mem="...), FormatSize(r.GPUMem)...)
 	}
-	parts = append(parts, "cpus="+strconv.Itoa(r.CPUs))
+	sep()
+	b = strconv.AppendInt(append(b, "cpus="...), int64(r.CPUs), 10)
 	if r.Mem > 0 {
-		parts = append(parts, "mem="+FormatSize(r.Mem))
+		b = append(append(b, " mem="...), FormatSize(r.Mem)...)
 	}
-	return strings.Join(parts, " ")
+	return string(b)
 }
 
 // Class names the kind of placement the request gets, for people and

@@ -180,7 +180,11 @@ func TestEnvInRun(t *testing.T) {
 // whatever the run before it on the same lane left there or did to it.
 func TestPrivateTMPDIR(t *testing.T) {
 	var runs []Run
-	for i, mess := range []string{"touch $TMPDIR/left", "mkdir $TMPDIR/d; touch $TMPDIR/d/f; chmod 500 $TMPDIR/d", "chmod 755 $TMPDIR", "true", "touch $TMPDIR/.hidden"} {
+	elsewhere := filepath.Join(t.TempDir(), "empty")
+	for i, mess := range []string{"touch $TMPDIR/left", "mkdir $TMPDIR/d; touch $TMPDIR/d/f; chmod 500 $TMPDIR/d", "chmod 755 $TMPDIR", "true", "touch $TMPDIR/.hidden",
+		"chmod 1700 $TMPDIR", "true",
+		// An empty 0700 directory in its place, behind a symbolic link.
+		"mkdir -m 700 " + elsewhere + " && rmdir $TMPDIR && ln -s " + elsewhere + " $TMPDIR", "true"} {
 		runs = append(runs, Run{ID: strconv.Itoa(i), Args: []string{"bash", "-c", `test -z "$(ls -A $TMPDIR)" && test "$(stat -c %a $TMPDIR)" = 700 || echo not private; ` + mess}})
 	}
 	_, events, err := execute(t, t.Context(), lanes(1), Options{}, runs...)

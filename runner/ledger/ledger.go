@@ -442,6 +442,7 @@ func readLean(path string) (*Log, error) {
 type Writer struct {
 	path   string
 	dir    string
+	absDir string // dir made absolute once, for relative; "" if that failed
 	host   string
 	past   *Log     // what the file held when opened
 	lock   *os.File // the lock directory, held for the life of the Ledger
@@ -509,6 +510,7 @@ func open(path string, restart bool, known *Log) (*Writer, error) {
 		return nil, err
 	}
 	l := &Writer{path: path, dir: dir, lock: lock}
+	l.absDir, _ = filepath.Abs(dir)
 	fail := func(err error) (*Writer, error) {
 		if l.file != nil {
 			l.file.Close()
@@ -712,14 +714,15 @@ func roundSeconds(d time.Duration) float64 { return d.Round(time.Millisecond).Se
 // relative makes a log path relative to the ledger's directory, so that a
 // reader on another machine finds it from there.
 func (l *Writer) relative(path string) string {
-	if path == "" {
-		return ""
-	}
-	dir, err := filepath.Abs(l.dir)
-	if err != nil {
+	if path == "" || l.absDir == "" {
 		return path
 	}
-	if rel, err := filepath.Rel(dir, path); err == nil && !strings.HasPrefix(rel, "..") {
+	// The logs are in the ledger's directory: a cut, not a filepath.Rel,
+	// for every start and end.
+	if rest, ok := strings.CutPrefix(path, l.absDir); ok && strings.HasPrefix(rest, "/") && filepath.Clean(path) == path {
+		return rest[1:]
+	}
+	if rel, err := filepath.Rel(l.absDir, path); err == nil && !strings.HasPrefix(rel, "..") {
 		return rel
 	}
 	return path

@@ -519,3 +519,26 @@ func TestRequestAndMeasuredGPUMemory(t *testing.T) {
 		t.Errorf("GPU usage recorded: %+v, want GPU-a's 9 GiB", g)
 	}
 }
+
+// TestLogPathsRelativeToTheLedger: a record names a log by its path from
+// the ledger's directory when the log is inside it, else by the path given.
+func TestLogPathsRelativeToTheLedger(t *testing.T) {
+	l := &Writer{absDir: "/out"}
+	for _, c := range []struct{ desc, path, want string }{
+		{"a run's log", "/out/runs/a-1/stdout.log", "runs/a-1/stdout.log"},
+		{"no log", "", ""},
+		{"a directory beside, with the same prefix", "/out2/runs/a/stdout.log", "/out2/runs/a/stdout.log"},
+		{"outside", "/elsewhere/x.log", "/elsewhere/x.log"},
+		{"not clean, inside", "/out/runs/../runs/a/stdout.log", "runs/a/stdout.log"},
+		{"not clean, leading outside", "/out/../x.log", "/out/../x.log"},
+		{"relative", "runs/a/stdout.log", "runs/a/stdout.log"},
+	} {
+		if got := l.relative(c.path); got != c.want {
+			t.Errorf("%s: relative(%q) = %q, want %q", c.desc, c.path, got, c.want)
+		}
+	}
+	root := &Writer{absDir: "/"}
+	if got := root.relative("/runs/a/stdout.log"); got != "runs/a/stdout.log" {
+		t.Errorf("ledger in /: %q", got)
+	}
+}
