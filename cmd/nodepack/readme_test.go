@@ -340,6 +340,7 @@ var layers = map[string]int{
 	"resources":       4,
 	"resources/batch": 1,
 	"resources/usage": 1,
+	"runner/failure":  1,
 	"pack":            0,
 }
 

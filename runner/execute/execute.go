@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
+	"github.com/nodepack/nodepack/runner/failure"
 )
 
 // waitDelay bounds how long Wait keeps reading a run's output pipes (Live
@@ -95,6 +96,8 @@ type Execution struct {
 
 	pathMu sync.Mutex
 	paths  map[string]string // command name → path found in PATH
+
+	patterns []failure.Pattern // Options.FailPatterns, then failure.Builtin
 
 	waitOnce sync.Once
 	result   Summary
@@ -236,6 +239,11 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 	if opts.Request.AutoGPUMem && opts.Sampler == nil {
 		return nil, errors.New("execute: gpu_mem=auto needs a Sampler to measure it")
 	}
+	for c, n := range opts.Retry {
+		if !c.Valid() || c == failure.Interrupted || n < 0 {
+			return nil, fmt.Errorf("execute: retry %s=%d: want a failure class other than interrupted and a count of at least 0", c, n)
+		}
+	}
 	if err := setup(); err != nil {
 		return nil, fmt.Errorf("execute: %w", err)
 	}
@@ -254,6 +262,7 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		turn:          make(chan struct{}, 1),
 		drainAt:       opts.DrainAt,
 		terminateAt:   opts.TerminateAt,
+		patterns:      append(slices.Clip(opts.FailPatterns), failure.Builtin...),
 	}
 	e.env = newEnvBuilder(os.Environ(), sessionToken(), &e.opts)
 	if e.grace <= 0 {
@@ -486,6 +495,7 @@ func (e *Execution) runAll(r *placed) {
 	if e.opts.PriorAttempts != nil {
 		prior = max(0, e.opts.PriorAttempts(run.ID))
 	}
+	var failedWith map[failure.Class]int // this sweep's failed attempts of the run, by class
 	for n := 1; ; n++ {
 		ev, started, err := e.attempt(r, prior+n)
 		if err != nil {
@@ -495,13 +505,44 @@ func (e *Execution) runAll(r *placed) {
 		if !started {
 			return // the sweep stopped before this attempt could start
 		}
-		ev.Retry = (ev.Reason == Failed || ev.Reason == TimedOut) && n <= e.opts.Retries && !e.halted()
+		if ev.Reason == Failed || ev.Reason == TimedOut {
+			if failedWith == nil {
+				failedWith = map[failure.Class]int{}
+			}
+			failedWith[ev.Class]++
+			ev.Retry = failedWith[ev.Class] <= e.retryBudget(ev.Class) && !e.halted()
+		}
 		e.record(r.lane, ev, n == 1)
 		e.emit(ev)
 		if !ev.Retry {
 			return
 		}
+		if wait := e.backoff(n); wait > 0 && !e.sleepUntil(time.Now().Add(wait), nil) {
+			return // stopped while waiting: the ledger's retry mark makes a resume run it
+		}
 	}
+}
+
+// retryBudget is how many attempts of a run may fail with class c before
+// it is given up (Options.Retry, Options.Retries).
+func (e *Execution) retryBudget(c failure.Class) int {
+	if n, ok := e.opts.Retry[c]; ok {
+		return n
+	}
+	switch c {
+	case failure.HostOOM, failure.NotFound, failure.Interrupted:
+		return 0
+	}
+	return e.opts.Retries
+}
+
+// backoff is the wait before the retry that follows attempt n of a run.
+func (e *Execution) backoff(n int) time.Duration {
+	wait := e.opts.RetryBackoff
+	for i := 1; i < n && wait < time.Minute; i++ {
+		wait *= 2
+	}
+	return min(wait, max(time.Minute, e.opts.RetryBackoff))
 }
 
 func originOf(run Run) string {
@@ -540,6 +581,10 @@ func (e *Execution) record(i int, ev Event, first bool) {
 		if ev.Reason == TimedOut {
 			s.TimedOut++
 		}
+		if s.Classes == nil {
+			s.Classes = map[failure.Class]int{}
+		}
+		s.Classes[ev.Class]++
 		if len(s.Failures) < MaxReportedFailures {
 			s.Failures = append(s.Failures, ev)
 		}
@@ -686,6 +731,7 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 	if cmdErr != nil {
 		return e.notStarted(ev, cmdErr), true, nil
 	}
+	oomBefore, oomKnown := e.oomKills()
 	p, err := startProcess(cmd, slot.CPUs, attemptKey{run.ID, n})
 	var notStarted *startError
 	if errors.As(err, &notStarted) {
@@ -717,6 +763,13 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 		errW.flush()
 	}
 	e.classify(&ev, reason, exit)
+	if ev.Reason != OK {
+		oomAfter, ok := e.oomKills()
+		// Killed, or a shell whose child was (128+9): the kernel's OOM
+		// killer sends SIGKILL.
+		killed := ev.Signal == "SIGKILL" || ev.ExitCode == 128+int(syscall.SIGKILL)
+		e.name(&ev, failure.Outcome{OOMKilled: oomKnown && ok && oomAfter > oomBefore && killed})
+	}
 	ev.Usage.Sampled = sampled
 	ev.Slot.Assignment = r.assignment() // gpu_mem=auto may have shrunk its claim
 	return ev, true, nil
@@ -897,7 +950,30 @@ func (e *Execution) notStarted(ev Event, err error) Event {
 	ev.ExitCode = -1
 	ev.Reason = Failed
 	ev.Err = err
+	e.name(&ev, failure.Outcome{StartErr: err})
 	return ev
+}
+
+// oomKills reads Options.OOMKills, if set.
+func (e *Execution) oomKills() (uint64, bool) {
+	if e.opts.OOMKills == nil {
+		return 0, false
+	}
+	return e.opts.OOMKills()
+}
+
+// name sets the class of a failed attempt and the last lines of its
+// standard error; o holds what only the caller knows (a start error, the
+// OOM kill count).
+func (e *Execution) name(ev *Event, o failure.Outcome) {
+	o.ExitCode, o.Signal = ev.ExitCode, ev.Signal
+	o.TimedOut, o.Interrupted = ev.Reason == TimedOut, ev.Reason == Interrupted
+	var tail []byte
+	if ev.Stderr != "" && !o.Interrupted {
+		tail = failure.ReadTail(ev.Stderr)
+	}
+	ev.Class = failure.Classify(o, tail, e.patterns)
+	ev.StderrTail = failure.LastLines(tail, MaxTailLines, MaxTailLine)
 }
 
 // openLog opens a log file for appending, creating it if needed. It opens

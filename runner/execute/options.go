@@ -6,6 +6,7 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
+	"github.com/nodepack/nodepack/runner/failure"
 )
 
 // DefaultGrace is the grace period used when Options.Grace is zero: between
@@ -89,7 +90,30 @@ type Options struct {
 	Grace time.Duration
 	// Retries is how many more attempts a run gets after a failure or a
 	// timeout (not after an interruption). NODEPACK_ATTEMPT counts from 1.
+	// It is the budget of every failure class that Retry does not name,
+	// except host-oom and not-found: more of the same rarely helps those,
+	// so they are retried only when Retry names them.
 	Retries int
+	// Retry sets the retry budget of failure classes: a run whose attempt
+	// failed with class C gets another while its attempts that failed with
+	// C in this sweep number at most Retry[C]. Interrupted attempts are
+	// never retried.
+	Retry map[failure.Class]int
+	// RetryBackoff is the wait before a run's first retry; each later
+	// retry of the run waits twice the one before, up to a minute. The run
+	// keeps its place (its GPUs and CPUs) meanwhile. Zero retries at once.
+	RetryBackoff time.Duration
+	// FailPatterns are matched against the tail of a failed attempt's
+	// standard error (its log: without OutputDir no log is read) before
+	// failure.Builtin, to name the attempt's class; see failure.Classify.
+	FailPatterns []failure.Pattern
+	// OOMKills, if set, returns the count of kernel OOM kills in the
+	// memory cgroup of this process (and its runs), and whether it could
+	// be read. It is read as each attempt starts and ends: an attempt that
+	// died of SIGKILL (or exited 137, as a shell does when its child did)
+	// while the count rose is host-oom. Two runs that die so at the same
+	// time are both host-oom: the count does not say whose process died.
+	OOMKills func() (uint64, bool)
 	// MaxFailures stops the starting of new runs (and retries) once that many
 	// runs have failed; running ones finish. Zero means no limit.
 	MaxFailures int
@@ -208,7 +232,19 @@ type Event struct {
 	Err      error // why it did not start, or an I/O error on its output; nil otherwise
 	Retry    bool  // another attempt follows
 	Usage    Usage
+	// Class is why the attempt failed; empty when it succeeded.
+	Class failure.Class
+	// StderrTail is the last lines of a failed attempt's standard error
+	// (at most MaxTailLines, each at most MaxTailLine bytes), from its log.
+	StderrTail []string
 }
+
+// MaxTailLines and MaxTailLine bound Event.StderrTail: it goes to the
+// ledger with every failed attempt.
+const (
+	MaxTailLines = 5
+	MaxTailLine  = 300
+)
 
 // Summary is what Execute reports at the end.
 type Summary struct {
@@ -218,6 +254,9 @@ type Summary struct {
 	Failed      int // runs whose last attempt failed or timed out
 	TimedOut    int // of Failed, those whose last attempt timed out
 	Interrupted int // runs stopped by cancellation, Kill or the terminate deadline
+	// Classes counts the runs of Failed by the class of their last
+	// attempt; nil when none failed.
+	Classes map[failure.Class]int
 	// Failures holds the Finished event of the last attempt of each failed
 	// run, in the order they ended; at most MaxReportedFailures of them.
 	Failures []Event

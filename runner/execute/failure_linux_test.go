@@ -1,0 +1,220 @@
+package execute
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodepack/nodepack/runner/failure"
+)
+
+// TestFailureClasses: real processes that fail in every way a CPU-only
+// machine can show; each attempt gets its class and its stderr's last
+// lines. The framework messages are the ones runner/failure's tests name
+// the sources of.
+func TestFailureClasses(t *testing.T) {
+	cases := []struct {
+		line string
+		want failure.Class
+	}{
+		{`echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 79.15 GiB' >&2; exit 1`, failure.CUDAOOM},
+		{`echo 'tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[16384,16384]' >&2; exit 1`, failure.CUDAOOM},
+		{`echo 'jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 68719476736 bytes.' >&2; exit 1`, failure.CUDAOOM},
+		{`echo 'RuntimeError: CUDA error: an illegal memory access was encountered' >&2; exit 1`, failure.GPUError},
+		{`echo 'my-oom: arena exhausted' >&2; exit 1`, failure.CUDAOOM}, // the user's pattern
+		{`echo checkpoint > /dev/full`, failure.DiskFull},               // a real ENOSPC, as bash reports it
+		{`trian.py --lr 0.1`, failure.NotFound},
+		{`kill -SEGV $$`, failure.Signal},
+		{`echo 'ModuleNotFoundError: No module named tourch' >&2; exit 3`, failure.Exit},
+		{`sleep 30`, failure.Timeout},
+	}
+	var lines []string
+	for _, c := range cases {
+		lines = append(lines, c.line)
+	}
+	user, err := failure.ParsePattern(`cuda-oom=arena exhausted`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, events, err := execute(t, t.Context(), lanes(4), Options{Timeout: time.Second, FailPatterns: []failure.Pattern{user}}, shell(lines...)...)
+	if err != nil || len(events) != len(cases) {
+		t.Fatalf("%v, %d events", err, len(events))
+	}
+	byID := map[string]Event{}
+	for _, ev := range events {
+		byID[ev.Run.ID] = ev
+	}
+	want := map[failure.Class]int{}
+	for i, run := range shell(lines...) {
+		ev := byID[run.ID]
+		want[cases[i].want]++
+		if ev.Class != cases[i].want {
+			t.Errorf("%q: class %q (exit %d %s), want %q", cases[i].line, ev.Class, ev.ExitCode, ev.Signal, cases[i].want)
+		}
+	}
+	if ev := byID[shell(lines...)[8].ID]; strings.Join(ev.StderrTail, "|") != "ModuleNotFoundError: No module named tourch" {
+		t.Errorf("stderr tail %q", ev.StderrTail)
+	}
+	for c, n := range want {
+		if sum.Classes[c] != n {
+			t.Errorf("summary counts %d runs of %s, want %d (%v)", sum.Classes[c], c, n, sum.Classes)
+		}
+	}
+}
+
+// TestMissingWrapIsNotFound: a --wrap prefix that does not exist fails
+// every run as not-found, without a retry (Retries does not cover it).
+func TestMissingWrapIsNotFound(t *testing.T) {
+	_, events, err := execute(t, t.Context(), lanes(1), Options{Wrap: []string{"/nonexistent/apptainer", "exec"}, Retries: 3}, shell("true")...)
+	if err != nil || len(events) != 1 {
+		t.Fatalf("%v, %d events", err, len(events))
+	}
+	if ev := events[0]; ev.Class != failure.NotFound || ev.Retry || ev.Attempt != 1 {
+		t.Errorf("class %q, retry %v, attempt %d; want not-found, not retried", ev.Class, ev.Retry, ev.Attempt)
+	}
+}
+
+// TestRetryBudgetPerClass: each class has its own budget, Retries covers
+// the classes Retry does not name (but not not-found and host-oom), and a
+// run that recovers stops retrying.
+func TestRetryBudgetPerClass(t *testing.T) {
+	oom := `echo 'RuntimeError: CUDA error: out of memory' >&2; `
+	runs := shell(
+		oom+`exit 1`, // always cuda-oom: 1 + 2 attempts
+		`exit 4`,     // exit: its budget is 0 although Retries is 5
+		`trian.py`,   // not-found: not covered by Retries
+		oom+`test "$NODEPACK_ATTEMPT" -ge 2 || exit 1`, // recovers on its second attempt
+		`kill -USR1 $$`, // signal: Retries covers it, 1 + 5 attempts
+	)
+	opts := Options{Retries: 5, Retry: map[failure.Class]int{failure.CUDAOOM: 2, failure.Exit: 0}}
+	sum, events, err := execute(t, t.Context(), lanes(2), opts, runs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts := map[string]int{}
+	for _, ev := range events {
+		attempts[ev.Run.ID]++
+	}
+	for i, want := range []int{3, 1, 1, 2, 6} {
+		if got := attempts[runs[i].ID]; got != want {
+			t.Errorf("run %d (%s): %d attempts, want %d", i, runs[i].Args[2], got, want)
+		}
+	}
+	if sum.Succeeded != 1 || sum.Failed != 4 || sum.Classes[failure.CUDAOOM] != 1 || sum.Classes[failure.Signal] != 1 {
+		t.Errorf("summary %+v", sum)
+	}
+}
+
+// TestRetryBackoffDoubles: the retries of a run wait RetryBackoff, then
+// twice that, and the run keeps its lane meanwhile.
+func TestRetryBackoffDoubles(t *testing.T) {
+	const backoff = 150 * time.Millisecond
+	_, events, err := execute(t, t.Context(), lanes(1), Options{Retries: 2, RetryBackoff: backoff}, shell("exit 1")...)
+	if err != nil || len(events) != 3 {
+		t.Fatalf("%v, %d events", err, len(events))
+	}
+	for i := 1; i < len(events); i++ {
+		gap := events[i].Start.Sub(events[i-1].End)
+		if want := backoff << (i - 1); gap < want {
+			t.Errorf("retry %d started %v after the attempt before ended, want at least %v", i, gap, want)
+		}
+		if events[i].Slot.Index != events[0].Slot.Index {
+			t.Errorf("retry %d in lane %d, not %d", i, events[i].Slot.Index, events[0].Slot.Index)
+		}
+	}
+}
+
+// TestHostOOM: a run the kernel's OOM killer kills, in a memory cgroup
+// with a small limit, is host-oom; the same run without the OOM count is a
+// plain signal. Needs a writable cgroup v1 memory hierarchy or a cgroup v2
+// tree with the memory controller (root in CI).
+func TestHostOOM(t *testing.T) {
+	dir, events := memoryCgroup(t, 64<<20)
+	// The run joins the limited cgroup, then holds 300 MB: tail keeps the
+	// last line, and /dev/zero has none. One run is killed itself, the
+	// other's child is (bash then exits 137).
+	join := `echo $$ > ` + filepath.Join(dir, "cgroup.procs") + ` && `
+	lines := []string{
+		join + `exec tail -n 1 < <(head -c 300000000 /dev/zero)`,
+		join + `head -c 300000000 /dev/zero | tail -n 1; exit $?`,
+	}
+	count := func() (uint64, bool) { return oomKillCount(events) }
+	_, evs, err := execute(t, t.Context(), lanes(1), Options{OOMKills: count}, shell(lines...)...)
+	if err != nil || len(evs) != len(lines) {
+		t.Fatalf("%v, %d events", err, len(evs))
+	}
+	for _, ev := range evs {
+		if ev.Class != failure.HostOOM {
+			t.Errorf("%s: class %q (exit %d %s), want host-oom; oom count now %v", ev.Run.Args[2], ev.Class, ev.ExitCode, ev.Signal, must(count()))
+		}
+	}
+	// Without the count the same death is a signal: nothing else tells
+	// the OOM killer from a kill -9.
+	_, evs, err = execute(t, t.Context(), lanes(1), Options{}, shell(lines[0])...)
+	if err != nil || len(evs) != 1 || evs[0].Class != failure.Signal {
+		t.Errorf("without the count: %v, %+v", err, evs)
+	}
+}
+
+func must(n uint64, ok bool) string {
+	if !ok {
+		return "unreadable"
+	}
+	return strconv.FormatUint(n, 10)
+}
+
+// memoryCgroup makes a memory cgroup limited to limit bytes, removed at the
+// end of the test, and returns its directory and the file that counts its
+// OOM kills; it skips the test where none can be made.
+func memoryCgroup(t *testing.T, limit int) (dir, events string) {
+	t.Helper()
+	name := "nodepack-test-" + strconv.Itoa(os.Getpid())
+	for _, c := range []struct{ parent, limitFile, eventsFile string }{
+		{"/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.oom_control"},
+		{"/sys/fs/cgroup", "memory.max", "memory.events"},
+	} {
+		if _, err := os.Stat(filepath.Join(c.parent, c.limitFile)); err != nil && c.limitFile == "memory.limit_in_bytes" {
+			continue
+		}
+		dir = filepath.Join(c.parent, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			continue
+		}
+		t.Cleanup(func() {
+			for range 50 {
+				if os.Remove(dir) == nil {
+					return
+				}
+				time.Sleep(20 * time.Millisecond) // the killed run's processes leave the group as they are reaped
+			}
+		})
+		if os.WriteFile(filepath.Join(dir, c.limitFile), []byte(strconv.Itoa(limit)), 0o644) != nil {
+			continue
+		}
+		// No swap to page out to: the limit is the limit.
+		os.WriteFile(filepath.Join(dir, "memory.swappiness"), []byte("0"), 0o644)
+		os.WriteFile(filepath.Join(dir, "memory.swap.max"), []byte("0"), 0o644)
+		return dir, filepath.Join(dir, c.eventsFile)
+	}
+	t.Skip("no writable memory cgroup here (needs root and cgroup v1 memory or v2 with the memory controller)")
+	return "", ""
+}
+
+// oomKillCount reads the oom_kill line of memory.events or
+// memory.oom_control.
+func oomKillCount(path string) (uint64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
