@@ -87,6 +87,9 @@ func (p *progress) line(ev execute.Event) string {
 		count = fmt.Sprint(p.finished)
 	}
 	state := string(ev.Reason)
+	if ev.Class != "" {
+		state = string(ev.Class) // why it failed
+	}
 	if ev.Retry {
 		state += ", will retry"
 	}
@@ -100,6 +103,9 @@ func (p *progress) line(ev execute.Event) string {
 	}
 	if ev.Reason != execute.OK && ev.Stderr != "" {
 		s += " log " + ev.Stderr
+	}
+	if n := len(ev.StderrTail); n > 0 && ev.Reason != execute.Interrupted {
+		s += ": " + ev.StderrTail[n-1]
 	}
 	return s
 }

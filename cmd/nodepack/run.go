@@ -129,7 +129,10 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&x.MinStartInterval, "min-start-interval", 0, "at least `D` between any two starts")
 	fs.DurationVar(&x.Timeout, "timeout", 0, "stop a run after `D` (SIGTERM, then SIGKILL after --grace); 0 means none")
 	fs.DurationVar(&x.Grace, "grace", execute.DefaultGrace, "time between SIGTERM and SIGKILL")
-	fs.IntVar(&x.Retries, "retries", 0, "run a failed or timed-out run up to `N` more times")
+	fs.IntVar(&x.Retries, "retries", 0, "run a failed or timed-out run up to `N` more times (not host-oom and not-found: see --retry)")
+	fs.Var(retryBudgets{&x.Retry}, "retry", "retry budgets per failure class, `CLASS=N[,CLASS=N]` (repeatable): cuda-oom, host-oom, gpu-error, disk-full, not-found, timeout, signal, exit; a class not named gets --retries")
+	fs.DurationVar(&x.RetryBackoff, "retry-backoff", time.Second, "wait `D` before a run's first retry, twice that before the next, up to a minute; the run keeps its GPUs and CPUs")
+	fs.Var(failPatterns{&x.FailPatterns}, "fail-pattern", "name a failure's class by its stderr: `CLASS=REGEX` (repeatable), matched before the built-in patterns of PyTorch, TensorFlow, JAX, CUDA, NCCL and ENOSPC")
 	fs.IntVar(&x.MaxFailures, "max-failures", 0, "start no new runs after `N` failures; 0 means keep going")
 	fs.BoolVar(&o.FailFast, "fail-fast", false, "start no new runs after the first failure (--max-failures 1)")
 	fs.StringVar(&o.GPUIDs, "gpu-ids", "uuid", "how CUDA_VISIBLE_DEVICES names GPUs: uuid or index")
@@ -154,6 +157,9 @@ func (o *runOptions) finish(args []string) error {
 	}
 	if x.Retries < 0 || x.MaxFailures < 0 {
 		return errors.New("--retries and --max-failures must not be negative")
+	}
+	if x.RetryBackoff < 0 {
+		return fmt.Errorf("--retry-backoff %v: must not be negative", x.RetryBackoff)
 	}
 	if o.JSON && !o.DryRun {
 		return errors.New("--json goes with --dry-run")
@@ -321,6 +327,9 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*r
 	o.CheckPrograms = !o.DryRun // a dry run may list runs for another machine
 	if o.SampleInterval > 0 {
 		o.Execute.Sampler = resources.NewUsageSampler(o.SampleInterval)
+	}
+	if !o.DryRun {
+		o.Execute.OOMKills = resources.OOMKills() // nil where no cgroup counts them
 	}
 	sw, err := runner.Prepare(o.Options)
 	if err != nil {
@@ -519,8 +528,8 @@ func (s *signals) signal() syscall.Signal {
 
 func printSummary(w io.Writer, s execute.Summary, output string) {
 	fmt.Fprintf(w, "nodepack: %s: %d succeeded, %d failed", countWord(s.Runs, "run"), s.Succeeded, s.Failed)
-	if s.TimedOut > 0 {
-		fmt.Fprintf(w, " (%d timed out)", s.TimedOut)
+	if s.Failed > 0 {
+		fmt.Fprintf(w, " (%s)", classCounts(s.Classes))
 	}
 	if s.Interrupted > 0 {
 		fmt.Fprintf(w, ", %d interrupted", s.Interrupted)
@@ -530,15 +539,27 @@ func printSummary(w io.Writer, s execute.Summary, output string) {
 		fmt.Fprintf(w, "nodepack: stopped starting runs after %s (--max-failures/--fail-fast)\n", countWord(s.Failed, "failure"))
 	}
 	for _, ev := range s.Failures {
-		fmt.Fprintf(w, "  failed: %s exit %d (%s)  %s\n", ev.Run.ID, ev.ExitCode, describeFailure(ev), ev.Stderr)
+		fmt.Fprintf(w, "  failed: %s %s (%s)  %s\n", ev.Run.ID, ev.Class, describeFailure(ev), ev.Stderr)
+		for _, line := range ev.StderrTail {
+			fmt.Fprintf(w, "      | %s\n", line)
+		}
 	}
 	if s.Failed > len(s.Failures) {
 		fmt.Fprintf(w, "  … and %d more; logs are in %s\n", s.Failed-len(s.Failures), filepath.Join(output, "runs"))
 	}
+	for _, hint := range nextSteps(s.Classes, output) {
+		fmt.Fprintln(w, "nodepack: "+hint)
+	}
 }
 
 func describeFailure(ev execute.Event) string {
-	parts := []string{string(ev.Reason)}
+	parts := []string{fmt.Sprint("exit ", ev.ExitCode)}
+	if ev.Signal != "" {
+		parts[0] = ev.Signal
+	}
+	if ev.Attempt > 1 {
+		parts = append(parts, countWord(ev.Attempt, "attempt"))
+	}
 	if ev.Run.Origin != "" {
 		parts = append(parts, ev.Run.Origin)
 	}

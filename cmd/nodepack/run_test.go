@@ -90,7 +90,7 @@ func TestRunFailuresAndExitCodes(t *testing.T) {
 	if code != exitFailed {
 		t.Fatalf("exit %d, want 1:\n%s", code, stderr)
 	}
-	for _, want := range []string{"3 runs: 1 succeeded, 2 failed", "exit 3 (failed, " + file + ":2)", "exit 143 (failed, " + file + ":3)", filepath.Join(out, "runs")} {
+	for _, want := range []string{"3 runs: 1 succeeded, 2 failed", "exit (exit 3, " + file + ":2)", "signal (SIGTERM, " + file + ":3)", "| oops", filepath.Join(out, "runs")} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}

@@ -15,29 +15,35 @@ import (
 	"golang.org/x/term"
 )
 
-const statusUsage = `Usage: nodepack status [--json] [--watch [D]] DIR
+const statusUsage = `Usage: nodepack status [--json] [--failed] [--watch [D]] DIR
 
 Shows the progress of the sweep whose output directory is DIR, from its
 ledgers (all shards together), while it runs or after: how many runs are
 pending, running, succeeded, failed and interrupted; the running ones with
-their slot, GPUs, CPUs and time so far; the failed ones with exit code and
-log; and, while it runs, the throughput and an estimate of the time left.
+their slot, GPUs, CPUs and time so far; the failed ones with why they
+failed (their class: cuda-oom, host-oom, gpu-error, disk-full, not-found,
+timeout, signal or exit), exit code, attempts, the last lines of their
+stderr and their log; and, while it runs, the throughput and an estimate
+of the time left. --failed shows the failed runs only.
 It only reads DIR, so it works from any shell that sees the file system (a
 login node). A run the ledger shows running whose nodepack is gone (checked
 when DIR's sweep runs on this host) is shown as interrupted.
 
 --json prints a nodepack.status/v1 document; its "counts" object always
-holds pending, running, succeeded, failed and interrupted. Exit status 0,
+holds pending, running, succeeded, failed and interrupted, its "classes"
+object the failed runs per class. Exit status 0,
 or 2 when DIR holds no ledger or a ledger is corrupt.
 
 Examples:
   nodepack status nodepack-123456
   nodepack status --watch 10s nodepack-out
+  nodepack status --failed nodepack-out
   nodepack status --json nodepack-out | jq .counts`
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("status", pflag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print a nodepack.status/v1 document")
+	failedOnly := fs.Bool("failed", false, "show the failed runs only: class, exit, attempts, stderr's last lines, log")
 	watch := fs.Duration("watch", 0, "refresh every `D` until interrupted (--watch alone: 2s)")
 	fs.Lookup("watch").NoOptDefVal = "2s"
 	if code, ok := parseFlags(fs, statusUsage, watchValue(args), stdout, stderr); !ok {
@@ -66,6 +72,8 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
 			enc.Encode(doc)
+		} else if *failedOnly {
+			printFailures(stdout, doc)
 		} else {
 			printStatus(stdout, doc)
 		}
@@ -148,14 +156,8 @@ func printStatus(w io.Writer, doc *ledger.Status) {
 		}
 	}
 	if len(doc.Failures) > 0 {
-		fmt.Fprintln(w, "failed:")
-		for _, r := range doc.Failures {
-			exit := "?"
-			if r.ExitCode != nil {
-				exit = fmt.Sprint(*r.ExitCode)
-			}
-			fmt.Fprintf(w, "  %s  exit %s (%s)  %s  %s\n", r.ID, exit, r.Reason, r.Origin, r.Stderr)
-		}
+		fmt.Fprintf(w, "failed: %s\n", classCounts(doc.Classes))
+		printFailedRuns(w, doc.Failures)
 	}
 	if doc.RunsPerHour > 0 {
 		fmt.Fprintf(w, "throughput %.1f runs/h", doc.RunsPerHour)
@@ -163,5 +165,35 @@ func printStatus(w io.Writer, doc *ledger.Status) {
 			fmt.Fprintf(w, ", about %v left", time.Duration(*doc.ETASeconds*float64(time.Second)).Round(time.Second))
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// printFailures is status --failed: the failed runs, what failed them,
+// and what to do next.
+func printFailures(w io.Writer, doc *ledger.Status) {
+	if len(doc.Failures) == 0 {
+		fmt.Fprintf(w, "%s: no failed runs\n", doc.Dir)
+		return
+	}
+	fmt.Fprintf(w, "%s: %s failed: %s\n", doc.Dir, countWord(len(doc.Failures), "run"), classCounts(doc.Classes))
+	printFailedRuns(w, doc.Failures)
+	for _, hint := range nextSteps(doc.Classes, doc.Dir) {
+		fmt.Fprintln(w, hint)
+	}
+}
+
+func printFailedRuns(w io.Writer, runs []ledger.RunStatus) {
+	for _, r := range runs {
+		how := "exit ?"
+		switch {
+		case r.Signal != "":
+			how = r.Signal
+		case r.ExitCode != nil:
+			how = fmt.Sprint("exit ", *r.ExitCode)
+		}
+		fmt.Fprintf(w, "  %s  %s (%s)  %s  %s  %s\n", r.ID, r.Class, how, countWord(r.Attempt, "attempt"), r.Origin, r.Stderr)
+		for _, line := range r.StderrTail {
+			fmt.Fprintf(w, "      | %s\n", line)
+		}
 	}
 }

@@ -602,6 +602,7 @@ type attemptFiles struct {
 	stdout, stderr *os.File
 	tmpDir         string
 	lane           *string // the lane's TMPDIR, which tmpDir is
+	stderrFrom     int64   // where this attempt's part of stderr.log begins
 }
 
 // close closes the logs and empties the private TMPDIR for the lane's next
@@ -691,6 +692,12 @@ func (f *attemptFiles) begin(n int) error {
 		if _, err := fmt.Fprintf(log, "--- nodepack: attempt %d ---\n", n); err != nil {
 			return err
 		}
+		if log == f.stderr {
+			// Its failure is read from here on, not from the attempts before.
+			if st, err := log.Stat(); err == nil {
+				f.stderrFrom = st.Size()
+			}
+		}
 	}
 	return nil
 }
@@ -768,7 +775,7 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 		// Killed, or a shell whose child was (128+9): the kernel's OOM
 		// killer sends SIGKILL.
 		killed := ev.Signal == "SIGKILL" || ev.ExitCode == 128+int(syscall.SIGKILL)
-		e.name(&ev, failure.Outcome{OOMKilled: oomKnown && ok && oomAfter > oomBefore && killed})
+		e.name(&ev, failure.Outcome{OOMKilled: oomKnown && ok && oomAfter > oomBefore && killed}, files.stderrFrom)
 	}
 	ev.Usage.Sampled = sampled
 	ev.Slot.Assignment = r.assignment() // gpu_mem=auto may have shrunk its claim
@@ -950,7 +957,7 @@ func (e *Execution) notStarted(ev Event, err error) Event {
 	ev.ExitCode = -1
 	ev.Reason = Failed
 	ev.Err = err
-	e.name(&ev, failure.Outcome{StartErr: err})
+	e.name(&ev, failure.Outcome{StartErr: err}, 0)
 	return ev
 }
 
@@ -965,12 +972,12 @@ func (e *Execution) oomKills() (uint64, bool) {
 // name sets the class of a failed attempt and the last lines of its
 // standard error; o holds what only the caller knows (a start error, the
 // OOM kill count).
-func (e *Execution) name(ev *Event, o failure.Outcome) {
+func (e *Execution) name(ev *Event, o failure.Outcome, stderrFrom int64) {
 	o.ExitCode, o.Signal = ev.ExitCode, ev.Signal
 	o.TimedOut, o.Interrupted = ev.Reason == TimedOut, ev.Reason == Interrupted
 	var tail []byte
-	if ev.Stderr != "" && !o.Interrupted {
-		tail = failure.ReadTail(ev.Stderr)
+	if ev.Stderr != "" && !o.Interrupted && o.StartErr == nil { // nothing ran: the log holds earlier attempts only
+		tail = failure.ReadTail(ev.Stderr, stderrFrom)
 	}
 	ev.Class = failure.Classify(o, tail, e.patterns)
 	ev.StderrTail = failure.LastLines(tail, MaxTailLines, MaxTailLine)

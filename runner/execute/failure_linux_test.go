@@ -106,6 +106,13 @@ func TestRetryBudgetPerClass(t *testing.T) {
 	if sum.Succeeded != 1 || sum.Failed != 4 || sum.Classes[failure.CUDAOOM] != 1 || sum.Classes[failure.Signal] != 1 {
 		t.Errorf("summary %+v", sum)
 	}
+	// Each attempt's tail is its own: the log's earlier attempts and the
+	// header between them are not in it.
+	for _, ev := range events {
+		if ev.Run.ID == runs[0].ID && strings.Join(ev.StderrTail, "|") != "RuntimeError: CUDA error: out of memory" {
+			t.Errorf("attempt %d's tail %q", ev.Attempt, ev.StderrTail)
+		}
+	}
 }
 
 // TestRetryBackoffDoubles: the retries of a run wait RetryBackoff, then

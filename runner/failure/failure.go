@@ -153,9 +153,11 @@ func Classify(o Outcome, tail []byte, patterns []Pattern) Class {
 // to classify a failure.
 const TailBytes = 64 << 10
 
-// ReadTail returns at most the last TailBytes of the file at path, from
-// the start of a line; nil if it cannot be read.
-func ReadTail(path string) []byte {
+// ReadTail returns at most the last TailBytes of the file at path after
+// offset from (where an attempt's output began, in a log that holds
+// earlier attempts too), from the start of a line; nil if it cannot be
+// read.
+func ReadTail(path string, from int64) []byte {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil
@@ -165,14 +167,17 @@ func ReadTail(path string) []byte {
 	if err != nil || !st.Mode().IsRegular() {
 		return nil
 	}
-	off := max(st.Size()-TailBytes, 0)
+	off := max(st.Size()-TailBytes, from, 0)
+	if off >= st.Size() {
+		return nil
+	}
 	buf := make([]byte, st.Size()-off)
 	n, err := f.ReadAt(buf, off)
 	if err != nil && err != io.EOF {
 		return nil
 	}
 	buf = buf[:n]
-	if off > 0 {
+	if off > from {
 		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
 			buf = buf[i+1:] // a cut line could match half a message
 		}

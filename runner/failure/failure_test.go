@@ -127,7 +127,7 @@ func TestReadTailIsBounded(t *testing.T) {
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tail := ReadTail(path)
+	tail := ReadTail(path, 0)
 	if len(tail) > TailBytes || len(tail) < TailBytes-100 {
 		t.Fatalf("tail of %d bytes, want at most %d and nearly that", len(tail), TailBytes)
 	}
@@ -137,8 +137,16 @@ func TestReadTailIsBounded(t *testing.T) {
 	if Classify(Outcome{ExitCode: 1}, tail, Builtin) != CUDAOOM {
 		t.Error("the message at the end of a long log is not found")
 	}
-	if ReadTail(filepath.Join(t.TempDir(), "missing")) != nil || ReadTail(t.TempDir()) != nil {
+	if ReadTail(filepath.Join(t.TempDir(), "missing"), 0) != nil || ReadTail(t.TempDir(), 0) != nil {
 		t.Error("a missing file or a directory has a tail")
+	}
+	// A later attempt's part of the log only.
+	from := int64(b.Len() - len(logs["torch"]))
+	if got := string(ReadTail(path, from)); got != logs["torch"] {
+		t.Errorf("tail from the attempt's start: %.60q", got)
+	}
+	if got := ReadTail(path, int64(b.Len())); got != nil {
+		t.Errorf("an attempt that wrote nothing has a tail %.40q", got)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
@@ -84,6 +85,10 @@ type Record struct {
 	CPUSeconds  float64        `json:"cpu_s,omitempty"`
 	TreeRSSPeak uint64         `json:"tree_rss_peak_bytes,omitempty"`
 	GPUUsage    []usage.GPU    `json:"gpu_usage,omitempty"`
+	// Class is why the attempt failed (see runner/failure), StderrTail
+	// the last lines of its standard error.
+	Class      failure.Class `json:"class,omitempty"`
+	StderrTail []string      `json:"stderr_tail,omitempty"`
 
 	// End.
 	Note     string `json:"note,omitempty"`     // how the session ended
@@ -706,6 +711,7 @@ func (l *Writer) record(ev execute.Event) *Record {
 	rec.CPUSeconds = roundSeconds(ev.Usage.CPU)
 	rec.TreeRSSPeak = ev.Usage.Sampled.TreeRSSPeak
 	rec.GPUUsage = ev.Usage.Sampled.GPUs
+	rec.Class, rec.StderrTail = ev.Class, ev.StderrTail
 	return rec
 }
 

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/failure"
 )
 
 // StatusFormat names the Status document's schema. Fields are only ever
@@ -25,6 +28,9 @@ type Status struct {
 	Running []RunStatus `json:"running"`
 	// Failures lists the failed runs.
 	Failures []RunStatus `json:"failures"`
+	// Classes counts the failed runs by the failure class of their last
+	// attempt (see runner/failure); they add up to Counts.Failed.
+	Classes map[failure.Class]int `json:"classes"`
 	// RunsPerHour is the rate at which the live sessions finish runs; 0 when
 	// none is live. ETASeconds estimates the time left; null when unknown.
 	RunsPerHour float64  `json:"runs_per_hour"`
@@ -79,9 +85,12 @@ type RunStatus struct {
 	ExitCode *int      `json:"exit_code,omitempty"` // failed ones
 	Signal   string    `json:"signal,omitempty"`
 	Reason   string    `json:"reason,omitempty"`
-	Error    string    `json:"error,omitempty"`
-	Stdout   string    `json:"stdout,omitempty"`
-	Stderr   string    `json:"stderr,omitempty"`
+	Class    string    `json:"class,omitempty"` // failed ones: why (runner/failure)
+	// StderrTail is a failed run's last lines of standard error.
+	StderrTail []string `json:"stderr_tail,omitempty"`
+	Error      string   `json:"error,omitempty"`
+	Stdout     string   `json:"stdout,omitempty"`
+	Stderr     string   `json:"stderr,omitempty"`
 }
 
 // ReadStatus reads every ledger in dir and says where the sweep stands at
@@ -112,7 +121,7 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 	}
 	slices.Sort(files)
 	host, _ := os.Hostname()
-	st := &Status{Format: StatusFormat, Dir: dir, Time: now.UTC(), Running: []RunStatus{}, Failures: []RunStatus{}, Shards: []ShardStatus{}}
+	st := &Status{Format: StatusFormat, Dir: dir, Time: now.UTC(), Running: []RunStatus{}, Failures: []RunStatus{}, Shards: []ShardStatus{}, Classes: map[failure.Class]int{}}
 	total, totalKnown := 0, true
 	left := 0 // runs not finished for good: pending, running, interrupted
 	for _, file := range files {
@@ -170,7 +179,9 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 			case StateRunning:
 				st.Running = append(st.Running, runStatus(dir, run, now))
 			case StateFailed:
-				st.Failures = append(st.Failures, runStatus(dir, run, now))
+				rs := runStatus(dir, run, now)
+				st.Failures = append(st.Failures, rs)
+				st.Classes[failure.Class(rs.Class)]++
 			}
 			if run.Session == session && run.Finished != nil && (run.State == StateSucceeded || run.State == StateFailed) {
 				finished++
@@ -223,6 +234,7 @@ func runStatus(dir string, run *Run, now time.Time) RunStatus {
 	}
 	if fin := run.Finished; fin != nil && run.State == StateFailed {
 		s.ExitCode, s.Signal, s.Reason, s.Error = fin.ExitCode, fin.Signal, string(fin.Reason), fin.Error
+		s.Class, s.StderrTail = string(ClassOf(fin)), fin.StderrTail
 		if s.Origin == "" {
 			s.Origin = fin.Origin
 		}
@@ -234,6 +246,20 @@ func runStatus(dir string, run *Run, now time.Time) RunStatus {
 		}
 	}
 	return s
+}
+
+// ClassOf returns the failure class of a finished record: the one it
+// holds, or for a record written before classes were, the one its exit
+// status, signal and reason give.
+func ClassOf(fin *Record) failure.Class {
+	if fin.Class != "" {
+		return fin.Class
+	}
+	o := failure.Outcome{Signal: fin.Signal, TimedOut: fin.Reason == execute.TimedOut, Interrupted: fin.Reason == execute.Interrupted}
+	if fin.ExitCode != nil {
+		o.ExitCode = *fin.ExitCode
+	}
+	return failure.Classify(o, nil, nil)
 }
 
 // logPath turns a ledger's log path (relative to its directory) into one

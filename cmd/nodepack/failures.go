@@ -1,0 +1,123 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nodepack/nodepack/runner/failure"
+)
+
+// classCounts says how many runs failed of each class, in the order of
+// failure.Classes: "3 cuda-oom, 1 exit".
+func classCounts(classes map[failure.Class]int) string {
+	var parts []string
+	for _, c := range failure.Classes {
+		if n := classes[c]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, c))
+		}
+	}
+	if n := classes[""]; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d unclassified", n))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// nextSteps says, per class of failed runs, what to do about them.
+func nextSteps(classes map[failure.Class]int, dir string) []string {
+	var out []string
+	runs := func(c failure.Class) string { return countWord(classes[c], "run") }
+	for _, c := range failure.Classes {
+		if classes[c] == 0 {
+			continue
+		}
+		switch c {
+		case failure.CUDAOOM:
+			out = append(out, runs(c)+" ran out of GPU memory: give them more (--gpu-mem-per-run, or gpus= / gpu_mem= on their lines) and rerun with --retry-failed; --retry cuda-oom=N retries them at once")
+		case failure.HostOOM:
+			out = append(out, runs(c)+" were killed by the kernel's OOM killer: give them more host memory (--mem-per-run, mem= on their lines) or run fewer at once (--parallel), then rerun with --retry-failed")
+		case failure.GPUError:
+			out = append(out, runs(c)+" hit a GPU error: check the GPU (nvidia-smi -q, Xid lines in dmesg); --retry gpu-error=N retries them")
+		case failure.DiskFull:
+			out = append(out, runs(c)+" found the disk full: free space where they write (df -h "+dir+"), then rerun with --retry-failed")
+		case failure.NotFound:
+			out = append(out, runs(c)+" could not start their program (exit 126/127): check the command, PATH and the --wrap prefix; their stderr says which")
+		case failure.Timeout:
+			out = append(out, runs(c)+" reached --timeout: give a longer one, or --retry timeout=N")
+		}
+	}
+	if n := classes[failure.Exit] + classes[failure.Signal]; n > 0 {
+		out = append(out, countWord(n, "run")+" failed in their own code (exit, signal): see their stderr above and their logs; once fixed, rerun with --retry-failed")
+	}
+	return out
+}
+
+// retryBudgets is --retry: CLASS=N[,CLASS=N], repeatable, into
+// execute.Options.Retry.
+type retryBudgets struct{ m *map[failure.Class]int }
+
+func (r retryBudgets) String() string {
+	if r.m == nil || len(*r.m) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, c := range failure.Classes {
+		if n, ok := (*r.m)[c]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%d", c, n))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func (r retryBudgets) Type() string { return "CLASS=N" }
+
+func (r retryBudgets) Set(s string) error {
+	for item := range strings.SplitSeq(s, ",") {
+		name, num, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok {
+			return fmt.Errorf("%q: want CLASS=N", item)
+		}
+		c, err := failure.ParseClass(name)
+		if err != nil {
+			return err
+		}
+		if c == failure.Interrupted {
+			return errors.New("interrupted runs are not retried: a rerun resumes them")
+		}
+		n, err := strconv.Atoi(num)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q: N must be a count, 0 or more", item)
+		}
+		if *r.m == nil {
+			*r.m = map[failure.Class]int{}
+		}
+		(*r.m)[c] = n
+	}
+	return nil
+}
+
+// failPatterns is --fail-pattern, into execute.Options.FailPatterns.
+type failPatterns struct{ p *[]failure.Pattern }
+
+func (f failPatterns) String() string {
+	if f.p == nil {
+		return ""
+	}
+	var parts []string
+	for _, p := range *f.p {
+		parts = append(parts, string(p.Class)+"="+p.Regexp.String())
+	}
+	return strings.Join(parts, " ")
+}
+
+func (f failPatterns) Type() string { return "CLASS=REGEX" }
+
+func (f failPatterns) Set(s string) error {
+	p, err := failure.ParsePattern(s)
+	if err != nil {
+		return err
+	}
+	*f.p = append(*f.p, p)
+	return nil
+}

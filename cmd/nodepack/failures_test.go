@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/ledger"
+)
+
+// TestFailuresExplainThemselves: a sweep with mixed failures names each
+// one's class everywhere — the summary, the ledger, status and status
+// --json — retries per class, and says what to do next.
+func TestFailuresExplainThemselves(t *testing.T) {
+	dir := t.TempDir()
+	tasks := writeFile(t, dir, "tasks.txt", strings.Join([]string{
+		`echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB' >&2; exit 1`,
+		`true`,
+		`trian.py --lr 0.1`,
+		`echo saving > /dev/full`,
+		`echo 'my allocator: arena exhausted' >&2; exit 1`,
+		`echo 'ValueError: bad lr' >&2; exit 2`,
+	}, "\n")+"\n")
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runCLI(t, "run", "-j", "2", "-o", out, "--retry", "cuda-oom=1", "--retry-backoff", "10ms",
+		"--fail-pattern", "cuda-oom=arena exhausted", tasks)
+	if code != exitFailed {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	all := stdout + stderr
+	for _, want := range []string{
+		"5 failed (2 cuda-oom, 1 disk-full, 1 not-found, 1 exit)",
+		"cuda-oom, will retry",
+		"| bash: line 1: trian.py: command not found",
+		"2 runs ran out of GPU memory",
+		"1 run could not start their program",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("output lacks %q:\n%s", want, all)
+		}
+	}
+
+	// The ledger: every failed attempt has a class and its stderr's last lines.
+	f, err := os.Open(filepath.Join(out, "ledger.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	attempts := map[failure.Class]int{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r ledger.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Type != ledger.TypeFinished {
+			continue
+		}
+		if (r.Class == "") != (r.Reason == "ok") || r.Class != "" && len(r.StderrTail) == 0 {
+			t.Errorf("record %s: reason %s, class %q, tail %q", r.ID, r.Reason, r.Class, r.StderrTail)
+		}
+		attempts[r.Class]++
+	}
+	if attempts[failure.CUDAOOM] != 4 || attempts[failure.Exit] != 1 {
+		t.Errorf("attempts by class %v: want 4 cuda-oom (2 runs, one retry each)", attempts)
+	}
+
+	code, stdout, _ = runCLI(t, "status", "--failed", out)
+	if code != exitOK || !strings.Contains(stdout, "5 runs failed: 2 cuda-oom, 1 disk-full, 1 not-found, 1 exit") ||
+		!strings.Contains(stdout, "disk-full (exit 1)  1 attempt") || !strings.Contains(stdout, "| ValueError: bad lr") ||
+		strings.Contains(stdout, "succeeded") {
+		t.Errorf("status --failed (exit %d):\n%s", code, stdout)
+	}
+	code, stdout, _ = runCLI(t, "status", "--json", out)
+	var doc ledger.Status
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || code != exitOK {
+		t.Fatalf("status --json: %v\n%s", err, stdout)
+	}
+	sum := 0
+	for _, n := range doc.Classes {
+		sum += n
+	}
+	if sum != doc.Counts.Failed || doc.Classes[failure.CUDAOOM] != 2 {
+		t.Errorf("classes %v do not add up to %d failed", doc.Classes, doc.Counts.Failed)
+	}
+}
+
+func TestFailureFlagsAreChecked(t *testing.T) {
+	tasks := writeFile(t, t.TempDir(), "tasks.txt", "true\n")
+	for _, tc := range []struct{ flag, value, want string }{
+		{"--retry", "oom=1", `unknown failure class "oom"`},
+		{"--retry", "cuda-oom=-1", "N must be a count"},
+		{"--retry", "interrupted=1", "interrupted runs are not retried"},
+		{"--fail-pattern", "exit=boom", "exit is not read from a log"},
+		{"--fail-pattern", "cuda-oom=(", "missing closing )"},
+		{"--retry-backoff", "-1s", "must not be negative"},
+	} {
+		code, _, stderr := runCLI(t, "run", "--dry-run", tc.flag, tc.value, tasks)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 1 {
+			t.Errorf("%s %s: exit %d, %q; want exit 2 saying %q", tc.flag, tc.value, code, stderr, tc.want)
+		}
+	}
+}
+
+// TestHostOOMThroughTheCLI: nodepack in a memory cgroup of 64 MiB, as in a
+// batch job with a memory limit, finds the cgroup's OOM kill count itself
+// and names a run the kernel killed host-oom.
+func TestHostOOMThroughTheCLI(t *testing.T) {
+	cg := "/sys/fs/cgroup/memory/nodepack-cli-test-" + strconv.Itoa(os.Getpid())
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Skipf("no writable cgroup v1 memory hierarchy: %v", err)
+	}
+	t.Cleanup(func() { os.Remove(cg) })
+	if err := os.WriteFile(filepath.Join(cg, "memory.limit_in_bytes"), []byte("67108864"), 0o644); err != nil {
+		t.Skip(err)
+	}
+	os.WriteFile(filepath.Join(cg, "memory.swappiness"), []byte("0"), 0o644)
+	dir := t.TempDir()
+	tasks := writeFile(t, dir, "tasks.txt", "tail -n 1 < <(head -c 300000000 /dev/zero)\ntrue\n")
+	out := filepath.Join(dir, "out")
+	cmd := nodepackCommand(t, []string{"bash", "-c", `echo $$ > ` + cg + `/cgroup.procs && exec "$@"`, "bash"}, "run", "-j", "1", "-o", out, tasks)
+	b, err := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != exitFailed {
+		t.Fatalf("exit %d (%v)\n%s", code, err, b)
+	}
+	if !strings.Contains(string(b), "1 failed (1 host-oom)") || !strings.Contains(string(b), "killed by the kernel's OOM killer") {
+		t.Errorf("output:\n%s", b)
+	}
+}

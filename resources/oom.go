@@ -1,0 +1,94 @@
+package resources
+
+import (
+	"bufio"
+	"bytes"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// OOMKills returns a reader of the count of kernel OOM kills in this
+// process's memory cgroup — where the runs it starts are too — for the
+// runner's Options.OOMKills; nil when this system has no such count to
+// read. The count is oom_kill in cgroup v2's memory.events or in cgroup
+// v1's memory.oom_control: the kernel counts a kill in the cgroup of the
+// process it killed and in every ancestor, whichever limit was hit. The
+// file stays open, so a read is one pread; the reader may be called
+// concurrently.
+func OOMKills() func() (uint64, bool) { return oomKills(os.DirFS("/"), "/") }
+
+// oomKills is OOMKills for the file system at dir (root is the same, as
+// an fs.FS).
+func oomKills(root fs.FS, dir string) func() (uint64, bool) {
+	p := oomKillsFile(root)
+	if p == "" {
+		return nil
+	}
+	f, err := os.Open(filepath.Join(dir, p))
+	if err != nil {
+		return nil
+	}
+	var mu sync.Mutex
+	buf := make([]byte, 1024)
+	read := func() (uint64, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		n, _ := f.ReadAt(buf, 0)
+		return parseOOMKill(buf[:n])
+	}
+	if _, ok := read(); !ok {
+		f.Close()
+		return nil
+	}
+	return read
+}
+
+// oomKillsFile finds the file that counts this process's cgroup's OOM
+// kills, as a path within root; "" when there is none.
+func oomKillsFile(root fs.FS) string {
+	data, err := fs.ReadFile(root, "proc/self/cgroup")
+	if err != nil {
+		return ""
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	var v1, v2 string
+	for sc.Scan() {
+		fields := strings.SplitN(sc.Text(), ":", 3)
+		switch {
+		case len(fields) != 3:
+		case hasController(fields[1], "memory"):
+			v1 = path.Join("sys/fs/cgroup/memory", fields[2], "memory.oom_control")
+		case fields[0] == "0" && fields[1] == "":
+			v2 = path.Join("sys/fs/cgroup", fields[2], "memory.events")
+		}
+	}
+	// A hybrid system mounts v2 without the memory controller: v1 counts.
+	for _, p := range []string{v1, v2} {
+		if p == "" {
+			continue
+		}
+		if b, err := fs.ReadFile(root, p); err == nil {
+			if _, ok := parseOOMKill(b); ok {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// parseOOMKill reads the "oom_kill N" line of memory.events or
+// memory.oom_control.
+func parseOOMKill(b []byte) (uint64, bool) {
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("oom_kill ")); ok {
+			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
