@@ -26,7 +26,7 @@ func TestOOMKills(t *testing.T) {
 		}, 0, false},
 		{"no cgroups", map[string]string{}, 0, false},
 		{"a file without the count (an old kernel)", map[string]string{
-			"proc/self/cgroup": "0::/\n",
+			"proc/self/cgroup":            "0::/\n",
 			"sys/fs/cgroup/memory.events": "low 0\nhigh 0\nmax 0\noom 0\n",
 		}, 0, false},
 	} {
