@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
@@ -59,8 +61,12 @@ type Options struct {
 	// PriorAttempts, DrainAt and TerminateAt are the runner's to set, and
 	// TempDir defaults to the job's scratch directory.
 	Execute execute.Options
-	// RetryFailed also runs again the runs a resumed ledger says failed.
-	RetryFailed bool
+	// RetryFailed also runs again the runs a resumed ledger says failed:
+	// all of them, or those of RetryClasses (by their last attempt's
+	// failure class) and of RetryRuns (by ID), when either is set.
+	RetryFailed  bool
+	RetryClasses []failure.Class
+	RetryRuns    []string
 	// Restart starts over: the old ledger is kept as a backup and every
 	// run runs, also when the output directory holds another sweep.
 	Restart bool
@@ -121,6 +127,9 @@ type Sweep struct {
 // where there is one) and for an output directory that holds another
 // sweep (naming what changed); nothing has been written then.
 func Prepare(opts Options) (*Sweep, error) {
+	if !opts.RetryFailed && (len(opts.RetryClasses) > 0 || len(opts.RetryRuns) > 0) {
+		return nil, errors.New("retry classes and runs choose among the failed runs: they go with RetryFailed")
+	}
 	if opts.Restart && opts.RetryFailed {
 		return nil, errors.New("--restart reruns everything: --retry-failed goes with a resume")
 	}
@@ -306,7 +315,7 @@ func (s *Sweep) scan() error {
 	}
 	s.done = 0
 	for id, run := range log.Runs {
-		if !retiredSet[id] && (run.State == ledger.StateSucceeded || run.State == ledger.StateFailed && !s.opts.RetryFailed) {
+		if !retiredSet[id] && (run.State == ledger.StateSucceeded || run.State == ledger.StateFailed && !s.opts.retries(run)) {
 			s.done++
 		}
 	}
@@ -533,7 +542,11 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 			}
 		})
 	}
-	skip, resumed := w.Past().ResumeFilter(opts.RetryFailed)
+	var retry func(*ledger.Run) bool
+	if opts.RetryFailed {
+		retry = opts.retries
+	}
+	skip, resumed := w.Past().ResumeFilter(retry)
 	runs := s.source.RunsExcept(s.shard, skip)
 	r.resume = resumed
 	r.x, err = execute.Start(ctx, runs, xo)
@@ -586,6 +599,7 @@ func (s *Sweep) header(total int) ledger.Record {
 	h := ledger.Record{
 		Version: s.opts.Version,
 		Command: s.opts.Command,
+		Cwd:     workingDir(),
 		Shard:   &shard,
 		Total:   &total,
 		Sweep:   &def,
@@ -683,6 +697,17 @@ func (r *Session) Wait() Outcome {
 	return o
 }
 
+// retries reports whether a run the ledger says failed runs again.
+func (o *Options) retries(run *ledger.Run) bool {
+	if !o.RetryFailed {
+		return false
+	}
+	if len(o.RetryClasses) > 0 && (run.Finished == nil || !slices.Contains(o.RetryClasses, ledger.ClassOf(run.Finished))) {
+		return false
+	}
+	return len(o.RetryRuns) == 0 || slices.Contains(o.RetryRuns, run.ID)
+}
+
 // countLeft counts the runs of this shard that a rerun would run: neither
 // succeeded nor failed (unless RetryFailed), before or in this session.
 // The runs finished before were counted when the sweep was prepared (Done)
@@ -713,4 +738,11 @@ func lookPath(name string) error {
 		return errors.New("not an executable file")
 	}
 	return nil
+}
+
+// workingDir is the directory the sweep's command ran in, for the header:
+// its relative paths are relative to it. "" if unknown.
+func workingDir() string {
+	d, _ := os.Getwd()
+	return d
 }

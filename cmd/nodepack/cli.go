@@ -31,6 +31,7 @@ func commands() []command {
 		{"plan", "show which GPUs and CPUs each concurrent run gets, without running", runPlan},
 		{"run", "run every command of a task file, each on its own GPUs and cores", runRun},
 		{"status", "show a sweep's progress from its output directory, while it runs or after", runStatus},
+		{"retry", "run again the failed runs of an output directory, all or by failure class", runRetry},
 		{"version", "print nodepack's version", runVersion},
 	}
 }

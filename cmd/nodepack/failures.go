@@ -32,23 +32,24 @@ func nextSteps(classes map[failure.Class]int, dir string) []string {
 		if classes[c] == 0 {
 			continue
 		}
+		retry := "nodepack retry --class " + string(c) + " " + dir
 		switch c {
 		case failure.CUDAOOM:
-			out = append(out, runs(c)+" ran out of GPU memory: give them more (--gpu-mem-per-run, or gpus= / gpu_mem= on their lines) and rerun with --retry-failed; --retry cuda-oom=N retries them at once")
+			out = append(out, runs(c)+" ran out of GPU memory: give them more (gpus= or gpu_mem= on their task lines, or a larger --gpu-mem-per-run with --retry-failed), then "+retry+"; --retry cuda-oom=N retries at once")
 		case failure.HostOOM:
-			out = append(out, runs(c)+" were killed by the kernel's OOM killer: give them more host memory (--mem-per-run, mem= on their lines) or run fewer at once (--parallel), then rerun with --retry-failed")
+			out = append(out, runs(c)+" were killed by the kernel's OOM killer: give them more host memory (mem= on their lines, --mem-per-run) or run fewer at once (--parallel), then "+retry)
 		case failure.GPUError:
-			out = append(out, runs(c)+" hit a GPU error: check the GPU (nvidia-smi -q, Xid lines in dmesg); --retry gpu-error=N retries them")
+			out = append(out, runs(c)+" hit a GPU error: check the GPU (nvidia-smi -q, Xid lines in dmesg), then "+retry+"; --retry gpu-error=N retries at once")
 		case failure.DiskFull:
-			out = append(out, runs(c)+" found the disk full: free space where they write (df -h "+dir+"), then rerun with --retry-failed")
+			out = append(out, runs(c)+" found the disk full: free space where they write (df -h "+dir+"), then "+retry)
 		case failure.NotFound:
-			out = append(out, runs(c)+" could not start their program (exit 126/127): check the command, PATH and the --wrap prefix; their stderr says which")
+			out = append(out, runs(c)+" could not start their program (exit 126/127): check the command, PATH and the --wrap prefix (their stderr says which), then "+retry)
 		case failure.Timeout:
-			out = append(out, runs(c)+" reached --timeout: give a longer one, or --retry timeout=N")
+			out = append(out, runs(c)+" reached --timeout: "+retry+" after a longer one, or --retry timeout=N")
 		}
 	}
 	if n := classes[failure.Exit] + classes[failure.Signal]; n > 0 {
-		out = append(out, countWord(n, "run")+" failed in their own code (exit, signal): see their stderr above and their logs; once fixed, rerun with --retry-failed")
+		out = append(out, countWord(n, "run")+" failed in their own code (exit, signal): see their stderr above and their logs; once fixed, nodepack retry "+dir)
 	}
 	return out
 }

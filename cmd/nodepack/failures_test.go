@@ -132,3 +132,78 @@ func TestHostOOMThroughTheCLI(t *testing.T) {
 		t.Errorf("output:\n%s", b)
 	}
 }
+
+// TestRetryCommand: nodepack retry reruns only the failed runs of the
+// chosen class, with the recorded command, from the directory it ran in;
+// the other failed runs stay failed, and status still adds up.
+func TestRetryCommand(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "tasks.txt", strings.Join([]string{
+		`true`,
+		`test -e oom-once || { touch oom-once; echo 'RuntimeError: CUDA error: out of memory' >&2; exit 1; }`,
+		`test -e oom-twice || { touch oom-twice; echo 'torch.OutOfMemoryError: CUDA out of memory.' >&2; exit 1; }`,
+		`echo 'ValueError: bad lr' >&2; exit 2`,
+		`test -e enospc-once || { touch enospc-once; echo x > /dev/full; }`,
+	}, "\n")+"\n")
+	// The sweep runs in dir with a relative task file and output, as a user
+	// types it; retry runs from elsewhere.
+	cmd := nodepackCommand(t, nil, "run", "-q", "-j", "2", "-o", "out", "tasks.txt")
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); cmd.ProcessState.ExitCode() != exitFailed {
+		t.Fatalf("first run: %v\n%s", err, b)
+	}
+	out := filepath.Join(dir, "out")
+	code, _, stderr := runCLI(t, "retry", "--class", "cuda-oom", out)
+	if code != exitFailed || !strings.Contains(stderr, "2 failed runs of 4 failed runs, in "+dir) {
+		t.Fatalf("retry: exit %d\n%s", code, stderr)
+	}
+	status := func() ledger.Status {
+		t.Helper()
+		_, stdout, _ := runCLI(t, "status", "--json", out)
+		var doc ledger.Status
+		if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	doc := status()
+	if doc.Counts.Succeeded != 3 || doc.Counts.Failed != 2 || doc.Classes[failure.Exit] != 1 || doc.Classes[failure.DiskFull] != 1 || doc.Classes[failure.CUDAOOM] != 0 {
+		t.Errorf("after retry --class cuda-oom: %+v %v", doc.Counts, doc.Classes)
+	}
+	// A run by ID; then nothing of the class is left to retry.
+	var enospc string
+	for _, r := range doc.Failures {
+		if r.Class == string(failure.DiskFull) {
+			enospc = r.ID
+		}
+	}
+	if code, _, stderr = runCLI(t, "retry", "--run", enospc, out); code != exitFailed || !strings.Contains(stderr, "1 failed run of 2") {
+		t.Errorf("retry --run: exit %d\n%s", code, stderr)
+	}
+	if doc = status(); doc.Counts.Succeeded != 4 || doc.Counts.Failed != 1 || *doc.Total != 5 {
+		t.Errorf("after retry --run: %+v", doc.Counts)
+	}
+	code, _, stderr = runCLI(t, "retry", "--class", "cuda-oom", out)
+	if code != exitOK || !strings.Contains(stderr, "no failed runs to retry") || !strings.Contains(stderr, "(failed: 1 exit)") {
+		t.Errorf("nothing to retry: exit %d\n%s", code, stderr)
+	}
+	for _, args := range [][]string{{"retry", "--run", "nope", out}, {"retry", "--class", "oom", out}, {"retry", filepath.Join(dir, "missing")}, {"retry"}} {
+		if code, _, stderr := runCLI(t, args...); code != exitUsage || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%q: exit %d, %q", args, code, stderr)
+		}
+	}
+}
+
+func TestRetryArgs(t *testing.T) {
+	extra := []string{"--retry-failed", "-o", "/abs/out"}
+	for _, tc := range []struct{ desc, recorded, want string }{
+		{"a task file", "-j 2 -o out tasks.txt", "-j 2 tasks.txt --retry-failed -o /abs/out"},
+		{"a sweep's command stays last", "--sweep -o=out -- python train.py lr=1,2", "--sweep --retry-failed -o /abs/out -- python train.py lr=1,2"},
+		{"an earlier retry's choices go", "tasks.txt --retry-failed -o /abs/out --retry-class cuda-oom --retry-run=abc --restart", "tasks.txt --retry-failed -o /abs/out"},
+		{"the command's own -o stays", "--params p.jsonl -- prog -o x --restart", "--params p.jsonl --retry-failed -o /abs/out -- prog -o x --restart"},
+	} {
+		if got := strings.Join(retryArgs(strings.Fields(tc.recorded), extra), " "); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.desc, got, tc.want)
+		}
+	}
+}

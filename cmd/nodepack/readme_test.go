@@ -253,7 +253,9 @@ func TestReadmeCommands(t *testing.T) {
 // helpExampleSetup prepares what some --help examples expect: the output
 // directories status looks at.
 const helpExampleSetup = `nodepack run -q -o nodepack-123456 tasks.txt
-nodepack run -q -o nodepack-out tasks.txt`
+nodepack run -q -o nodepack-out tasks.txt
+echo "test -e ran-once || { touch ran-once; echo 'CUDA error: out of memory' >&2; exit 1; }" > flaky.txt
+nodepack run -q -o flaky flaky.txt || test $? = 1`
 
 // helpExampleEnv is extra environment for the examples that say where
 // they belong ("in sbatch").
@@ -318,7 +320,7 @@ func TestHelpExamples(t *testing.T) {
 		}
 	}
 	for cmd := range helpExampleEnv {
-		if !slices.ContainsFunc([]string{runUsage, statusUsage, planUsage, detectUsage}, func(u string) bool { return strings.Contains(u, cmd) }) {
+		if !slices.ContainsFunc([]string{runUsage, statusUsage, planUsage, detectUsage, retryUsage}, func(u string) bool { return strings.Contains(u, cmd) }) {
 			t.Errorf("helpExampleEnv names %q, which no --help shows", cmd)
 		}
 	}

@@ -14,13 +14,16 @@ const exitDeferred = 3
 
 // printResuming says what an existing ledger holds before a resumed sweep
 // starts.
-func printResuming(w io.Writer, past *ledger.Log, retired int, retryFailed bool) {
+func printResuming(w io.Writer, past *ledger.Log, retired int, retryFailed, chosen bool) {
 	if len(past.Runs) == 0 {
 		return
 	}
 	c := past.Count()
 	failed := "skipped"
-	if retryFailed {
+	switch {
+	case retryFailed && chosen:
+		failed = "those chosen by --retry-class and --retry-run run again"
+	case retryFailed:
 		failed = "run again: --retry-failed"
 	}
 	fmt.Fprintf(w, "nodepack: resuming %s: %d succeeded (skipped), %d failed (%s), %d interrupted (run again)\n",
@@ -36,7 +39,7 @@ func printSkipped(w io.Writer, c ledger.ResumeCounts) {
 	if n := c.SkippedSucceeded + c.SkippedFailed; n > 0 {
 		fmt.Fprintf(w, "nodepack: skipped %s done before: %d succeeded", countWord(n, "run"), c.SkippedSucceeded)
 		if c.SkippedFailed > 0 {
-			fmt.Fprintf(w, ", %d failed (--retry-failed runs them again)", c.SkippedFailed)
+			fmt.Fprintf(w, ", %d failed (--retry-failed or nodepack retry runs them again)", c.SkippedFailed)
 		}
 		fmt.Fprintln(w)
 	}

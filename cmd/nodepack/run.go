@@ -121,6 +121,8 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&x.SettleTimeout, "settle-timeout", execute.DefaultSettleTimeout, "a run sharing a GPU by --gpu-mem-per-run keeps other runs off it until its GPU memory stops growing, or for at most `D`")
 	fs.StringVarP(&o.Output, "output", "o", "", "`DIR` for the ledger and logs (DIR/runs/<name>-<run-id>/); default nodepack-NAME-KEY, in a batch job nodepack-JOBID-NAME-KEY")
 	fs.BoolVar(&o.RetryFailed, "retry-failed", false, "when resuming, also run again the runs that failed")
+	fs.Var(classList{&o.RetryClasses}, "retry-class", "with --retry-failed, only the failed runs of failure class `CLASS` (repeatable; see nodepack retry)")
+	fs.StringArrayVar(&o.RetryRuns, "retry-run", nil, "with --retry-failed, only the failed run `ID` (repeatable)")
 	fs.BoolVar(&o.Restart, "restart", false, "start over: keep the old ledger as a backup and run everything (also when DIR holds another sweep)")
 	fs.BoolVar(&o.Requeue, "requeue", false, "when stopped by SIGUSR1/SIGUSR2 (sbatch --signal) or --stop-before with runs left, have the batch system run this job again (Slurm: scontrol requeue; Grid Engine: exit 99); never on SIGTERM (scancel)")
 	fs.DurationVar(&o.StopBefore, "stop-before", 0, "start no runs `D` before the job's end (Slurm: SLURM_JOB_END_TIME or squeue, followed while the job runs) and stop running ones in time for --grace; 0 means off")
@@ -385,7 +387,7 @@ func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progre
 	if b := session.Ledger().Backup(); b != "" {
 		fmt.Fprintf(stderr, "nodepack: --restart: the old ledger is now %s\n", b)
 	}
-	printResuming(stderr, session.Ledger().Past(), len(session.Retired()), o.RetryFailed)
+	printResuming(stderr, session.Ledger().Past(), len(session.Retired()), o.RetryFailed, len(o.RetryClasses)+len(o.RetryRuns) > 0)
 	done := make(chan struct{})
 	go signals.killOnSecond(session, done)
 	out := session.Wait()

@@ -46,6 +46,7 @@ type Record struct {
 	Format  string            `json:"format,omitempty"`
 	Version string            `json:"version,omitempty"`
 	Command []string          `json:"command,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"`  // where Command ran
 	Host    string            `json:"host,omitempty"` // also in started records
 	PID     int               `json:"pid,omitempty"`  // header: the runner's; started: the run's
 	Shard   *sweep.Shard      `json:"shard,omitempty"`
@@ -880,23 +881,27 @@ func (l *Writer) Close() error {
 	return err
 }
 
+// RetryAll is the retry of Resume that runs every failed run again.
+func RetryAll(*Run) bool { return true }
+
 // ResumeCounts says what a resumed sweep did with the runs its ledger
 // knew. Skipped runs do not run again; the others do.
 type ResumeCounts struct {
 	SkippedSucceeded int // succeeded before
-	SkippedFailed    int // failed before; rerun only with retryFailed
-	RetriedFailed    int // failed before, rerun because of retryFailed
+	SkippedFailed    int // failed before, not rerun
+	RetriedFailed    int // failed before, rerun as retry said
 	Interrupted      int // interrupted, or started and never finished
 	New              int // not in the ledger
 }
 
 // Resume returns the runs of runs that still have to run according to the
 // log, keyed on execute.Run.ID: those it has no record of, those interrupted or
-// started and never finished, and, with retryFailed, those that failed.
-// Runs that succeeded, and those that failed without retryFailed, are
-// skipped. counts returns the tally so far; it may be called at any time.
-func (log *Log) Resume(runs iter.Seq2[execute.Run, error], retryFailed bool) (pending iter.Seq2[execute.Run, error], counts func() ResumeCounts) {
-	skip, counts := log.ResumeFilter(retryFailed)
+// started and never finished, and the failed ones retry says yes to (nil:
+// none; RetryAll: every one). Runs that succeeded, and the failed ones
+// retry leaves out, are skipped. counts returns the tally so far; it may
+// be called at any time.
+func (log *Log) Resume(runs iter.Seq2[execute.Run, error], retry func(*Run) bool) (pending iter.Seq2[execute.Run, error], counts func() ResumeCounts) {
+	skip, counts := log.ResumeFilter(retry)
 	pending = func(yield func(execute.Run, error) bool) {
 		for run, err := range runs {
 			if err != nil {
@@ -914,7 +919,7 @@ func (log *Log) Resume(runs iter.Seq2[execute.Run, error], retryFailed bool) (pe
 // ResumeFilter is Resume as a filter, for a source that leaves runs out
 // itself (sweep.Source.RunsExcept): skip, called with the ID of every run
 // in order, counts it and says whether Resume would skip it.
-func (log *Log) ResumeFilter(retryFailed bool) (skip func(id string) bool, counts func() ResumeCounts) {
+func (log *Log) ResumeFilter(retry func(*Run) bool) (skip func(id string) bool, counts func() ResumeCounts) {
 	var mu sync.Mutex
 	var c ResumeCounts
 	skip = func(id string) bool {
@@ -924,7 +929,7 @@ func (log *Log) ResumeFilter(retryFailed bool) (skip func(id string) bool, count
 		case state == StateSucceeded:
 			c.SkippedSucceeded++
 			return true
-		case state == StateFailed && !retryFailed:
+		case state == StateFailed && (retry == nil || !retry(log.Runs[id])):
 			c.SkippedFailed++
 			return true
 		case state == StateFailed:

@@ -224,7 +224,11 @@ func TestResume(t *testing.T) {
 		{false, []string{"cut", "killed", "new"}, ResumeCounts{SkippedSucceeded: 1, SkippedFailed: 1, Interrupted: 2, New: 1}},
 		{true, []string{"bad", "cut", "killed", "new"}, ResumeCounts{SkippedSucceeded: 1, RetriedFailed: 1, Interrupted: 2, New: 1}},
 	} {
-		pending, counts := l.Past().Resume(runs, tc.retryFailed)
+		var retry func(*Run) bool
+		if tc.retryFailed {
+			retry = RetryAll
+		}
+		pending, counts := l.Past().Resume(runs, retry)
 		var got []string
 		for run := range pending {
 			got = append(got, run.ID)

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/spf13/pflag"
+)
+
+const retryUsage = `Usage: nodepack retry [--class CLASS]… [--run ID]… DIR
+
+Runs again the failed runs of the sweep in the output directory DIR — all
+of them, or those of the given failure classes (cuda-oom, host-oom,
+gpu-error, disk-full, not-found, timeout, signal, exit) and run IDs —
+with the command recorded in DIR's ledger, from the directory it ran in:
+nodepack run with its flags, --retry-failed and -o DIR. Runs that
+succeeded stay done, failed runs not chosen stay failed, and runs never
+started or interrupted run as a resume runs them. nodepack status --failed
+DIR lists the failed runs with their class. Exit status as nodepack run's;
+0 with nothing to do.
+
+Examples:
+  nodepack retry --class cuda-oom flaky`
+
+func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("retry", pflag.ContinueOnError)
+	var classes []failure.Class
+	fs.Var(classList{&classes}, "class", "retry only the failed runs of failure class `CLASS` (repeatable)")
+	runs := fs.StringArray("run", nil, "retry only the failed run `ID` (repeatable)")
+	if code, ok := parseFlags(fs, retryUsage, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf(stderr, "retry", "want one DIR, got %d arguments", fs.NArg())
+	}
+	dir, err := filepath.Abs(fs.Arg(0))
+	if err != nil {
+		return usageErrorf(stderr, "retry", "%v", err)
+	}
+	doc, err := ledger.ReadStatus(dir, time.Now())
+	if err != nil {
+		return usageErrorf(stderr, "retry", "%v", err)
+	}
+	for _, sh := range doc.Shards {
+		if sh.State == ledger.ShardRunning {
+			return usageErrorf(stderr, "retry", "%s: its nodepack (pid %d) still runs; retry once it has ended", sh.File, sh.PID)
+		}
+	}
+	chosen := 0
+	for _, r := range doc.Failures {
+		if (len(classes) == 0 || slices.Contains(classes, failure.Class(r.Class))) && (len(*runs) == 0 || slices.Contains(*runs, r.ID)) {
+			chosen++
+		}
+	}
+	for _, id := range *runs {
+		if !slices.ContainsFunc(doc.Failures, func(r ledger.RunStatus) bool { return r.ID == id }) {
+			return usageErrorf(stderr, "retry", "run %s did not fail in %s (nodepack status --failed %s lists those that did)", id, dir, fs.Arg(0))
+		}
+	}
+	if chosen == 0 {
+		fmt.Fprintf(stderr, "nodepack retry: no failed runs to retry in %s", dir)
+		if len(classes) > 0 {
+			fmt.Fprintf(stderr, " of class %s (failed: %s)", joinClasses(classes), orNone(classCounts(doc.Classes)))
+		}
+		fmt.Fprintln(stderr)
+		return exitOK
+	}
+	command, cwd, err := recordedCommand(dir)
+	if err != nil {
+		return usageErrorf(stderr, "retry", "%v", err)
+	}
+	extra := []string{"--retry-failed", "-o", dir}
+	for _, c := range classes {
+		extra = append(extra, "--retry-class", string(c))
+	}
+	for _, id := range *runs {
+		extra = append(extra, "--retry-run", id)
+	}
+	runArgs := retryArgs(command, extra)
+	fmt.Fprintf(stderr, "nodepack retry: %s of %s, in %s: nodepack run %s\n", countWord(chosen, "failed run"), countWord(len(doc.Failures), "failed run"), cwd, strings.Join(runArgs, " "))
+	if cwd != "" {
+		here, err := os.Getwd()
+		if err != nil {
+			return usageErrorf(stderr, "retry", "%v", err)
+		}
+		if err := os.Chdir(cwd); err != nil {
+			return usageErrorf(stderr, "retry", "the sweep ran in %s: %v", cwd, err)
+		}
+		defer os.Chdir(here)
+	}
+	return runRun(ctx, runArgs, stdout, stderr)
+}
+
+// recordedCommand returns the nodepack run command of the newest header in
+// dir's ledgers and the directory it ran in ("" when the ledger is older
+// than that record: then it runs from here).
+func recordedCommand(dir string) (command []string, cwd string, err error) {
+	d, err := ledger.ReadDir(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	var newest *ledger.Record
+	for _, log := range d.Logs {
+		if len(log.Sessions) > 0 {
+			if h := log.Header(); newest == nil || h.Time.After(newest.Time) {
+				newest = &h
+			}
+		}
+	}
+	if newest == nil || len(newest.Command) < 2 || newest.Command[1] != "run" {
+		return nil, "", fmt.Errorf("%s: its ledger records no nodepack run command to repeat", dir)
+	}
+	if newest.Sweep != nil && newest.Sweep.Source == "-" {
+		return nil, "", fmt.Errorf("%s: the sweep read its task file from standard input, which cannot be read again: feed it the same way to nodepack run --retry-failed -o %s -", dir, dir)
+	}
+	return newest.Command[2:], newest.Cwd, nil
+}
+
+// retryArgs is the recorded run's arguments without --restart (a retry
+// resumes) and without the output and retry choices of an earlier retry
+// (the header records the last session's command), with extra added before
+// the command after "--".
+func retryArgs(recorded, extra []string) []string {
+	var args []string
+	for i := 0; i < len(recorded); i++ {
+		a := recorded[i]
+		if a == "--" {
+			return append(append(args, extra...), recorded[i:]...)
+		}
+		name, _, hasValue := strings.Cut(a, "=")
+		switch name {
+		case "--restart", "--retry-failed":
+			continue
+		case "-o", "--output", "--retry-class", "--retry-run":
+			if !hasValue {
+				i++ // the value is the next argument
+			}
+			continue
+		}
+		args = append(args, a)
+	}
+	// After the task file: pflag takes flags anywhere before "--".
+	return append(args, extra...)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func joinClasses(cs []failure.Class) string {
+	var parts []string
+	for _, c := range cs {
+		parts = append(parts, string(c))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// classList is a repeatable failure-class flag.
+type classList struct{ p *[]failure.Class }
+
+func (c classList) String() string {
+	if c.p == nil {
+		return ""
+	}
+	return joinClasses(*c.p)
+}
+
+func (c classList) Type() string { return "CLASS" }
+
+func (c classList) Set(s string) error {
+	for name := range strings.SplitSeq(s, ",") {
+		class, err := failure.ParseClass(strings.TrimSpace(name))
+		if err != nil {
+			return err
+		}
+		if class == failure.Interrupted {
+			return fmt.Errorf("interrupted runs are not failed: rerunning the sweep resumes them")
+		}
+		*c.p = append(*c.p, class)
+	}
+	return nil
+}
