@@ -46,6 +46,15 @@ func (q *Queue[T]) Push(item T, r Request) {
 	q.waiting = append(q.waiting, waiting[T]{item: item, req: r})
 }
 
+// PushFront adds a run that asks for r at the head of the queue: a run
+// retried with another request goes before the runs that have not started
+// at all.
+func (q *Queue[T]) PushFront(item T, r Request) {
+	q.waiting = append(q.waiting, waiting[T]{})
+	copy(q.waiting[1:], q.waiting)
+	q.waiting[0] = waiting[T]{item: item, req: r}
+}
+
 // Len returns the number of waiting runs.
 func (q *Queue[T]) Len() int { return len(q.waiting) }
 

@@ -13,12 +13,16 @@ import (
 type queueStep struct {
 	at      int // minutes after the start
 	push    string
+	front   bool // push at the head
 	request Request
 	next    string // want: name, "busy", or "name: never"
 	release string
 }
 
-func push(name string, r Request) queueStep    { return queueStep{push: name, request: r} }
+func push(name string, r Request) queueStep { return queueStep{push: name, request: r} }
+func pushFront(name string, r Request) queueStep {
+	return queueStep{push: name, request: r, front: true}
+}
 func next(at int, want string) queueStep       { return queueStep{at: at, next: want} }
 func releaseRun(at int, name string) queueStep { return queueStep{at: at, release: name} }
 
@@ -32,6 +36,17 @@ func TestQueue(t *testing.T) {
 		maxWait     time.Duration
 		steps       []queueStep
 	}{
+		{
+			description: "a retry pushed to the front starts before the runs that wait",
+			topo:        topoFourGPU,
+			maxWait:     10 * time.Minute,
+			steps: []queueStep{
+				push("a", one), push("b", one), push("c", one), push("d", one), push("e", one),
+				next(0, "a"), next(0, "b"), next(0, "c"), next(0, "d"),
+				releaseRun(1, "a"), pushFront("a again", two), next(1, "e"), // backfill: a again waits for two
+				releaseRun(2, "b"), next(2, "busy"), releaseRun(3, "e"), next(3, "a again"),
+			},
+		},
 		{
 			description: "runs start in input order while they fit",
 			topo:        topoFourGPU,
@@ -132,6 +147,8 @@ func TestQueue(t *testing.T) {
 			for i, s := range tc.steps {
 				now := start.Add(time.Duration(s.at) * time.Minute)
 				switch {
+				case s.push != "" && s.front:
+					q.PushFront(s.push, s.request)
 				case s.push != "":
 					q.Push(s.push, s.request)
 				case s.release != "":

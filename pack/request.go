@@ -308,3 +308,23 @@ func FormatSize(b uint64) string {
 // GPUMem leave free: 5% of it, at least 256 MiB, for what their requests
 // do not count (CUDA contexts, the allocator's own slack).
 func GPUMemHeadroom(total uint64) uint64 { return max(total/20, 256<<20) }
+
+// MoreGPUMemory is what a run that ran out of GPU memory on a GPU of
+// gpuMemory bytes asks for next: half as much GPU memory again, or a GPU
+// of its own once that would not fit beside the headroom (or when it
+// shared a GPU without asking for memory). A run with GPUs of its own, or
+// without a GPU, asks for the same again.
+func MoreGPUMemory(r Request, gpuMemory uint64) Request {
+	switch {
+	case r.GPUs > 0, r.GPUShare == 0 && r.GPUMem == 0:
+		return r
+	case r.GPUMem > 0:
+		grown := r.GPUMem + r.GPUMem/2
+		if gpuMemory > 0 && grown <= gpuMemory-min(GPUMemHeadroom(gpuMemory), gpuMemory) {
+			r.GPUMem = grown
+			return r
+		}
+	}
+	r.GPUs, r.GPUShare, r.GPUMem, r.AutoGPUMem = 1, 0, 0, false
+	return r
+}

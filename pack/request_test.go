@@ -149,3 +149,26 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestMoreGPUMemory(t *testing.T) {
+	const gib = 1 << 30
+	for _, tc := range []struct {
+		desc string
+		in   Request
+		gpu  uint64
+		want Request
+	}{
+		{"memory grows by half", Request{GPUMem: 12 * gib, CPUs: 4}, 80 * gib, Request{GPUMem: 18 * gib, CPUs: 4}},
+		{"a share with memory grows its memory", Request{GPUShare: 250, GPUMem: 8 * gib}, 80 * gib, Request{GPUShare: 250, GPUMem: 12 * gib}},
+		{"past the headroom: a GPU of its own", Request{GPUMem: 60 * gib}, 80 * gib, Request{GPUs: 1}},
+		{"exactly up to the headroom still shares", Request{GPUMem: 50 * gib}, 80 * gib, Request{GPUMem: 75 * gib}},
+		{"a share without memory: a GPU of its own", Request{GPUShare: 500, CPUs: 8}, 80 * gib, Request{GPUs: 1, CPUs: 8}},
+		{"unknown GPU memory: a GPU of its own", Request{GPUMem: gib}, 0, Request{GPUs: 1}},
+		{"GPUs of its own stay", Request{GPUs: 2, GPUMem: 40 * gib}, 80 * gib, Request{GPUs: 2, GPUMem: 40 * gib}},
+		{"CPU only stays", Request{CPUs: 2}, 80 * gib, Request{CPUs: 2}},
+	} {
+		if got := MoreGPUMemory(tc.in, tc.gpu); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.desc, got, tc.want)
+		}
+	}
+}

@@ -482,45 +482,68 @@ func (e *Execution) endTurn(started time.Time) {
 }
 
 // runAll runs the attempts of the placed run r.
-func (e *Execution) runAll(r *placed) {
+func (e *Execution) runAll(r *placed) (requeue *pack.Request) {
 	run := &r.p.run
 	if run.ID == "" {
 		run.ID = strconv.Itoa(run.Index)
 	}
 	if !ValidID(run.ID) {
 		e.fail(fmt.Errorf("execute: %s: run id %q is not a file name", originOf(*run), run.ID))
-		return
+		return nil
 	}
 	prior := 0
 	if e.opts.PriorAttempts != nil {
 		prior = max(0, e.opts.PriorAttempts(run.ID))
 	}
-	var failedWith map[failure.Class]int // this sweep's failed attempts of the run, by class
-	for n := 1; ; n++ {
+	p := r.p
+	for {
+		p.attempts++
+		n := p.attempts // this sweep's, across placements
 		ev, started, err := e.attempt(r, prior+n)
 		if err != nil {
 			e.fail(fmt.Errorf("execute: %s: %w", originOf(*run), err))
-			return
+			return nil
 		}
 		if !started {
-			return // the sweep stopped before this attempt could start
+			return nil // the sweep stopped before this attempt could start
 		}
 		if ev.Reason == Failed || ev.Reason == TimedOut {
-			if failedWith == nil {
-				failedWith = map[failure.Class]int{}
+			if p.failedWith == nil {
+				p.failedWith = map[failure.Class]int{}
 			}
-			failedWith[ev.Class]++
-			ev.Retry = failedWith[ev.Class] <= e.retryBudget(ev.Class) && !e.halted()
+			p.failedWith[ev.Class]++
+			ev.Retry = p.failedWith[ev.Class] <= e.retryBudget(ev.Class) && !e.halted()
 		}
 		e.record(r.lane, ev, n == 1)
 		e.emit(ev)
 		if !ev.Retry {
-			return
+			return nil
+		}
+		if ev.Class == failure.CUDAOOM {
+			// More GPU memory than it had, which may be elsewhere: back
+			// to the queue, at its head, without a backoff.
+			if more, ok := e.moreGPUMemory(r); ok {
+				return &more
+			}
 		}
 		if wait := e.backoff(n); wait > 0 && !e.sleepUntil(time.Now().Add(wait), nil) {
-			return // stopped while waiting: the ledger's retry mark makes a resume run it
+			return nil // stopped while waiting: the ledger's retry mark makes a resume run it
 		}
 	}
+}
+
+// moreGPUMemory is what run r asks for after it ran out of GPU memory
+// (pack.MoreGPUMemory), when that is more than it holds.
+func (e *Execution) moreGPUMemory(r *placed) (pack.Request, bool) {
+	as := r.assignment()
+	if e.sched.alloc == nil || len(as.GPUs) == 0 {
+		return pack.Request{}, false
+	}
+	more := pack.MoreGPUMemory(as.Request, as.GPUs[0].MemoryBytes)
+	if more == as.Request || e.sched.alloc.Check(more) != nil {
+		return pack.Request{}, false // as much as it can get: retried where it is
+	}
+	return more, true
 }
 
 // retryBudget is how many attempts of a run may fail with class c before

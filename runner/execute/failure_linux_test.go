@@ -1,6 +1,7 @@
 package execute
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -224,4 +225,37 @@ func oomKillCount(path string) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// TestCUDAOOMRetryAsksForMore: a run that runs out of GPU memory is
+// retried with half as much memory again while that fits beside the
+// headroom (38 of 40 GiB), then with a GPU of its own,
+// placed anew each time (here on four fake 40 GiB GPUs, beside runs that
+// share them), with its attempts counted across the placements.
+func TestCUDAOOMRetryAsksForMore(t *testing.T) {
+	topo := fourGPUs(t)
+	oom := Run{ID: "oom", Args: []string{"bash", "-c", `test "$NODEPACK_ATTEMPT" -ge 4 || { echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB' >&2; exit 1; }`},
+		Request: request("gpu_mem=16GiB cpus=0")}
+	runs := []Run{oom}
+	for i := range 6 {
+		runs = append(runs, Run{ID: "share" + strconv.Itoa(i), Args: []string{"sleep", "0.2"}, Request: request("gpu_mem=16GiB cpus=0")})
+	}
+	_, events, err := execute(t, t.Context(), func(o *Options) { o.Topology = topo }, Options{Retry: map[failure.Class]int{failure.CUDAOOM: 3}}, runs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range events {
+		if ev.Run.ID != "oom" {
+			continue
+		}
+		got = append(got, fmt.Sprintf("%d:%s:%s", ev.Attempt, ev.Slot.Request, ev.Reason))
+		if ev.Attempt < 4 && (ev.Class != failure.CUDAOOM || !ev.Retry) {
+			t.Errorf("attempt %d: class %s, retry %v", ev.Attempt, ev.Class, ev.Retry)
+		}
+	}
+	want := "1:gpu_mem=16GiB cpus=0:failed 2:gpu_mem=24GiB cpus=0:failed 3:gpu_mem=36GiB cpus=0:failed 4:gpus=1 cpus=0:ok"
+	if strings.Join(got, " ") != want {
+		t.Errorf("attempts %q, want %q", strings.Join(got, " "), want)
+	}
 }

@@ -97,7 +97,9 @@ type Options struct {
 	// Retry sets the retry budget of failure classes: a run whose attempt
 	// failed with class C gets another while its attempts that failed with
 	// C in this sweep number at most Retry[C]. Interrupted attempts are
-	// never retried.
+	// never retried. A cuda-oom retry of a run placed on a GPU asks for
+	// more GPU memory (pack.MoreGPUMemory) and is placed anew, ahead of
+	// the runs that wait; other retries keep their place.
 	Retry map[failure.Class]int
 	// RetryBackoff is the wait before a run's first retry; each later
 	// retry of the run waits twice the one before, up to a minute. The run

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
+	"github.com/nodepack/nodepack/runner/failure"
 )
 
 // DefaultBackfillWait is used when Options.BackfillWait is zero.
@@ -35,6 +36,13 @@ type pending struct {
 	run   Run
 	asked pack.Request
 	shape string // with gpu_mem=auto: runs of the same shape share a measurement
+
+	// Across the placements of a run retried with more GPU memory: the
+	// request it was requeued with, its attempts in this sweep, and those
+	// that failed, by class.
+	grown      *pack.Request
+	attempts   int
+	failedWith map[failure.Class]int
 }
 
 // placed is a run that holds resources: from its allocation until its
@@ -76,6 +84,7 @@ type scheduler struct {
 	holds    map[string]int    // GPU UUID → runs that hold it for the gate
 	learned  map[string]uint64 // shape → measured GPU memory, margin included
 	relearn  bool              // learned changed: re-resolve waiting auto runs
+	requeued []*pending        // runs retried with more GPU memory, for the queue's head
 
 	wake chan struct{} // something freed: try to start runs
 }
@@ -136,9 +145,10 @@ func (e *Execution) schedule() {
 		if e.halted() {
 			return
 		}
+		e.takeRequeued()
 		e.fill(&next)
 		wait := e.startReady()
-		if e.halted() || next == nil && s.queue.Len() == 0 {
+		if e.halted() || next == nil && s.queue.Len() == 0 && !e.mayRequeue() {
 			return
 		}
 		in := next
@@ -166,6 +176,40 @@ func (e *Execution) schedule() {
 			timer.Stop()
 		}
 	}
+}
+
+// requeue sends run p back to the scheduler to start again with request
+// more, before the runs that wait; called before its old place is given
+// back, so that the loop, woken by that, finds it.
+func (e *Execution) requeue(p *pending, more pack.Request) {
+	s := e.sched
+	p.grown = &more
+	s.mu.Lock()
+	s.requeued = append(s.requeued, p)
+	s.mu.Unlock()
+}
+
+// takeRequeued puts the requeued runs at the queue's head, in the order
+// they came back.
+func (e *Execution) takeRequeued() {
+	s := e.sched
+	s.mu.Lock()
+	back := s.requeued
+	s.requeued = nil
+	s.mu.Unlock()
+	for i := len(back) - 1; i >= 0; i-- {
+		s.queue.PushFront(back[i], *back[i].grown)
+	}
+}
+
+// mayRequeue reports whether a running run may still come back to the
+// queue (a cuda-oom retry with more GPU memory), so the loop must wait for
+// it.
+func (e *Execution) mayRequeue() bool {
+	s := e.sched
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.requeued) > 0 || s.running > 0 && s.alloc != nil && e.retryBudget(failure.CUDAOOM) > 0
 }
 
 // fill takes the runs the feeder has ready, up to the queue's window.
@@ -219,6 +263,9 @@ func (e *Execution) push(r Run, next *chan Run) {
 // before any was measured, its GPU alone (a whole GPU's share), to be
 // measured.
 func (s *scheduler) resolve(p *pending) pack.Request {
+	if p.grown != nil {
+		return *p.grown
+	}
 	r := p.asked
 	if !r.AutoGPUMem {
 		return r
@@ -324,7 +371,9 @@ func (e *Execution) launch(lane int, p *pending, as pack.Assignment) {
 	}
 	e.workers.Go(func() {
 		defer e.unplace(r)
-		e.runAll(r)
+		if more := e.runAll(r); more != nil {
+			e.requeue(p, *more)
+		}
 	})
 }
 
