@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
@@ -107,21 +107,31 @@ func TestFailureFlagsAreChecked(t *testing.T) {
 	}
 }
 
-// TestHostOOMThroughTheCLI: nodepack in a memory cgroup of 64 MiB, as in a
-// batch job with a memory limit, finds the cgroup's OOM kill count itself
-// and names a run the kernel killed host-oom.
+// TestHostOOMThroughTheCLI: nodepack in a memory cgroup of 384 MiB, as in
+// a batch job with a memory limit, finds the cgroup's OOM kill count itself
+// and names a run the kernel killed host-oom. The limit leaves room for a
+// race-enabled nodepack; the run grows until the kernel kills it.
 func TestHostOOMThroughTheCLI(t *testing.T) {
-	cg := "/sys/fs/cgroup/memory/nodepack-cli-test-" + strconv.Itoa(os.Getpid())
-	if err := os.Mkdir(cg, 0o755); err != nil {
+	cg, err := os.MkdirTemp("/sys/fs/cgroup/memory", "nodepack-cli-test-")
+	if err != nil {
 		t.Skipf("no writable cgroup v1 memory hierarchy: %v", err)
 	}
-	t.Cleanup(func() { os.Remove(cg) })
-	if err := os.WriteFile(filepath.Join(cg, "memory.limit_in_bytes"), []byte("67108864"), 0o644); err != nil {
+	t.Cleanup(func() {
+		// The supervisor leaves the group a moment after nodepack.
+		for range 100 {
+			if os.Remove(cg) == nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Errorf("cgroup %s still busy", cg)
+	})
+	if err := os.WriteFile(filepath.Join(cg, "memory.limit_in_bytes"), []byte("402653184"), 0o644); err != nil {
 		t.Skip(err)
 	}
 	os.WriteFile(filepath.Join(cg, "memory.swappiness"), []byte("0"), 0o644)
 	dir := t.TempDir()
-	tasks := writeFile(t, dir, "tasks.txt", "tail -n 1 < <(head -c 300000000 /dev/zero)\ntrue\n")
+	tasks := writeFile(t, dir, "tasks.txt", "tail -n 1 < <(head -c 4000000000 /dev/zero)\ntrue\n")
 	out := filepath.Join(dir, "out")
 	cmd := nodepackCommand(t, []string{"bash", "-c", `echo $$ > ` + cg + `/cgroup.procs && exec "$@"`, "bash"}, "run", "-j", "1", "-o", out, tasks)
 	b, err := cmd.CombinedOutput()

@@ -179,7 +179,6 @@ func must(n uint64, ok bool) string {
 // OOM kills; it skips the test where none can be made.
 func memoryCgroup(t *testing.T, limit int) (dir, events string) {
 	t.Helper()
-	name := "nodepack-test-" + strconv.Itoa(os.Getpid())
 	for _, c := range []struct{ parent, limitFile, eventsFile string }{
 		{"/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.oom_control"},
 		{"/sys/fs/cgroup", "memory.max", "memory.events"},
@@ -187,8 +186,8 @@ func memoryCgroup(t *testing.T, limit int) (dir, events string) {
 		if _, err := os.Stat(filepath.Join(c.parent, c.limitFile)); err != nil && c.limitFile == "memory.limit_in_bytes" {
 			continue
 		}
-		dir = filepath.Join(c.parent, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		var err error
+		if dir, err = os.MkdirTemp(c.parent, "nodepack-test-"); err != nil {
 			continue
 		}
 		t.Cleanup(func() {
