@@ -25,8 +25,11 @@
 //     that never exits. They start every run: a spawner sets its own
 //     thread's CPU mask to the run's CPUs (when it differs from the last
 //     run's) and starts the child, which inherits the mask from its first
-//     instruction. Because those threads never exit, the children's
-//     Pdeathsig (SIGKILL) fires only when the process itself dies.
+//     instruction. A pinned start goes to the spawner that its first CPU
+//     names when that one is idle: its thread is then already on the
+//     CPU the lane's last run left. Because those threads never exit, the
+//     children's Pdeathsig (SIGKILL) fires only when the process itself
+//     dies.
 //   - PR_SET_CHILD_SUBREAPER on the process, so descendants that escape a
 //     run's process group (setsid, double fork) are reparented to this
 //     process instead of init, and a sweeper that kills and reaps them.
