@@ -81,6 +81,8 @@ type unit struct {
 	share int    // thousandths claimed by the runs sharing it
 	mem   uint64 // memory claimed by the runs sharing it
 	held  bool   // Hold: no run may be placed on it
+	// retired: out of use for good (Retire); it is also held.
+	retired bool
 	// reserved: a run the queue holds for will take it once it frees, so
 	// no run behind that one may be placed on it (see allocateBehind).
 	reserved bool
@@ -262,9 +264,11 @@ func (a *Allocator) checkFits(r Request) error {
 	switch {
 	case r.UsesGPU() && len(a.units) == 0:
 		return never("the node has no GPUs")
+	case r.UsesGPU() && a.inUse() == 0:
+		return never("every GPU of the node was taken out of use after a fault")
 	case r.GPUs > 1 && r.GPUs > a.nwhole:
 		mig := ""
-		if a.nwhole < len(a.units) {
+		if a.nwhole < a.inUse() {
 			mig = " (a run gets at most one MIG device)"
 		}
 		return never("the node has %s%s", plural(a.nwhole, "whole GPU"), mig)
@@ -284,6 +288,9 @@ func (a *Allocator) checkFits(r Request) error {
 	big := 0
 	for i := range a.units {
 		u := &a.units[i]
+		if u.retired {
+			continue
+		}
 		size := u.gpu.MemoryBytes
 		if r.SharesGPU() {
 			size = u.usable
@@ -941,8 +948,40 @@ func (a *Allocator) setHeld(uuid string, held bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if i, ok := a.unitOf[uuid]; ok {
-		a.units[i].held = held
+		a.units[i].held = held || a.units[i].retired
 	}
+}
+
+// Retire takes the GPU uuid out of use for good, after it reported a
+// fault: no run is placed on it again, runs already on it keep their
+// Assignment until Release, and a request that the GPUs left cannot serve
+// now fails with [ErrNeverFits]. A physical GPU's MIG devices retire with
+// it. It reports whether uuid named a GPU of the topology not retired
+// before, and whether every GPU is retired now.
+func (a *Allocator) Retire(uuid string) (retired, none bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range a.units {
+		u := &a.units[i]
+		if (u.gpu.UUID == uuid || u.gpu.Parent == uuid) && !u.retired {
+			u.retired, u.held, retired = true, true, true
+			if !u.gpu.MIG {
+				a.nwhole--
+			}
+		}
+	}
+	return retired, a.inUse() == 0
+}
+
+// inUse counts the GPUs not retired.
+func (a *Allocator) inUse() int {
+	n := 0
+	for _, u := range a.units {
+		if !u.retired {
+			n++
+		}
+	}
+	return n
 }
 
 // Free returns the GPUs no run is on, in topology order, and the IDs of the

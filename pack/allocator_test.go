@@ -1089,3 +1089,67 @@ func TestResizeAndHold(t *testing.T) {
 		t.Errorf("after release Free() = %d GPUs, %d CPUs", len(gpus), len(cpus))
 	}
 }
+
+// TestRetire: a GPU retired after a fault is never placed on again, not
+// even after an Unhold; requests the GPUs left cannot serve never fit; a
+// physical GPU's MIG devices retire with it.
+func TestRetire(t *testing.T) {
+	a := NewAllocator(topoFourGPU)
+	uuid := topoFourGPU.GPUs[2].UUID
+	if retired, none := a.Retire(uuid); !retired || none {
+		t.Fatalf("Retire(%s) = %v, %v", uuid, retired, none)
+	}
+	if retired, _ := a.Retire(uuid); retired {
+		t.Error("retired twice")
+	}
+	if retired, _ := a.Retire("GPU-unknown"); retired {
+		t.Error("retired a GPU the node does not have")
+	}
+	a.Unhold(uuid) // the readiness gate's unhold must not bring it back
+	var got []string
+	for range 3 {
+		as, err := a.Allocate(Request{GPUs: 1, CPUs: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, as.GPUs[0].UUID)
+	}
+	if slices.Contains(got, uuid) {
+		t.Errorf("placed on the retired GPU: %v", got)
+	}
+	if _, err := a.Allocate(Request{GPUs: 1, CPUs: 1}); !errors.Is(err, ErrBusy) {
+		t.Errorf("a fourth 1-GPU run: %v, want busy", err)
+	}
+	if err := a.Check(Request{GPUs: 4, CPUs: 1}); !errors.Is(err, ErrNeverFits) {
+		t.Errorf("4 GPUs with 3 left: %v, want never fits", err)
+	}
+	if err := a.Check(Request{GPUs: 3, CPUs: 1}); err != nil {
+		t.Errorf("3 GPUs with 3 left: %v", err)
+	}
+	for _, g := range topoFourGPU.GPUs {
+		a.Retire(g.UUID)
+	}
+	if err := a.Check(Request{GPUShare: 250, CPUs: 1}); !errors.Is(err, ErrNeverFits) || !strings.Contains(err.Error(), "out of use") {
+		t.Errorf("a GPU run with none left: %v", err)
+	}
+	if err := a.Check(Request{CPUs: 1}); err != nil {
+		t.Errorf("a CPU-only run with no GPU left: %v", err)
+	}
+
+	m := NewAllocator(topoMIG)
+	if retired, none := m.Retire(topoMIG.GPUs[0].Parent); !retired || none {
+		t.Fatalf("retiring a MIG GPU's parent: %v, %v", retired, none)
+	}
+	for range 7 {
+		as, err := m.Allocate(Request{GPUs: 1, CPUs: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if as.GPUs[0].Parent == topoMIG.GPUs[0].Parent {
+			t.Errorf("placed on %s of the retired GPU", as.GPUs[0].UUID)
+		}
+	}
+	if _, none := m.Retire(topoMIG.GPUs[7].Parent); !none {
+		t.Error("both GPUs retired, but some left")
+	}
+}

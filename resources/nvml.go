@@ -3,6 +3,7 @@
 package resources
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,8 +12,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/nodepack/nodepack/resources/usage"
 )
 
 // This file is the only one that uses NVML. Two rules from experience:
@@ -251,3 +255,97 @@ func (r *nvmlReader) readGPU(uuid string) (used uint64, util float64, hasUtil, o
 }
 
 func (r *nvmlReader) close() { r.lib.Shutdown() }
+
+// WatchGPUFaults reports the hardware faults of the GPUs uuids as NVML
+// delivers them, until ctx ends: an Xid error other than those an
+// application causes itself, or a double-bit ECC error. It returns nil
+// when NVML cannot watch any of them (no driver, no event support), and
+// then nothing is reported.
+func WatchGPUFaults(ctx context.Context, uuids []string) <-chan usage.GPUFault {
+	return watchGPUFaults(ctx, nvml.New(), uuids)
+}
+
+// applicationXids are the Xid errors that the application on the GPU
+// causes (a bad memory access, an exception in its kernel, a context
+// switch timeout): they say nothing about the GPU, which the next run may
+// use. NVIDIA's device plugin leaves out the same ones.
+var applicationXids = map[uint64]bool{13: true, 31: true, 43: true, 45: true, 68: true, 109: true}
+
+// faultEvents are the NVML events that report a fault.
+const faultEvents = nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError
+
+func watchGPUFaults(ctx context.Context, lib nvml.Interface, uuids []string) <-chan usage.GPUFault {
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		return nil
+	}
+	set, ret := lib.EventSetCreate()
+	if ret != nvml.SUCCESS {
+		lib.Shutdown()
+		return nil
+	}
+	watched := 0
+	for _, uuid := range uuids {
+		d, ret := lib.DeviceGetHandleByUUID(uuid)
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		supported, ret := d.GetSupportedEventTypes()
+		if ret != nvml.SUCCESS || supported&faultEvents == 0 {
+			continue
+		}
+		if d.RegisterEvents(supported&faultEvents, set) == nvml.SUCCESS {
+			watched++
+		}
+	}
+	if watched == 0 {
+		set.Free()
+		lib.Shutdown()
+		return nil
+	}
+	faults := make(chan usage.GPUFault, len(uuids))
+	go func() {
+		defer lib.Shutdown()
+		defer set.Free()
+		defer close(faults)
+		for ctx.Err() == nil {
+			ev, ret := set.Wait(500) // milliseconds: how late the end of ctx is seen
+			if ret != nvml.SUCCESS {
+				if ret != nvml.ERROR_TIMEOUT {
+					time.Sleep(500 * time.Millisecond) // not a busy loop on a broken set
+				}
+				continue
+			}
+			fault, ok := faultOf(ev)
+			if !ok {
+				continue
+			}
+			select {
+			case faults <- fault:
+			case <-ctx.Done():
+			}
+		}
+	}()
+	return faults
+}
+
+// faultOf turns an NVML event into a fault; false for an application's
+// Xid or an event of no GPU NVML can name.
+func faultOf(ev nvml.EventData) (usage.GPUFault, bool) {
+	var reason string
+	switch {
+	case ev.EventType&nvml.EventTypeDoubleBitEccError != 0:
+		reason = "double-bit ECC error"
+	case ev.EventType&nvml.EventTypeXidCriticalError != 0 && !applicationXids[ev.EventData]:
+		reason = fmt.Sprintf("Xid %d", ev.EventData)
+	default:
+		return usage.GPUFault{}, false
+	}
+	if ev.Device == nil {
+		return usage.GPUFault{}, false
+	}
+	uuid, ret := ev.Device.GetUUID()
+	if ret != nvml.SUCCESS {
+		return usage.GPUFault{}, false
+	}
+	return usage.GPUFault{UUID: uuid, Reason: reason, Time: time.Now()}, true
+}

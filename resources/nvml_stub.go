@@ -2,7 +2,12 @@
 
 package resources
 
-import "io/fs"
+import (
+	"context"
+	"io/fs"
+
+	"github.com/nodepack/nodepack/resources/usage"
+)
 
 // probeNVML reports no GPUs: NVML needs cgo on Linux, and this binary was
 // built without it (CGO_ENABLED=0, a static build for old cluster images).
@@ -12,3 +17,6 @@ func probeNVML(fs.FS) ([]GPU, []string) {
 
 // openGPUReader returns nil: no NVML, no GPU sampling.
 func openGPUReader() gpuReader { return nil }
+
+// WatchGPUFaults returns nil: without NVML no GPU reports a fault.
+func WatchGPUFaults(context.Context, []string) <-chan usage.GPUFault { return nil }

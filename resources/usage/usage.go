@@ -93,3 +93,12 @@ func (s *Settler) Add(bytes uint64) bool {
 
 // Peak returns the largest sample so far.
 func (s *Settler) Peak() uint64 { return s.peak }
+
+// GPUFault is a GPU's own report that it failed: an Xid error that is not
+// an application's fault, or a double-bit ECC error. A runner takes such a
+// GPU out of use for the rest of its sweep.
+type GPUFault struct {
+	UUID   string    // the GPU (a physical GPU's; its MIG devices share it)
+	Reason string    // "Xid 79", "double-bit ECC error"
+	Time   time.Time // when it was reported
+}

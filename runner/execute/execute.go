@@ -125,6 +125,9 @@ func Start(ctx context.Context, runs iter.Seq2[Run, error], opts Options) (*Exec
 	e.stopOnCancel = context.AfterFunc(ctx, e.halt)
 	go e.feed(runs)
 	go e.watchDeadlines()
+	if opts.GPUFaults != nil {
+		go e.watchFaults(opts.GPUFaults)
+	}
 	e.workers.Go(e.schedule)
 	return e, nil
 }
@@ -512,7 +515,11 @@ func (e *Execution) runAll(r *placed) (requeue *pack.Request) {
 				p.failedWith = map[failure.Class]int{}
 			}
 			p.failedWith[ev.Class]++
-			ev.Retry = p.failedWith[ev.Class] <= e.retryBudget(ev.Class) && !e.halted()
+			budget := e.retryBudget(ev.Class)
+			if ev.Class == failure.GPUError && e.faulted(r.assignment()) {
+				budget = max(budget, 1) // its GPU failed, not the run: once more, elsewhere
+			}
+			ev.Retry = p.failedWith[ev.Class] <= budget && !e.halted()
 		}
 		e.record(r.lane, ev, n == 1)
 		e.emit(ev)
@@ -525,6 +532,9 @@ func (e *Execution) runAll(r *placed) (requeue *pack.Request) {
 			if more, ok := e.moreGPUMemory(r); ok {
 				return &more
 			}
+		}
+		if as := r.assignment(); ev.Class == failure.GPUError && e.faulted(as) {
+			return &as.Request // the same again, on a GPU still in use
 		}
 		if wait := e.backoff(n); wait > 0 && !e.sleepUntil(time.Now().Add(wait), nil) {
 			return nil // stopped while waiting: the ledger's retry mark makes a resume run it
@@ -798,7 +808,7 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 		// Killed, or a shell whose child was (128+9): the kernel's OOM
 		// killer sends SIGKILL.
 		killed := ev.Signal == "SIGKILL" || ev.ExitCode == 128+int(syscall.SIGKILL)
-		e.name(&ev, failure.Outcome{OOMKilled: oomKnown && ok && oomAfter > oomBefore && killed}, files.stderrFrom)
+		e.name(&ev, failure.Outcome{OOMKilled: oomKnown && ok && oomAfter > oomBefore && killed, GPUFault: e.faulted(r.assignment())}, files.stderrFrom)
 	}
 	ev.Usage.Sampled = sampled
 	ev.Slot.Assignment = r.assignment() // gpu_mem=auto may have shrunk its claim

@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
 )
 
@@ -256,5 +258,108 @@ func TestCUDAOOMRetryAsksForMore(t *testing.T) {
 	want := "1:gpu_mem=16GiB cpus=0:failed 2:gpu_mem=24GiB cpus=0:failed 3:gpu_mem=36GiB cpus=0:failed 4:gpus=1 cpus=0:ok"
 	if strings.Join(got, " ") != want {
 		t.Errorf("attempts %q, want %q", strings.Join(got, " "), want)
+	}
+}
+
+// TestGPUFaultTakesTheGPUOut: a GPU that reports a fault (as NVML's Xid
+// events would) is taken out of use: the run on it, which then fails, is
+// gpu-error and runs again on another GPU without a retry budget, and no
+// run starts on it again.
+func TestGPUFaultTakesTheGPUOut(t *testing.T) {
+	dir := t.TempDir()
+	release, faulted := filepath.Join(dir, "release"), filepath.Join(dir, "faulted")
+	// A run fails while its GPU is the faulted one, as a CUDA program does.
+	line := waitFor(release) + `; test "$CUDA_VISIBLE_DEVICES" != "$(cat ` + faulted + ` 2>/dev/null)" || { echo 'CUDA error: unspecified launch failure' >&2; exit 1; }`
+	var runs []Run
+	for _, id := range []string{"a", "b", "c", "d", "e", "f"} {
+		runs = append(runs, Run{ID: id, Args: []string{"bash", "-c", line}, Request: request("gpus=1 cpus=0")})
+	}
+	faults := make(chan usage.GPUFault, 1)
+	var mu sync.Mutex
+	var outs []usage.GPUFault
+	started := 0
+	var victim string // the GPU of run c
+	opts := Options{GPUFaults: faults, OnGPUFault: func(f usage.GPUFault, none bool) {
+		mu.Lock()
+		outs = append(outs, f)
+		mu.Unlock()
+		if none {
+			t.Error("no GPU left after one fault")
+		}
+	}, OnEvent: func(ev Event) {
+		if ev.Kind != Started || ev.Attempt != 1 {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Run.ID == "c" {
+			victim = ev.Slot.GPUs[0].UUID
+		}
+		if started++; started == 4 { // every GPU busy: c's GPU fails
+			os.WriteFile(faulted, []byte(victim), 0o644)
+			faults <- usage.GPUFault{UUID: victim, Reason: "Xid 79", Time: time.Now()}
+			go func() {
+				// Once it is out (the fault's callback ran), let the runs end.
+				for {
+					mu.Lock()
+					n := len(outs)
+					mu.Unlock()
+					if n > 0 {
+						os.WriteFile(release, nil, 0o644)
+						return
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}()
+		}
+	}}
+	sum, events, err := execute(t, t.Context(), func(o *Options) { o.Topology, o.Parallel = fourGPUs(t), 4 }, opts, runs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Succeeded != 6 || len(sum.GPUsOut) != 1 || sum.GPUsOut[0].UUID != victim || sum.NoGPUsLeft {
+		t.Errorf("summary %+v", sum)
+	}
+	for _, ev := range events {
+		on := ev.Slot.GPUs[0].UUID
+		switch {
+		case ev.Run.ID == "c" && ev.Attempt == 1:
+			if ev.Class != failure.GPUError || !ev.Retry || on != victim {
+				t.Errorf("c's first attempt: class %q, retry %v, on %s", ev.Class, ev.Retry, on)
+			}
+		case on == victim:
+			t.Errorf("%s attempt %d ran on the GPU taken out", ev.Run.ID, ev.Attempt)
+		}
+	}
+}
+
+// TestNoGPULeftStopsStarting: once every GPU has reported a fault, no run
+// starts, and the summary says why.
+func TestNoGPULeftStopsStarting(t *testing.T) {
+	topo := fourGPUs(t)
+	topo.GPUs = topo.GPUs[:1]
+	faults := make(chan usage.GPUFault, 1)
+	dir := t.TempDir()
+	release := filepath.Join(dir, "release")
+	runs := []Run{{ID: "first", Args: []string{"bash", "-c", waitFor(release)}, Request: request("gpus=1 cpus=0")}}
+	for i := range 3 {
+		runs = append(runs, Run{ID: "later" + strconv.Itoa(i), Args: []string{"true"}, Request: request("gpus=1 cpus=0")})
+	}
+	opts := Options{GPUFaults: faults, OnGPUFault: func(f usage.GPUFault, none bool) {
+		if !none {
+			t.Error("the only GPU is out, and some are left")
+		}
+		os.WriteFile(release, nil, 0o644)
+	}, OnEvent: func(ev Event) {
+		if ev.Kind == Started && ev.Run.ID == "first" {
+			faults <- usage.GPUFault{UUID: topo.GPUs[0].UUID, Reason: "double-bit ECC error", Time: time.Now()}
+		}
+	}}
+	sum, events, err := execute(t, t.Context(), func(o *Options) { o.Topology = topo }, opts, runs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sum.NoGPUsLeft || !sum.Drained || len(events) != 1 || sum.Runs != 1 {
+		t.Errorf("summary %+v, %d events", sum, len(events))
 	}
 }

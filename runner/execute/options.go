@@ -116,6 +116,16 @@ type Options struct {
 	// while the count rose is host-oom. Two runs that die so at the same
 	// time are both host-oom: the count does not say whose process died.
 	OOMKills func() (uint64, bool)
+	// GPUFaults, if set, delivers the faults the GPUs report (see
+	// resources.WatchGPUFaults). A GPU that reports one is taken out of use
+	// for the rest of the sweep (with its MIG devices): no run starts on it
+	// again; a run on it that fails is gpu-error and is retried on another
+	// GPU, at least once even without a retry budget; waiting runs that the
+	// GPUs left can never serve end the sweep with an error; with no GPU
+	// left, no run starts. OnGPUFault, if set, is called once per GPU taken
+	// out, never concurrently with OnEvent; none says no GPU is left.
+	GPUFaults  <-chan usage.GPUFault
+	OnGPUFault func(f usage.GPUFault, none bool)
 	// MaxFailures stops the starting of new runs (and retries) once that many
 	// runs have failed; running ones finish. Zero means no limit.
 	MaxFailures int
@@ -259,6 +269,10 @@ type Summary struct {
 	// Classes counts the runs of Failed by the class of their last
 	// attempt; nil when none failed.
 	Classes map[failure.Class]int
+	// GPUsOut lists the GPUs taken out of use after a fault, in order;
+	// NoGPUsLeft says that was every GPU, so no run started after.
+	GPUsOut    []usage.GPUFault
+	NoGPUsLeft bool
 	// Failures holds the Finished event of the last attempt of each failed
 	// run, in the order they ended; at most MaxReportedFailures of them.
 	Failures []Event

@@ -81,10 +81,11 @@ type scheduler struct {
 	tmp      []*string // each lane's TMPDIR, reused while runs leave it empty; "" for none yet
 	used     int       // lanes used at least once: the highest index + 1
 	running  int
-	holds    map[string]int    // GPU UUID → runs that hold it for the gate
-	learned  map[string]uint64 // shape → measured GPU memory, margin included
-	relearn  bool              // learned changed: re-resolve waiting auto runs
-	requeued []*pending        // runs retried with more GPU memory, for the queue's head
+	holds    map[string]int            // GPU UUID → runs that hold it for the gate
+	learned  map[string]uint64         // shape → measured GPU memory, margin included
+	relearn  bool                      // learned changed: re-resolve waiting auto runs
+	requeued []*pending                // runs retried with more GPU memory or on another GPU, for the queue's head
+	faults   map[string]usage.GPUFault // GPUs out of use after a fault, by UUID
 
 	wake chan struct{} // something freed: try to start runs
 }
@@ -209,7 +210,7 @@ func (e *Execution) mayRequeue() bool {
 	s := e.sched
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.requeued) > 0 || s.running > 0 && s.alloc != nil && e.retryBudget(failure.CUDAOOM) > 0
+	return len(s.requeued) > 0 || s.running > 0 && s.alloc != nil && (e.retryBudget(failure.CUDAOOM) > 0 || e.opts.GPUFaults != nil)
 }
 
 // fill takes the runs the feeder has ready, up to the queue's window.
