@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/batch"
+	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
@@ -545,6 +546,18 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	var retry func(*ledger.Run) bool
 	if opts.RetryFailed {
 		retry = opts.retries
+	}
+	onGPUFault := opts.Execute.OnGPUFault
+	xo.OnGPUFault = func(f usage.GPUFault, none bool) {
+		w.PostGPUOut(f, nil)
+		line := fmt.Sprintf("GPU %s reported %s: taken out of use for the rest of this sweep; a run on it that fails runs again on another GPU", f.UUID, f.Reason)
+		if none {
+			line = fmt.Sprintf("GPU %s reported %s, and no GPU is left in use: no more runs start (check the GPUs: nvidia-smi -q, Xid lines in dmesg)", f.UUID, f.Reason)
+		}
+		s.note(line)
+		if onGPUFault != nil {
+			onGPUFault(f, none)
+		}
 	}
 	skip, resumed := w.Past().ResumeFilter(retry)
 	runs := s.source.RunsExcept(s.shard, skip)

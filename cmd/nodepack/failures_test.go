@@ -217,3 +217,34 @@ func TestRetryArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusShowsGPUsOut: a gpu_out record (a GPU taken out of use after a
+// fault) shows in status, status --failed and status --json.
+func TestStatusShowsGPUsOut(t *testing.T) {
+	dir := t.TempDir()
+	tasks := writeFile(t, dir, "tasks.txt", "true\n")
+	out := filepath.Join(dir, "out")
+	if code, _, stderr := runCLI(t, "run", "-q", "-o", out, tasks); code != exitOK {
+		t.Fatalf("run: %d %s", code, stderr)
+	}
+	path := filepath.Join(out, "ledger.jsonl")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	header, rest, _ := strings.Cut(string(b), "\n")
+	gpuOut := `{"type":"gpu_out","time":"2026-11-24T10:00:00Z","gpus":["GPU-b"],"note":"Xid 79"}`
+	if err := os.WriteFile(path, []byte(header+"\n"+gpuOut+"\n"+rest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"status", out}, {"status", "--failed", out}} {
+		if code, stdout, _ := runCLI(t, args...); code != exitOK || !strings.Contains(stdout, "GPU out of use: GPU-b after Xid 79") {
+			t.Errorf("%q: exit %d\n%s", args, code, stdout)
+		}
+	}
+	_, stdout, _ := runCLI(t, "status", "--json", out)
+	var doc ledger.Status
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || len(doc.GPUsOut) != 1 || doc.GPUsOut[0].UUID != "GPU-b" {
+		t.Errorf("status --json: %v %+v", err, doc.GPUsOut)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -332,6 +333,9 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*r
 	}
 	if !o.DryRun {
 		o.Execute.OOMKills = resources.OOMKills() // nil where no cgroup counts them
+		if len(topo.GPUs) > 0 {
+			o.Execute.GPUFaults = resources.WatchGPUFaults(ctx, physicalGPUs(topo)) // nil without NVML events
+		}
 	}
 	sw, err := runner.Prepare(o.Options)
 	if err != nil {
@@ -549,6 +553,12 @@ func printSummary(w io.Writer, s execute.Summary, output string) {
 	if s.Failed > len(s.Failures) {
 		fmt.Fprintf(w, "  … and %d more; logs are in %s\n", s.Failed-len(s.Failures), filepath.Join(output, "runs"))
 	}
+	for _, f := range s.GPUsOut {
+		fmt.Fprintf(w, "nodepack: GPU %s was taken out of use after %s at %s\n", f.UUID, f.Reason, f.Time.Local().Format(time.DateTime))
+	}
+	if s.NoGPUsLeft {
+		fmt.Fprintln(w, "nodepack: no GPU was left in use, so no more runs started; rerun on a healthy node to resume")
+	}
 	for _, hint := range nextSteps(s.Classes, output) {
 		fmt.Fprintln(w, "nodepack: "+hint)
 	}
@@ -569,4 +579,20 @@ func describeFailure(ev execute.Event) string {
 		parts = append(parts, ev.Err.Error())
 	}
 	return strings.Join(parts, ", ")
+}
+
+// physicalGPUs lists the UUIDs of the physical GPUs of topo (a MIG
+// device's parent): NVML reports faults per physical GPU.
+func physicalGPUs(topo pack.Topology) []string {
+	var uuids []string
+	for _, g := range topo.GPUs {
+		u := g.UUID
+		if g.MIG && g.Parent != "" {
+			u = g.Parent
+		}
+		if !slices.Contains(uuids, u) {
+			uuids = append(uuids, u)
+		}
+	}
+	return uuids
 }

@@ -23,8 +23,9 @@ pending, running, succeeded, failed and interrupted; the running ones with
 their slot, GPUs, CPUs and time so far; the failed ones with why they
 failed (their class: cuda-oom, host-oom, gpu-error, disk-full, not-found,
 timeout, signal or exit), exit code, attempts, the last lines of their
-stderr and their log; and, while it runs, the throughput and an estimate
-of the time left. --failed shows the failed runs only.
+stderr and their log; the GPUs taken out of use after a fault; and, while
+it runs, the throughput and an estimate of the time left. --failed shows
+the failed runs only.
 It only reads DIR, so it works from any shell that sees the file system (a
 login node). A run the ledger shows running whose nodepack is gone (checked
 when DIR's sweep runs on this host) is shown as interrupted.
@@ -155,6 +156,7 @@ func printStatus(w io.Writer, doc *ledger.Status) {
 				time.Duration(r.Elapsed*float64(time.Second)).Round(time.Second), r.Origin)
 		}
 	}
+	printGPUsOut(w, doc.GPUsOut)
 	if len(doc.Failures) > 0 {
 		fmt.Fprintf(w, "failed: %s\n", classCounts(doc.Classes))
 		printFailedRuns(w, doc.Failures)
@@ -171,6 +173,7 @@ func printStatus(w io.Writer, doc *ledger.Status) {
 // printFailures is status --failed: the failed runs, what failed them,
 // and what to do next.
 func printFailures(w io.Writer, doc *ledger.Status) {
+	defer printGPUsOut(w, doc.GPUsOut)
 	if len(doc.Failures) == 0 {
 		fmt.Fprintf(w, "%s: no failed runs\n", doc.Dir)
 		return
@@ -195,5 +198,11 @@ func printFailedRuns(w io.Writer, runs []ledger.RunStatus) {
 		for _, line := range r.StderrTail {
 			fmt.Fprintf(w, "      | %s\n", line)
 		}
+	}
+}
+
+func printGPUsOut(w io.Writer, gpus []ledger.GPUOut) {
+	for _, g := range gpus {
+		fmt.Fprintf(w, "GPU out of use: %s after %s at %s on %s\n", g.UUID, g.Reason, g.Time.Local().Format(time.DateTime), g.Host)
 	}
 }

@@ -32,6 +32,7 @@ const (
 	TypeStarted  = "started"  // an attempt's process runs
 	TypeFinished = "finished" // an attempt ended
 	TypeEnd      = "end"      // the session ended without being killed
+	TypeGPUOut   = "gpu_out"  // a GPU reported a fault and was taken out of use
 )
 
 // Record is one line of a ledger: a JSON object whose "type" says
@@ -168,6 +169,9 @@ type Log struct {
 	End      *Record  // the last session's end record; nil while it runs or if it was killed
 	Runs     map[string]*Run
 	Order    []string // run ids in order of first appearance
+	// GPUsOut are the last session's gpu_out records: the GPUs it took out
+	// of use after a fault (GPUs holds the UUID, Note the fault).
+	GPUsOut []Record
 	// Size is the length of the complete lines; Torn the length of an
 	// unfinished last line that was left out (a write in progress, or the
 	// node lost power during one).
@@ -252,7 +256,7 @@ func (log *Log) add(line []byte, off int64, no int) error {
 		h, fast = scanHead(line)
 	}
 	var rec *Record
-	if !fast || string(h.typ) == TypeHeader || string(h.typ) == TypeEnd {
+	if !fast || string(h.typ) == TypeHeader || string(h.typ) == TypeEnd || string(h.typ) == TypeGPUOut {
 		rec = new(Record)
 		if err := json.Unmarshal(line, rec); err != nil {
 			return fmt.Errorf("not a record: %w", err)
@@ -273,6 +277,7 @@ func (log *Log) add(line []byte, off int64, no int) error {
 		}
 		log.Sessions = append(log.Sessions, *rec)
 		log.End = nil
+		log.GPUsOut = nil // a new session may run on another node
 		for _, run := range log.Runs {
 			run.Retired = false
 		}
@@ -287,6 +292,12 @@ func (log *Log) add(line []byte, off int64, no int) error {
 			return errors.New("second end record in a session")
 		}
 		log.End = rec
+		return nil
+	case TypeGPUOut:
+		if len(rec.GPUs) != 1 {
+			return errors.New("gpu_out record without its GPU")
+		}
+		log.GPUsOut = append(log.GPUsOut, *rec)
 		return nil
 	case TypeStarted, TypeFinished:
 	default:
@@ -674,6 +685,13 @@ func (l *Writer) Append(ev execute.Event) error { return l.writeNow(l.record(ev)
 func (l *Writer) Post(ev execute.Event, done func(error)) {
 	rec := l.record(ev)
 	l.commits.post(l, rec, rec.Type == TypeFinished, false, done)
+}
+
+// PostGPUOut records that a GPU reported fault f and was taken out of use,
+// synced with the next commit; done is called as Post's.
+func (l *Writer) PostGPUOut(f usage.GPUFault, done func(error)) {
+	rec := &Record{Type: TypeGPUOut, Time: f.Time.UTC(), GPUs: []string{f.UUID}, Note: f.Reason}
+	l.commits.post(l, rec, true, true, done)
 }
 
 // Flush commits every record posted so far, at once, and returns when

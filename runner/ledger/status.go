@@ -31,6 +31,9 @@ type Status struct {
 	// Classes counts the failed runs by the failure class of their last
 	// attempt (see runner/failure); they add up to Counts.Failed.
 	Classes map[failure.Class]int `json:"classes"`
+	// GPUsOut lists the GPUs the shards' last sessions took out of use
+	// after a fault.
+	GPUsOut []GPUOut `json:"gpus_out"`
 	// RunsPerHour is the rate at which the live sessions finish runs; 0 when
 	// none is live. ETASeconds estimates the time left; null when unknown.
 	RunsPerHour float64  `json:"runs_per_hour"`
@@ -69,6 +72,15 @@ type ShardStatus struct {
 	Note     string    `json:"note,omitempty"` // the end record's
 	Deferred int       `json:"deferred,omitempty"`
 	Torn     bool      `json:"torn,omitempty"` // a record was being written
+}
+
+// GPUOut is a GPU taken out of use after a fault.
+type GPUOut struct {
+	UUID   string    `json:"uuid"`
+	Reason string    `json:"reason"`
+	Time   time.Time `json:"time"`
+	Host   string    `json:"host"`
+	File   string    `json:"file"` // the shard ledger that recorded it
 }
 
 // RunStatus is a running or failed run.
@@ -121,7 +133,7 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 	}
 	slices.Sort(files)
 	host, _ := os.Hostname()
-	st := &Status{Format: StatusFormat, Dir: dir, Time: now.UTC(), Running: []RunStatus{}, Failures: []RunStatus{}, Shards: []ShardStatus{}, Classes: map[failure.Class]int{}}
+	st := &Status{Format: StatusFormat, Dir: dir, Time: now.UTC(), Running: []RunStatus{}, Failures: []RunStatus{}, Shards: []ShardStatus{}, Classes: map[failure.Class]int{}, GPUsOut: []GPUOut{}}
 	total, totalKnown := 0, true
 	left := 0 // runs not finished for good: pending, running, interrupted
 	for _, file := range files {
@@ -155,6 +167,9 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 			continue
 		}
 		st.Shards = append(st.Shards, sh)
+		for _, g := range log.GPUsOut {
+			st.GPUsOut = append(st.GPUsOut, GPUOut{UUID: g.GPUs[0], Reason: g.Note, Time: g.Time, Host: h.Host, File: file})
+		}
 
 		c := log.Count()
 		st.Counts.Running += c[StateRunning]
