@@ -533,6 +533,11 @@ func (e *Execution) runAll(r *placed) (requeue *pack.Request) {
 				return &more
 			}
 		}
+		if ev.Class == failure.HostOOM {
+			if more, ok := e.moreMemory(r); ok {
+				return &more
+			}
+		}
 		if as := r.assignment(); ev.Class == failure.GPUError && e.faulted(as) {
 			return &as.Request // the same again, on a GPU still in use
 		}
@@ -540,6 +545,22 @@ func (e *Execution) runAll(r *placed) (requeue *pack.Request) {
 			return nil // stopped while waiting: the ledger's retry mark makes a resume run it
 		}
 	}
+}
+
+// moreMemory is what run r asks for after the kernel's OOM killer killed
+// it: half as much host memory again, when it asked for some and the node
+// has that much.
+func (e *Execution) moreMemory(r *placed) (pack.Request, bool) {
+	as := r.assignment()
+	if e.sched.alloc == nil || as.Request.Mem == 0 {
+		return pack.Request{}, false
+	}
+	more := as.Request
+	more.Mem += more.Mem / 2
+	if e.sched.alloc.Check(more) != nil {
+		return pack.Request{}, false // as much as the node has: retried as it was
+	}
+	return more, true
 }
 
 // moreGPUMemory is what run r asks for after it ran out of GPU memory

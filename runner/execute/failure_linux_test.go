@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
 )
@@ -159,6 +160,17 @@ func TestHostOOM(t *testing.T) {
 	for _, ev := range evs {
 		if ev.Class != failure.HostOOM {
 			t.Errorf("%s: class %q (exit %d %s), want host-oom; oom count now %v", ev.Run.Args[2], ev.Class, ev.ExitCode, ev.Signal, must(count()))
+		}
+	}
+	// Retried (only when asked), with half as much memory again when the
+	// run asked for some.
+	retried := Run{ID: "retried", Args: []string{"bash", "-c", `test "$NODEPACK_ATTEMPT" -ge 2 && exit 0; ` + lines[0]}, Request: request("mem=1GiB cpus=0")}
+	topo := pack.Topology{CPUs: allowedCPUs(t), Memory: 8 << 30}
+	_, evs, err = execute(t, t.Context(), func(o *Options) { o.Topology = topo }, Options{OOMKills: count, Retry: map[failure.Class]int{failure.HostOOM: 1}}, retried)
+	if err != nil || len(evs) != 2 || evs[0].Class != failure.HostOOM || evs[1].Reason != OK || evs[1].Slot.Request.Mem != 3<<29 {
+		t.Errorf("retry with more memory: %v, %d events", err, len(evs))
+		for _, ev := range evs {
+			t.Logf("attempt %d: %s %s, request %v", ev.Attempt, ev.Reason, ev.Class, ev.Slot.Request)
 		}
 	}
 	// Without the count the same death is a signal: nothing else tells

@@ -98,8 +98,10 @@ type Options struct {
 	// failed with class C gets another while its attempts that failed with
 	// C in this sweep number at most Retry[C]. Interrupted attempts are
 	// never retried. A cuda-oom retry of a run placed on a GPU asks for
-	// more GPU memory (pack.MoreGPUMemory) and is placed anew, ahead of
-	// the runs that wait; other retries keep their place.
+	// more GPU memory (pack.MoreGPUMemory) and a host-oom retry of a run
+	// that asked for Mem half as much memory again, when the node has
+	// that; they are placed anew, ahead of the runs that wait. Other
+	// retries keep their place.
 	Retry map[failure.Class]int
 	// RetryBackoff is the wait before a run's first retry; each later
 	// retry of the run waits twice the one before, up to a minute. The run

@@ -37,7 +37,7 @@ type pending struct {
 	asked pack.Request
 	shape string // with gpu_mem=auto: runs of the same shape share a measurement
 
-	// Across the placements of a run retried with more GPU memory: the
+	// Across the placements of a run retried with more (GPU) memory: the
 	// request it was requeued with, its attempts in this sweep, and those
 	// that failed, by class.
 	grown      *pack.Request
@@ -210,7 +210,8 @@ func (e *Execution) mayRequeue() bool {
 	s := e.sched
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.requeued) > 0 || s.running > 0 && s.alloc != nil && (e.retryBudget(failure.CUDAOOM) > 0 || e.opts.GPUFaults != nil)
+	return len(s.requeued) > 0 || s.running > 0 && s.alloc != nil &&
+		(e.retryBudget(failure.CUDAOOM) > 0 || e.retryBudget(failure.HostOOM) > 0 || e.opts.GPUFaults != nil)
 }
 
 // fill takes the runs the feeder has ready, up to the queue's window.
