@@ -18,8 +18,8 @@ import (
 // read. The count is oom_kill in cgroup v2's memory.events or in cgroup
 // v1's memory.oom_control: the kernel counts a kill in the cgroup of the
 // process it killed and in every ancestor, whichever limit was hit. The
-// file stays open, so a read is one pread; the reader may be called
-// concurrently.
+// file stays open for the life of the process, so a read is one pread:
+// call it once, not per sweep. The reader may be called concurrently.
 func OOMKills() func() (uint64, bool) { return oomKills(os.DirFS("/"), "/") }
 
 // oomKills is OOMKills for the file system at dir (root is the same, as

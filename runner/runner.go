@@ -543,10 +543,6 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 			}
 		})
 	}
-	var retry func(*ledger.Run) bool
-	if opts.RetryFailed {
-		retry = opts.retries
-	}
 	onGPUFault := opts.Execute.OnGPUFault
 	xo.OnGPUFault = func(f usage.GPUFault, none bool) {
 		w.PostGPUOut(f, nil)
@@ -559,7 +555,7 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 			onGPUFault(f, none)
 		}
 	}
-	skip, resumed := w.Past().ResumeFilter(retry)
+	skip, resumed := w.Past().ResumeFilter(opts.retries)
 	runs := s.source.RunsExcept(s.shard, skip)
 	r.resume = resumed
 	r.x, err = execute.Start(ctx, runs, xo)

@@ -526,25 +526,29 @@ func (e *Execution) runAll(r *placed) (requeue *pack.Request) {
 		if !ev.Retry {
 			return nil
 		}
-		if ev.Class == failure.CUDAOOM {
-			// More GPU memory than it had, which may be elsewhere: back
-			// to the queue, at its head, without a backoff.
-			if more, ok := e.moreGPUMemory(r); ok {
-				return &more
-			}
-		}
-		if ev.Class == failure.HostOOM {
-			if more, ok := e.moreMemory(r); ok {
-				return &more
-			}
-		}
-		if as := r.assignment(); ev.Class == failure.GPUError && e.faulted(as) {
-			return &as.Request // the same again, on a GPU still in use
+		if again, ok := e.placeAnew(r, ev.Class); ok {
+			return &again // back to the queue, at its head, without a backoff
 		}
 		if wait := e.backoff(n); wait > 0 && !e.sleepUntil(time.Now().Add(wait), nil) {
 			return nil // stopped while waiting: the ledger's retry mark makes a resume run it
 		}
 	}
+}
+
+// placeAnew returns what run r asks for when its retry after a failure of
+// class c must be placed anew: more GPU memory after a cuda-oom, more
+// host memory after a host-oom, the same on another GPU after its GPU
+// faulted. false: the retry keeps its place.
+func (e *Execution) placeAnew(r *placed, c failure.Class) (pack.Request, bool) {
+	switch as := r.assignment(); {
+	case c == failure.CUDAOOM:
+		return e.moreGPUMemory(r)
+	case c == failure.HostOOM:
+		return e.moreMemory(r)
+	case c == failure.GPUError && e.faulted(as):
+		return as.Request, true
+	}
+	return pack.Request{}, false
 }
 
 // moreMemory is what run r asks for after the kernel's OOM killer killed
@@ -590,13 +594,16 @@ func (e *Execution) retryBudget(c failure.Class) int {
 	return e.opts.Retries
 }
 
-// backoff is the wait before the retry that follows attempt n of a run.
+// backoff is the wait before the retry that follows attempt n of a run:
+// RetryBackoff doubled for each attempt before, up to a minute (or
+// RetryBackoff itself, if longer).
 func (e *Execution) backoff(n int) time.Duration {
+	limit := max(time.Minute, e.opts.RetryBackoff)
 	wait := e.opts.RetryBackoff
-	for i := 1; i < n && wait < time.Minute; i++ {
+	for i := 1; i < n && wait < limit; i++ {
 		wait *= 2
 	}
-	return min(wait, max(time.Minute, e.opts.RetryBackoff))
+	return min(wait, limit)
 }
 
 func originOf(run Run) string {

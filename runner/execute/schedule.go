@@ -37,7 +37,7 @@ type pending struct {
 	asked pack.Request
 	shape string // with gpu_mem=auto: runs of the same shape share a measurement
 
-	// Across the placements of a run retried with more (GPU) memory: the
+	// Across the placements of a run whose retry was placed anew: the
 	// request it was requeued with, its attempts in this sweep, and those
 	// that failed, by class.
 	grown      *pack.Request
@@ -84,7 +84,7 @@ type scheduler struct {
 	holds    map[string]int            // GPU UUID → runs that hold it for the gate
 	learned  map[string]uint64         // shape → measured GPU memory, margin included
 	relearn  bool                      // learned changed: re-resolve waiting auto runs
-	requeued []*pending                // runs retried with more GPU memory or on another GPU, for the queue's head
+	requeued []*pending                // retries placed anew (placeAnew), for the queue's head
 	faults   map[string]usage.GPUFault // GPUs out of use after a fault, by UUID
 
 	wake chan struct{} // something freed: try to start runs
@@ -203,15 +203,14 @@ func (e *Execution) takeRequeued() {
 	}
 }
 
-// mayRequeue reports whether a running run may still come back to the
-// queue (a cuda-oom retry with more GPU memory), so the loop must wait for
-// it.
+// mayRequeue reports whether a run may still come back to the queue (a
+// retry placed anew, see placeAnew), so the loop must wait for it: one has,
+// or a placed run still runs.
 func (e *Execution) mayRequeue() bool {
 	s := e.sched
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.requeued) > 0 || s.running > 0 && s.alloc != nil &&
-		(e.retryBudget(failure.CUDAOOM) > 0 || e.retryBudget(failure.HostOOM) > 0 || e.opts.GPUFaults != nil)
+	return len(s.requeued) > 0 || s.running > 0 && s.alloc != nil
 }
 
 // fill takes the runs the feeder has ready, up to the queue's window.

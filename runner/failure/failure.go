@@ -192,11 +192,11 @@ func LastLines(tail []byte, n, maxLen int) []string {
 	var lines []string
 	for len(tail) > 0 && len(lines) < n {
 		tail = bytes.TrimRight(tail, "\r\n")
-		i := bytes.LastIndexByte(tail, '\n')
-		line := tail[i+1:]
-		tail = tail[:max(i, 0)]
-		if i < 0 {
-			tail = nil
+		var line []byte
+		if i := bytes.LastIndexByte(tail, '\n'); i >= 0 {
+			tail, line = tail[:i], tail[i+1:]
+		} else {
+			tail, line = nil, tail
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
