@@ -197,6 +197,14 @@ func TestRetryCommand(t *testing.T) {
 	if code != exitOK || !strings.Contains(stderr, "no failed runs to retry") || !strings.Contains(stderr, "(failed: 1 exit)") {
 		t.Errorf("nothing to retry: exit %d\n%s", code, stderr)
 	}
+	sharded := filepath.Join(dir, "sharded")
+	plain := writeFile(t, dir, "plain.txt", "true\ntrue\n")
+	if code, _, stderr := runCLI(t, "run", "-q", "--shard", "0/2", "-o", sharded, plain); code != exitOK {
+		t.Fatalf("sharded run: %d %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "retry", sharded); code != exitUsage || !strings.Contains(stderr, "sharded 2 ways") {
+		t.Errorf("retry of a sharded sweep: exit %d, %q", code, stderr)
+	}
 	for _, args := range [][]string{{"retry", "--run", "nope", out}, {"retry", "--class", "oom", out}, {"retry", filepath.Join(dir, "missing")}, {"retry"}} {
 		if code, _, stderr := runCLI(t, args...); code != exitUsage || strings.Count(stderr, "\n") != 1 {
 			t.Errorf("%q: exit %d, %q", args, code, stderr)

@@ -53,6 +53,11 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if sh.State == ledger.ShardRunning {
 			return usageErrorf(stderr, "retry", "%s: its nodepack (pid %d) still runs; retry once it has ended", sh.File, sh.PID)
 		}
+		if sh.Count > 1 {
+			// One nodepack here would be another sweep than the array's
+			// shards: each shard's own command must run again.
+			return usageErrorf(stderr, "retry", "%s holds a sweep sharded %d ways: submit its array job again with --retry-failed (and --retry-class or --retry-run), or run each shard with --shard I/%d", dir, sh.Count, sh.Count)
+		}
 	}
 	chosen := 0
 	for _, r := range doc.Failures {

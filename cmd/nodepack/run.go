@@ -546,9 +546,7 @@ func printSummary(w io.Writer, s execute.Summary, output string) {
 	}
 	for _, ev := range s.Failures {
 		fmt.Fprintf(w, "  failed: %s %s (%s)  %s\n", ev.Run.ID, ev.Class, describeFailure(ev), ev.Stderr)
-		for _, line := range ev.StderrTail {
-			fmt.Fprintf(w, "      | %s\n", line)
-		}
+		printTail(w, ev.StderrTail)
 	}
 	if s.Failed > len(s.Failures) {
 		fmt.Fprintf(w, "  … and %d more; logs are in %s\n", s.Failed-len(s.Failures), filepath.Join(output, "runs"))

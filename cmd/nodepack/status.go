@@ -195,9 +195,14 @@ func printFailedRuns(w io.Writer, runs []ledger.RunStatus) {
 			how = fmt.Sprint("exit ", *r.ExitCode)
 		}
 		fmt.Fprintf(w, "  %s  %s (%s)  %s  %s  %s\n", r.ID, r.Class, how, countWord(r.Attempt, "attempt"), r.Origin, r.Stderr)
-		for _, line := range r.StderrTail {
-			fmt.Fprintf(w, "      | %s\n", line)
-		}
+		printTail(w, r.StderrTail)
+	}
+}
+
+// printTail prints a failed run's last stderr lines under it.
+func printTail(w io.Writer, lines []string) {
+	for _, line := range lines {
+		fmt.Fprintf(w, "      | %s\n", line)
 	}
 }
 
