@@ -3,6 +3,8 @@ package resources
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -51,26 +53,11 @@ func oomKills(root fs.FS, dir string) func() (uint64, bool) {
 // oomKillsFile finds the file that counts this process's cgroup's OOM
 // kills, as a path within root; "" when there is none.
 func oomKillsFile(root fs.FS) string {
-	data, err := fs.ReadFile(root, "proc/self/cgroup")
-	if err != nil {
-		return ""
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	var v1, v2 string
-	for sc.Scan() {
-		fields := strings.SplitN(sc.Text(), ":", 3)
-		switch {
-		case len(fields) != 3:
-		case hasController(fields[1], "memory"):
-			v1 = path.Join("sys/fs/cgroup/memory", fields[2], "memory.oom_control")
-		case fields[0] == "0" && fields[1] == "":
-			v2 = path.Join("sys/fs/cgroup", fields[2], "memory.events")
-		}
-	}
+	v1, v2 := ownCgroups(root)
 	// A hybrid system mounts v2 without the memory controller: v1 counts.
-	for _, p := range []string{v1, v2} {
-		if p == "" {
-			continue
+	for _, p := range []string{path.Join(v1, "memory.oom_control"), path.Join(v2, "memory.events")} {
+		if p == "memory.oom_control" || p == "memory.events" {
+			continue // no such cgroup
 		}
 		if b, err := fs.ReadFile(root, p); err == nil {
 			if _, ok := parseOOMKill(b); ok {
@@ -79,6 +66,63 @@ func oomKillsFile(root fs.FS) string {
 		}
 	}
 	return ""
+}
+
+// ownCgroups returns this process's group in cgroup v1's memory hierarchy
+// and in the cgroup v2 tree, as directories within root where they are
+// usually mounted; "" for one it is not in.
+func ownCgroups(root fs.FS) (v1memory, v2 string) {
+	data, err := fs.ReadFile(root, "proc/self/cgroup")
+	if err != nil {
+		return "", ""
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		fields := strings.SplitN(sc.Text(), ":", 3)
+		switch {
+		case len(fields) != 3:
+		case hasController(fields[1], "memory"):
+			v1memory = path.Join("sys/fs/cgroup/memory", fields[2])
+		case fields[0] == "0" && fields[1] == "":
+			v2 = path.Join("sys/fs/cgroup", fields[2])
+		}
+	}
+	return v1memory, v2
+}
+
+// RunMemoryCgroups returns this process's own group in cgroup v1's memory
+// hierarchy when this process may make groups in it, for the runner's
+// Options.MemCgroup (which gives each run that asks for memory a group of
+// its own, limited to what it asked for); otherwise "" and why not.
+// It makes and removes a group to find out.
+//
+// Under cgroup v2 it returns "": there a process may make groups with
+// their own limits only where the batch system delegated its group, and
+// only after moving itself out of it, which nodepack does not do.
+func RunMemoryCgroups() (dir string, whyNot error) { return runMemoryCgroups(os.DirFS("/"), "/") }
+
+// runMemoryCgroups is RunMemoryCgroups for the file system at dir (root is
+// the same, as an fs.FS).
+func runMemoryCgroups(root fs.FS, dir string) (string, error) {
+	v1, v2 := ownCgroups(root)
+	switch {
+	case v1 == "" && v2 != "":
+		return "", errors.New("this system has cgroup v2 only, where nodepack makes no groups of its own")
+	case v1 == "":
+		return "", errors.New("this system has no memory cgroups")
+	}
+	if _, err := fs.Stat(root, path.Join(v1, "memory.limit_in_bytes")); err != nil {
+		return "", fmt.Errorf("memory cgroup: %w", err)
+	}
+	own := filepath.Join(dir, v1)
+	probe, err := os.MkdirTemp(own, ".nodepack-probe-")
+	if err != nil {
+		return "", fmt.Errorf("memory cgroup: %w", err)
+	}
+	if err := os.Remove(probe); err != nil {
+		return "", fmt.Errorf("memory cgroup: %w", err)
+	}
+	return own, nil
 }
 
 // parseOOMKill reads the "oom_kill N" line of memory.events or

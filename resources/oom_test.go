@@ -78,3 +78,50 @@ func TestOOMKillsReadsAgain(t *testing.T) {
 		t.Errorf("after a kill: %d, %v", n, ok)
 	}
 }
+
+func TestRunMemoryCgroups(t *testing.T) {
+	for _, tc := range []struct {
+		desc    string
+		files   map[string]string
+		wantDir string // within the test's root; "" for none
+	}{
+		{"cgroup v1 memory, hybrid", map[string]string{
+			"proc/self/cgroup": "12:memory:/slurm/uid_0/job_7\n0::/\n",
+			"sys/fs/cgroup/memory/slurm/uid_0/job_7/memory.limit_in_bytes": "9223372036854771712\n",
+		}, "sys/fs/cgroup/memory/slurm/uid_0/job_7"},
+		{"cgroup v2 only", map[string]string{
+			"proc/self/cgroup": "0::/system.slice/slurmstepd.scope/job_42/step_batch\n",
+			"sys/fs/cgroup/system.slice/slurmstepd.scope/job_42/step_batch/memory.max": "max\n",
+		}, ""},
+		{"v1 named in /proc but not mounted there", map[string]string{
+			"proc/self/cgroup": "4:memory:/job\n",
+		}, ""},
+		{"no cgroups", map[string]string{}, ""},
+	} {
+		root := t.TempDir()
+		for name, body := range tc.files {
+			p := filepath.Join(root, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dir, err := runMemoryCgroups(os.DirFS(root), root)
+		want := ""
+		if tc.wantDir != "" {
+			want = filepath.Join(root, tc.wantDir)
+		}
+		if dir != want || (dir == "") != (err != nil) {
+			t.Errorf("%s: %q, %v; want %q", tc.desc, dir, err, want)
+		}
+		if dir != "" {
+			if left, _ := os.ReadDir(dir); len(left) != 1 {
+				t.Errorf("%s: the probe group was left behind: %v", tc.desc, left)
+			}
+		}
+	}
+	dir, err := RunMemoryCgroups()
+	t.Logf("this machine: %q, %v", dir, err)
+}

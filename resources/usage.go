@@ -69,6 +69,7 @@ type Sampling struct {
 	run     sync.Mutex     // held while a sample is taken
 	stopped bool           // guarded by run
 	settler *usage.Settler // nil once settled, or without Target.Settle
+	limit   *usage.Limit   // nil once exceeded, or without Target.Limit
 	mu      sync.Mutex
 	got     usage.Sampled
 	util    []float64 // summed utilisation per GPU
@@ -90,6 +91,7 @@ func (s *UsageSampler) Start(t usage.Target) *Sampling {
 	if t.Settle != nil {
 		sp.settler = &usage.Settler{Samples: t.Settle.Samples}
 	}
+	sp.limit = t.Limit
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.active == nil {
@@ -99,7 +101,7 @@ func (s *UsageSampler) Start(t usage.Target) *Sampling {
 		go s.loop()
 	}
 	s.active[sp] = struct{}{}
-	sp.next = time.Now().Add(min(s.interval, 500*time.Millisecond, sp.settleInterval()))
+	sp.next = time.Now().Add(min(s.interval, 500*time.Millisecond, sp.dueIn()))
 	if s.wakeAt.IsZero() || s.wakeAt.After(sp.next.Add(lateness)) {
 		select {
 		case s.wake <- struct{}{}:
@@ -141,7 +143,7 @@ func (s *UsageSampler) loop() {
 				}
 				sp.run.Unlock()
 				s.mu.Lock()
-				sp.next = time.Now().Add(min(s.interval, sp.settleInterval()))
+				sp.next = time.Now().Add(min(s.interval, sp.dueIn()))
 				s.mu.Unlock()
 			}
 			continue
@@ -157,19 +159,24 @@ func (s *UsageSampler) loop() {
 	}
 }
 
-// settleInterval is how soon the next sample is due for the readiness
-// gate; a long time once there is nothing to settle.
-func (sp *Sampling) settleInterval() time.Duration {
+// dueIn is how soon the next sample is due for the readiness gate or the
+// memory limit; a long time once there is neither to watch.
+func (sp *Sampling) dueIn() time.Duration {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if sp.settler == nil {
-		return time.Duration(1<<63 - 1)
+	due := time.Duration(1<<63 - 1)
+	if sp.settler != nil {
+		due = max(sp.target.Settle.Interval, 10*time.Millisecond)
 	}
-	return max(sp.target.Settle.Interval, 10*time.Millisecond)
+	if sp.limit != nil {
+		due = min(due, max(sp.limit.Interval, 10*time.Millisecond))
+	}
+	return due
 }
 
-// sample takes one sample, and calls Settle.Done when the tree's own GPU
-// memory has settled with it.
+// sample takes one sample, calls Limit.Exceeded when the tree is over its
+// limit, and calls Settle.Done when the tree's own GPU memory has settled
+// with it.
 func (sp *Sampling) sample(s *UsageSampler, pids []int) {
 	var rss uint64
 	for _, pid := range pids {
@@ -178,6 +185,12 @@ func (sp *Sampling) sample(s *UsageSampler, pids []int) {
 	sp.mu.Lock()
 	sp.got.Samples++
 	sp.got.TreeRSSPeak = max(sp.got.TreeRSSPeak, rss)
+	if l := sp.limit; l != nil && rss > l.Bytes {
+		sp.limit = nil
+		sp.mu.Unlock()
+		l.Exceeded(rss)
+		sp.mu.Lock()
+	}
 	if s.gpus == nil {
 		sp.mu.Unlock()
 		return

@@ -125,3 +125,45 @@ func TestOneGoroutineSamplesEveryRun(t *testing.T) {
 		}
 	}
 }
+
+// TestLimit: a tree over its limit is reported once, at the limit's own
+// pace (the sampler's interval is an hour); one under it never is.
+func TestLimit(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	s := NewUsageSampler(time.Hour)
+	defer s.Close()
+	over := make(chan uint64, 10)
+	limit := func(bytes uint64, exceeded func(uint64)) *usage.Limit {
+		return &usage.Limit{Bytes: bytes, Interval: 10 * time.Millisecond, Exceeded: exceeded}
+	}
+	sp := s.Start(usage.Target{Root: os.Getpid(), Limit: limit(1<<20, func(rss uint64) { over <- rss })})
+	under := s.Start(usage.Target{Root: os.Getpid(), Limit: limit(1<<50, func(rss uint64) { t.Errorf("under the limit, reported over: %d", rss) })})
+	select {
+	case rss := <-over:
+		if rss <= 1<<20 {
+			t.Errorf("reported over at %d bytes, limit %d", rss, 1<<20)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a test process above 1 MiB was never reported over its limit")
+	}
+	// Three more samples of the other: time enough for a second report.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		under.mu.Lock()
+		n := under.got.Samples
+		under.mu.Unlock()
+		if n >= 4 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	sp.Stop()
+	if got := under.Stop(); got.Samples < 4 {
+		t.Errorf("%d samples under the limit's pace, want 4", got.Samples)
+	}
+	if len(over) != 0 {
+		t.Errorf("reported over %d more times, want once", len(over))
+	}
+}

@@ -37,7 +37,7 @@ func nextSteps(classes map[failure.Class]int, dir string) []string {
 		case failure.CUDAOOM:
 			out = append(out, runs(c)+" ran out of GPU memory: give them more (gpus= or gpu_mem= on their task lines, or a larger --gpu-mem-per-run with --retry-failed), then "+retry+"; --retry cuda-oom=N retries at once")
 		case failure.HostOOM:
-			out = append(out, runs(c)+" were killed by the kernel's OOM killer: give them more host memory (mem= on their lines, --mem-per-run) or run fewer at once (--parallel), then "+retry)
+			out = append(out, runs(c)+" ran out of host memory (killed by the kernel's OOM killer, or over their mem under --enforce-mem): give them more (mem= on their lines, --mem-per-run) or run fewer at once (--parallel), then "+retry+"; --retry host-oom=N retries at once with half as much mem again")
 		case failure.GPUError:
 			out = append(out, runs(c)+" hit a GPU error: check the GPU (nvidia-smi -q, Xid lines in dmesg), then "+retry+"; --retry gpu-error=N retries at once")
 		case failure.DiskFull:

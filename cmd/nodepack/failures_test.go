@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodepack/nodepack/resources"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
 )
@@ -140,6 +141,27 @@ func TestHostOOMThroughTheCLI(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "1 failed (1 host-oom)") || !strings.Contains(string(b), "killed by the kernel's OOM killer") {
 		t.Errorf("output:\n%s", b)
+	}
+}
+
+// TestEnforceMemThroughTheCLI: with --enforce-mem, a run over the mem it
+// asked for is host-oom and its log's last line says so, whether this
+// machine lets nodepack make memory cgroups (the kernel kills it) or not
+// (nodepack's sampler does); the first lines say which holds.
+func TestEnforceMemThroughTheCLI(t *testing.T) {
+	dir := t.TempDir()
+	tasks := writeFile(t, dir, "tasks.txt", "true\n#nodepack mem=48MiB\ntail -n 1 < <(head -c 300000000 /dev/zero; sleep 30)\necho small\n")
+	code, _, stderr := runCLI(t, "run", "--enforce-mem", "-o", filepath.Join(dir, "out"), tasks)
+	if code != exitFailed || !strings.Contains(stderr, "3 runs: 2 succeeded, 1 failed (1 host-oom)") ||
+		!strings.Contains(stderr, "nodepack: --enforce-mem: ") || !strings.Contains(stderr, "it asked for ---") {
+		t.Errorf("exit %d:\n%s", code, stderr)
+	}
+	// No cgroup and no sampler: nothing could hold the runs.
+	if _, err := resources.RunMemoryCgroups(); err != nil {
+		code, _, stderr := runCLI(t, "run", "--enforce-mem", "--sample-interval", "0", "-o", filepath.Join(dir, "out2"), tasks)
+		if code != exitUsage || !strings.Contains(stderr, "--sample-interval 0 turns off the sampler") {
+			t.Errorf("--sample-interval 0 without cgroups: exit %d:\n%s", code, stderr)
+		}
 	}
 }
 

@@ -109,6 +109,7 @@ type runOptions struct {
 	Live           bool
 	Quiet          bool
 	SampleInterval time.Duration
+	memNote        string // how --enforce-mem holds the runs, said at the start
 }
 
 func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
@@ -136,6 +137,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(retryBudgets{&x.Retry}, "retry", "retry budgets per failure class, `CLASS=N[,CLASS=N]` (repeatable): cuda-oom, host-oom, gpu-error, disk-full, not-found, timeout, signal, exit; a class not named gets --retries")
 	fs.DurationVar(&x.RetryBackoff, "retry-backoff", time.Second, "wait `D` before a run's first retry, twice that before the next, up to a minute; the run keeps its GPUs and CPUs")
 	fs.Var(failPatterns{&x.FailPatterns}, "fail-pattern", "name a failure's class by its stderr: `CLASS=REGEX` (repeatable), matched before the built-in patterns of PyTorch, TensorFlow, JAX, CUDA, NCCL and ENOSPC")
+	fs.BoolVar(&x.EnforceMem, "enforce-mem", false, "kill a run whose processes use more than the mem it asked for (host-oom): the kernel holds it to it in a memory cgroup of its own where nodepack may make one, else nodepack checks it every "+execute.MemCheckInterval.String())
 	fs.IntVar(&x.MaxFailures, "max-failures", 0, "start no new runs after `N` failures; 0 means keep going")
 	fs.BoolVar(&o.FailFast, "fail-fast", false, "start no new runs after the first failure (--max-failures 1)")
 	fs.StringVar(&o.GPUIDs, "gpu-ids", "uuid", "how CUDA_VISIBLE_DEVICES names GPUs: uuid or index")
@@ -275,6 +277,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	printWarnings(errOut, node.Warnings)
 	printWarnings(errOut, o.Plan.Warnings)
 	printNotes(errOut, sw.Notes())
+	if o.memNote != "" {
+		printNotes(errOut, []string{o.memNote})
+	}
 	shardTotal, _ := sw.Total()
 	progress = newProgress(errOut, shardTotal, sw.Done(), o.Quiet)
 	return o.run(ctx, sw, progress, errOut)
@@ -333,6 +338,9 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*r
 	}
 	if !o.DryRun {
 		o.Execute.OOMKills = resources.OOMKills() // nil where no cgroup counts them
+		if err := o.enforceMem(); err != nil {
+			return nil, node, err
+		}
 		if len(topo.GPUs) > 0 {
 			o.Execute.GPUFaults = resources.WatchGPUFaults(ctx, physicalGPUs(topo)) // nil without NVML events
 		}
@@ -348,6 +356,25 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*r
 	}
 	sw.SetPlan(o.Plan)
 	return sw, node, nil
+}
+
+// enforceMem finds how --enforce-mem can hold the runs to their mem: a
+// memory cgroup to make groups in, else the sampler.
+func (o *runOptions) enforceMem() error {
+	if !o.Execute.EnforceMem {
+		return nil
+	}
+	dir, whyNot := resources.RunMemoryCgroups()
+	o.Execute.MemCgroup = dir
+	switch {
+	case dir != "":
+		o.memNote = "--enforce-mem: a run that asks for mem runs in a memory cgroup of its own in " + dir + ", limited to it"
+	case o.Execute.Sampler == nil:
+		return fmt.Errorf("--enforce-mem: no memory cgroup can be made here (%v), and --sample-interval 0 turns off the sampler that would check the runs instead", whyNot)
+	default:
+		o.memNote = fmt.Sprintf("--enforce-mem: no memory cgroup can be made here (%v): nodepack checks the memory of a run that asks for mem every %v, and kills it when it is over", whyNot, execute.MemCheckInterval)
+	}
+	return nil
 }
 
 // runPlanFor is the plan run starts from: opts's, or, when fewer runs of

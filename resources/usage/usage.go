@@ -19,6 +19,21 @@ type Target struct {
 	// Settle, if not nil, asks the Sampler to watch the tree's own memory
 	// on its GPUs until it settles, and say so.
 	Settle *Settle
+
+	// Limit, if not nil, asks the Sampler to check the tree's resident
+	// memory against a limit, and say when it is over.
+	Limit *Limit
+}
+
+// Limit asks a Sampler to sample a run's process tree every Interval and
+// to call Exceeded once, from its own goroutine, with the tree's resident
+// memory the first time it is above Bytes. A runner uses it to hold a run
+// to the memory it asked for where no cgroup can. If the run ends first,
+// Exceeded is not called.
+type Limit struct {
+	Bytes    uint64
+	Interval time.Duration
+	Exceeded func(rss uint64)
 }
 
 // Settle asks a Sampler to sample a run's own GPU memory every Interval

@@ -64,6 +64,7 @@ type Execution struct {
 	live         *liveWriter
 	outDir       string       // absolute; "" for no logs
 	scratch      string       // parent of the per-run TMPDIRs
+	memGroups    *memGroups   // EnforceMem's cgroups; nil when it samples or is off
 	running      atomic.Int64 // attempts whose process runs
 	tmpSeq       atomic.Int64
 	grace        time.Duration
@@ -154,6 +155,9 @@ func (e *Execution) Wait() (Summary, error) {
 		e.stopOnCancel()
 		sweepAll()
 		os.RemoveAll(e.scratch)
+		if e.memGroups != nil {
+			e.memGroups.close()
+		}
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.sum.End = time.Now()
@@ -242,6 +246,9 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 	if opts.Request.AutoGPUMem && opts.Sampler == nil {
 		return nil, errors.New("execute: gpu_mem=auto needs a Sampler to measure it")
 	}
+	if opts.EnforceMem && opts.MemCgroup == "" && opts.Sampler == nil {
+		return nil, errors.New("execute: enforce mem needs a memory cgroup to make groups in or a Sampler to check the runs' memory")
+	}
 	for c, n := range opts.Retry {
 		if !c.Valid() || c == failure.Interrupted || n < 0 {
 			return nil, fmt.Errorf("execute: retry %s=%d: want a failure class other than interrupted and a count of at least 0", c, n)
@@ -293,6 +300,12 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		return nil, fmt.Errorf("execute: temp dir: %w", err)
 	}
 	e.scratch = scratch
+	if opts.EnforceMem && opts.MemCgroup != "" {
+		if e.memGroups, err = newMemGroups(opts.MemCgroup); err != nil {
+			os.RemoveAll(scratch)
+			return nil, fmt.Errorf("execute: enforce mem: %w", err)
+		}
+	}
 	e.sched = newScheduler(&e.opts, parallel)
 	e.start = time.Now()
 	e.sum.Start = e.start
@@ -799,8 +812,16 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 	if cmdErr != nil {
 		return e.notStarted(ev, cmdErr), true, nil
 	}
+	limit := e.memLimit(r)
+	var group *memGroup
+	if limit > 0 && e.memGroups != nil {
+		if group, err = e.memGroups.make(limit); err != nil {
+			return ev, false, err
+		}
+		defer group.remove()
+	}
 	oomBefore, oomKnown := e.oomKills()
-	p, err := startProcess(cmd, slot.CPUs, attemptKey{run.ID, n})
+	p, err := startProcess(cmd, slot.CPUs, group, attemptKey{run.ID, n})
 	var notStarted *startError
 	if errors.As(err, &notStarted) {
 		return e.notStarted(ev, notStarted.err), true, nil
@@ -812,10 +833,17 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 	e.running.Add(1)
 	e.emit(ev)
 
-	settle := e.gate(r, n)
+	target := usage.Target{Root: p.pid, GPUs: slot.UUIDs(), Settle: e.gate(r, n)}
+	var overMem atomic.Uint64 // the tree's memory when the sampler found it over limit
+	if limit > 0 && group == nil {
+		target.Limit = &usage.Limit{Bytes: limit, Interval: MemCheckInterval, Exceeded: func(rss uint64) {
+			overMem.Store(rss)
+			p.signal(syscall.SIGKILL)
+		}}
+	}
 	var stopSampling func() usage.Sampled
 	if e.opts.Sampler != nil {
-		stopSampling = e.opts.Sampler.Sample(usage.Target{Root: p.pid, GPUs: slot.UUIDs(), Settle: settle})
+		stopSampling = e.opts.Sampler.Sample(target)
 	}
 	reason := e.wait(p)
 	ev.End = time.Now()
@@ -836,7 +864,25 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 		// Killed, or a shell whose child was (128+9): the kernel's OOM
 		// killer sends SIGKILL.
 		killed := ev.Signal == "SIGKILL" || ev.ExitCode == 128+int(syscall.SIGKILL)
-		e.name(&ev, failure.Outcome{OOMKilled: oomKnown && ok && oomAfter > oomBefore && killed, GPUFault: e.faulted(r.assignment())}, files.stderrFrom)
+		o := failure.Outcome{OOMKilled: oomKnown && ok && oomAfter > oomBefore && killed, GPUFault: e.faulted(r.assignment())}
+		// Over its own limit, the run's is the only process that the
+		// kernel or the runner can have killed: whatever the exit, that
+		// is why it failed.
+		var over string
+		switch {
+		case overMem.Load() > 0:
+			held := (overMem.Load() + 1<<20 - 1) >> 20 << 20 // in MiB, rounded up
+			over = fmt.Sprintf("killed: its processes held %s, over the mem=%s it asked for", pack.FormatSize(held), pack.FormatSize(limit))
+		case group != nil && group.oomKills() > 0:
+			over = fmt.Sprintf("the kernel's OOM killer killed a process of this run at the mem=%s it asked for", pack.FormatSize(limit))
+		}
+		if over != "" {
+			o.OOMKilled = true
+			if files.stderr != nil {
+				fmt.Fprintf(files.stderr, "--- nodepack: %s ---\n", over)
+			}
+		}
+		e.name(&ev, o, files.stderrFrom)
 	}
 	ev.Usage.Sampled = sampled
 	ev.Slot.Assignment = r.assignment() // gpu_mem=auto may have shrunk its claim
@@ -1020,6 +1066,15 @@ func (e *Execution) notStarted(ev Event, err error) Event {
 	ev.Err = err
 	e.name(&ev, failure.Outcome{StartErr: err}, 0)
 	return ev
+}
+
+// memLimit is the memory the run's attempt is held to under EnforceMem:
+// what it asks for now (a host-oom retry may ask for more), or 0.
+func (e *Execution) memLimit(r *placed) uint64 {
+	if !e.opts.EnforceMem {
+		return 0
+	}
+	return r.assignment().Request.Mem
 }
 
 // oomKills reads Options.OOMKills, if set.

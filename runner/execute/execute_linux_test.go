@@ -738,7 +738,7 @@ func TestStartErrorsKeepTheirType(t *testing.T) {
 		cmd := x.lookup([]string{gone})
 		os.Remove(gone)
 		cmd.Env = os.Environ()
-		p, err := startProcess(cmd, nil, attemptKey{"gone", 1})
+		p, err := startProcess(cmd, nil, nil, attemptKey{"gone", 1})
 		var se *startError
 		if p != nil || !errors.As(err, &se) || !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("a program gone between lookup and start: %v (%T); want a start error that is fs.ErrNotExist", err, err)

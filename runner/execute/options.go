@@ -14,6 +14,10 @@ import (
 // runs are gone before Slurm kills the job.
 const DefaultGrace = 10 * time.Second
 
+// MemCheckInterval is how often EnforceMem checks the memory of a run
+// that has no memory cgroup of its own.
+const MemCheckInterval = 250 * time.Millisecond
+
 // GPUIDMode says how CUDA_VISIBLE_DEVICES names a run's GPUs.
 type GPUIDMode string
 
@@ -118,6 +122,22 @@ type Options struct {
 	// while the count rose is host-oom. Two runs that die so at the same
 	// time are both host-oom: the count does not say whose process died.
 	OOMKills func() (uint64, bool)
+	// EnforceMem holds every run that asks for memory (Request.Mem) to
+	// what it asked for: a run over it is killed and fails as host-oom,
+	// and a line in its standard error's log says so. With MemCgroup, each
+	// such attempt runs in a memory cgroup of its own there, limited to
+	// its Mem (swap included) and joined before the run's first
+	// instruction, and the kernel's OOM killer holds it to it. Without,
+	// the Sampler checks the run's process tree every MemCheckInterval and
+	// the runner kills it, so a fast allocation can go over for that long;
+	// with neither, Start fails. Runs that ask for no memory are not
+	// limited.
+	EnforceMem bool
+	// MemCgroup is the group of cgroup v1's memory hierarchy that this
+	// process is in, when it may make groups in it (see
+	// resources.RunMemoryCgroups); only EnforceMem uses it. The groups it
+	// makes there are removed when their runs end.
+	MemCgroup string
 	// GPUFaults, if set, delivers the faults the GPUs report (see
 	// resources.WatchGPUFaults). A GPU that reports one is taken out of use
 	// for the rest of the sweep (with its MIG devices): no run starts on it

@@ -87,10 +87,11 @@ func setup() error {
 }
 
 type spawnRequest struct {
-	cmd  *exec.Cmd
-	cpus []int
-	key  attemptKey
-	done chan error
+	cmd   *exec.Cmd
+	cpus  []int
+	group *memGroup // the memory cgroup to start it in; nil for none
+	key   attemptKey
+	done  chan error
 }
 
 // spawners is how many spawner threads start runs. A start keeps its
@@ -115,6 +116,7 @@ func spawner(own <-chan spawnRequest, ready chan<- error) {
 		select {} // keep the thread: an exiting locked thread is destroyed
 	}
 	all := mask
+	t := spawnThread{tid: unix.Gettid(), mask: mask, all: all}
 	ready <- nil
 	for {
 		var req spawnRequest
@@ -122,16 +124,26 @@ func spawner(own <-chan spawnRequest, ready chan<- error) {
 		case req = <-own:
 		case req = <-procs.spawn:
 		}
-		req.done <- spawnOne(req, &mask, &all)
+		req.done <- t.spawnOne(req)
 	}
 }
 
+// spawnThread is what a spawner knows of its own thread.
+type spawnThread struct {
+	tid       int
+	mask, all unix.CPUSet
+	// in is the memory cgroup the thread is in: nil for this process's
+	// own, or a run's when the move back after its start failed.
+	in *memGroup
+}
+
 // spawnOne starts one command with the CPU mask it asks for (all of them
-// when it asks for none), from the spawner's thread whose mask is now. A
-// *startError means the command could not start; another error means the
-// mask could not be set.
-func spawnOne(req spawnRequest, now, all *unix.CPUSet) error {
-	want := *all
+// when it asks for none), in the memory cgroup it asks for (this process's
+// own when none), from the spawner's thread. A *startError means the
+// command could not start; another error means the mask or the cgroup
+// could not be set.
+func (t *spawnThread) spawnOne(req spawnRequest) error {
+	want := t.all
 	if len(req.cpus) > 0 {
 		want.Zero()
 		for _, c := range req.cpus {
@@ -141,12 +153,29 @@ func spawnOne(req spawnRequest, now, all *unix.CPUSet) error {
 			want.Set(c)
 		}
 	}
-	if want != *now {
+	if want != t.mask {
 		if err := unix.SchedSetaffinity(0, &want); err != nil {
-			*now = unix.CPUSet{} // unknown: set it next time
+			t.mask = unix.CPUSet{} // unknown: set it next time
 			return fmt.Errorf("affinity %s: %w", pack.FormatCPUList(req.cpus), err)
 		}
-		*now = want
+		t.mask = want
+	}
+	if t.in != nil && t.in != req.group {
+		if err := moveThread(t.in.m.home, t.tid); err != nil {
+			return err
+		}
+		t.in = nil
+	}
+	if req.group != nil && t.in == nil {
+		if err := moveThread(req.group.tasks, t.tid); err != nil {
+			return err
+		}
+		t.in = req.group
+		defer func() {
+			if moveThread(req.group.m.home, t.tid) == nil {
+				t.in = nil
+			}
+		}()
 	}
 	procs.starting.RLock()
 	defer procs.starting.RUnlock()
@@ -185,10 +214,10 @@ type process struct {
 // startProcess starts cmd in its own process group with the given CPU
 // affinity. A *startError means the command could not start (the run's
 // failure); any other error means the runner could not set it up.
-func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (*process, error) {
+func startProcess(cmd *exec.Cmd, cpus []int, group *memGroup, key attemptKey) (*process, error) {
 	pidfd := -1
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: &pidfd}
-	if err := spawn(cmd, cpus, key); err != nil {
+	if err := spawn(cmd, cpus, group, key); err != nil {
 		return nil, err
 	}
 	p := &process{cmd: cmd, key: key, pid: cmd.Process.Pid, pidfd: pidfd, exited: make(chan struct{})}
@@ -197,8 +226,8 @@ func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (*process, error) {
 }
 
 // spawn has the spawner thread start cmd.
-func spawn(cmd *exec.Cmd, cpus []int, key attemptKey) error {
-	req := spawnRequest{cmd: cmd, cpus: cpus, key: key, done: make(chan error, 1)}
+func spawn(cmd *exec.Cmd, cpus []int, group *memGroup, key attemptKey) error {
+	req := spawnRequest{cmd: cmd, cpus: cpus, group: group, key: key, done: make(chan error, 1)}
 	if len(cpus) > 0 {
 		// A pinned start goes to the spawner its first CPU names, when that
 		// one is idle: a lane's runs keep their CPUs, so that spawner's

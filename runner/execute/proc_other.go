@@ -24,7 +24,7 @@ type process struct {
 	waitErr error
 }
 
-func startProcess(cmd *exec.Cmd, cpus []int, key attemptKey) (*process, error) {
+func startProcess(cmd *exec.Cmd, cpus []int, group *memGroup, key attemptKey) (*process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, &startError{err}
 	}

@@ -1,0 +1,149 @@
+package execute
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// memGroups makes the memory cgroups of EnforceMem: one directory for the
+// execution in Options.MemCgroup, and in it one group per limited attempt.
+// Its methods may be called concurrently.
+type memGroups struct {
+	dir     string // nodepack-PID-* in MemCgroup
+	home    string // MemCgroup's tasks file, where a spawner thread goes back to
+	seq     atomic.Uint64
+	removal sync.WaitGroup // removals still waiting for a group's last process
+}
+
+// newMemGroups makes the execution's directory in parent, the cgroup v1
+// memory group this process is in.
+func newMemGroups(parent string) (*memGroups, error) {
+	procs, err := os.ReadFile(filepath.Join(parent, "cgroup.procs"))
+	if err != nil {
+		return nil, fmt.Errorf("memory cgroup: %w", err)
+	}
+	self := []byte(strconv.Itoa(os.Getpid()))
+	if !slices.ContainsFunc(bytes.Fields(procs), func(pid []byte) bool { return bytes.Equal(pid, self) }) {
+		return nil, fmt.Errorf("memory cgroup %s: this process is not in it", parent)
+	}
+	dir, err := os.MkdirTemp(parent, fmt.Sprintf("nodepack-%d-", os.Getpid()))
+	if err != nil {
+		return nil, fmt.Errorf("memory cgroup: %w", err)
+	}
+	return &memGroups{dir: dir, home: filepath.Join(parent, "tasks")}, nil
+}
+
+// memGroup is one attempt's memory cgroup.
+type memGroup struct {
+	m     *memGroups
+	dir   string
+	tasks string // where the spawner thread goes to start the run in the group
+	limit uint64
+}
+
+// make makes a group limited to limit bytes of memory, swap included.
+func (m *memGroups) make(limit uint64) (*memGroup, error) {
+	dir := filepath.Join(m.dir, strconv.FormatUint(m.seq.Add(1), 10))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("memory cgroup: %w", err)
+	}
+	value := []byte(strconv.FormatUint(limit, 10))
+	if err := os.WriteFile(filepath.Join(dir, "memory.limit_in_bytes"), value, 0o644); err != nil {
+		os.Remove(dir)
+		return nil, fmt.Errorf("memory cgroup: limit: %w", err)
+	}
+	// No paging out past the limit: memory plus swap is held to it too
+	// where the kernel accounts swap, and the group does not swap
+	// where it does not. Neither file need exist.
+	writeExisting(filepath.Join(dir, "memory.memsw.limit_in_bytes"), value)
+	writeExisting(filepath.Join(dir, "memory.swappiness"), []byte("0"))
+	return &memGroup{m: m, dir: dir, tasks: filepath.Join(dir, "tasks"), limit: limit}, nil
+}
+
+// writeExisting writes to a file that exists, without creating one.
+func writeExisting(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	return errors.Join(err, f.Close())
+}
+
+// moveThread moves the calling OS thread to the group whose tasks file
+// this is. A thread's children start in its group: under cgroup v1 a
+// single thread may move, so a spawner thread that starts a run from
+// inside the run's group puts the run there before its first instruction.
+func moveThread(tasks string, tid int) error {
+	if err := writeExisting(tasks, []byte(strconv.Itoa(tid))); err != nil {
+		return fmt.Errorf("memory cgroup: move thread: %w", err)
+	}
+	return nil
+}
+
+// oomKills is the count of the group's processes that the kernel's OOM
+// killer killed.
+func (g *memGroup) oomKills() uint64 {
+	b, _ := os.ReadFile(filepath.Join(g.dir, "memory.oom_control"))
+	n, _ := parseOOMKill(b)
+	return n
+}
+
+// parseOOMKill reads the "oom_kill N" line of memory.oom_control (cgroup
+// v1) or memory.events (v2).
+func parseOOMKill(b []byte) (uint64, bool) {
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("oom_kill ")); ok {
+			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// remove removes the group once its run has been reaped. A descendant
+// that left the run's process group is still in its cgroup: it is
+// killed, as the sweeper would, and the group is removed once it is gone,
+// in the background.
+func (g *memGroup) remove() {
+	if os.Remove(g.dir) == nil {
+		return
+	}
+	g.m.removal.Go(func() {
+		for wait := time.Millisecond; wait < 2*time.Second; wait *= 2 {
+			g.killAll()
+			if os.Remove(g.dir) == nil {
+				return
+			}
+			time.Sleep(wait)
+		}
+	})
+}
+
+// killAll sends SIGKILL to every process in the group but this one (one
+// of whose threads may be in it while it starts a run).
+func (g *memGroup) killAll() {
+	b, _ := os.ReadFile(filepath.Join(g.dir, "cgroup.procs"))
+	self := os.Getpid()
+	for _, f := range bytes.Fields(b) {
+		if pid, err := strconv.Atoi(string(f)); err == nil && pid != self {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+}
+
+// close removes the execution's directory once every group in it is gone.
+func (m *memGroups) close() {
+	m.removal.Wait()
+	os.Remove(m.dir)
+}
