@@ -38,23 +38,7 @@ func TestWatchGPUFaults(t *testing.T) {
 	events <- nvml.EventData{Device: dev(2), EventType: nvml.EventTypeXidCriticalError, EventData: 79}
 	events <- nvml.EventData{Device: dev(3), EventType: nvml.EventTypeDoubleBitEccError}
 	freed := make(chan struct{})
-	server.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
-		return &mock.EventSet{
-			WaitFunc: func(timeout uint32) (nvml.EventData, nvml.Return) {
-				select {
-				case ev := <-events:
-					return ev, nvml.SUCCESS
-				case <-time.After(time.Duration(timeout) * time.Millisecond / 50):
-					return nvml.EventData{}, nvml.ERROR_TIMEOUT
-				}
-			},
-			FreeFunc: func() nvml.Return { close(freed); return nvml.SUCCESS },
-		}, nvml.SUCCESS
-	}
-	var uuids []string
-	for i := range server.Devices {
-		uuids = append(uuids, dev(i).UUID)
-	}
+	uuids := feedEvents(server, events, func() { close(freed) })
 	ctx, cancel := context.WithCancel(t.Context())
 	faults := watchGPUFaults(ctx, server, uuids)
 	if faults == nil {
@@ -74,6 +58,30 @@ func TestWatchGPUFaults(t *testing.T) {
 		t.Error("a fault after the end")
 	}
 	<-freed
+}
+
+// feedEvents has the mock's event sets report the events sent on events
+// (and time out in between, 50 times faster than asked), calling freed
+// when a set is freed; it returns the mock's GPU UUIDs.
+func feedEvents(server *dgxa100.Server, events <-chan nvml.EventData, freed func()) []string {
+	server.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) {
+		return &mock.EventSet{
+			WaitFunc: func(timeout uint32) (nvml.EventData, nvml.Return) {
+				select {
+				case ev := <-events:
+					return ev, nvml.SUCCESS
+				case <-time.After(time.Duration(timeout) * time.Millisecond / 50):
+					return nvml.EventData{}, nvml.ERROR_TIMEOUT
+				}
+			},
+			FreeFunc: func() nvml.Return { freed(); return nvml.SUCCESS },
+		}, nvml.SUCCESS
+	}
+	var uuids []string
+	for _, d := range server.Devices {
+		uuids = append(uuids, d.(*dgxa100.Device).UUID)
+	}
+	return uuids
 }
 
 // TestWatchGPUFaultsWithoutDriver: no driver, no watch, no crash.

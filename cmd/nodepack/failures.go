@@ -26,6 +26,7 @@ func classCounts(classes map[failure.Class]int) string {
 
 // nextSteps says, per class of failed runs, what to do about them.
 func nextSteps(classes map[failure.Class]int, dir string) []string {
+	dir = shellWord(dir)
 	var out []string
 	runs := func(c failure.Class) string { return countWord(classes[c], "run") }
 	for _, c := range failure.Classes {
@@ -52,6 +53,15 @@ func nextSteps(classes map[failure.Class]int, dir string) []string {
 		out = append(out, countWord(n, "run")+" failed in their own code (exit, signal): see their stderr above and their logs; once fixed, nodepack retry "+dir)
 	}
 	return out
+}
+
+// shellWord quotes s for a shell, when it needs it, so that a command
+// nodepack prints can be pasted as it is.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // retryBudgets is --retry: CLASS=N[,CLASS=N], repeatable, into

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -276,5 +277,29 @@ func TestStatusShowsGPUsOut(t *testing.T) {
 	var doc ledger.Status
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || len(doc.GPUsOut) != 1 || doc.GPUsOut[0].UUID != "GPU-b" {
 		t.Errorf("status --json: %v %+v", err, doc.GPUsOut)
+	}
+}
+
+// TestShellWord: what nodepack prints as a command pastes into a shell as
+// it is, also for a directory with spaces or quotes.
+func TestShellWord(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"out/sweep-1", "out/sweep-1"},
+		{"/scratch/u@x/run=3,lr=0.1", "/scratch/u@x/run=3,lr=0.1"},
+		{"my runs", "'my runs'"},
+		{"it's", `'it'\''s'`},
+		{"$HOME", "'$HOME'"},
+		{"", "''"},
+	} {
+		if got := shellWord(tc.in); got != tc.want {
+			t.Errorf("shellWord(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+		if out, err := exec.Command("bash", "-c", "printf %s "+shellWord(tc.in)).Output(); err != nil || string(out) != tc.in {
+			t.Errorf("bash read %s as %q (%v), want %q", shellWord(tc.in), out, err, tc.in)
+		}
+	}
+	steps := strings.Join(nextSteps(map[failure.Class]int{failure.CUDAOOM: 2}, "my runs"), "\n")
+	if !strings.Contains(steps, "nodepack retry --class cuda-oom 'my runs'") {
+		t.Errorf("next steps: %s", steps)
 	}
 }

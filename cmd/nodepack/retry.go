@@ -73,7 +73,7 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if chosen == 0 {
 		fmt.Fprintf(stderr, "nodepack retry: no failed runs to retry in %s", dir)
 		if len(classes) > 0 {
-			fmt.Fprintf(stderr, " of class %s (failed: %s)", joinClasses(classes), orNone(classCounts(doc.Classes)))
+			fmt.Fprintf(stderr, " of class %s (failed: %s)", failure.JoinClasses(classes), orNone(classCounts(doc.Classes)))
 		}
 		fmt.Fprintln(stderr)
 		return exitOK
@@ -90,7 +90,11 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		extra = append(extra, "--retry-run", id)
 	}
 	runArgs := retryArgs(command, extra)
-	fmt.Fprintf(stderr, "nodepack retry: %s of %s, in %s: nodepack run %s\n", countWord(chosen, "failed run"), countWord(len(doc.Failures), "failed run"), cwd, strings.Join(runArgs, " "))
+	words := make([]string, len(runArgs))
+	for i, a := range runArgs {
+		words[i] = shellWord(a)
+	}
+	fmt.Fprintf(stderr, "nodepack retry: %s of %s, in %s: nodepack run %s\n", countWord(chosen, "failed run"), countWord(len(doc.Failures), "failed run"), shellWord(cwd), strings.Join(words, " "))
 	if cwd != "" {
 		here, err := os.Getwd()
 		if err != nil {
@@ -163,14 +167,6 @@ func orNone(s string) string {
 	return s
 }
 
-func joinClasses(cs []failure.Class) string {
-	var parts []string
-	for _, c := range cs {
-		parts = append(parts, string(c))
-	}
-	return strings.Join(parts, ", ")
-}
-
 // classList is a repeatable failure-class flag.
 type classList struct{ p *[]failure.Class }
 
@@ -178,7 +174,7 @@ func (c classList) String() string {
 	if c.p == nil {
 		return ""
 	}
-	return joinClasses(*c.p)
+	return failure.JoinClasses(*c.p)
 }
 
 func (c classList) Type() string { return "CLASS" }

@@ -273,7 +273,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printNotes(errOut, sw.Notes())
 		return dryRun(sw, &o.Execute, o.JSON, outOut, errOut)
 	}
-	fmt.Fprintf(errOut, "nodepack: output %s (nodepack status %s)\n", sw.Output(), sw.Output())
+	fmt.Fprintf(errOut, "nodepack: output %s (nodepack status %s)\n", sw.Output(), shellWord(sw.Output()))
 	printWarnings(errOut, node.Warnings)
 	printWarnings(errOut, o.Plan.Warnings)
 	printNotes(errOut, sw.Notes())

@@ -51,10 +51,11 @@ func ParseClass(s string) (Class, error) {
 	if c := Class(s); c.Valid() {
 		return c, nil
 	}
-	return "", fmt.Errorf("unknown failure class %q (one of %s)", s, joinClasses(Classes))
+	return "", fmt.Errorf("unknown failure class %q (one of %s)", s, JoinClasses(Classes))
 }
 
-func joinClasses(cs []Class) string {
+// JoinClasses lists classes as a message does: "cuda-oom, host-oom".
+func JoinClasses(cs []Class) string {
 	var b strings.Builder
 	for i, c := range cs {
 		if i > 0 {
