@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/batch"
 )
 
@@ -71,6 +73,9 @@ func Detect(ctx context.Context, o Options) (Node, error) {
 		}
 	}
 	n.Scheduler = batch.Detect(o.Getenv)
+	if strings.TrimSpace(o.CPUs) == "" {
+		n.limitToSlots(o)
+	}
 
 	if strings.TrimSpace(o.GPUs) != "none" {
 		n.detectGPUs(o)
@@ -80,6 +85,76 @@ func Detect(ctx context.Context, o Options) (Node, error) {
 	}
 	n.normalize()
 	return n, nil
+}
+
+// limitToSlots cuts the CPUs to the count the batch system granted the
+// job, when it bound the job to more (Grid Engine without -binding binds
+// it to none): this host's slots in PE_HOSTFILE, else NSLOTS. It keeps
+// whole cores, in the order of their first CPU, and says so in a warning:
+// other jobs on the node may use the same CPUs.
+func (n *Node) limitToSlots(o Options) {
+	slots := n.Scheduler.Slots
+	if n.Scheduler.Kind == batch.SGE {
+		if file, ok := o.Getenv("PE_HOSTFILE"); ok {
+			if here := peHostSlots(o.Root, file, n.Hostname); here > 0 {
+				slots = here
+			}
+		}
+	}
+	if slots <= 0 || slots >= len(n.CPUs) {
+		return
+	}
+	all := n.CPUIDs()
+	n.CPUs = firstCores(n.CPUs, slots)
+	n.CPUSource = SourceSlots
+	n.Warnings = append(n.Warnings, fmt.Sprintf("Grid Engine granted %d slots, and the job may run on CPUs %s: runs use %s only, which other jobs on this node may use too; submit with -binding linear:%d to have Grid Engine choose cores of this job's own",
+		slots, pack.FormatCPUList(all), pack.FormatCPUList(n.CPUIDs()), slots))
+}
+
+// peHostSlots reads the slots of host in a Grid Engine PE_HOSTFILE (lines
+// "host slots queue processors"; the host may be written in full); 0 when
+// it is not there.
+func peHostSlots(root fs.FS, file, host string) int {
+	data, err := fs.ReadFile(root, strings.TrimPrefix(filepath.Clean(file), "/"))
+	if err != nil {
+		return 0
+	}
+	short := func(h string) string { h, _, _ = strings.Cut(h, "."); return h }
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		if len(f) >= 2 && short(f[0]) == short(host) {
+			if n, err := strconv.Atoi(f[1]); err == nil {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// firstCores returns n of cpus: whole cores (the CPUs of one socket and
+// core id) in the order of their first CPU, the last one cut when n ends
+// within it; ascending by id.
+func firstCores(cpus []CPU, n int) []CPU {
+	type core struct{ socket, id int }
+	var order []core
+	members := map[core][]CPU{}
+	for _, c := range cpus {
+		k := core{c.Socket, c.Core}
+		if members[k] == nil {
+			order = append(order, k)
+		}
+		members[k] = append(members[k], c)
+	}
+	var out []CPU
+	for _, k := range order {
+		for _, c := range members[k] {
+			if len(out) < n {
+				out = append(out, c)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b CPU) int { return a.ID - b.ID })
+	return out
 }
 
 // detectGPUs fills in the GPUs: NVML's, narrowed by CUDA_VISIBLE_DEVICES;

@@ -1,9 +1,13 @@
 package resources
 
 import (
+	"maps"
+	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"testing/fstest"
 )
 
 func fakeGPUs(gpus ...GPU) func() ([]GPU, []string) {
@@ -120,5 +124,53 @@ func TestDetectRealSystem(t *testing.T) {
 	}
 	if n.Memory.TotalBytes == 0 || n.Hostname == "" {
 		t.Errorf("memory %d hostname %q", n.Memory.TotalBytes, n.Hostname)
+	}
+}
+
+// TestGridEngineSlots: a Grid Engine job that may run on all 16 CPUs but
+// was granted fewer slots uses that many, whole cores first (CPU i and
+// i+8 are one core here), and says why; this host's line of PE_HOSTFILE
+// counts over NSLOTS, the whole job's; --cpus and a binding to as many
+// CPUs as slots are left alone.
+func TestGridEngineSlots(t *testing.T) {
+	sge := map[string]string{"SGE_ROOT": "/opt/sge", "JOB_ID": "9", "SGE_TASK_ID": "undefined"}
+	with := func(kv ...string) map[string]string {
+		m := maps.Clone(sge)
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	host, _ := os.Hostname()
+	tests := []struct {
+		description string
+		env         map[string]string
+		allowed     []int
+		cpus        string // --cpus
+		want        []int
+		wantSource  string
+	}{
+		{"NSLOTS=1: one CPU", with("NSLOTS", "1"), seq(0, 15), "", []int{0}, SourceSlots},
+		{"NSLOTS=3: a whole core, then half of the next", with("NSLOTS", "3"), seq(0, 15), "", []int{0, 1, 8}, SourceSlots},
+		{"this host's slots in PE_HOSTFILE, not the job's NSLOTS", with("NSLOTS", "6", "PE_HOSTFILE", "/spool/pe_hostfile"), seq(0, 15), "", []int{0, 1, 8, 9}, SourceSlots},
+		{"as many slots as CPUs", with("NSLOTS", "16"), seq(0, 15), "", seq(0, 15), SourceAffinity},
+		{"-binding linear:2: the mask already holds the slots", with("NSLOTS", "2"), []int{4, 12}, "", []int{4, 12}, SourceAffinity},
+		{"--cpus wins", with("NSLOTS", "1"), seq(0, 15), "2-5", seq(2, 5), SourceFlag},
+		{"not Grid Engine", map[string]string{"NSLOTS": "1"}, seq(0, 15), "", seq(0, 15), SourceAffinity},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			root := dualSocketHT.tree()
+			root["spool/pe_hostfile"] = &fstest.MapFile{Data: []byte("other.cluster 2 all.q@other UNDEFINED\n" + host + ".cluster 4 all.q@" + host + " UNDEFINED\n")}
+			n, err := Detect(t.Context(), Options{Root: root, Getenv: envOf(tc.env), CPUs: tc.cpus, GPUProbe: noDriver,
+				AllowedCPUs: func() ([]int, error) { return tc.allowed, nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			warned := slices.ContainsFunc(n.Warnings, func(w string) bool { return strings.Contains(w, "-binding linear:") })
+			if !reflect.DeepEqual(n.CPUIDs(), tc.want) || n.CPUSource != tc.wantSource || warned != (tc.wantSource == SourceSlots) {
+				t.Errorf("cpus %v from %s, warnings %q; want %v from %s", n.CPUIDs(), n.CPUSource, n.Warnings, tc.want, tc.wantSource)
+			}
+		})
 	}
 }

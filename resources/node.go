@@ -25,6 +25,13 @@ const (
 	SourceNone = "none" // no GPUs
 )
 
+// Where the CPU list came from (Node.CPUSource).
+const (
+	SourceAffinity = "affinity" // this process's affinity mask: what the batch system bound it to, if anything
+	SourceSlots    = "slots"    // that mask cut to the batch system's count of CPUs (Grid Engine's NSLOTS)
+	// SourceFlag: given by the user (--cpus).
+)
+
 // Node is everything nodepack knows about the node it runs on (or plans
 // for). It is plain data: JSON with the names below is a stable document,
 // and a Node read back from it describes the same node.
@@ -35,6 +42,7 @@ type Node struct {
 	CPUs        []CPU     `json:"cpus"` // allowed CPUs only, ascending by id
 	GPUs        []GPU     `json:"gpus"` // in NVML index order
 	GPUSource   string    `json:"gpu_source"`
+	CPUSource   string    `json:"cpu_source,omitempty"`
 	MemoryBytes uint64    `json:"memory_bytes"` // usable: the smallest of Memory's non-zero values
 	Memory      Memory    `json:"memory"`
 	Scheduler   batch.Job `json:"scheduler"`
@@ -189,6 +197,9 @@ func (n *Node) normalize() {
 		if n.GPUs[i].CPUs == nil {
 			n.GPUs[i].CPUs = []int{}
 		}
+	}
+	if n.CPUSource == "" {
+		n.CPUSource = SourceAffinity
 	}
 	if n.GPUSource == "" {
 		n.GPUSource = SourceNone

@@ -257,6 +257,7 @@ func (n Node) SelectCPUs(list string) (Node, error) {
 		cpus = append(cpus, c)
 	}
 	slices.SortFunc(cpus, func(a, b CPU) int { return a.ID - b.ID })
+	n.CPUSource = SourceFlag
 	n.CPUs = cpus
 	n.GPUs = slices.Clone(n.GPUs)
 	for i := range n.GPUs {

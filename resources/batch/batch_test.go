@@ -43,6 +43,9 @@ func TestDetect(t *testing.T) {
 			Job{Kind: "sge", JobID: "7", Array: &Array{Index: 4, Min: 1, Max: 10, Step: 3, Count: 4}, Scratch: "/tmp/7.4.q"}},
 		{"grid engine, not an array", map[string]string{"SGE_ROOT": "/opt/sge", "JOB_ID": "8", "SGE_TASK_ID": "undefined"},
 			Job{Kind: "sge", JobID: "8"}},
+		{"grid engine as root sees it: no TMPDIR, slots, a spool directory", map[string]string{"SGE_ROOT": "/opt/sge", "JOB_ID": "9",
+			"SGE_TASK_ID": "undefined", "NSLOTS": "2", "TMP": "/sge/tmp/9.1.all.q", "SGE_JOB_SPOOL_DIR": "/sge/spool/execd/vm/active_jobs/9.1"},
+			Job{Kind: "sge", JobID: "9", Slots: 2, Scratch: "/sge/tmp/9.1.all.q", SpoolDir: "/sge/spool/execd/vm/active_jobs/9.1"}},
 		{"pbs pro array", map[string]string{"PBS_JOBID": "9[3].server", "PBS_ARRAY_INDEX": "3"},
 			Job{Kind: "pbs", JobID: "9[3].server", Array: &Array{Index: 3, Min: 3, Max: 3, Step: 1}}},
 		{"torque array", map[string]string{"PBS_JOBID": "10-2", "PBS_ARRAYID": "2"},
@@ -179,6 +182,51 @@ func TestEndTime(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
 			fakeCommands(t, map[string]string{"squeue": tc.squeue, "scontrol": tc.scontrol})
+			got, from, err := EndTime(tc.job)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !got.Equal(tc.want) || from != tc.wantFrom {
+				t.Errorf("EndTime = %v, %q, %v; want %v from %s", got, from, err, tc.want, tc.wantFrom)
+			}
+		})
+	}
+}
+
+// TestSGEEndTime: a Grid Engine job ends its run-time limit after its
+// spool directory's config was written, the limit as qstat -j lists it
+// (qstat -j output as Son of Grid Engine 8.1.9 prints it).
+func TestSGEEndTime(t *testing.T) {
+	spool := t.TempDir()
+	start := time.Date(2026, 11, 24, 16, 31, 56, 0, time.Local)
+	os.WriteFile(filepath.Join(spool, "config"), []byte("notify=60\n"), 0o644)
+	if err := os.Chtimes(filepath.Join(spool, "config"), start, start); err != nil {
+		t.Fatal(err)
+	}
+	qstat := func(resources string) string {
+		return "cat <<'EOF'\n==============================================================\njob_number:                 1\n" +
+			"hard resource_list:         " + resources + "\nnotify:                     TRUE\njob_name:                   j2.sh\nEOF"
+	}
+	job := Job{Kind: SGE, JobID: "1", SpoolDir: spool}
+	for _, tc := range []struct {
+		description, qstat string
+		job                Job
+		want               time.Time
+		wantFrom, wantErr  string
+	}{
+		{"h_rt before s_rt", qstat("h_rt=600,s_rt=540"), job, start.Add(600 * time.Second), "qstat -j 1: h_rt", ""},
+		{"s_rt alone", qstat("s_rt=540,h_vmem=4G"), job, start.Add(540 * time.Second), "qstat -j 1: s_rt", ""},
+		{"h:m:s", qstat("h_rt=1:30:00"), job, start.Add(90 * time.Minute), "qstat -j 1: h_rt", ""},
+		{"no run-time limit", qstat("h_vmem=4G"), job, time.Time{}, "", "has no run-time limit (submit it with -l h_rt=HH:MM:SS)"},
+		{"a limit that does not parse", qstat("h_rt=soon"), job, time.Time{}, "", `h_rt: time "soon"`},
+		{"qstat fails", "echo 'denied: job \"1\" does not exist' >&2; exit 1", job, time.Time{}, "", "does not exist"},
+		{"no spool directory", qstat("h_rt=600"), Job{Kind: SGE, JobID: "1"}, time.Time{}, "", "SGE_JOB_SPOOL_DIR is not set"},
+	} {
+		t.Run(tc.description, func(t *testing.T) {
+			fakeCommands(t, map[string]string{"qstat": tc.qstat})
 			got, from, err := EndTime(tc.job)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -27,13 +30,17 @@ func command(name string, args ...string) ([]byte, error) {
 // EndTime returns when the job ends and where that came from: Slurm
 // itself (squeue, then scontrol show job), which also sees a time limit
 // moved by scontrol update after the job started, else the job's own
-// variable (SLURM_JOB_END_TIME, set by Slurm 23.02 and later).
+// variable (SLURM_JOB_END_TIME, set by Slurm 23.02 and later); for Grid
+// Engine, the job's run-time limit (see sgeEnd).
 func EndTime(j Job) (time.Time, string, error) {
+	if j.Kind == SGE && j.JobID != "" {
+		return sgeEnd(j)
+	}
 	if j.Kind != Slurm || j.JobID == "" {
 		if !j.EndTime.IsZero() {
 			return j.EndTime, "the job's environment", nil
 		}
-		return time.Time{}, "", errors.New("the job's end time is not known: nodepack reads it from Slurm (SLURM_JOB_END_TIME, squeue)")
+		return time.Time{}, "", errors.New("the job's end time is not known: nodepack reads it from Slurm (SLURM_JOB_END_TIME, squeue) and Grid Engine (qstat -j: h_rt)")
 	}
 	t, err := slurmEnd(j.JobID)
 	switch {
@@ -65,6 +72,66 @@ func slurmEnd(id string) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("scontrol show job %s: no EndTime", id)
+}
+
+// sgeEnd is when a Grid Engine job ends: its start plus its hard run-time
+// limit (h_rt; else the soft one, s_rt, whose SIGUSR1 stops nodepack
+// starting runs anyway), as qstat -j lists the job's resources. The start
+// is when sge_execd wrote the job's config into its spool directory, a
+// moment before the job's first instruction, so the end is never later
+// than the real one. A limit of the queue rather than the job is not seen.
+func sgeEnd(j Job) (time.Time, string, error) {
+	if j.SpoolDir == "" {
+		return time.Time{}, "", errors.New("the job's end time is not known: SGE_JOB_SPOOL_DIR is not set, so nodepack cannot tell when the job started")
+	}
+	st, err := os.Stat(filepath.Join(j.SpoolDir, "config"))
+	if err != nil {
+		return time.Time{}, "", fmt.Errorf("the job's end time is not known: its start: %w", err)
+	}
+	out, err := command("qstat", "-j", j.JobID)
+	if err != nil {
+		return time.Time{}, "", fmt.Errorf("the job's end time is not known: %w", err)
+	}
+	limits := map[string]time.Duration{}
+	for line := range strings.Lines(string(out)) {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "hard resource_list:")
+		if !ok {
+			continue
+		}
+		for r := range strings.SplitSeq(strings.TrimSpace(v), ",") {
+			name, value, _ := strings.Cut(r, "=")
+			if name == "h_rt" || name == "s_rt" {
+				d, err := parseSGETime(value)
+				if err != nil {
+					return time.Time{}, "", fmt.Errorf("the job's end time is not known: qstat -j %s: %s: %w", j.JobID, name, err)
+				}
+				limits[name] = d
+			}
+		}
+	}
+	for _, name := range []string{"h_rt", "s_rt"} {
+		if d, ok := limits[name]; ok {
+			return st.ModTime().Add(d), "qstat -j " + j.JobID + ": " + name, nil
+		}
+	}
+	return time.Time{}, "", fmt.Errorf("the job's end time is not known: job %s has no run-time limit (submit it with -l h_rt=HH:MM:SS)", j.JobID)
+}
+
+// parseSGETime reads a Grid Engine time: seconds, or [[h:]m:]s.
+func parseSGETime(v string) (time.Duration, error) {
+	var d time.Duration
+	parts := strings.Split(strings.TrimSpace(v), ":")
+	if len(parts) > 3 {
+		return 0, fmt.Errorf("time %q: want seconds or h:m:s", v)
+	}
+	for _, p := range parts {
+		n, err := strconv.ParseUint(p, 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("time %q: want seconds or h:m:s", v)
+		}
+		d = d*60 + time.Duration(n)*time.Second
+	}
+	return d, nil
 }
 
 // parseSlurmTime reads a time as squeue and scontrol print it: local time,

@@ -27,6 +27,13 @@ type Job struct {
 	Tasks      *Tasks    `json:"tasks,omitempty"` // nil outside a multi-task step
 	EndTime    time.Time `json:"end_time,omitzero"`
 	Scratch    string    `json:"scratch,omitempty"` // node-local scratch directory the scheduler provides
+	// Slots is how many CPUs (slots) the batch system granted the job,
+	// where it says so in a variable of its own and may not have bound
+	// the job to them: Grid Engine's NSLOTS. Zero when it does not say.
+	Slots int `json:"slots,omitempty"`
+	// SpoolDir is Grid Engine's spool directory of this job on this host
+	// (SGE_JOB_SPOOL_DIR), made as the job starts; empty elsewhere.
+	SpoolDir string `json:"spool_dir,omitempty"`
 }
 
 // Array is this job's place in an array job, as the scheduler numbers it.
@@ -138,7 +145,10 @@ func sgeJob(e env) (Job, bool) {
 	if !(e.str("SGE_ROOT") != "" && e.str("JOB_ID") != "" || e.str("SGE_TASK_ID") != "") {
 		return Job{}, false
 	}
-	j := Job{Kind: SGE, JobID: e.str("JOB_ID"), Scratch: e.str("TMPDIR")}
+	j := Job{Kind: SGE, JobID: e.str("JOB_ID"), Scratch: e.first("TMPDIR", "TMP"), SpoolDir: e.str("SGE_JOB_SPOOL_DIR")}
+	if n, ok := e.num("NSLOTS"); ok && n > 0 {
+		j.Slots = n
+	}
 	// SGE_TASK_ID is "undefined" outside an array job.
 	if i, ok := e.num("SGE_TASK_ID"); ok {
 		a := Array{Index: i, Min: e.numOr("SGE_TASK_FIRST", i), Max: e.numOr("SGE_TASK_LAST", i), Step: e.numOr("SGE_TASK_STEPSIZE", 1)}
