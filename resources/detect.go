@@ -107,8 +107,12 @@ func (n *Node) limitToSlots(o Options) {
 	all := n.CPUIDs()
 	n.CPUs = firstCores(n.CPUs, slots)
 	n.CPUSource = SourceSlots
-	n.Warnings = append(n.Warnings, fmt.Sprintf("Grid Engine granted %d slots, and the job may run on CPUs %s: runs use %s only, which other jobs on this node may use too; submit with -binding linear:%d to have Grid Engine choose cores of this job's own",
-		slots, pack.FormatCPUList(all), pack.FormatCPUList(n.CPUIDs()), slots))
+	slotWord, cpuWord := "slots", "CPUs"
+	if slots == 1 {
+		slotWord, cpuWord = "slot", "CPU"
+	}
+	n.Warnings = append(n.Warnings, fmt.Sprintf("Grid Engine granted %d %s, and the job may run on CPUs %s: runs use %s %s only, which other jobs on this node may use too; submit with -binding linear:%d to have Grid Engine choose cores of this job's own",
+		slots, slotWord, pack.FormatCPUList(all), cpuWord, pack.FormatCPUList(n.CPUIDs()), slots))
 }
 
 // peHostSlots reads the slots of host in a Grid Engine PE_HOSTFILE (lines

@@ -172,10 +172,12 @@ func (s *Sweep) prepare() error {
 		}
 	}
 	if opts.StopBefore > 0 {
-		var err error
-		if s.end, _, err = batch.EndTime(opts.Job); err != nil {
+		end, from, err := batch.EndTime(opts.Job)
+		if err != nil {
 			return fmt.Errorf("--stop-before: %w", err)
 		}
+		s.end = end
+		s.notes = append(s.notes, fmt.Sprintf("the job ends at %s (%s): runs start until %s", end.Format(time.DateTime), from, end.Add(-opts.StopBefore).Format(time.DateTime)))
 	}
 	return nil
 }

@@ -26,6 +26,10 @@ var elsewhere = map[string]string{
 	`eval "$(scripts/slurm-local.sh env)"`:                                          "the Slurm block, run by .ci/run",
 	"NODEPACK_SLURM_TESTS=1 go test -count=1 -v -timeout 25m ./examples/slurm":      "the Slurm block, run by .ci/run",
 	"scripts/slurm-local.sh stop":                                                   "the Slurm block, run by .ci/run",
+	"scripts/sge-local.sh start":                                                    "needs root and a minute: .ci/run runs this block in its Grid Engine step",
+	`eval "$(scripts/sge-local.sh env)"`:                                            "the Grid Engine block, run by .ci/run",
+	"NODEPACK_SGE_TESTS=1 go test -count=1 -v -timeout 15m ./examples/sge":          "the Grid Engine block, run by .ci/run",
+	"scripts/sge-local.sh stop":                                                     "the Grid Engine block, run by .ci/run",
 }
 
 // sandbox is a directory with a copy of the repository (so go run and go
