@@ -338,16 +338,18 @@ func pidsIn(t *testing.T, dir string) []int {
 // TestGridEngineDelete: qdel, with and without -notify. A -notify job
 // (examples/sge/sweep.qsub) gets SIGUSR2 and nodepack stops its runs
 // itself; a job without (a script of the user's own) gets SIGKILL, and
-// the supervisor stops the runs. Either way no run process is left, Grid
+// the supervisor stops the runs. Either way no run process is left (not
+// even one that left the run's process group with setsid), Grid
 // Engine does not run a deleted job again, and a new submission with the
 // same output directory resumes and finishes every run once.
 func TestGridEngineDelete(t *testing.T) {
 	needSGE(t)
-	// A run writes its own pid and its child's, then waits; a later
-	// attempt ends at once.
+	// A run writes its own pid, its child's and that of a child that left
+	// its process group and session (setsid), then waits; a later attempt
+	// ends at once.
 	var lines []string
 	for i := range 2 {
-		lines = append(lines, fmt.Sprintf(`test -e ran-%d && echo again && exit 0; touch ran-%d; sleep 300 & echo $$ $! > pid-%d; wait`, i, i, i))
+		lines = append(lines, fmt.Sprintf(`test -e ran-%d && echo again && exit 0; touch ran-%d; setsid sleep 300 & e=$!; sleep 300 & echo $$ $! $e > pid-%d; wait`, i, i, i))
 	}
 	plain := "#!/bin/bash\n#$ -cwd\n#$ -V\n#$ -j y\n#$ -o plain.log\nexec \"$NODEPACK\" run --output out --grace 2s \"$TASKS\"\n"
 	for _, tc := range []struct {
