@@ -426,3 +426,26 @@ func TestGridEngineStopBefore(t *testing.T) {
 		t.Errorf("Grid Engine killed the job at h_rt:\n%s", acct)
 	}
 }
+
+// TestGridEngineBinding: with -binding linear:1 Grid Engine binds the job
+// to one core; nodepack uses exactly that CPU, with no warning about
+// slots, and pins its run there.
+func TestGridEngineBinding(t *testing.T) {
+	needSGE(t)
+	dir := t.TempDir()
+	tasks := writeTasks(t, dir, `grep Cpus_allowed_list /proc/self/status | cut -f2`)
+	script := "#!/bin/bash\n#$ -cwd\n#$ -V\n#$ -j y\n#$ -o job.log\ngrep Cpus_allowed_list /proc/self/status | cut -f2 > job-cpus\nexec \"$NODEPACK\" run --output out \"$TASKS\"\n"
+	os.WriteFile(filepath.Join(dir, "job.qsub"), []byte(script), 0o755)
+	id := qsub(t, dir, []string{"TASKS=" + tasks}, "-pe", "smp", "1", "-binding", "linear:1", "job.qsub")
+	if err := wait(t, id, 120); err != nil {
+		t.Fatalf("job %s: %v\n%s", id, err, read(filepath.Join(dir, "job.log")))
+	}
+	job := strings.TrimSpace(read(filepath.Join(dir, "job-cpus")))
+	outs, _ := filepath.Glob(filepath.Join(dir, "out", "runs", "*", "stdout.log"))
+	if len(outs) != 1 || strings.ContainsAny(job, ",-") || strings.TrimSpace(read(outs[0])) != job {
+		t.Errorf("job bound to CPUs %q, run pinned to %v; want one CPU, the same", job, outs)
+	}
+	if log := read(filepath.Join(dir, "job.log")); strings.Contains(log, "-binding") {
+		t.Errorf("a warning about slots in a bound job:\n%s", log)
+	}
+}
