@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/results"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 )
 
 const statusUsage = `Usage: nodepack status [--json] [--failed] [--watch [D]] DIR
+       nodepack status --runs [--format csv|json] [--metric NAME=REGEX]... DIR
 
 Shows the progress of the sweep whose output directory is DIR, from its
 ledgers (all shards together), while it runs or after: how many runs are
@@ -35,17 +37,33 @@ holds pending, running, succeeded, failed and interrupted, its "classes"
 object the failed runs per class. Exit status 0,
 or 2 when DIR holds no ledger or a ledger is corrupt.
 
+--runs prints the results table instead: one row per run that started,
+with its id, origin, each of its parameters as a column (from its
+params.json), state, failure class, attempts, its last attempt's start,
+end, duration, exit code, signal, GPUs and CPUs, its peak memory and GPU
+memory, its metrics, and its logs (relative to DIR). A run reports metrics
+by writing one flat JSON object to $NODEPACK_RUN_DIR/metrics.json (the last
+write wins); --metric NAME=REGEX adds a column with the last match in its
+stdout (the first group, if any). A parameter or metric named like a
+column gets a "param." or "metric." prefix. CSV loads with pandas'
+read_csv as it is; --format json writes an array of flat objects.
+
 Examples:
   nodepack status nodepack-123456
   nodepack status --watch 10s nodepack-out
   nodepack status --failed nodepack-out
-  nodepack status --json nodepack-out | jq .counts`
+  nodepack status --json nodepack-out | jq .counts
+  nodepack status --runs --metric 'loss=loss[=:] *([0-9.eE+-]+)' nodepack-out > runs.csv`
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("status", pflag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print a nodepack.status/v1 document")
 	failedOnly := fs.Bool("failed", false, "show the failed runs only: class, exit, attempts, stderr's last lines, log")
 	watch := fs.Duration("watch", 0, "refresh every `D` until interrupted (--watch alone: 2s)")
+	runs := fs.Bool("runs", false, "print a table of the runs, one row each: id, origin, each parameter, state, class, attempts, start, end, duration, exit, GPUs, CPUs, peak memory, metrics, logs")
+	format := fs.String("format", "csv", "with --runs: csv or json (an array of flat objects)")
+	var metrics []string
+	fs.StringArrayVar(&metrics, "metric", nil, "with --runs: a column `NAME=REGEX`, the last match (its first group, if any) in each run's stdout; metrics.json in a run's directory adds its own")
 	fs.Lookup("watch").NoOptDefVal = "2s"
 	if code, ok := parseFlags(fs, statusUsage, watchValue(args), stdout, stderr); !ok {
 		return code
@@ -57,6 +75,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return usageErrorf(stderr, "status", "--watch %v: must not be negative", *watch)
 	}
 	dir := fs.Arg(0)
+	if *runs {
+		return printRuns(stdout, stderr, dir, *format, metrics)
+	}
 	clear := false
 	if f, ok := stdout.(*os.File); ok && *watch > 0 && !*asJSON && term.IsTerminal(int(f.Fd())) {
 		clear = true
@@ -210,4 +231,33 @@ func printGPUsOut(w io.Writer, gpus []ledger.GPUOut) {
 	for _, g := range gpus {
 		fmt.Fprintf(w, "GPU out of use: %s after %s at %s on %s\n", g.UUID, g.Reason, g.Time.Local().Format(time.DateTime), g.Host)
 	}
+}
+
+// printRuns prints the results table of dir.
+func printRuns(stdout, stderr io.Writer, dir, format string, metricFlags []string) int {
+	var metrics []results.Metric
+	for _, f := range metricFlags {
+		m, err := results.ParseMetric(f)
+		if err != nil {
+			return usageErrorf(stderr, "status", "--%v", err)
+		}
+		metrics = append(metrics, m)
+	}
+	if format != "csv" && format != "json" {
+		return usageErrorf(stderr, "status", "--format %q: want csv or json", format)
+	}
+	table, err := results.Read(dir, metrics)
+	if err != nil {
+		return usageErrorf(stderr, "status", "%v", err)
+	}
+	if format == "json" {
+		err = table.WriteJSON(stdout)
+	} else {
+		err = table.WriteCSV(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "nodepack status: %v\n", err)
+		return exitFailed
+	}
+	return exitOK
 }

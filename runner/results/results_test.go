@@ -1,0 +1,119 @@
+package results
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// sweepDir writes an output directory as nodepack leaves it: a ledger of
+// a params sweep, and run directories with params.json, metrics.json and
+// logs. Its runs cover values with commas, quotes and unicode, a key some
+// runs lack, a nested value, a parameter named like a column, a failed
+// run, a running one, a retried one, a broken metrics.json and a run with
+// no logs read yet.
+func sweepDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"ledger.jsonl": strings.Join([]string{
+			`{"type":"header","time":"2026-11-24T10:00:00Z","format":"nodepack.ledger/v1","command":["nodepack","run","--params","p.jsonl","--","./job.sh"],"cwd":"/w","host":"vm","pid":1,"shard":{"index":0,"count":1},"total":5,"sweep":{"kind":"params","source":"p.jsonl","command":["./job.sh"],"reps":1,"shards":1}}`,
+			`{"type":"started","time":"2026-11-24T10:00:01Z","host":"vm","pid":10,"id":"aaaaaaaaaaaa","origin":"p.jsonl:1","attempt":1,"slot":0,"gpus":["GPU-1","GPU-2"],"cpus":"0-3","stdout":"runs/a-aaaaaaaaaaaa/stdout.log","stderr":"runs/a-aaaaaaaaaaaa/stderr.log"}`,
+			`{"type":"started","time":"2026-11-24T10:00:01.5Z","host":"vm","pid":11,"id":"bbbbbbbbbbbb","origin":"p.jsonl:2","attempt":1,"slot":1,"cpus":"4","stdout":"runs/b-bbbbbbbbbbbb/stdout.log","stderr":"runs/b-bbbbbbbbbbbb/stderr.log"}`,
+			`{"type":"finished","time":"2026-11-24T10:00:11Z","id":"aaaaaaaaaaaa","origin":"p.jsonl:1","attempt":1,"slot":0,"stdout":"runs/a-aaaaaaaaaaaa/stdout.log","stderr":"runs/a-aaaaaaaaaaaa/stderr.log","exit_code":0,"reason":"ok","duration_s":10,"max_rss_bytes":1000,"tree_rss_peak_bytes":5000,"gpu_usage":[{"uuid":"GPU-1","peak_memory_bytes":9,"process_peak_memory_bytes":300,"mean_utilization_percent":50,"samples":2},{"uuid":"GPU-2","peak_memory_bytes":9,"process_peak_memory_bytes":200,"mean_utilization_percent":50,"samples":2}]}`,
+			`{"type":"finished","time":"2026-11-24T10:00:03Z","id":"bbbbbbbbbbbb","origin":"p.jsonl:2","attempt":1,"slot":1,"stdout":"runs/b-bbbbbbbbbbbb/stdout.log","stderr":"runs/b-bbbbbbbbbbbb/stderr.log","exit_code":1,"reason":"failed","retry":true,"duration_s":1.5,"class":"cuda-oom"}`,
+			`{"type":"started","time":"2026-11-24T10:00:04Z","host":"vm","pid":12,"id":"bbbbbbbbbbbb","origin":"p.jsonl:2","attempt":2,"slot":1,"cpus":"4","stdout":"runs/b-bbbbbbbbbbbb/stdout.log","stderr":"runs/b-bbbbbbbbbbbb/stderr.log"}`,
+			`{"type":"finished","time":"2026-11-24T10:00:06Z","id":"bbbbbbbbbbbb","origin":"p.jsonl:2","attempt":2,"slot":1,"stdout":"runs/b-bbbbbbbbbbbb/stdout.log","stderr":"runs/b-bbbbbbbbbbbb/stderr.log","exit_code":1,"reason":"failed","duration_s":2,"class":"cuda-oom"}`,
+			`{"type":"started","time":"2026-11-24T10:00:07Z","host":"vm","pid":13,"id":"cccccccccccc","origin":"p.jsonl:3","attempt":1,"slot":1,"cpus":"4","stdout":"runs/c-cccccccccccc/stdout.log","stderr":"runs/c-cccccccccccc/stderr.log"}`,
+			`{"type":"started","time":"2026-11-24T10:00:12Z","host":"vm","pid":14,"id":"dddddddddddd","origin":"p.jsonl:4","attempt":1,"slot":0,"cpus":"0-3","stdout":"runs/d-dddddddddddd/stdout.log","stderr":"runs/d-dddddddddddd/stderr.log"}`,
+			`{"type":"finished","time":"2026-11-24T10:00:13Z","id":"dddddddddddd","origin":"p.jsonl:4","attempt":1,"slot":0,"stdout":"runs/d-dddddddddddd/stdout.log","stderr":"runs/d-dddddddddddd/stderr.log","signal":"SIGKILL","exit_code":137,"reason":"failed","duration_s":1,"class":"host-oom"}`,
+		}, "\n") + "\n",
+		"runs/a-aaaaaaaaaaaa/params.json":  `{"model": "resnet, 50", "lr": 0.1, "state": "tuned", "layers": [64, 128]}`,
+		"runs/a-aaaaaaaaaaaa/metrics.json": "{\n  \"acc\": 0.91,\n  \"curve\": [\n    1,\n    2\n  ]\n}\n",
+		"runs/a-aaaaaaaaaaaa/stdout.log":   "epoch 1 loss=0.9\nepoch 2 loss=0.4\ndone\n",
+		"runs/b-bbbbbbbbbbbb/params.json":  `{"model": "say \"hi\"", "lr": 0.01}`,
+		"runs/b-bbbbbbbbbbbb/stdout.log":   "epoch 1 loss=nan\n",
+		"runs/c-cccccccccccc/params.json":  `{"model": "ünïcode ✓", "lr": 1e-3, "seed": 7}`,
+		"runs/c-cccccccccccc/metrics.json": `{"acc": 0.5`,
+		"runs/c-cccccccccccc/stdout.log":   "epoch 1 loss=1.25\n",
+		"runs/d-dddddddddddd/params.json":  `{"model": "x", "lr": 0.2}`,
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestGolden: the table of sweepDir, as CSV and as JSON, is the one in
+// testdata (go test -update rewrites it after a change made on purpose).
+func TestGolden(t *testing.T) {
+	dir := sweepDir(t)
+	loss, err := ParseMetric(`loss=loss=(\S+)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, err := Read(dir, []Metric{loss})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		file  string
+		write func(*bytes.Buffer) error
+	}{
+		{"table.csv", func(b *bytes.Buffer) error { return table.WriteCSV(b) }},
+		{"table.json", func(b *bytes.Buffer) error { return table.WriteJSON(b) }},
+	} {
+		var got bytes.Buffer
+		if err := tc.write(&got); err != nil {
+			t.Fatal(err)
+		}
+		golden := filepath.Join("testdata", tc.file)
+		if *update {
+			os.WriteFile(golden, got.Bytes(), 0o644)
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Bytes(), want) {
+			t.Errorf("%s differs:\n%s\nwant:\n%s", tc.file, got.Bytes(), want)
+		}
+	}
+	var rows []map[string]any
+	var doc bytes.Buffer
+	table.WriteJSON(&doc)
+	if err := json.Unmarshal(doc.Bytes(), &rows); err != nil || len(rows) != 4 {
+		t.Fatalf("the JSON table does not read back as 4 objects: %v", err)
+	}
+	for _, r := range rows {
+		if len(r) != len(table.Columns()) {
+			t.Errorf("row %v has %d keys, want every column (%d)", r["id"], len(r), len(table.Columns()))
+		}
+	}
+}
+
+func TestParseMetric(t *testing.T) {
+	for _, bad := range []string{"loss", "=x", "loss=", "loss=("} {
+		if _, err := ParseMetric(bad); err == nil {
+			t.Errorf("ParseMetric(%q) took it", bad)
+		}
+	}
+}
+
+// TestNoLedger: a directory that is not an output directory is an error,
+// not an empty table.
+func TestNoLedger(t *testing.T) {
+	if _, err := Read(t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "no ledger") {
+		t.Errorf("err %v", err)
+	}
+}

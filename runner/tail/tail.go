@@ -1,0 +1,280 @@
+// Package tail follows the logs of a sweep's runs, as tail -f would
+// follow the right files: each line of a run's stdout and stderr, prefixed
+// with where the run came from (tasks.txt:12, or its id), from the last
+// lines already written until the runs end.
+package tail
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/results"
+)
+
+// Options says which runs to follow and how. The zero Options follows
+// the running runs, from their last 10 lines.
+type Options struct {
+	// Runs names runs by id (or a prefix of one) or by origin
+	// (tasks.txt:12); Failed adds the failed runs and Running the running
+	// ones. With none of them, the running runs.
+	Runs            []string
+	Failed, Running bool
+	// Lines is how many of the lines already written to show first; 0
+	// means 10, a negative value none.
+	Lines int
+	// Poll is how often the files are read for more; 0 means 200 ms.
+	Poll time.Duration
+}
+
+// Follow writes the chosen runs' log lines to w until every one of them
+// has ended (a run that ended already shows its last lines and is done)
+// or ctx is done. A name that matches no run, or more than one, is an
+// error, before anything is written.
+func Follow(ctx context.Context, dir string, opts Options, w io.Writer) error {
+	if opts.Lines == 0 {
+		opts.Lines = 10
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 200 * time.Millisecond
+	}
+	table, err := results.Read(dir, nil)
+	if err != nil {
+		return fmt.Errorf("tail: %w", err)
+	}
+	runs, err := choose(table.Rows, opts)
+	if err != nil {
+		return fmt.Errorf("tail: %w", err)
+	}
+	var files []*followed
+	for _, r := range runs {
+		label := "[" + cmp(r.Origin, r.ID) + "] "
+		for _, p := range []string{r.Stdout, r.Stderr} {
+			if p == "" {
+				continue
+			}
+			f := &followed{path: filepath.Join(dir, p), prefix: label, id: r.ID}
+			f.start(opts.Lines)
+			files = append(files, f)
+		}
+	}
+	defer func() {
+		for _, f := range files {
+			f.close()
+		}
+	}()
+	running := map[string]bool{}
+	for _, r := range runs {
+		if r.State == ledger.StateRunning {
+			running[r.ID] = true
+		}
+	}
+	lastCheck := time.Now()
+	for {
+		for _, f := range files {
+			if err := f.copy(w); err != nil {
+				return fmt.Errorf("tail: %w", err)
+			}
+		}
+		if len(running) == 0 {
+			for _, f := range files {
+				f.flush(w) // a last line without a newline
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(opts.Poll):
+		}
+		if time.Since(lastCheck) >= time.Second {
+			lastCheck = time.Now()
+			st, err := ledger.ReadStatus(dir, lastCheck)
+			if err != nil {
+				return fmt.Errorf("tail: %w", err)
+			}
+			still := map[string]bool{}
+			for _, r := range st.Running {
+				if running[r.ID] {
+					still[r.ID] = true
+				}
+			}
+			running = still
+		}
+	}
+}
+
+func cmp(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// choose picks the rows opts names.
+func choose(rows []results.Row, opts Options) ([]results.Row, error) {
+	var out []results.Row
+	add := func(r results.Row) {
+		if !slices.ContainsFunc(out, func(o results.Row) bool { return o.ID == r.ID }) {
+			out = append(out, r)
+		}
+	}
+	for _, name := range opts.Runs {
+		var match []results.Row
+		for _, r := range rows {
+			if r.Origin == name || strings.HasPrefix(r.ID, name) || filepath.Base(r.Origin) == name {
+				match = append(match, r)
+			}
+		}
+		switch len(match) {
+		case 0:
+			return nil, fmt.Errorf("no run %q in this sweep (give an id, a prefix of one, or an origin such as tasks.txt:12)", name)
+		case 1:
+			add(match[0])
+		default:
+			return nil, fmt.Errorf("%q names %d runs: give more of the id", name, len(match))
+		}
+	}
+	running := opts.Running || len(opts.Runs) == 0 && !opts.Failed
+	for _, r := range rows {
+		if opts.Failed && r.State == ledger.StateFailed || running && r.State == ledger.StateRunning {
+			add(r)
+		}
+	}
+	if len(out) == 0 {
+		var what []string
+		if running {
+			what = append(what, "running")
+		}
+		if opts.Failed {
+			what = append(what, "failed")
+		}
+		return nil, fmt.Errorf("no %s runs in this sweep (name a run to see its last lines)", strings.Join(what, " or "))
+	}
+	return out, nil
+}
+
+// followed is one log file being followed.
+type followed struct {
+	path, prefix, id string
+	f                *os.File
+	off              int64
+	partial          []byte // the start of a line whose end is not written yet
+	first            []byte // the last lines already written, shown first
+}
+
+// start opens the file and keeps its last n lines (none if n < 0); a file
+// not made yet is opened once it is.
+func (f *followed) start(n int) {
+	file, err := os.Open(f.path)
+	if err != nil {
+		return
+	}
+	f.f = file
+	st, err := file.Stat()
+	if err != nil {
+		return
+	}
+	size := st.Size()
+	if n < 0 {
+		f.off = size
+		return
+	}
+	// Read back from the end, 64 KiB at most: enough for the lines shown.
+	from := max(size-64<<10, 0)
+	buf := make([]byte, size-from)
+	if _, err := file.ReadAt(buf, from); err != nil && !errors.Is(err, io.EOF) {
+		return
+	}
+	end := bytes.LastIndexByte(buf, '\n') + 1 // whole lines only
+	first := lastLines(buf[:end], n)
+	if first == 0 && from > 0 {
+		first = min(bytes.IndexByte(buf, '\n')+1, end) // a line cut by the 64 KiB
+	}
+	f.first = buf[first:end]
+	f.off = from + int64(end)
+}
+
+// lastLines returns where the last n lines of b (whole lines) start.
+func lastLines(b []byte, n int) int {
+	i := len(b)
+	for range n {
+		if i == 0 {
+			return 0
+		}
+		j := bytes.LastIndexByte(b[:i-1], '\n')
+		i = j + 1
+	}
+	return i
+}
+
+// copy writes the lines written to the file since the last call.
+func (f *followed) copy(w io.Writer) error {
+	if f.f == nil {
+		file, err := os.Open(f.path)
+		if err != nil {
+			return nil // not made yet
+		}
+		f.f = file
+	}
+	if f.first != nil {
+		if err := f.write(w, f.first); err != nil {
+			return err
+		}
+		f.first = nil
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.f.ReadAt(buf, f.off)
+		if n > 0 {
+			f.off += int64(n)
+			if err := f.write(w, buf[:n]); err != nil {
+				return err
+			}
+		}
+		if n < len(buf) || err != nil {
+			return nil
+		}
+	}
+}
+
+// write writes the complete lines of b, each with the prefix, and keeps
+// an incomplete last line for later.
+func (f *followed) write(w io.Writer, b []byte) error {
+	data := append(f.partial, b...)
+	var out bytes.Buffer
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		out.WriteString(f.prefix)
+		out.Write(data[:i+1])
+		data = data[i+1:]
+	}
+	f.partial = append([]byte(nil), data...)
+	_, err := w.Write(out.Bytes())
+	return err
+}
+
+// flush writes an incomplete last line, once the run has ended.
+func (f *followed) flush(w io.Writer) {
+	if len(f.partial) > 0 {
+		fmt.Fprintf(w, "%s%s\n", f.prefix, f.partial)
+		f.partial = nil
+	}
+}
+
+func (f *followed) close() {
+	if f.f != nil {
+		f.f.Close()
+	}
+}
