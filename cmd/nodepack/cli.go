@@ -32,6 +32,7 @@ func commands() []command {
 		{"run", "run every command of a task file, each on its own GPUs and cores", runRun},
 		{"status", "show a sweep's progress from its output directory, while it runs or after", runStatus},
 		{"retry", "run again the failed runs of an output directory, all or by failure class", runRetry},
+		{"report", "write a sweep's output directory as one self-contained HTML page: timeline, use, numbers, runs", runReport},
 		{"tail", "follow the logs of a sweep's runs, each line prefixed with the run's origin", runTail},
 		{"version", "print nodepack's version", runVersion},
 	}

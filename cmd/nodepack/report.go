@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	pagereport "github.com/nodepack/nodepack/runner/report"
+	"github.com/nodepack/nodepack/runner/results"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+)
+
+const reportUsage = `Usage: nodepack report [-o FILE.html] [--metric NAME=REGEX]... DIR
+
+Writes the sweep in the output directory DIR as one self-contained HTML
+page (DIR/report.html unless -o says otherwise): a timeline with one lane
+per GPU (or MIG device) and per CPU slot and one bar per attempt, coloured
+by outcome and failure class (hover for the run, its parameters, exit and
+duration; a dashed line links a retry to the attempt before); the share of
+GPUs and CPUs in use over time; makespan, how busy the node was, time lost
+to failed attempts, runs per state and failure class, the slowest and
+fastest runs; and the table of every run (as nodepack status --runs gives
+it), sortable and filterable, linking to each run's logs. The page loads
+nothing from anywhere (no network request of any kind), so it opens on an
+offline cluster, and after scp -r of DIR on a laptop. It only reads DIR.
+Exit status 0, or 2 when DIR holds no ledger or a ledger is corrupt.
+
+Examples:
+  nodepack report nodepack-out
+  nodepack report -o /tmp/sweep.html --metric 'loss=loss=(\S+)' nodepack-out`
+
+func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("report", pflag.ContinueOnError)
+	out := fs.StringP("output", "o", "", "write the page to `FILE` (default DIR/report.html)")
+	var metricFlags []string
+	fs.StringArrayVar(&metricFlags, "metric", nil, "a table column `NAME=REGEX`: the last match (its first group) in each run's stdout")
+	if code, ok := parseFlags(fs, reportUsage, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf(stderr, "report", "want one DIR, got %d arguments", fs.NArg())
+	}
+	dir := fs.Arg(0)
+	var opts pagereport.Options
+	for _, f := range metricFlags {
+		m, err := results.ParseMetric(f)
+		if err != nil {
+			return usageErrorf(stderr, "report", "--%v", err)
+		}
+		opts.Metrics = append(opts.Metrics, m)
+	}
+	if *out == "" {
+		*out = filepath.Join(dir, "report.html")
+	}
+	absDir, err1 := filepath.Abs(dir)
+	absOut, err2 := filepath.Abs(*out)
+	if err1 != nil || err2 != nil {
+		return usageErrorf(stderr, "report", "%v", cmpErr(err1, err2))
+	}
+	if rel, err := filepath.Rel(filepath.Dir(absOut), absDir); err == nil && rel != "." {
+		opts.LogBase = filepath.ToSlash(rel)
+	}
+	if f, ok := terminalOf(stderr); ok && term.IsTerminal(int(f.Fd())) {
+		var bar *progressbar.ProgressBar
+		opts.Progress = func(done, total int64) {
+			if bar == nil {
+				bar = progressbar.NewOptions64(total, progressbar.OptionSetWriter(stderr), progressbar.OptionSetDescription("reading the ledgers"),
+					progressbar.OptionShowBytes(true), progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+			}
+			bar.Set64(done)
+		}
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(absOut), ".report-*.html")
+	if err != nil {
+		return usageErrorf(stderr, "report", "%v", err)
+	}
+	defer os.Remove(tmp.Name())
+	sum, err := pagereport.Write(tmp, dir, opts)
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
+		err = tmp.Close()
+	} else {
+		tmp.Close()
+	}
+	if err != nil {
+		return usageErrorf(stderr, "report", "%v", err)
+	}
+	// Whole or not at all: a reader never sees half a page.
+	if err := os.Rename(tmp.Name(), absOut); err != nil {
+		return usageErrorf(stderr, "report", "%v", err)
+	}
+	fmt.Fprintf(stderr, "nodepack report: %s: %s, %s, %.1f MB\n", *out, countWord(sum.Runs, "run"), countWord(sum.Attempts, "attempt"), float64(sum.Bytes)/1e6)
+	return exitOK
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,597 @@
+// Package report writes a sweep's output directory as one self-contained
+// HTML page: a timeline of every attempt on the node's GPUs and CPU slots,
+// the share of GPUs and CPUs in use over time, the headline numbers, and a
+// sortable, filterable table of the runs with their parameters, metrics
+// and logs. The page makes no network request of any kind (its
+// Content-Security-Policy forbids it), so it opens on an offline cluster
+// and on a laptop after scp.
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/results"
+)
+
+// Options says how to write a report. The zero Options links the logs as
+// if the page were in the output directory.
+type Options struct {
+	// LogBase is the output directory as the page should reach it: a path
+	// relative to where the page is saved ("" when it is in the directory).
+	LogBase string
+	// Metrics adds table columns from the runs' stdout, as for the results
+	// table.
+	Metrics []results.Metric
+	// Progress, if not nil, is called now and then with the bytes of
+	// ledger read so far and their total.
+	Progress func(done, total int64)
+	// Now is when the report is made (the end of the attempts still
+	// running); zero means time.Now().
+	Now time.Time
+}
+
+// Summary is what Write wrote.
+type Summary struct {
+	Runs, Attempts int
+	Bytes          int64
+}
+
+// attempt is one attempt as the ledgers tell it.
+type attempt struct {
+	run, origin  string
+	n            int
+	start, end   time.Time
+	slot         int
+	gpus         []string
+	cpus         int
+	gpuShare     float64 // GPUs held: whole ones, or the share of one
+	state, class string
+	exit         *int
+	signal       string
+	retry, ended bool
+	file         string
+	sessionEnd   time.Time // when its session ended, if it did
+	sessionLive  bool
+}
+
+// Write writes the report of the sweep in dir to w.
+func Write(w io.Writer, dir string, opts Options) (Summary, error) {
+	if opts.Now.IsZero() {
+		opts.Now = time.Now()
+	}
+	table, err := results.Read(dir, opts.Metrics)
+	if err != nil {
+		return Summary{}, fmt.Errorf("report: %w", err)
+	}
+	attempts, node, err := readAttempts(dir, opts)
+	if err != nil {
+		return Summary{}, err
+	}
+	doc := build(table, attempts, node, opts)
+	data, err := json.Marshal(doc) // escapes <, > and &: safe inside <script>
+	if err != nil {
+		return Summary{}, fmt.Errorf("report: %w", err)
+	}
+	cw := &countingWriter{w: w}
+	bw := bufio.NewWriter(cw)
+	head, tail, _ := strings.Cut(page, "/*DATA*/")
+	bw.WriteString(strings.ReplaceAll(head, "TITLE", htmlEscape(filepath.Base(dir))))
+	bw.Write(data)
+	bw.WriteString(tail)
+	if err := bw.Flush(); err != nil {
+		return Summary{}, fmt.Errorf("report: %w", err)
+	}
+	return Summary{Runs: len(table.Rows), Attempts: len(attempts), Bytes: cw.n}, nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func htmlEscape(s string) string {
+	var b bytes.Buffer
+	for _, r := range s {
+		switch r {
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '&':
+			b.WriteString("&amp;")
+		case '"':
+			b.WriteString("&#34;")
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// nodeInfo is what the newest header says of the node.
+type nodeInfo struct {
+	GPUs []string // UUIDs, or MIG device UUIDs
+	CPUs int
+	Host string
+}
+
+// readAttempts reads every attempt of every ledger in dir, in order.
+func readAttempts(dir string, opts Options) ([]*attempt, nodeInfo, error) {
+	files, err := ledger.Files(dir)
+	if err != nil {
+		return nil, nodeInfo{}, fmt.Errorf("report: %w", err)
+	}
+	var total, done int64
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil {
+			total += st.Size()
+		}
+	}
+	var all []*attempt
+	var node nodeInfo
+	var newest time.Time
+	for _, f := range files {
+		file, err := os.Open(f)
+		if err != nil {
+			return nil, node, fmt.Errorf("report: %w", err)
+		}
+		open := map[string]*attempt{} // run/attempt → attempt not finished
+		var session []*attempt        // this session's attempts
+		sc := bufio.NewScanner(file)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			done += int64(len(line)) + 1
+			if opts.Progress != nil && done%(1<<20) < int64(len(line))+1 {
+				opts.Progress(done, total)
+			}
+			var rec ledger.Record
+			if json.Unmarshal(line, &rec) != nil {
+				continue // results.Read checked every line already; a torn last one
+			}
+			switch rec.Type {
+			case "header":
+				for _, a := range session {
+					if !a.ended {
+						a.sessionLive = false // a later session: this one ended, killed
+					}
+				}
+				session = nil
+				open = map[string]*attempt{}
+				if rec.Time.After(newest) {
+					newest = rec.Time
+					node = nodeOf(rec)
+				}
+			case "started":
+				a := &attempt{run: rec.ID, origin: rec.Origin, n: rec.Attempt, start: rec.Time, gpus: rec.GPUs, file: filepath.Base(f), sessionLive: true}
+				if rec.Slot != nil {
+					a.slot = *rec.Slot
+				}
+				if ids, err := pack.ParseCPUList(rec.CPUs); err == nil {
+					a.cpus = len(ids)
+				}
+				a.gpuShare = float64(len(rec.GPUs))
+				if r, err := pack.ParseRequest(rec.Request, pack.Request{}); err == nil && r.GPUs == 0 && r.GPUShare > 0 && len(rec.GPUs) == 1 {
+					a.gpuShare = float64(r.GPUShare) / pack.GPUWhole
+				}
+				if a.cpus == 0 {
+					a.cpus = 1
+				}
+				open[key(rec.ID, rec.Attempt)] = a
+				session = append(session, a)
+				all = append(all, a)
+			case "finished":
+				a := open[key(rec.ID, rec.Attempt)]
+				if a == nil {
+					continue
+				}
+				delete(open, key(rec.ID, rec.Attempt))
+				a.end, a.ended = rec.Time, true
+				a.state, a.class, a.exit, a.signal, a.retry = string(rec.Reason), string(rec.Class), rec.ExitCode, rec.Signal, rec.Retry
+			case "end":
+				for _, a := range session {
+					a.sessionLive = false
+					a.sessionEnd = rec.Time
+				}
+			}
+		}
+		file.Close()
+		if err := sc.Err(); err != nil {
+			return nil, node, fmt.Errorf("report: %s: %w", f, err)
+		}
+	}
+	for _, a := range all {
+		if a.ended {
+			continue
+		}
+		switch {
+		case a.sessionLive:
+			a.state, a.end = "running", opts.Now
+		case !a.sessionEnd.IsZero():
+			a.state, a.end = "interrupted", a.sessionEnd
+		default:
+			a.state, a.end = "interrupted", a.start // killed: its end is not known
+		}
+	}
+	if opts.Progress != nil {
+		opts.Progress(total, total)
+	}
+	return all, node, nil
+}
+
+func key(id string, n int) string { return fmt.Sprintf("%s/%d", id, n) }
+
+// nodeOf reads the node of a header: its GPUs (MIG devices where MIG is
+// on) and CPU count.
+func nodeOf(h ledger.Record) nodeInfo {
+	var n struct {
+		Hostname string `json:"hostname"`
+		CPUs     []any  `json:"cpus"`
+		GPUs     []struct {
+			UUID string `json:"uuid"`
+			MIG  []struct {
+				UUID string `json:"uuid"`
+			} `json:"mig_devices"`
+		} `json:"gpus"`
+	}
+	json.Unmarshal(h.Node, &n)
+	info := nodeInfo{CPUs: len(n.CPUs), Host: n.Hostname}
+	for _, g := range n.GPUs {
+		if len(g.MIG) > 0 {
+			for _, m := range g.MIG {
+				info.GPUs = append(info.GPUs, m.UUID)
+			}
+			continue
+		}
+		info.GPUs = append(info.GPUs, g.UUID)
+	}
+	return info
+}
+
+// document is the data the page draws, compact: arrays, not objects.
+type document struct {
+	Dir      string    `json:"dir"`
+	Host     string    `json:"host"`
+	Made     time.Time `json:"made"`
+	T0       int64     `json:"t0"` // ms since the epoch; times below are ms after it
+	Span     int64     `json:"span"`
+	Lanes    []string  `json:"lanes"`
+	LaneRows []int     `json:"laneRows"` // how many rows each lane has: runs that share a GPU overlap
+	States   []string  `json:"states"`   // the state or class names att's codes index
+	// Att: lane, row in the lane, start, end, state code, run (its row in
+	// the table, -1 none), attempt number, then lane and row pairs for
+	// the other GPUs of a multi-GPU run.
+	Att     [][]int64           `json:"att"`
+	Util    [][3]float64        `json:"util"` // time (ms after t0), GPU share, CPU share
+	Numbers map[string]any      `json:"numbers"`
+	Cols    []string            `json:"cols"`
+	Rows    [][]json.RawMessage `json:"rows"`
+	LogBase string              `json:"logBase"`
+	Links   []int               `json:"links"` // the columns that are log paths
+	Times   []int               `json:"times"` // the columns that are times, ms after T0
+}
+
+// stateOf is the name an attempt is drawn and counted by: its failure
+// class when it failed, else its state.
+func stateOf(a *attempt) string {
+	switch {
+	case a.state == "ok":
+		return "succeeded"
+	case a.class != "" && a.state != "interrupted":
+		return a.class
+	case a.state == "":
+		return "failed"
+	}
+	return a.state
+}
+
+func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Options) document {
+	doc := document{Dir: opts.LogBase, Host: node.Host, Made: opts.Now.UTC(), LogBase: opts.LogBase, Numbers: map[string]any{}}
+	rowOf := map[string]int{}
+	for i, r := range table.Rows {
+		rowOf[r.ID] = i
+	}
+	// Lanes: the node's GPUs in its order, then the CPU slots.
+	laneOf := map[string]int{}
+	lane := func(name string) int {
+		if i, ok := laneOf[name]; ok {
+			return i
+		}
+		laneOf[name] = len(doc.Lanes)
+		doc.Lanes = append(doc.Lanes, name)
+		return laneOf[name]
+	}
+	for _, g := range node.GPUs {
+		lane("GPU " + g)
+	}
+	stateCode := map[string]int{}
+	var t0, t1 time.Time
+	for _, a := range attempts {
+		if t0.IsZero() || a.start.Before(t0) {
+			t0 = a.start
+		}
+		if a.end.After(t1) {
+			t1 = a.end
+		}
+	}
+	doc.T0, doc.Span = t0.UnixMilli(), max(t1.Sub(t0).Milliseconds(), 1)
+	ms := func(t time.Time) int64 { return t.Sub(t0).Milliseconds() }
+	slots := map[int]bool{}
+	for _, a := range attempts {
+		if len(a.gpus) == 0 {
+			slots[a.slot] = true
+		}
+	}
+	slotList := make([]int, 0, len(slots))
+	for s := range slots {
+		slotList = append(slotList, s)
+	}
+	slices.Sort(slotList)
+	for _, s := range slotList {
+		lane(fmt.Sprintf("CPU slot %d", s))
+	}
+	// Runs sharing a GPU overlap in time: each lane has as many rows as
+	// it needs, and an attempt takes the first row free at its start.
+	rowEnds := map[int][]time.Time{}
+	place := func(l int, a *attempt) int {
+		ends := rowEnds[l]
+		for i, e := range ends {
+			if !e.After(a.start) {
+				ends[i] = a.end
+				return i
+			}
+		}
+		rowEnds[l] = append(ends, a.end)
+		return len(ends)
+	}
+	counts := map[string]int{}
+	var lost time.Duration
+	for _, a := range attempts {
+		st := stateOf(a)
+		code, ok := stateCode[st]
+		if !ok {
+			code = len(doc.States)
+			stateCode[st] = code
+			doc.States = append(doc.States, st)
+		}
+		row := int64(-1)
+		if i, ok := rowOf[a.run]; ok {
+			row = int64(i)
+		}
+		var lanes []int
+		if len(a.gpus) == 0 {
+			lanes = []int{lane(fmt.Sprintf("CPU slot %d", a.slot))}
+		} else {
+			for _, g := range a.gpus {
+				lanes = append(lanes, lane("GPU "+g))
+			}
+		}
+		at := []int64{int64(lanes[0]), int64(place(lanes[0], a)), ms(a.start), ms(a.end), int64(code), row, int64(a.n)}
+		for _, l := range lanes[1:] {
+			at = append(at, int64(l), int64(place(l, a)))
+		}
+		doc.Att = append(doc.Att, at)
+		if a.ended && a.state != "ok" && a.state != "interrupted" {
+			lost += a.end.Sub(a.start)
+		}
+		counts[st]++
+	}
+	for l := range doc.Lanes {
+		doc.LaneRows = append(doc.LaneRows, max(len(rowEnds[l]), 1))
+	}
+	doc.Util = utilization(attempts, node, t0)
+	// Headline numbers.
+	runStates := map[string]int{}
+	for _, r := range table.Rows {
+		s := string(r.State)
+		if r.State == ledger.StateFailed && r.Class != "" {
+			s = "failed (" + r.Class + ")"
+		}
+		runStates[s]++
+	}
+	doc.Numbers["runs"] = len(table.Rows)
+	doc.Numbers["attempts"] = len(attempts)
+	doc.Numbers["makespan_s"] = t1.Sub(t0).Seconds()
+	doc.Numbers["lost_to_failures_s"] = lost.Seconds()
+	doc.Numbers["runs_by_state"] = runStates
+	doc.Numbers["attempts_by_outcome"] = counts
+	gpuBusy, cpuBusy := busy(doc.Util, doc.Span)
+	if len(node.GPUs) > 0 {
+		doc.Numbers["gpus_busy_percent"] = gpuBusy * 100
+	}
+	doc.Numbers["cpus_busy_percent"] = cpuBusy * 100
+	doc.Numbers["gpus"], doc.Numbers["cpus"] = len(node.GPUs), node.CPUs
+	doc.Numbers["slowest"], doc.Numbers["fastest"] = extremes(table)
+	// The table, as the results table has it, smaller: start and end as
+	// milliseconds after t0, and one column with the run's log directory
+	// in place of the two log paths.
+	doc.Cols = table.Columns()
+	doc.Rows, doc.Cols = tableRows(table, t0)
+	for i, c := range doc.Cols {
+		switch c {
+		case "logs":
+			doc.Links = append(doc.Links, i)
+		case "start", "end":
+			doc.Times = append(doc.Times, i)
+		}
+	}
+	return doc
+}
+
+// tableRows is the table's cells, row by row, and their columns.
+func tableRows(t *results.Table, t0 time.Time) ([][]json.RawMessage, []string) {
+	var buf bytes.Buffer
+	t.WriteJSON(&buf)
+	var objs []map[string]json.RawMessage
+	json.Unmarshal(buf.Bytes(), &objs)
+	var cols []string
+	for _, c := range t.Columns() {
+		if c != "stdout" && c != "stderr" {
+			cols = append(cols, c)
+		}
+	}
+	cols = append(cols, "logs")
+	rows := make([][]json.RawMessage, len(objs))
+	for i, o := range objs {
+		row := make([]json.RawMessage, len(cols))
+		for j, c := range cols {
+			switch c {
+			case "logs":
+				row[j] = logDir(o["stdout"])
+			case "start", "end":
+				row[j] = sinceT0(o[c], t0)
+			default:
+				row[j] = o[c]
+			}
+		}
+		rows[i] = row
+	}
+	return rows, cols
+}
+
+// logDir is the directory of a log path, as JSON.
+func logDir(path json.RawMessage) json.RawMessage {
+	var p string
+	if json.Unmarshal(path, &p) != nil || p == "" {
+		return nil
+	}
+	b, _ := json.Marshal(filepath.ToSlash(filepath.Dir(p)))
+	return b
+}
+
+// sinceT0 is a time as milliseconds after t0.
+func sinceT0(v json.RawMessage, t0 time.Time) json.RawMessage {
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return nil
+	}
+	return json.RawMessage(strconv.FormatInt(t.Sub(t0).Milliseconds(), 10))
+}
+
+// extremes lists the slowest and the fastest succeeded runs, five each:
+// origin and seconds.
+func extremes(t *results.Table) (slowest, fastest [][2]any) {
+	var ok []results.Row
+	for _, r := range t.Rows {
+		if r.State == ledger.StateSucceeded {
+			ok = append(ok, r)
+		}
+	}
+	slices.SortFunc(ok, func(a, b results.Row) int {
+		switch {
+		case a.Seconds > b.Seconds:
+			return -1
+		case a.Seconds < b.Seconds:
+			return 1
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	name := func(r results.Row) string {
+		if r.Origin != "" {
+			return filepath.Base(r.Origin)
+		}
+		return r.ID
+	}
+	for i := 0; i < len(ok) && i < 5; i++ {
+		slowest = append(slowest, [2]any{name(ok[i]), ok[i].Seconds})
+		j := len(ok) - 1 - i
+		fastest = append(fastest, [2]any{name(ok[j]), ok[j].Seconds})
+	}
+	return slowest, fastest
+}
+
+// maxUtilPoints bounds the points of the utilization curve: each is a
+// step, merged with its neighbours when there are more.
+const maxUtilPoints = 2000
+
+// utilization is the share of the node's GPUs and CPUs held by attempts
+// over time, as steps: at each point, the share from then on.
+func utilization(attempts []*attempt, node nodeInfo, t0 time.Time) [][3]float64 {
+	type change struct {
+		at       int64
+		gpu, cpu float64
+	}
+	var cs []change
+	for _, a := range attempts {
+		s, e := a.start.Sub(t0).Milliseconds(), a.end.Sub(t0).Milliseconds()
+		cs = append(cs, change{s, a.gpuShare, float64(a.cpus)}, change{e, -a.gpuShare, -float64(a.cpus)})
+	}
+	slices.SortFunc(cs, func(a, b change) int { return int(a.at - b.at) })
+	gpus, cpus := float64(max(len(node.GPUs), 1)), float64(max(node.CPUs, 1))
+	var out [][3]float64
+	var g, c float64
+	for i, ch := range cs {
+		g += ch.gpu
+		c += ch.cpu
+		if i+1 < len(cs) && cs[i+1].at == ch.at {
+			continue
+		}
+		out = append(out, [3]float64{float64(ch.at), min(max(g/gpus, 0), 1), min(max(c/cpus, 0), 1)})
+	}
+	if len(out) <= maxUtilPoints {
+		return out
+	}
+	// Merge neighbours: each kept point holds the time-weighted mean of
+	// the steps it covers.
+	span := out[len(out)-1][0]
+	step := span / maxUtilPoints
+	var merged [][3]float64
+	for i := 0; i < len(out); {
+		from := out[i][0]
+		var gs, css, w float64
+		j := i
+		for ; j < len(out) && out[j][0] < from+step; j++ {
+			next := span
+			if j+1 < len(out) {
+				next = out[j+1][0]
+			}
+			d := max(next-out[j][0], 0)
+			gs += out[j][1] * d
+			css += out[j][2] * d
+			w += d
+		}
+		if w == 0 {
+			merged = append(merged, out[i])
+		} else {
+			merged = append(merged, [3]float64{from, gs / w, css / w})
+		}
+		i = j
+	}
+	return merged
+}
+
+// busy is the mean GPU and CPU share over the span.
+func busy(util [][3]float64, span int64) (gpu, cpu float64) {
+	for i, p := range util {
+		next := float64(span)
+		if i+1 < len(util) {
+			next = util[i+1][0]
+		}
+		d := max(next-p[0], 0)
+		gpu += p[1] * d
+		cpu += p[2] * d
+	}
+	return gpu / float64(span), cpu / float64(span)
+}
