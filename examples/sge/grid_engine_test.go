@@ -230,6 +230,20 @@ func TestGridEngineArray(t *testing.T) {
 					t.Errorf("%s: no word on NSLOTS=1 and -binding:\n%s", l, text)
 				}
 			}
+			// The report and the table take the three shards' ledgers
+			// together, each shard with lanes of its own.
+			if b, err := exec.Command(nodepack, "report", out).CombinedOutput(); err != nil || !strings.Contains(string(b), "9 runs, 9 attempts") {
+				t.Errorf("nodepack report: %v\n%s", err, b)
+			}
+			page := read(filepath.Join(out, "report.html"))
+			for i := range 3 {
+				if !strings.Contains(page, fmt.Sprintf("shard %d/3 CPU slot 0", i)) {
+					t.Errorf("the report has no lane of shard %d", i)
+				}
+			}
+			if table := must(exec.Command(nodepack, "status", "--runs", out).Output()); strings.Count(table, "\n") != 10 {
+				t.Errorf("results table:\n%s\nwant a header and 9 rows", table)
+			}
 			if overlap(t, out) {
 				t.Errorf("runs of one task overlapped: NSLOTS=1 should have run them one at a time")
 			}

@@ -314,9 +314,17 @@ func TestArrayShards(t *testing.T) {
 	if got := doneLines(t, done); len(got) != 10 {
 		t.Errorf("%d runs completed, want 10 (each once)", len(got))
 	}
-	st := statusOf(t, outputOf(t, dir, id))
+	out := outputOf(t, dir, id)
+	st := statusOf(t, out)
 	if st.Counts["succeeded"] != 10 || len(st.Shards) != 3 {
 		t.Errorf("status: counts %v, %d shards; want 10 succeeded in 3 shards", st.Counts, len(st.Shards))
+	}
+	// The report and the results table take the shards together.
+	if b, err := exec.Command(nodepack, "report", out).CombinedOutput(); err != nil || !strings.Contains(string(b), "10 runs, 10 attempts") {
+		t.Errorf("nodepack report: %v\n%s", err, b)
+	}
+	if b, err := exec.Command(nodepack, "status", "--runs", out).Output(); err != nil || strings.Count(string(b), "\n") != 11 {
+		t.Errorf("results table: %v\n%s\nwant a header and 10 rows", err, b)
 	}
 }
 

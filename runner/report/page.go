@@ -37,6 +37,7 @@ th { cursor: pointer; background: #f4f4f4; position: sticky; top: 0; }
 <div id="timeline"></div>
 <h2>In use</h2>
 <div id="util"></div>
+<div id="gaps"></div>
 <h2>Runs</h2>
 <input id="filter" placeholder="filter: any text in a row"> <span class="muted" id="shown"></span>
 <div id="scroll"><table id="runs"><thead></thead><tbody></tbody></table></div>
@@ -195,6 +196,14 @@ function curve(k, stroke, label, yText) {
 }
 if (N.gpus) curve(1, "#ff9800", "GPUs in use", 20);
 if (N.cpus) curve(2, "#2196f3", "CPUs in use", 36);
+for (const g of N.gaps || []) {
+  const r = el("rect", {x: x(g.from), y: 0, width: Math.max(x(g.to) - x(g.from), 1), height: uh, fill: "#ffeb3b", opacity: 0.35, "class": "gap"}, us);
+  el("title", {}, r).textContent = g.cause;
+  const d = document.createElement("div");
+  d.className = "muted";
+  d.textContent = "under half in use for " + secs((g.to - g.from) / 1000) + " from " + secs(g.from / 1000) + ": " + g.cause;
+  document.getElementById("gaps").appendChild(d);
+}
 el("text", {x: left - 30, y: 10}, us).textContent = "100%";
 el("text", {x: left - 20, y: uh}, us).textContent = "0%";
 

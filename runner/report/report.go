@@ -131,6 +131,10 @@ type nodeInfo struct {
 	GPUs []string // UUIDs, or MIG device UUIDs
 	CPUs int
 	Host string
+	// Sessions are when a nodepack ran the sweep (any shard): from its
+	// header to its end record, or to its last record when it was killed,
+	// or to now while it runs.
+	Sessions [][2]time.Time
 }
 
 // readAttempts reads every attempt of every ledger in dir, in order.
@@ -157,6 +161,7 @@ func readAttempts(dir string, opts Options) ([]*attempt, nodeInfo, error) {
 		var session []*attempt        // this session's attempts
 		sc := bufio.NewScanner(file)
 		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		sessionAt := -1 // this file's session in node.Sessions
 		for sc.Scan() {
 			line := sc.Bytes()
 			done += int64(len(line)) + 1
@@ -167,8 +172,13 @@ func readAttempts(dir string, opts Options) ([]*attempt, nodeInfo, error) {
 			if json.Unmarshal(line, &rec) != nil {
 				continue // results.Read checked every line already; a torn last one
 			}
+			if sessionAt >= 0 && rec.Type != "header" && rec.Time.After(node.Sessions[sessionAt][1]) {
+				node.Sessions[sessionAt][1] = rec.Time
+			}
 			switch rec.Type {
 			case "header":
+				node.Sessions = append(node.Sessions, [2]time.Time{rec.Time, rec.Time})
+				sessionAt = len(node.Sessions) - 1
 				for _, a := range session {
 					if !a.ended {
 						a.sessionLive = false // a later session: this one ended, killed
@@ -178,7 +188,9 @@ func readAttempts(dir string, opts Options) ([]*attempt, nodeInfo, error) {
 				open = map[string]*attempt{}
 				if rec.Time.After(newest) {
 					newest = rec.Time
+					sessions := node.Sessions
 					node = nodeOf(rec)
+					node.Sessions = sessions
 				}
 			case "started":
 				a := &attempt{run: rec.ID, origin: rec.Origin, n: rec.Attempt, start: rec.Time, gpus: rec.GPUs, file: filepath.Base(f), sessionLive: true}
@@ -225,6 +237,11 @@ func readAttempts(dir string, opts Options) ([]*attempt, nodeInfo, error) {
 		switch {
 		case a.sessionLive:
 			a.state, a.end = "running", opts.Now
+			for i := range node.Sessions {
+				if !node.Sessions[i][0].After(a.start) && node.Sessions[i][1].Before(opts.Now) {
+					node.Sessions[i][1] = opts.Now // it runs on
+				}
+			}
 		case !a.sessionEnd.IsZero():
 			a.state, a.end = "interrupted", a.sessionEnd
 		default:
@@ -289,6 +306,46 @@ type document struct {
 	Times   []int               `json:"times"` // the columns that are times, ms after T0
 }
 
+// sharded reports whether the attempts come from more than one ledger.
+func sharded(attempts []*attempt) bool {
+	for _, a := range attempts {
+		if a.file != attempts[0].file {
+			return true
+		}
+	}
+	return false
+}
+
+// compareNatural orders names with numbers in them by the numbers:
+// "CPU slot 2" before "CPU slot 10".
+func compareNatural(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, _ := strconv.Atoi(a[:da])
+			nb, _ := strconv.Atoi(b[:db])
+			if na != nb {
+				return na - nb
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return int(a[0]) - int(b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) - len(b)
+}
+
+func digits(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
+}
+
 // stateOf is the name an attempt is drawn and counted by: its failure
 // class when it failed, else its state.
 func stateOf(a *attempt) string {
@@ -319,8 +376,10 @@ func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Option
 		doc.Lanes = append(doc.Lanes, name)
 		return laneOf[name]
 	}
-	for _, g := range node.GPUs {
-		lane("GPU " + g)
+	if !sharded(attempts) {
+		for _, g := range node.GPUs {
+			lane("GPU " + g)
+		}
 	}
 	stateCode := map[string]int{}
 	var t0, t1 time.Time
@@ -334,19 +393,30 @@ func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Option
 	}
 	doc.T0, doc.Span = t0.UnixMilli(), max(t1.Sub(t0).Milliseconds(), 1)
 	ms := func(t time.Time) int64 { return t.Sub(t0).Milliseconds() }
-	slots := map[int]bool{}
+	// The shards of a sweep ran on nodes of their own: each has lanes of
+	// its own, named after it.
+	files := map[string]bool{}
 	for _, a := range attempts {
-		if len(a.gpus) == 0 {
-			slots[a.slot] = true
+		files[a.file] = true
+	}
+	shardOf := func(a *attempt) string {
+		if len(files) < 2 {
+			return ""
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(a.file, "ledger-"), ".jsonl")
+		return "shard " + strings.Replace(name, "-of-", "/", 1) + " "
+	}
+	slotName := func(a *attempt) string { return fmt.Sprintf("%sCPU slot %d", shardOf(a), a.slot) }
+	gpuName := func(a *attempt, g string) string { return shardOf(a) + "GPU " + g }
+	var slotNames []string
+	for _, a := range attempts {
+		if len(a.gpus) == 0 && !slices.Contains(slotNames, slotName(a)) {
+			slotNames = append(slotNames, slotName(a))
 		}
 	}
-	slotList := make([]int, 0, len(slots))
-	for s := range slots {
-		slotList = append(slotList, s)
-	}
-	slices.Sort(slotList)
-	for _, s := range slotList {
-		lane(fmt.Sprintf("CPU slot %d", s))
+	slices.SortFunc(slotNames, compareNatural)
+	for _, name := range slotNames {
+		lane(name)
 	}
 	// Runs sharing a GPU overlap in time: each lane has as many rows as
 	// it needs, and an attempt takes the first row free at its start.
@@ -378,10 +448,10 @@ func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Option
 		}
 		var lanes []int
 		if len(a.gpus) == 0 {
-			lanes = []int{lane(fmt.Sprintf("CPU slot %d", a.slot))}
+			lanes = []int{lane(slotName(a))}
 		} else {
 			for _, g := range a.gpus {
-				lanes = append(lanes, lane("GPU "+g))
+				lanes = append(lanes, lane(gpuName(a, g)))
 			}
 		}
 		at := []int64{int64(lanes[0]), int64(place(lanes[0], a)), ms(a.start), ms(a.end), int64(code), row, int64(a.n)}
@@ -420,6 +490,7 @@ func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Option
 	doc.Numbers["cpus_busy_percent"] = cpuBusy * 100
 	doc.Numbers["gpus"], doc.Numbers["cpus"] = len(node.GPUs), node.CPUs
 	doc.Numbers["slowest"], doc.Numbers["fastest"] = extremes(table)
+	doc.Numbers["gaps"] = gaps(doc.Util, doc.Span, node, attempts, t0, len(node.GPUs) > 0)
 	// The table, as the results table has it, smaller: start and end as
 	// milliseconds after t0, and one column with the run's log directory
 	// in place of the two log paths.
@@ -580,6 +651,101 @@ func utilization(attempts []*attempt, node nodeInfo, t0 time.Time) [][3]float64 
 		i = j
 	}
 	return merged
+}
+
+// gap is a stretch of the sweep when the node was less than half used:
+// from and to in ms after t0, and why, as far as the ledgers tell.
+type gap struct {
+	From  float64 `json:"from"`
+	To    float64 `json:"to"`
+	Cause string  `json:"cause"`
+}
+
+// maxGaps is how many gaps a report calls out: the longest.
+const maxGaps = 5
+
+// gaps finds the longest stretches, each at least 2% of the span and a
+// second, when less than half the node's GPUs (CPUs on a node without
+// GPUs) were in use, and names their cause: no nodepack ran the sweep
+// then (between a stop and a resume or requeue), no run was left to start
+// (the last runs finishing), or else fewer runs ran than would fit, which
+// the ledgers do not explain further (the cap on runs at once, a large
+// run's reservation, memory, retries waiting for their backoff).
+func gaps(util [][3]float64, span int64, node nodeInfo, attempts []*attempt, t0 time.Time, byGPU bool) []gap {
+	k := 2
+	if byGPU {
+		k = 1
+	}
+	minLen := max(float64(span)/50, 1000)
+	var lastStart float64
+	for _, a := range attempts {
+		lastStart = max(lastStart, float64(a.start.Sub(t0).Milliseconds()))
+	}
+	live := func(from, to float64) bool {
+		for _, s := range node.Sessions {
+			a, b := float64(s[0].Sub(t0).Milliseconds()), float64(s[1].Sub(t0).Milliseconds())
+			if a < to && b > from {
+				return true
+			}
+		}
+		return false
+	}
+	var out []gap
+	one := func(from, to float64) {
+		if to-from < minLen {
+			return
+		}
+		cause := "fewer runs ran than the node had room for: the cap on runs at once (--parallel, the CPUs), runs waiting for what others held (GPUs reserved for a large run, memory), or retries waiting"
+		switch {
+		case !live(from, to):
+			cause = "no nodepack ran the sweep (between a stop and its resume)"
+		case from >= lastStart:
+			cause = "no run was left to start: the last runs finishing"
+		}
+		out = append(out, gap{From: from, To: to, Cause: cause})
+	}
+	// A stretch is cut where sessions start and end: the time between
+	// sessions has a cause of its own.
+	add := func(from, to float64) {
+		cuts := []float64{from, to}
+		for _, s := range node.Sessions {
+			for _, t := range s {
+				if c := float64(t.Sub(t0).Milliseconds()); c > from && c < to {
+					cuts = append(cuts, c)
+				}
+			}
+		}
+		slices.Sort(cuts)
+		for i := 0; i+1 < len(cuts); i++ {
+			one(cuts[i], cuts[i+1])
+		}
+	}
+	start := -1.0
+	for i, p := range util {
+		if p[k] < 0.5 && start < 0 {
+			start = p[0]
+		}
+		if p[k] >= 0.5 && start >= 0 {
+			add(start, p[0])
+			start = -1
+		}
+		if i == len(util)-1 && start >= 0 {
+			add(start, float64(span))
+		}
+	}
+	slices.SortFunc(out, func(a, b gap) int {
+		switch {
+		case a.To-a.From > b.To-b.From:
+			return -1
+		case a.To-a.From < b.To-b.From:
+			return 1
+		}
+		return 0
+	})
+	if len(out) > maxGaps {
+		out = out[:maxGaps]
+	}
+	return out
 }
 
 // busy is the mean GPU and CPU share over the span.

@@ -1,0 +1,96 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeDir writes an output directory: a node of two GPUs and two CPUs;
+// a first session, killed, in which a 2-GPU run ran and a run sharing GPU
+// 1 failed as cuda-oom; a second session, 60 s later, that retried it
+// beside another run sharing the same GPU, and ended.
+func writeDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	node := `"node":{"hostname":"n1","cpus":[{"id":0},{"id":1}],"gpus":[{"uuid":"GPU-a"},{"uuid":"GPU-b"}]}`
+	lines := []string{
+		`{"type":"header","time":"2026-11-24T10:00:00Z","format":"nodepack.ledger/v1",` + node + `,"shard":{"index":0,"count":1},"sweep":{"kind":"tasks","source":"t.txt","reps":1,"shards":1}}`,
+		`{"type":"started","time":"2026-11-24T10:00:00Z","id":"big","origin":"t.txt:1","attempt":1,"slot":0,"gpus":["GPU-a","GPU-b"],"cpus":"0","request":"gpus=2 cpus=1","stdout":"runs/big/stdout.log","stderr":"runs/big/stderr.log"}`,
+		`{"type":"finished","time":"2026-11-24T10:00:20Z","id":"big","attempt":1,"exit_code":0,"reason":"ok","duration_s":20}`,
+		`{"type":"started","time":"2026-11-24T10:00:20Z","id":"small","origin":"t.txt:2","attempt":1,"slot":1,"gpus":["GPU-b"],"cpus":"1","request":"gpus=0.5 cpus=1","stdout":"runs/small/stdout.log","stderr":"runs/small/stderr.log"}`,
+		`{"type":"finished","time":"2026-11-24T10:00:30Z","id":"small","attempt":1,"exit_code":1,"reason":"failed","retry":true,"class":"cuda-oom","duration_s":10}`,
+		`{"type":"header","time":"2026-11-24T10:01:30Z","format":"nodepack.ledger/v1",` + node + `,"shard":{"index":0,"count":1},"sweep":{"kind":"tasks","source":"t.txt","reps":1,"shards":1}}`,
+		`{"type":"started","time":"2026-11-24T10:01:30Z","id":"small","origin":"t.txt:2","attempt":2,"slot":1,"gpus":["GPU-b"],"cpus":"1","request":"gpus=0.5 cpus=1","stdout":"runs/small/stdout.log","stderr":"runs/small/stderr.log"}`,
+		`{"type":"started","time":"2026-11-24T10:01:31Z","id":"other","origin":"t.txt:3","attempt":1,"slot":0,"gpus":["GPU-b"],"cpus":"0","request":"gpus=0.5 cpus=1","stdout":"runs/other/stdout.log","stderr":"runs/other/stderr.log"}`,
+		`{"type":"finished","time":"2026-11-24T10:01:40Z","id":"small","attempt":2,"exit_code":0,"reason":"ok","duration_s":10}`,
+		`{"type":"finished","time":"2026-11-24T10:01:41Z","id":"other","attempt":1,"exit_code":0,"reason":"ok","duration_s":10}`,
+		`{"type":"end","time":"2026-11-24T10:01:42Z","note":"done"}`,
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ledger.jsonl"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestDocument: what the page draws, read back from the page.
+func TestDocument(t *testing.T) {
+	var page bytes.Buffer
+	sum, err := Write(&page, writeDir(t), Options{Now: time.Date(2026, 11, 24, 11, 0, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Runs != 3 || sum.Attempts != 4 || sum.Bytes != int64(page.Len()) {
+		t.Errorf("summary %+v", sum)
+	}
+	_, data, _ := strings.Cut(page.String(), `<script type="application/json" id="data">`)
+	data, _, _ = strings.Cut(data, "</script>")
+	var doc struct {
+		Lanes    []string
+		LaneRows []int
+		States   []string
+		Att      [][]int64
+		Numbers  struct {
+			Makespan float64 `json:"makespan_s"`
+			Lost     float64 `json:"lost_to_failures_s"`
+			GPUsBusy float64 `json:"gpus_busy_percent"`
+			Gaps     []gap
+		}
+		Cols []string
+		Rows [][]any
+	}
+	if err := json.Unmarshal([]byte(data), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if strings.Join(doc.Lanes, "|") != "GPU GPU-a|GPU GPU-b" {
+		t.Errorf("lanes %q: want the node's two GPUs, in its order", doc.Lanes)
+	}
+	if len(doc.LaneRows) != 2 || doc.LaneRows[1] != 2 {
+		t.Errorf("rows per lane %v: GPU-b is shared by two runs at once", doc.LaneRows)
+	}
+	if len(doc.Att) != 4 || len(doc.Att[0]) != 9 {
+		t.Errorf("attempts %v: want 4, the 2-GPU one on two lanes", doc.Att)
+	}
+	if doc.Numbers.Makespan != 101 || doc.Numbers.Lost != 10 {
+		t.Errorf("makespan %v s (want 101), lost %v s (want 10)", doc.Numbers.Makespan, doc.Numbers.Lost)
+	}
+	var between bool
+	for _, g := range doc.Numbers.Gaps {
+		if g.From == 30000 && g.To == 90000 && strings.HasPrefix(g.Cause, "no nodepack ran the sweep") {
+			between = true
+		}
+	}
+	if !between {
+		t.Errorf("gaps %+v: want the minute between the sessions", doc.Numbers.Gaps)
+	}
+	if len(doc.Rows) != 3 || doc.Cols[len(doc.Cols)-1] != "logs" {
+		t.Errorf("table %v %v", doc.Cols, doc.Rows)
+	}
+	if !strings.Contains(page.String(), `content="default-src 'none';`) || strings.Contains(page.String(), "TITLE") {
+		t.Error("the page lacks its CSP, or its title")
+	}
+}
