@@ -337,8 +337,11 @@ func TestHelpExamples(t *testing.T) {
 // layers ranks the packages as the README's Architecture section draws
 // them: a package may import only packages of a lower rank.
 var layers = map[string]int{
-	"cmd/nodepack":    9,
-	"bench/mkledger":  9,
+	"cmd/nodepack":    10,
+	"bench/mkledger":  10,
+	"runner/report":   9,
+	"runner/tail":     9,
+	"runner/results":  8,
 	"runner":          8,
 	"runner/ledger":   7,
 	"runner/sweep":    6,
