@@ -50,7 +50,7 @@ type Summary struct {
 
 // attempt is one attempt as the ledgers tell it.
 type attempt struct {
-	run, origin  string
+	run          string
 	n            int
 	start, end   time.Time
 	slot         int
@@ -58,12 +58,11 @@ type attempt struct {
 	cpus         int
 	gpuShare     float64 // GPUs held: whole ones, or the share of one
 	state, class string
-	exit         *int
-	signal       string
-	retry, ended bool
+	ended        bool
 	file         string
 	sessionEnd   time.Time // when its session ended, if it did
 	sessionLive  bool
+	session      int // its session in nodeInfo.Sessions
 }
 
 // Write writes the report of the sweep in dir to w.
@@ -193,7 +192,7 @@ func readAttempts(dir string, opts Options) ([]*attempt, nodeInfo, error) {
 					node.Sessions = sessions
 				}
 			case "started":
-				a := &attempt{run: rec.ID, origin: rec.Origin, n: rec.Attempt, start: rec.Time, gpus: rec.GPUs, file: filepath.Base(f), sessionLive: true}
+				a := &attempt{run: rec.ID, n: rec.Attempt, start: rec.Time, gpus: rec.GPUs, file: filepath.Base(f), sessionLive: true, session: sessionAt}
 				if rec.Slot != nil {
 					a.slot = *rec.Slot
 				}
@@ -217,7 +216,7 @@ func readAttempts(dir string, opts Options) ([]*attempt, nodeInfo, error) {
 				}
 				delete(open, key(rec.ID, rec.Attempt))
 				a.end, a.ended = rec.Time, true
-				a.state, a.class, a.exit, a.signal, a.retry = string(rec.Reason), string(rec.Class), rec.ExitCode, rec.Signal, rec.Retry
+				a.state, a.class = string(rec.Reason), string(rec.Class)
 			case "end":
 				for _, a := range session {
 					a.sessionLive = false
@@ -244,8 +243,11 @@ func readAttempts(dir string, opts Options) ([]*attempt, nodeInfo, error) {
 			}
 		case !a.sessionEnd.IsZero():
 			a.state, a.end = "interrupted", a.sessionEnd
+		case a.session >= 0:
+			// Its nodepack was killed: it ended by the session's last record.
+			a.state, a.end = "interrupted", node.Sessions[a.session][1]
 		default:
-			a.state, a.end = "interrupted", a.start // killed: its end is not known
+			a.state, a.end = "interrupted", a.start
 		}
 	}
 	if opts.Progress != nil {
@@ -285,7 +287,6 @@ func nodeOf(h ledger.Record) nodeInfo {
 
 // document is the data the page draws, compact: arrays, not objects.
 type document struct {
-	Dir      string    `json:"dir"`
 	Host     string    `json:"host"`
 	Made     time.Time `json:"made"`
 	T0       int64     `json:"t0"` // ms since the epoch; times below are ms after it
@@ -361,7 +362,7 @@ func stateOf(a *attempt) string {
 }
 
 func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Options) document {
-	doc := document{Dir: opts.LogBase, Host: node.Host, Made: opts.Now.UTC(), LogBase: opts.LogBase, Numbers: map[string]any{}}
+	doc := document{Host: node.Host, Made: opts.Now.UTC(), LogBase: opts.LogBase, Numbers: map[string]any{}}
 	rowOf := map[string]int{}
 	for i, r := range table.Rows {
 		rowOf[r.ID] = i

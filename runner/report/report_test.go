@@ -12,7 +12,8 @@ import (
 
 // writeDir writes an output directory: a node of two GPUs and two CPUs;
 // a first session, killed, in which a 2-GPU run ran and a run sharing GPU
-// 1 failed as cuda-oom; a second session, 60 s later, that retried it
+// 1 failed as cuda-oom, and a run was running when it was killed; a
+// second session, 60 s later, that retried it
 // beside another run sharing the same GPU, and ended.
 func writeDir(t *testing.T) string {
 	t.Helper()
@@ -23,6 +24,7 @@ func writeDir(t *testing.T) string {
 		`{"type":"started","time":"2026-11-24T10:00:00Z","id":"big","origin":"t.txt:1","attempt":1,"slot":0,"gpus":["GPU-a","GPU-b"],"cpus":"0","request":"gpus=2 cpus=1","stdout":"runs/big/stdout.log","stderr":"runs/big/stderr.log"}`,
 		`{"type":"finished","time":"2026-11-24T10:00:20Z","id":"big","attempt":1,"exit_code":0,"reason":"ok","duration_s":20}`,
 		`{"type":"started","time":"2026-11-24T10:00:20Z","id":"small","origin":"t.txt:2","attempt":1,"slot":1,"gpus":["GPU-b"],"cpus":"1","request":"gpus=0.5 cpus=1","stdout":"runs/small/stdout.log","stderr":"runs/small/stderr.log"}`,
+		`{"type":"started","time":"2026-11-24T10:00:25Z","id":"cut","origin":"t.txt:4","attempt":1,"slot":0,"gpus":["GPU-a"],"cpus":"0","request":"gpus=1 cpus=1","stdout":"runs/cut/stdout.log","stderr":"runs/cut/stderr.log"}`,
 		`{"type":"finished","time":"2026-11-24T10:00:30Z","id":"small","attempt":1,"exit_code":1,"reason":"failed","retry":true,"class":"cuda-oom","duration_s":10}`,
 		`{"type":"header","time":"2026-11-24T10:01:30Z","format":"nodepack.ledger/v1",` + node + `,"shard":{"index":0,"count":1},"sweep":{"kind":"tasks","source":"t.txt","reps":1,"shards":1}}`,
 		`{"type":"started","time":"2026-11-24T10:01:30Z","id":"small","origin":"t.txt:2","attempt":2,"slot":1,"gpus":["GPU-b"],"cpus":"1","request":"gpus=0.5 cpus=1","stdout":"runs/small/stdout.log","stderr":"runs/small/stderr.log"}`,
@@ -44,7 +46,7 @@ func TestDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Runs != 3 || sum.Attempts != 4 || sum.Bytes != int64(page.Len()) {
+	if sum.Runs != 4 || sum.Attempts != 5 || sum.Bytes != int64(page.Len()) {
 		t.Errorf("summary %+v", sum)
 	}
 	_, data, _ := strings.Cut(page.String(), `<script type="application/json" id="data">`)
@@ -72,8 +74,12 @@ func TestDocument(t *testing.T) {
 	if len(doc.LaneRows) != 2 || doc.LaneRows[1] != 2 {
 		t.Errorf("rows per lane %v: GPU-b is shared by two runs at once", doc.LaneRows)
 	}
-	if len(doc.Att) != 4 || len(doc.Att[0]) != 9 {
-		t.Errorf("attempts %v: want 4, the 2-GPU one on two lanes", doc.Att)
+	if len(doc.Att) != 5 || len(doc.Att[0]) != 9 {
+		t.Fatalf("attempts %v: want 5, the 2-GPU one on two lanes", doc.Att)
+	}
+	// The run its killed nodepack left: interrupted at the session's last record.
+	if cut := doc.Att[2]; cut[2] != 25000 || cut[3] != 30000 || doc.States[cut[4]] != "interrupted" {
+		t.Errorf("the cut attempt %v (%s): want 25 s to 30 s, interrupted", cut, doc.States[cut[4]])
 	}
 	if doc.Numbers.Makespan != 101 || doc.Numbers.Lost != 10 {
 		t.Errorf("makespan %v s (want 101), lost %v s (want 10)", doc.Numbers.Makespan, doc.Numbers.Lost)
@@ -87,7 +93,7 @@ func TestDocument(t *testing.T) {
 	if !between {
 		t.Errorf("gaps %+v: want the minute between the sessions", doc.Numbers.Gaps)
 	}
-	if len(doc.Rows) != 3 || doc.Cols[len(doc.Cols)-1] != "logs" {
+	if len(doc.Rows) != 4 || doc.Cols[len(doc.Cols)-1] != "logs" {
 		t.Errorf("table %v %v", doc.Cols, doc.Rows)
 	}
 	if !strings.Contains(page.String(), `content="default-src 'none';`) || strings.Contains(page.String(), "TITLE") {

@@ -9,6 +9,7 @@ package results
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -154,14 +155,14 @@ func readRow(dir string, run *ledger.Run, metrics []Metric) (Row, error) {
 		row.Stdout, row.Stderr = s.Stdout, s.Stderr
 	}
 	if f := run.Finished; f != nil && (run.Started == nil || f.Attempt >= run.Started.Attempt) {
-		row.Origin = cmpOr(row.Origin, f.Origin)
+		row.Origin = cmp.Or(row.Origin, f.Origin)
 		row.End, row.Seconds, row.ExitCode, row.Signal = f.Time, f.Seconds, f.ExitCode, f.Signal
 		row.Class = string(f.Class)
 		row.PeakRSS = max(f.TreeRSSPeak, f.MaxRSS)
 		for _, g := range f.GPUUsage {
 			row.PeakGPUMem += g.ProcessPeakMemoryBytes
 		}
-		row.Stdout, row.Stderr = cmpOr(row.Stdout, f.Stdout), cmpOr(row.Stderr, f.Stderr)
+		row.Stdout, row.Stderr = cmp.Or(row.Stdout, f.Stdout), cmp.Or(row.Stderr, f.Stderr)
 	}
 	if row.Stdout == "" {
 		return row, nil // no logs: nothing more to read
@@ -189,13 +190,6 @@ func readRow(dir string, run *ledger.Run, metrics []Metric) (Row, error) {
 		}
 	}
 	return row, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // readObject reads a flat JSON object from the file at path in dir; a

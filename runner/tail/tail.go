@@ -6,6 +6,7 @@ package tail
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,7 +57,7 @@ func Follow(ctx context.Context, dir string, opts Options, w io.Writer) error {
 	}
 	var files []*followed
 	for _, r := range runs {
-		label := "[" + cmp(r.Origin, r.ID) + "] "
+		label := "[" + cmp.Or(r.Origin, r.ID) + "] "
 		for _, p := range []string{r.Stdout, r.Stderr} {
 			if p == "" {
 				continue
@@ -110,13 +111,6 @@ func Follow(ctx context.Context, dir string, opts Options, w io.Writer) error {
 			running = still
 		}
 	}
-}
-
-func cmp(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // choose picks the rows opts names.
