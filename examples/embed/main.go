@@ -1,8 +1,9 @@
 // Command embed shows nodepack as a library inside another launcher: it
 // detects this node, plans one run per physical core (or per GPU), and
 // runs a small resumable sweep of its own making, with mixed requests,
-// twice in one output directory — the second time nothing is left to do.
-// CI builds and runs it.
+// twice in one output directory — the second time nothing is left to do —
+// then reads its results table and writes its HTML report. CI builds and
+// runs it.
 //
 //	go run ./examples/embed [-o DIR]
 package main
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/nodepack/nodepack/pack"
@@ -21,6 +23,8 @@ import (
 	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/report"
+	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
@@ -101,5 +105,24 @@ func launch(out string) error {
 			return fmt.Errorf("%d runs failed", sum.Failed)
 		}
 	}
+
+	// What ran, as a table (nodepack status --runs) and as a page
+	// (nodepack report): each run's parameters come from the sweep.
+	table, err := results.Read(out, nil)
+	if err != nil {
+		return err
+	}
+	for _, row := range table.Rows {
+		fmt.Printf("%s lr=%s seed=%s %s in %.3f s\n", row.ID, row.Params["lr"], row.Params["seed"], row.State, row.Seconds)
+	}
+	page, err := os.Create(filepath.Join(out, "report.html"))
+	if err != nil {
+		return err
+	}
+	written, err := report.Write(page, out, report.Options{})
+	if err := errors.Join(err, page.Close()); err != nil {
+		return err
+	}
+	fmt.Printf("report: %d runs, %d attempts, %d bytes\n", written.Runs, written.Attempts, written.Bytes)
 	return nil
 }

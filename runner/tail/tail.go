@@ -163,6 +163,7 @@ type followed struct {
 	off              int64
 	partial          []byte // the start of a line whose end is not written yet
 	first            []byte // the last lines already written, shown first
+	buf              []byte
 }
 
 // start opens the file and keeps its last n lines (none if n < 0); a file
@@ -225,16 +226,18 @@ func (f *followed) copy(w io.Writer) error {
 		}
 		f.first = nil
 	}
-	buf := make([]byte, 64<<10)
+	if f.buf == nil {
+		f.buf = make([]byte, 64<<10)
+	}
 	for {
-		n, err := f.f.ReadAt(buf, f.off)
+		n, err := f.f.ReadAt(f.buf, f.off)
 		if n > 0 {
 			f.off += int64(n)
-			if err := f.write(w, buf[:n]); err != nil {
+			if err := f.write(w, f.buf[:n]); err != nil {
 				return err
 			}
 		}
-		if n < len(buf) || err != nil {
+		if n < len(f.buf) || err != nil {
 			return nil
 		}
 	}
