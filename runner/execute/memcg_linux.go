@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -119,21 +120,34 @@ func (g *memGroup) remove() {
 	if os.Remove(g.dir) == nil {
 		return
 	}
-	g.m.removal.Go(func() {
-		for wait := time.Millisecond; wait < 2*time.Second; wait *= 2 {
-			g.killAll()
-			if os.Remove(g.dir) == nil {
-				return
-			}
-			time.Sleep(wait)
-		}
-	})
+	g.m.removal.Go(func() { removeGroup(g.dir, removeWait) })
 }
 
-// killAll sends SIGKILL to every process in the group but this one (one
-// of whose threads may be in it while it starts a run).
-func (g *memGroup) killAll() {
-	b, _ := os.ReadFile(filepath.Join(g.dir, "cgroup.procs"))
+// removeWait bounds how long a group's removal waits for its last
+// processes to exit: a process the OOM killer chose can take seconds on a
+// loaded node.
+const removeWait = 30 * time.Second
+
+// removeGroup kills what is left in the group at dir and removes it,
+// trying until it is gone or within is up.
+func removeGroup(dir string, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for wait := time.Millisecond; ; wait = min(2*wait, 250*time.Millisecond) {
+		killAll(dir)
+		if err := os.Remove(dir); err == nil || errors.Is(err, fs.ErrNotExist) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(wait)
+	}
+}
+
+// killAll sends SIGKILL to every process in the group at dir but this one
+// (one of whose threads may be in it while it starts a run).
+func killAll(dir string) {
+	b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	self := os.Getpid()
 	for _, f := range bytes.Fields(b) {
 		if pid, err := strconv.Atoi(string(f)); err == nil && pid != self {
@@ -145,5 +159,11 @@ func (g *memGroup) killAll() {
 // close removes the execution's directory once every group in it is gone.
 func (m *memGroups) close() {
 	m.removal.Wait()
+	left, _ := os.ReadDir(m.dir)
+	for _, e := range left {
+		if e.IsDir() {
+			removeGroup(filepath.Join(m.dir, e.Name()), removeWait)
+		}
+	}
 	os.Remove(m.dir)
 }
