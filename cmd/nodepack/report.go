@@ -96,7 +96,11 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := os.Rename(tmp.Name(), absOut); err != nil {
 		return usageErrorf(stderr, "report", "%v", err)
 	}
-	fmt.Fprintf(stderr, "nodepack report: %s: %s, %s, %.1f MB\n", *out, countWord(sum.Runs, "run"), countWord(sum.Attempts, "attempt"), float64(sum.Bytes)/1e6)
+	size := fmt.Sprintf("%.1f MB", float64(sum.Bytes)/1e6)
+	if sum.Bytes < 1e6 {
+		size = fmt.Sprintf("%.0f kB", float64(sum.Bytes)/1e3)
+	}
+	fmt.Fprintf(stderr, "nodepack report: %s: %s, %s, %s\n", *out, countWord(sum.Runs, "run"), countWord(sum.Attempts, "attempt"), size)
 	return exitOK
 }
 
