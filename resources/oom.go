@@ -9,9 +9,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/nodepack/nodepack/resources/usage"
 )
 
 // OOMKills returns a reader of the count of kernel OOM kills in this
@@ -41,7 +42,7 @@ func oomKills(root fs.FS, dir string) func() (uint64, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		n, _ := f.ReadAt(buf, 0)
-		return parseOOMKill(buf[:n])
+		return usage.ParseOOMKill(buf[:n])
 	}
 	if _, ok := read(); !ok {
 		f.Close()
@@ -60,7 +61,7 @@ func oomKillsFile(root fs.FS) string {
 			continue // no such cgroup
 		}
 		if b, err := fs.ReadFile(root, p); err == nil {
-			if _, ok := parseOOMKill(b); ok {
+			if _, ok := usage.ParseOOMKill(b); ok {
 				return p
 			}
 		}
@@ -123,16 +124,4 @@ func runMemoryCgroups(root fs.FS, dir string) (string, error) {
 		return "", fmt.Errorf("memory cgroup: %w", err)
 	}
 	return own, nil
-}
-
-// parseOOMKill reads the "oom_kill N" line of memory.events or
-// memory.oom_control.
-func parseOOMKill(b []byte) (uint64, bool) {
-	for line := range bytes.Lines(b) {
-		if v, ok := bytes.CutPrefix(line, []byte("oom_kill ")); ok {
-			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
 }

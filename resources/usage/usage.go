@@ -6,7 +6,11 @@
 // library.
 package usage
 
-import "time"
+import (
+	"bytes"
+	"strconv"
+	"time"
+)
 
 // Target is what a Sampler measures: the live process tree under Root
 // (Root itself too, unless SkipRoot, set when Root is a launcher whose own
@@ -116,4 +120,17 @@ type GPUFault struct {
 	UUID   string    // the GPU (a physical GPU's; its MIG devices share it)
 	Reason string    // "Xid 79", "double-bit ECC error"
 	Time   time.Time // when it was reported
+}
+
+// ParseOOMKill reads the kernel's count of OOM kills in a memory cgroup:
+// the "oom_kill N" line of cgroup v2's memory.events or cgroup v1's
+// memory.oom_control. ok is false when there is no such line.
+func ParseOOMKill(b []byte) (n uint64, ok bool) {
+	for line := range bytes.Lines(b) {
+		if v, found := bytes.CutPrefix(line, []byte("oom_kill ")); found {
+			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }

@@ -34,3 +34,21 @@ func TestSettler(t *testing.T) {
 		})
 	}
 }
+
+func TestParseOOMKill(t *testing.T) {
+	for _, tc := range []struct {
+		description, file string
+		want              uint64
+		ok                bool
+	}{
+		{"cgroup v2 memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n", 1, true},
+		{"cgroup v1 memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 4\n", 4, true},
+		{"an old kernel without the count", "low 0\nhigh 0\nmax 0\noom 0\n", 0, false},
+		{"oom_group_kill is not oom_kill", "oom_group_kill 2\n", 0, false},
+		{"damaged", "oom_kill x\n", 0, false},
+	} {
+		if n, ok := ParseOOMKill([]byte(tc.file)); n != tc.want || ok != tc.ok {
+			t.Errorf("%s: %d, %v; want %d, %v", tc.description, n, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -233,13 +233,7 @@ func oomKillCount(path string) (uint64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
+	return usage.ParseOOMKill(b)
 }
 
 // TestCUDAOOMRetryAsksForMore: a run that runs out of GPU memory is

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodepack/nodepack/resources/usage"
 )
 
 // memGroups makes the memory cgroups of EnforceMem: one directory for the
@@ -96,20 +98,8 @@ func moveThread(tasks string, tid int) error {
 // killer killed.
 func (g *memGroup) oomKills() uint64 {
 	b, _ := os.ReadFile(filepath.Join(g.dir, "memory.oom_control"))
-	n, _ := parseOOMKill(b)
+	n, _ := usage.ParseOOMKill(b)
 	return n
-}
-
-// parseOOMKill reads the "oom_kill N" line of memory.oom_control (cgroup
-// v1) or memory.events (v2).
-func parseOOMKill(b []byte) (uint64, bool) {
-	for line := range bytes.Lines(b) {
-		if v, ok := bytes.CutPrefix(line, []byte("oom_kill ")); ok {
-			n, err := strconv.ParseUint(string(bytes.TrimSpace(v)), 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
 }
 
 // remove removes the group once its run has been reaped. A descendant
