@@ -240,7 +240,7 @@ stop() {
 # at once on an error state (Eqw), then judge every task by its last
 # accounting record; 0 iff each has failed=0 and exit_status=0.
 wait_job() {
-	local job=${1%%.*} timeout=${2:-600} deadline state
+	local job=${1%%.*} timeout=${2:-600} deadline state=""
 	deadline=$((SECONDS + timeout))
 	while ((SECONDS < deadline)); do
 		state=$(q qstat 2>/dev/null | awk -v j="$job" '$1 == j {print $5}' | sort -u | tr '\n' ' ')
