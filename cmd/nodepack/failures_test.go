@@ -154,7 +154,8 @@ func TestEnforceMemThroughTheCLI(t *testing.T) {
 	tasks := writeFile(t, dir, "tasks.txt", "true\n#nodepack mem=48MiB\ntail -n 1 < <(head -c 300000000 /dev/zero; sleep 30)\necho small\n")
 	code, _, stderr := runCLI(t, "run", "--enforce-mem", "-o", filepath.Join(dir, "out"), tasks)
 	if code != exitFailed || !strings.Contains(stderr, "3 runs: 2 succeeded, 1 failed (1 host-oom)") ||
-		!strings.Contains(stderr, "nodepack: --enforce-mem: ") || !strings.Contains(stderr, "it asked for ---") {
+		!strings.Contains(stderr, "nodepack: --enforce-mem: ") || !strings.Contains(stderr, "it asked for ---") ||
+		!strings.Contains(stderr, "runs ask for no mem unless their lines say mem=") {
 		t.Errorf("exit %d:\n%s", code, stderr)
 	}
 	// No cgroup and no sampler: nothing could hold the runs.

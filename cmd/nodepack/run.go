@@ -374,6 +374,10 @@ func (o *runOptions) enforceMem() error {
 	default:
 		o.memNote = fmt.Sprintf("--enforce-mem: no memory cgroup can be made here (%v): nodepack checks the memory of a run that asks for mem every %v, and kills it when it is over", whyNot, execute.MemCheckInterval)
 	}
+	if o.Plan.Request.Mem == 0 {
+		// Said, lest a user take the flag alone for a limit on every run.
+		o.memNote += "; runs ask for no mem unless their lines say mem= (or give --mem-per-run), and those are not limited"
+	}
 	return nil
 }
 
