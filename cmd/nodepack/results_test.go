@@ -53,6 +53,15 @@ func TestResultsTable(t *testing.T) {
 		t.Errorf("models %q, want %q", models, want)
 	}
 
+	// nodepack tail shows an ended run's last lines, prefixed with its
+	// origin; a name that matches no run is exit 2.
+	if code, stdout, stderr := runCLI(t, "tail", "-n", "1", out, params+":2"); code != exitOK || stdout != "["+params+":2] loss=0.25\n" {
+		t.Errorf("tail: exit %d, %q, %s", code, stdout, stderr)
+	}
+	if code, _, stderr := runCLI(t, "tail", out, "p.jsonl:9"); code != exitUsage || !strings.Contains(stderr, `no run "p.jsonl:9"`) {
+		t.Errorf("tail of no such run: exit %d, %s", code, stderr)
+	}
+
 	for _, tc := range []struct{ args, want string }{
 		{"--runs --format xml", `--format "xml": want csv or json`},
 		{"--runs --metric loss", "want NAME=REGEX"},
