@@ -180,6 +180,9 @@ type Log struct {
 	seen  atomic.Int64 // runs Dir.See found
 	lean  bool         // keep the records of the runs that did not succeed only
 	ident os.FileInfo  // the file read, when it did not change during the read
+	// each, if not nil, is called with every record once it is folded in,
+	// and the length of its line.
+	each func(rec *Record, size int)
 }
 
 // Read reads a ledger. An unfinished last line is left out and
@@ -187,13 +190,13 @@ type Log struct {
 // naming name and the line. Runs still running when the last session
 // ended are interrupted; those of a session without an end record are
 // running (the session is live, or was killed: see Stop).
-func Read(r io.Reader, name string) (*Log, error) { return read(r, name, nil) }
+func Read(r io.Reader, name string) (*Log, error) { return read(r, name, nil, nil) }
 
 // read reads a ledger. With lean, which reads the same bytes as r, it
 // keeps the records of the runs that did not succeed only (see Run),
 // and reads them again from lean at the end.
-func read(r io.Reader, name string, lean io.ReaderAt) (*Log, error) {
-	log := &Log{Name: name, Runs: make(map[string]*Run), lean: lean != nil}
+func read(r io.Reader, name string, lean io.ReaderAt, each func(rec *Record, size int)) (*Log, error) {
+	log := &Log{Name: name, Runs: make(map[string]*Run), lean: lean != nil, each: each}
 	br := bufio.NewReaderSize(r, 1<<20)
 	lineNo := 1
 	for ; ; lineNo++ {
@@ -213,8 +216,12 @@ func read(r io.Reader, name string, lean io.ReaderAt) (*Log, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read ledger %s: %w", name, err)
 		}
-		if err := log.add(line[:len(line)-1], log.Size, lineNo); err != nil {
+		rec, err := log.add(line[:len(line)-1], log.Size, lineNo)
+		if err != nil {
 			return nil, fmt.Errorf("ledger %s:%d: %w", name, lineNo, err)
+		}
+		if log.each != nil && rec != nil {
+			log.each(rec, len(line))
 		}
 		log.Size += int64(len(line))
 	}
@@ -248,8 +255,10 @@ func read(r io.Reader, name string, lean io.ReaderAt) (*Log, error) {
 	return log, nil
 }
 
-// add folds one complete line, line number no at offset off, into the log.
-func (log *Log) add(line []byte, off int64, no int) error {
+// add folds one complete line, line number no at offset off, into the log,
+// and returns its record when it decoded the whole of it (a lean read
+// takes only the head of most).
+func (log *Log) add(line []byte, off int64, no int) (*Record, error) {
 	var h head
 	fast := false
 	if log.lean {
@@ -259,18 +268,18 @@ func (log *Log) add(line []byte, off int64, no int) error {
 	if !fast || string(h.typ) == TypeHeader || string(h.typ) == TypeEnd || string(h.typ) == TypeGPUOut {
 		rec = new(Record)
 		if err := json.Unmarshal(line, rec); err != nil {
-			return fmt.Errorf("not a record: %w", err)
+			return nil, fmt.Errorf("not a record: %w", err)
 		}
 		h = head{typ: []byte(rec.Type), id: []byte(rec.ID), reason: []byte(rec.Reason), attempt: rec.Attempt, retry: rec.Retry, exitCode: rec.ExitCode != nil}
 	}
 	typ := string(h.typ)
 	if typ != TypeHeader && len(log.Sessions) == 0 {
-		return fmt.Errorf("%q record before the first header", typ)
+		return nil, fmt.Errorf("%q record before the first header", typ)
 	}
 	switch typ {
 	case TypeHeader:
 		if rec.Format != Format {
-			return fmt.Errorf("header format %q, want %q", rec.Format, Format)
+			return nil, fmt.Errorf("header format %q, want %q", rec.Format, Format)
 		}
 		if log.End == nil && len(log.Sessions) > 0 {
 			log.MarkInterrupted() // the previous session was killed
@@ -286,28 +295,28 @@ func (log *Log) add(line []byte, off int64, no int) error {
 				run.Retired = true
 			}
 		}
-		return nil
+		return rec, nil
 	case TypeEnd:
 		if log.End != nil {
-			return errors.New("second end record in a session")
+			return nil, errors.New("second end record in a session")
 		}
 		log.End = rec
-		return nil
+		return rec, nil
 	case TypeGPUOut:
 		if len(rec.GPUs) != 1 {
-			return errors.New("gpu_out record without its GPU")
+			return nil, errors.New("gpu_out record without its GPU")
 		}
 		log.GPUsOut = append(log.GPUsOut, *rec)
-		return nil
+		return rec, nil
 	case TypeStarted, TypeFinished:
 	default:
-		return fmt.Errorf("unknown record type %q", typ)
+		return nil, fmt.Errorf("unknown record type %q", typ)
 	}
 	if log.End != nil {
-		return fmt.Errorf("%q record after the session's end", typ)
+		return nil, fmt.Errorf("%q record after the session's end", typ)
 	}
 	if !execute.ValidID(string(h.id)) || h.attempt < 1 {
-		return fmt.Errorf("%s record: bad run id %q or attempt %d", typ, h.id, h.attempt)
+		return nil, fmt.Errorf("%s record: bad run id %q or attempt %d", typ, h.id, h.attempt)
 	}
 	run := log.Runs[string(h.id)]
 	if run == nil {
@@ -328,10 +337,10 @@ func (log *Log) add(line []byte, off int64, no int) error {
 	if typ == TypeStarted {
 		run.Started, run.started = rec, keep()
 		run.State = StateRunning
-		return nil
+		return rec, nil
 	}
 	if !h.exitCode {
-		return errors.New("finished record without exit_code")
+		return nil, errors.New("finished record without exit_code")
 	}
 	run.Finished, run.finished = rec, keep()
 	switch execute.Reason(h.reason) {
@@ -348,9 +357,9 @@ func (log *Log) add(line []byte, off int64, no int) error {
 	case execute.Interrupted:
 		run.State = StateInterrupted
 	default:
-		return fmt.Errorf("finished record: unknown reason %q", h.reason)
+		return nil, fmt.Errorf("finished record: unknown reason %q", h.reason)
 	}
-	return nil
+	return rec, nil
 }
 
 // MarkInterrupted marks the runs that the last session left running as
@@ -410,13 +419,17 @@ func (log *Log) Members() int {
 }
 
 // ReadFile reads the ledger at path; see Read.
-func ReadFile(path string) (*Log, error) {
+func ReadFile(path string) (*Log, error) { return readFile(path, nil) }
+
+// readFile is ReadFile, calling each (when not nil) with every record in
+// the order of the file, once it is checked, and the length of its line.
+func readFile(path string, each func(rec *Record, size int)) (*Log, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return Read(f, path)
+	return read(f, path, nil, each)
 }
 
 // readLean reads the ledger at path for a resume or a status, keeping the
@@ -432,7 +445,7 @@ func readLean(path string) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	log, err := read(f, path, f)
+	log, err := read(f, path, f, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -548,7 +561,7 @@ func open(path string, restart bool, known *Log) (*Writer, error) {
 	past := known
 	if st, err := f.Stat(); err != nil || known == nil || known.ident == nil || !os.SameFile(known.ident, st) ||
 		st.Size() != known.Size+known.Torn || !st.ModTime().Equal(known.ident.ModTime()) {
-		if past, err = read(f, path, f); err != nil {
+		if past, err = read(f, path, f, nil); err != nil {
 			return fail(err)
 		}
 	}

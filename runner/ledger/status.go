@@ -153,9 +153,8 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 		switch {
 		case log.End != nil:
 			sh.State, sh.Note, sh.Deferred = ShardEnded, log.End.Note, log.End.Deferred
-		case h.Host == host && !processAlive(h.PID):
+		case log.markGone(host):
 			sh.State = ShardGone
-			log.MarkInterrupted()
 		case h.Host == host:
 			sh.State = ShardRunning
 		default:
@@ -218,6 +217,66 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 	}
 	slices.SortFunc(st.Running, func(a, b RunStatus) int { return a.Started.Compare(b.Started) })
 	return st, nil
+}
+
+// markGone marks the runs of the log's last session as interrupted when
+// that session wrote no end record, ran on host (this one) and its
+// nodepack is gone: it was killed. It reports whether it did.
+func (log *Log) markGone(host string) bool {
+	h := log.Header()
+	if log.End != nil || len(log.Sessions) == 0 || h.Host != host || processAlive(h.PID) {
+		return false
+	}
+	log.MarkInterrupted()
+	return true
+}
+
+// SweepLogs reads every ledger in dir in full, as ReadFile does, and
+// returns those of the directory's sweep (the newest header's), in name
+// order, as ReadStatus counts them: without shard ledgers of another
+// sweep, and with the runs that a session gone from this host left
+// running marked interrupted. each, if not nil, is called with every
+// record of every ledger in order once it is checked, with the base name
+// of its file and the length of its line; a caller that wants the
+// records of the sweep only keeps those of the files returned.
+func SweepLogs(dir string, each func(file string, rec *Record, size int)) ([]*Log, error) {
+	files, err := Files(dir)
+	if err != nil {
+		return nil, err
+	}
+	var logs []*Log
+	var current *Record
+	for _, f := range files {
+		var fileEach func(*Record, int)
+		if each != nil {
+			base := filepath.Base(f)
+			fileEach = func(rec *Record, size int) { each(base, rec, size) }
+		}
+		log, err := readFile(f, fileEach)
+		if err != nil {
+			return nil, err
+		}
+		if len(log.Sessions) == 0 {
+			continue // created, header not written yet
+		}
+		if h := log.Header(); current == nil || h.Time.After(current.Time) {
+			current = &h
+		}
+		logs = append(logs, log)
+	}
+	if current == nil {
+		return nil, fmt.Errorf("%s: no ledger (ledger*.jsonl): not a nodepack output directory, or nothing started yet", dir)
+	}
+	host, _ := os.Hostname()
+	ours := logs[:0]
+	for _, log := range logs {
+		if otherSweep(log.Header(), *current) {
+			continue
+		}
+		log.markGone(host)
+		ours = append(ours, log)
+	}
+	return ours, nil
 }
 
 // otherSweep reports whether a shard ledger's last header h belongs to

@@ -9,10 +9,12 @@ package report
 
 import (
 	"bufio"
-	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,15 +72,18 @@ func Write(w io.Writer, dir string, opts Options) (Summary, error) {
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
 	}
-	table, err := results.Read(dir, opts.Metrics)
+	r := &reader{opts: opts, total: ledgerBytes(dir)}
+	// One read of the ledgers gives the table and, record by record, the
+	// attempts.
+	table, err := results.ReadEach(dir, opts.Metrics, r.record)
 	if err != nil {
 		return Summary{}, fmt.Errorf("report: %w", err)
 	}
-	attempts, node, err := readAttempts(dir, opts)
-	if err != nil {
-		return Summary{}, err
+	if opts.Progress != nil {
+		opts.Progress(r.total, r.total)
 	}
-	doc := build(table, attempts, node, opts)
+	attempts := r.finish(table)
+	doc := build(table, attempts, r.node, opts)
 	data, err := json.Marshal(doc) // escapes <, > and &: safe inside <script>
 	if err != nil {
 		return Summary{}, fmt.Errorf("report: %w", err)
@@ -86,13 +91,25 @@ func Write(w io.Writer, dir string, opts Options) (Summary, error) {
 	cw := &countingWriter{w: w}
 	bw := bufio.NewWriter(cw)
 	head, tail, _ := strings.Cut(page, "/*DATA*/")
-	bw.WriteString(strings.ReplaceAll(head, "TITLE", htmlEscape(filepath.Base(dir))))
+	bw.WriteString(strings.ReplaceAll(head, "TITLE", html.EscapeString(filepath.Base(dir))))
 	bw.Write(data)
 	bw.WriteString(tail)
 	if err := bw.Flush(); err != nil {
 		return Summary{}, fmt.Errorf("report: %w", err)
 	}
 	return Summary{Runs: len(table.Rows), Attempts: len(attempts), Bytes: cw.n}, nil
+}
+
+// ledgerBytes is the size of the ledgers in dir, for progress.
+func ledgerBytes(dir string) int64 {
+	files, _ := ledger.Files(dir)
+	var n int64
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil {
+			n += st.Size()
+		}
+	}
+	return n
 }
 
 type countingWriter struct {
@@ -106,25 +123,6 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func htmlEscape(s string) string {
-	var b bytes.Buffer
-	for _, r := range s {
-		switch r {
-		case '<':
-			b.WriteString("&lt;")
-		case '>':
-			b.WriteString("&gt;")
-		case '&':
-			b.WriteString("&amp;")
-		case '"':
-			b.WriteString("&#34;")
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
 // nodeInfo is what the newest header says of the node.
 type nodeInfo struct {
 	GPUs []string // UUIDs, or MIG device UUIDs
@@ -136,124 +134,109 @@ type nodeInfo struct {
 	Sessions [][2]time.Time
 }
 
-// readAttempts reads every attempt of every ledger in dir, in order.
-func readAttempts(dir string, opts Options) ([]*attempt, nodeInfo, error) {
-	files, err := ledger.Files(dir)
-	if err != nil {
-		return nil, nodeInfo{}, fmt.Errorf("report: %w", err)
+// reader gathers the attempts from the ledgers' records, file by file.
+type reader struct {
+	opts        Options
+	total, done int64
+	all         []*attempt
+	node        nodeInfo
+	newest      time.Time
+	// The file being read: its attempts not finished yet, its last
+	// session's attempts, and that session in node.Sessions.
+	file      string
+	open      map[string]*attempt
+	session   []*attempt
+	sessionAt int
+}
+
+// record takes the next record of file (results.ReadEach's each).
+func (r *reader) record(file string, rec *ledger.Record, size int) {
+	r.done += int64(size)
+	if r.opts.Progress != nil && r.done%(1<<20) < int64(size) {
+		r.opts.Progress(r.done, r.total)
 	}
-	var total, done int64
-	for _, f := range files {
-		if st, err := os.Stat(f); err == nil {
-			total += st.Size()
-		}
+	if file != r.file {
+		r.file, r.open, r.session, r.sessionAt = file, map[string]*attempt{}, nil, -1
 	}
-	var all []*attempt
-	var node nodeInfo
-	var newest time.Time
-	for _, f := range files {
-		file, err := os.Open(f)
-		if err != nil {
-			return nil, node, fmt.Errorf("report: %w", err)
+	if r.sessionAt >= 0 && rec.Type != ledger.TypeHeader && rec.Time.After(r.node.Sessions[r.sessionAt][1]) {
+		r.node.Sessions[r.sessionAt][1] = rec.Time
+	}
+	switch rec.Type {
+	case ledger.TypeHeader:
+		r.node.Sessions = append(r.node.Sessions, [2]time.Time{rec.Time, rec.Time})
+		r.sessionAt = len(r.node.Sessions) - 1
+		for _, a := range r.session {
+			a.sessionLive = false // a later session: this one was killed
 		}
-		open := map[string]*attempt{} // run/attempt → attempt not finished
-		var session []*attempt        // this session's attempts
-		sc := bufio.NewScanner(file)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		sessionAt := -1 // this file's session in node.Sessions
-		for sc.Scan() {
-			line := sc.Bytes()
-			done += int64(len(line)) + 1
-			if opts.Progress != nil && done%(1<<20) < int64(len(line))+1 {
-				opts.Progress(done, total)
-			}
-			var rec ledger.Record
-			if json.Unmarshal(line, &rec) != nil {
-				continue // results.Read checked every line already; a torn last one
-			}
-			if sessionAt >= 0 && rec.Type != "header" && rec.Time.After(node.Sessions[sessionAt][1]) {
-				node.Sessions[sessionAt][1] = rec.Time
-			}
-			switch rec.Type {
-			case "header":
-				node.Sessions = append(node.Sessions, [2]time.Time{rec.Time, rec.Time})
-				sessionAt = len(node.Sessions) - 1
-				for _, a := range session {
-					if !a.ended {
-						a.sessionLive = false // a later session: this one ended, killed
-					}
-				}
-				session = nil
-				open = map[string]*attempt{}
-				if rec.Time.After(newest) {
-					newest = rec.Time
-					sessions := node.Sessions
-					node = nodeOf(rec)
-					node.Sessions = sessions
-				}
-			case "started":
-				a := &attempt{run: rec.ID, n: rec.Attempt, start: rec.Time, gpus: rec.GPUs, file: filepath.Base(f), sessionLive: true, session: sessionAt}
-				if rec.Slot != nil {
-					a.slot = *rec.Slot
-				}
-				if ids, err := pack.ParseCPUList(rec.CPUs); err == nil {
-					a.cpus = len(ids)
-				}
-				a.gpuShare = float64(len(rec.GPUs))
-				if r, err := pack.ParseRequest(rec.Request, pack.Request{}); err == nil && r.GPUs == 0 && r.GPUShare > 0 && len(rec.GPUs) == 1 {
-					a.gpuShare = float64(r.GPUShare) / pack.GPUWhole
-				}
-				if a.cpus == 0 {
-					a.cpus = 1
-				}
-				open[key(rec.ID, rec.Attempt)] = a
-				session = append(session, a)
-				all = append(all, a)
-			case "finished":
-				a := open[key(rec.ID, rec.Attempt)]
-				if a == nil {
-					continue
-				}
-				delete(open, key(rec.ID, rec.Attempt))
-				a.end, a.ended = rec.Time, true
-				a.state, a.class = string(rec.Reason), string(rec.Class)
-			case "end":
-				for _, a := range session {
-					a.sessionLive = false
-					a.sessionEnd = rec.Time
-				}
-			}
+		r.session, r.open = nil, map[string]*attempt{}
+		if rec.Time.After(r.newest) {
+			r.newest = rec.Time
+			sessions := r.node.Sessions
+			r.node = nodeOf(*rec)
+			r.node.Sessions = sessions
 		}
-		file.Close()
-		if err := sc.Err(); err != nil {
-			return nil, node, fmt.Errorf("report: %s: %w", f, err)
+	case ledger.TypeStarted:
+		a := &attempt{run: rec.ID, n: rec.Attempt, start: rec.Time, gpus: rec.GPUs, file: file, sessionLive: true, session: r.sessionAt}
+		if rec.Slot != nil {
+			a.slot = *rec.Slot
+		}
+		if ids, err := pack.ParseCPUList(rec.CPUs); err == nil {
+			a.cpus = len(ids)
+		}
+		a.cpus = max(a.cpus, 1)
+		a.gpuShare = float64(len(rec.GPUs))
+		if q, err := pack.ParseRequest(rec.Request, pack.Request{}); err == nil && q.GPUs == 0 && q.GPUShare > 0 && len(rec.GPUs) == 1 {
+			a.gpuShare = float64(q.GPUShare) / pack.GPUWhole
+		}
+		r.open[key(rec.ID, rec.Attempt)] = a
+		r.session = append(r.session, a)
+		r.all = append(r.all, a)
+	case ledger.TypeFinished:
+		k := key(rec.ID, rec.Attempt)
+		if a := r.open[k]; a != nil {
+			delete(r.open, k)
+			a.end, a.ended = rec.Time, true
+			a.state, a.class = string(rec.Reason), string(rec.Class)
+		}
+	case ledger.TypeEnd:
+		for _, a := range r.session {
+			a.sessionLive = false
+			a.sessionEnd = rec.Time
 		}
 	}
-	for _, a := range all {
+}
+
+// finish returns the attempts of the table's runs (those of the sweep's
+// ledgers, not retired), each with an end: an attempt its session left
+// unfinished ended with that session, or runs on while the table says its
+// run runs (its nodepack is live).
+func (r *reader) finish(table *results.Table) []*attempt {
+	state := make(map[string]ledger.State, len(table.Rows))
+	for _, row := range table.Rows {
+		state[row.ID] = row.State
+	}
+	var out []*attempt
+	for _, a := range r.all {
+		s, ok := state[a.run]
+		if !ok || !slices.Contains(table.Files, a.file) {
+			continue // another sweep's, or a run its sweep left
+		}
+		out = append(out, a)
 		if a.ended {
 			continue
 		}
 		switch {
-		case a.sessionLive:
-			a.state, a.end = "running", opts.Now
-			for i := range node.Sessions {
-				if !node.Sessions[i][0].After(a.start) && node.Sessions[i][1].Before(opts.Now) {
-					node.Sessions[i][1] = opts.Now // it runs on
-				}
-			}
+		case a.sessionLive && s == ledger.StateRunning:
+			a.state, a.end = "running", r.opts.Now
+			r.node.Sessions[a.session][1] = r.opts.Now // it runs on
 		case !a.sessionEnd.IsZero():
 			a.state, a.end = "interrupted", a.sessionEnd
-		case a.session >= 0:
-			// Its nodepack was killed: it ended by the session's last record.
-			a.state, a.end = "interrupted", node.Sessions[a.session][1]
 		default:
-			a.state, a.end = "interrupted", a.start
+			// Its nodepack was killed: it ended by the session's last record.
+			a.state, a.end = "interrupted", r.node.Sessions[a.session][1]
 		}
 	}
-	if opts.Progress != nil {
-		opts.Progress(total, total)
-	}
-	return all, node, nil
+	return out
 }
 
 func key(id string, n int) string { return fmt.Sprintf("%s/%d", id, n) }
@@ -305,16 +288,6 @@ type document struct {
 	LogBase string              `json:"logBase"`
 	Links   []int               `json:"links"` // the columns that are log paths
 	Times   []int               `json:"times"` // the columns that are times, ms after T0
-}
-
-// sharded reports whether the attempts come from more than one ledger.
-func sharded(attempts []*attempt) bool {
-	for _, a := range attempts {
-		if a.file != attempts[0].file {
-			return true
-		}
-	}
-	return false
 }
 
 // compareNatural orders names with numbers in them by the numbers:
@@ -377,7 +350,10 @@ func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Option
 		doc.Lanes = append(doc.Lanes, name)
 		return laneOf[name]
 	}
-	if !sharded(attempts) {
+	// The shards of a sweep ran on nodes of their own: each has lanes of
+	// its own, named after it.
+	shards := len(table.Files)
+	if shards < 2 {
 		for _, g := range node.GPUs {
 			lane("GPU " + g)
 		}
@@ -394,14 +370,8 @@ func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Option
 	}
 	doc.T0, doc.Span = t0.UnixMilli(), max(t1.Sub(t0).Milliseconds(), 1)
 	ms := func(t time.Time) int64 { return t.Sub(t0).Milliseconds() }
-	// The shards of a sweep ran on nodes of their own: each has lanes of
-	// its own, named after it.
-	files := map[string]bool{}
-	for _, a := range attempts {
-		files[a.file] = true
-	}
 	shardOf := func(a *attempt) string {
-		if len(files) < 2 {
+		if shards < 2 {
 			return ""
 		}
 		name := strings.TrimSuffix(strings.TrimPrefix(a.file, "ledger-"), ".jsonl")
@@ -409,13 +379,13 @@ func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Option
 	}
 	slotName := func(a *attempt) string { return fmt.Sprintf("%sCPU slot %d", shardOf(a), a.slot) }
 	gpuName := func(a *attempt, g string) string { return shardOf(a) + "GPU " + g }
-	var slotNames []string
+	slotSet := map[string]bool{}
 	for _, a := range attempts {
-		if len(a.gpus) == 0 && !slices.Contains(slotNames, slotName(a)) {
-			slotNames = append(slotNames, slotName(a))
+		if len(a.gpus) == 0 {
+			slotSet[slotName(a)] = true
 		}
 	}
-	slices.SortFunc(slotNames, compareNatural)
+	slotNames := slices.SortedFunc(maps.Keys(slotSet), compareNatural)
 	for _, name := range slotNames {
 		lane(name)
 	}
@@ -468,7 +438,7 @@ func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Option
 	for l := range doc.Lanes {
 		doc.LaneRows = append(doc.LaneRows, max(len(rowEnds[l]), 1))
 	}
-	doc.Util = utilization(attempts, node, t0)
+	doc.Util = utilization(attempts, node, max(shards, 1), t0)
 	// Headline numbers.
 	runStates := map[string]int{}
 	for _, r := range table.Rows {
@@ -495,7 +465,6 @@ func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Option
 	// The table, as the results table has it, smaller: start and end as
 	// milliseconds after t0, and one column with the run's log directory
 	// in place of the two log paths.
-	doc.Cols = table.Columns()
 	doc.Rows, doc.Cols = tableRows(table, t0)
 	for i, c := range doc.Cols {
 		switch c {
@@ -508,55 +477,49 @@ func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Option
 	return doc
 }
 
-// tableRows is the table's cells, row by row, and their columns.
+// tableRows is the table's cells, row by row, and their columns: those
+// of the results table, with start and end as milliseconds after t0, and
+// one column with the run's log directory in place of the two log paths.
 func tableRows(t *results.Table, t0 time.Time) ([][]json.RawMessage, []string) {
-	var buf bytes.Buffer
-	t.WriteJSON(&buf)
-	var objs []map[string]json.RawMessage
-	json.Unmarshal(buf.Bytes(), &objs)
 	var cols []string
-	for _, c := range t.Columns() {
-		if c != "stdout" && c != "stderr" {
+	var keep []int // the table's column of each of ours but the last
+	for i, c := range t.Columns() {
+		switch c {
+		case "stdout", "stderr":
+		default:
 			cols = append(cols, c)
+			keep = append(keep, i)
 		}
 	}
 	cols = append(cols, "logs")
-	rows := make([][]json.RawMessage, len(objs))
-	for i, o := range objs {
-		row := make([]json.RawMessage, len(cols))
-		for j, c := range cols {
-			switch c {
-			case "logs":
-				row[j] = logDir(o["stdout"])
-			case "start", "end":
-				row[j] = sinceT0(o[c], t0)
+	rows := make([][]json.RawMessage, len(t.Rows))
+	for i, r := range t.Rows {
+		cells := t.Cells(r)
+		row := make([]json.RawMessage, 0, len(cols))
+		for j, k := range keep {
+			switch cols[j] {
+			case "start":
+				row = append(row, sinceT0(r.Start, t0))
+			case "end":
+				row = append(row, sinceT0(r.End, t0))
 			default:
-				row[j] = o[c]
+				row = append(row, cells[k])
 			}
+		}
+		if r.Stdout != "" {
+			b, _ := json.Marshal(filepath.ToSlash(filepath.Dir(r.Stdout)))
+			row = append(row, b)
+		} else {
+			row = append(row, nil)
 		}
 		rows[i] = row
 	}
 	return rows, cols
 }
 
-// logDir is the directory of a log path, as JSON.
-func logDir(path json.RawMessage) json.RawMessage {
-	var p string
-	if json.Unmarshal(path, &p) != nil || p == "" {
-		return nil
-	}
-	b, _ := json.Marshal(filepath.ToSlash(filepath.Dir(p)))
-	return b
-}
-
-// sinceT0 is a time as milliseconds after t0.
-func sinceT0(v json.RawMessage, t0 time.Time) json.RawMessage {
-	var s string
-	if json.Unmarshal(v, &s) != nil {
-		return nil
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
+// sinceT0 is a time as milliseconds after t0; nil for none.
+func sinceT0(t, t0 time.Time) json.RawMessage {
+	if t.IsZero() {
 		return nil
 	}
 	return json.RawMessage(strconv.FormatInt(t.Sub(t0).Milliseconds(), 10))
@@ -598,9 +561,10 @@ func extremes(t *results.Table) (slowest, fastest [][2]any) {
 // step, merged with its neighbours when there are more.
 const maxUtilPoints = 2000
 
-// utilization is the share of the node's GPUs and CPUs held by attempts
-// over time, as steps: at each point, the share from then on.
-func utilization(attempts []*attempt, node nodeInfo, t0 time.Time) [][3]float64 {
+// utilization is the share of the GPUs and CPUs of the sweep's nodes
+// (one per shard) held by attempts over time, as steps: at each point,
+// the share from then on.
+func utilization(attempts []*attempt, node nodeInfo, shards int, t0 time.Time) [][3]float64 {
 	type change struct {
 		at       int64
 		gpu, cpu float64
@@ -610,8 +574,9 @@ func utilization(attempts []*attempt, node nodeInfo, t0 time.Time) [][3]float64 
 		s, e := a.start.Sub(t0).Milliseconds(), a.end.Sub(t0).Milliseconds()
 		cs = append(cs, change{s, a.gpuShare, float64(a.cpus)}, change{e, -a.gpuShare, -float64(a.cpus)})
 	}
-	slices.SortFunc(cs, func(a, b change) int { return int(a.at - b.at) })
-	gpus, cpus := float64(max(len(node.GPUs), 1)), float64(max(node.CPUs, 1))
+	slices.SortFunc(cs, func(a, b change) int { return cmp.Compare(a.at, b.at) })
+	// The shards ran on nodes like the newest header's, one each.
+	gpus, cpus := float64(max(len(node.GPUs)*shards, 1)), float64(max(node.CPUs*shards, 1))
 	var out [][3]float64
 	var g, c float64
 	for i, ch := range cs {

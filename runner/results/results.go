@@ -81,48 +81,37 @@ type Table struct {
 	Params  []string
 	Metrics []string
 	Rows    []Row
+	Files   []string // the base names of the sweep's ledgers, in name order
 }
 
 // Read reads the table of the sweep in dir: the runs its ledgers know
 // (a run that never started has no row), without the runs its last
-// sessions retired and without shard ledgers of another sweep.
-func Read(dir string, metrics []Metric) (*Table, error) {
-	files, err := ledger.Files(dir)
+// sessions retired and without shard ledgers of another sweep; the runs a
+// killed nodepack left running are interrupted, as in nodepack status.
+func Read(dir string, metrics []Metric) (*Table, error) { return ReadEach(dir, metrics, nil) }
+
+// ReadEach is Read, calling each, when it is not nil, with every record
+// of every ledger in dir as ledger.SweepLogs does; Table.Files names the
+// ledgers of the sweep, whose records are the ones that count.
+func ReadEach(dir string, metrics []Metric, each func(file string, rec *ledger.Record, size int)) (*Table, error) {
+	logs, err := ledger.SweepLogs(dir, each)
 	if err != nil {
 		return nil, fmt.Errorf("results: %w", err)
 	}
-	var logs []*ledger.Log
-	newest := -1
-	for _, f := range files {
-		log, err := ledger.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("results: %w", err)
-		}
-		logs = append(logs, log)
-		if len(log.Sessions) > 0 && (newest < 0 || log.Header().Time.After(logs[newest].Header().Time)) {
-			newest = len(logs) - 1
-		}
-	}
-	if newest < 0 {
-		return nil, fmt.Errorf("results: %s: no ledger (ledger*.jsonl): not a nodepack output directory, or nothing started yet", dir)
-	}
-	sweepKey := keyOf(logs[newest].Header())
 	t := &Table{}
 	seenParam, seenMetric := map[string]bool{}, map[string]bool{}
 	for _, log := range logs {
-		if keyOf(log.Header()) != sweepKey {
-			continue
-		}
+		t.Files = append(t.Files, filepath.Base(log.Name))
 		for _, id := range log.Order {
 			run := log.Runs[id]
 			if run.Retired {
 				continue
 			}
-			row, err := readRow(dir, run, metrics)
+			row, paramOrder, err := readRow(dir, run, metrics)
 			if err != nil {
 				return nil, err
 			}
-			for _, k := range sortedKeys(row.Params, paramOrder(dir, run)) {
+			for _, k := range sortedKeys(row.Params, paramOrder) {
 				if !seenParam[k] {
 					seenParam[k] = true
 					t.Params = append(t.Params, k)
@@ -140,16 +129,10 @@ func Read(dir string, metrics []Metric) (*Table, error) {
 	return t, nil
 }
 
-func keyOf(h ledger.Record) string {
-	if h.Sweep == nil {
-		return ""
-	}
-	return h.Sweep.Key()
-}
-
-// readRow reads one run's row from its records and its directory.
-func readRow(dir string, run *ledger.Run, metrics []Metric) (Row, error) {
-	row := Row{ID: run.ID, State: run.State, Attempts: run.Attempts}
+// readRow reads one run's row from its records and its directory, and the
+// order of the keys in its params.json (the sweep's order of parameters).
+func readRow(dir string, run *ledger.Run, metrics []Metric) (row Row, paramOrder []string, err error) {
+	row = Row{ID: run.ID, State: run.State, Attempts: run.Attempts}
 	if s := run.Started; s != nil {
 		row.Origin, row.Start, row.GPUs, row.CPUs = s.Origin, s.Time, s.GPUs, s.CPUs
 		row.Stdout, row.Stderr = s.Stdout, s.Stderr
@@ -165,14 +148,13 @@ func readRow(dir string, run *ledger.Run, metrics []Metric) (Row, error) {
 		row.Stdout, row.Stderr = cmp.Or(row.Stdout, f.Stdout), cmp.Or(row.Stderr, f.Stderr)
 	}
 	if row.Stdout == "" {
-		return row, nil // no logs: nothing more to read
+		return row, nil, nil // no logs: nothing more to read
 	}
 	runDir := filepath.Dir(row.Stdout)
-	var err error
-	if row.Params, err = readObject(dir, filepath.Join(runDir, "params.json")); err != nil {
-		return row, err
+	if row.Params, paramOrder, err = readObject(dir, filepath.Join(runDir, "params.json")); err != nil {
+		return row, nil, err
 	}
-	if row.Metrics, err = readObject(dir, filepath.Join(runDir, MetricsFile)); err != nil {
+	if row.Metrics, _, err = readObject(dir, filepath.Join(runDir, MetricsFile)); err != nil {
 		// A run writes its metrics itself: a broken file is its problem,
 		// said in the table rather than stopping it.
 		row.Metrics = map[string]json.RawMessage{"metrics_error": quote(err.Error())}
@@ -180,7 +162,7 @@ func readRow(dir string, run *ledger.Run, metrics []Metric) (Row, error) {
 	if len(metrics) > 0 {
 		found, err := grep(filepath.Join(dir, row.Stdout), metrics)
 		if err != nil {
-			return row, err
+			return row, nil, err
 		}
 		for name, v := range found {
 			if row.Metrics == nil {
@@ -189,61 +171,60 @@ func readRow(dir string, run *ledger.Run, metrics []Metric) (Row, error) {
 			row.Metrics[name] = v
 		}
 	}
-	return row, nil
+	return row, paramOrder, nil
 }
 
-// readObject reads a flat JSON object from the file at path in dir; a
-// missing file is nil. Errors name path.
-func readObject(dir, path string) (map[string]json.RawMessage, error) {
+// readObject reads a flat JSON object from the file at path in dir, and
+// its keys in the order the file has them (the last of a repeated key
+// wins); a missing file is nil. Errors name path.
+func readObject(dir, path string) (map[string]json.RawMessage, []string, error) {
 	b, err := os.ReadFile(filepath.Join(dir, path))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("results: %w", err)
+		return nil, nil, fmt.Errorf("results: %w", err)
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%s: want one JSON object: %w", path, err)
-	}
-	for k, v := range m {
-		if bytes.ContainsAny(v, "\n\r\t ") && (v[0] == '[' || v[0] == '{') {
-			var c bytes.Buffer
-			if json.Compact(&c, v) == nil {
-				m[k] = c.Bytes() // one line in a CSV cell
-			}
+	bad := func(err error) (map[string]json.RawMessage, []string, error) {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // the object ended early
 		}
-	}
-	return m, nil
-}
-
-// paramOrder is the order of the keys in the run's params.json, as the
-// source wrote them, so that the columns come in the sweep's order.
-func paramOrder(dir string, run *ledger.Run) []string {
-	if run.Started == nil || run.Started.Stdout == "" {
-		return nil
-	}
-	b, err := os.ReadFile(filepath.Join(dir, filepath.Dir(run.Started.Stdout), "params.json"))
-	if err != nil {
-		return nil
+		return nil, nil, fmt.Errorf("%s: want one JSON object: %w", path, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
-	var keys []string
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil
+		return bad(cmp.Or(err, errors.New("not an object")))
 	}
+	m := map[string]json.RawMessage{}
+	var keys []string
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return keys
+			return bad(err)
 		}
-		keys = append(keys, tok.(string))
-		var skip json.RawMessage
-		if dec.Decode(&skip) != nil {
-			return keys
+		k := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return bad(err)
 		}
+		if (v[0] == '[' || v[0] == '{') && bytes.ContainsAny(v, "\n\r\t ") {
+			var c bytes.Buffer
+			if json.Compact(&c, v) == nil {
+				v = c.Bytes() // one line in a CSV cell
+			}
+		}
+		if _, ok := m[k]; !ok {
+			keys = append(keys, k)
+		}
+		m[k] = v
 	}
-	return keys
+	if _, err := dec.Token(); err != nil {
+		return bad(err)
+	}
+	if dec.More() {
+		return bad(errors.New("more after the object"))
+	}
+	return m, keys, nil
 }
 
 // sortedKeys is m's keys: those in order first, in that order, then the
@@ -276,11 +257,19 @@ func grep(path string, metrics []Metric) (map[string]json.RawMessage, error) {
 	}
 	defer f.Close()
 	found := map[string]json.RawMessage{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
+	br := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A line longer than 64 KiB is no metric's: skip the rest of
+			// it, and keep reading the lines after it.
+			for err == bufio.ErrBufferFull {
+				_, err = br.ReadSlice('\n')
+			}
+			continue
+		}
 		for _, m := range metrics {
-			sub := m.Pattern.FindSubmatch(sc.Bytes())
+			sub := m.Pattern.FindSubmatch(bytes.TrimRight(line, "\r\n"))
 			if sub == nil {
 				continue
 			}
@@ -290,11 +279,13 @@ func grep(path string, metrics []Metric) (map[string]json.RawMessage, error) {
 			}
 			found[m.Name] = value(string(v))
 		}
+		if err == io.EOF {
+			return found, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("results: %s: %w", path, err)
+		}
 	}
-	if err := sc.Err(); err != nil && !errors.Is(err, bufio.ErrTooLong) {
-		return nil, fmt.Errorf("results: %s: %w", path, err)
-	}
-	return found, nil
 }
 
 // value is a matched text as JSON: a number when it reads as one.
@@ -338,8 +329,9 @@ func (t *Table) Columns() []string {
 	return append(cols, "stdout", "stderr")
 }
 
-// cells returns a row's values as JSON, one per column.
-func (t *Table) cells(r Row) []json.RawMessage {
+// Cells returns a row's values as JSON, one per column of Columns; nil
+// where the row has no value.
+func (t *Table) Cells(r Row) []json.RawMessage {
 	str := func(s string) json.RawMessage {
 		if s == "" {
 			return nil
@@ -385,7 +377,7 @@ func (t *Table) WriteCSV(w io.Writer) error {
 	line := make([]string, 0, len(t.Columns()))
 	for _, r := range t.Rows {
 		line = line[:0]
-		for _, v := range t.cells(r) {
+		for _, v := range t.Cells(r) {
 			line = append(line, csvText(v))
 		}
 		cw.Write(line)
@@ -424,7 +416,7 @@ func (t *Table) WriteJSON(w io.Writer) error {
 			bw.WriteString(",")
 		}
 		bw.WriteString("\n{")
-		for j, v := range t.cells(r) {
+		for j, v := range t.Cells(r) {
 			if j > 0 {
 				bw.WriteString(", ")
 			}

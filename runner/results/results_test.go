@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodepack/nodepack/runner/ledger"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -115,5 +119,49 @@ func TestParseMetric(t *testing.T) {
 func TestNoLedger(t *testing.T) {
 	if _, err := Read(t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "no ledger") {
 		t.Errorf("err %v", err)
+	}
+}
+
+// TestWhatCounts: the runs a killed nodepack left running on this host are
+// interrupted, not running; a shard ledger that holds another sweep has no
+// rows; a metric is taken from the last line that matches, also after a
+// line longer than any metric's.
+func TestWhatCounts(t *testing.T) {
+	dir := t.TempDir()
+	host, _ := os.Hostname()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	header := func(key string, count int) string {
+		return fmt.Sprintf(`{"type":"header","time":"2026-11-24T10:00:00Z","format":"nodepack.ledger/v1","host":%q,"pid":%d,"shard":{"index":0,"count":%d},"sweep":{"kind":"tasks","source":%q,"reps":1,"shards":%d}}`,
+			host, dead.Process.Pid, count, key, count)
+	}
+	files := map[string]string{
+		"ledger-0-of-2.jsonl": header("t.txt", 2) + "\n" +
+			`{"type":"started","time":"2026-11-24T10:00:01Z","id":"aaaaaaaaaaaa","origin":"t.txt:1","attempt":1,"stdout":"runs/a/stdout.log","stderr":"runs/a/stderr.log"}` + "\n",
+		// Written later, by a sweep of another task file: the newest
+		// header names the directory's sweep, so this one is the other.
+		"ledger-1-of-2.jsonl": strings.Replace(header("old.txt", 2), "10:00:00", "09:00:00", 1) + "\n" +
+			`{"type":"started","time":"2026-11-24T09:00:01Z","id":"bbbbbbbbbbbb","origin":"old.txt:1","attempt":1}` + "\n",
+		"runs/a/stdout.log": "loss=0.9\n" + strings.Repeat("x", 200<<10) + "\nloss=0.5\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loss, _ := ParseMetric(`loss=loss=(\S+)`)
+	table, err := Read(dir, []Metric{loss})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(table.Rows) != 1 || table.Rows[0].ID != "aaaaaaaaaaaa" || strings.Join(table.Files, " ") != "ledger-0-of-2.jsonl" {
+		t.Fatalf("rows %+v from %v: want the one run of the newest sweep", table.Rows, table.Files)
+	}
+	if r := table.Rows[0]; r.State != ledger.StateInterrupted || string(r.Metrics["loss"]) != "0.5" {
+		t.Errorf("state %s, loss %s; want interrupted (its nodepack is gone) and 0.5", r.State, r.Metrics["loss"])
 	}
 }
