@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -60,7 +61,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	absDir, err1 := filepath.Abs(dir)
 	absOut, err2 := filepath.Abs(*out)
 	if err1 != nil || err2 != nil {
-		return usageErrorf(stderr, "report", "%v", cmpErr(err1, err2))
+		return usageErrorf(stderr, "report", "%v", cmp.Or(err1, err2))
 	}
 	if rel, err := filepath.Rel(filepath.Dir(absOut), absDir); err == nil && rel != "." {
 		opts.LogBase = filepath.ToSlash(rel)
@@ -102,11 +103,4 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	fmt.Fprintf(stderr, "nodepack report: %s: %s, %s, %s\n", *out, countWord(sum.Runs, "run"), countWord(sum.Attempts, "attempt"), size)
 	return exitOK
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }

@@ -191,6 +191,9 @@ func overlap(t *testing.T, out string) bool {
 // while the runs' output is in the output directory.
 func TestGridEngineArray(t *testing.T) {
 	needSGE(t)
+	if out, err := exec.Command(sgeLocal, "status").CombinedOutput(); err != nil {
+		t.Fatalf("sge-local.sh status: %v\n%s", err, out) // exit 0 only with both daemons up
+	}
 	var lines []string
 	for i := range 9 {
 		lines = append(lines, "echo run "+strconv.Itoa(i)+" >&2; "+timed)

@@ -144,7 +144,7 @@ type reader struct {
 	// The file being read: its attempts not finished yet, its last
 	// session's attempts, and that session in node.Sessions.
 	file      string
-	open      map[string]*attempt
+	open      map[attemptKey]*attempt
 	session   []*attempt
 	sessionAt int
 }
@@ -156,7 +156,7 @@ func (r *reader) record(file string, rec *ledger.Record, size int) {
 		r.opts.Progress(r.done, r.total)
 	}
 	if file != r.file {
-		r.file, r.open, r.session, r.sessionAt = file, map[string]*attempt{}, nil, -1
+		r.file, r.open, r.session, r.sessionAt = file, map[attemptKey]*attempt{}, nil, -1
 	}
 	if r.sessionAt >= 0 && rec.Type != ledger.TypeHeader && rec.Time.After(r.node.Sessions[r.sessionAt][1]) {
 		r.node.Sessions[r.sessionAt][1] = rec.Time
@@ -168,7 +168,7 @@ func (r *reader) record(file string, rec *ledger.Record, size int) {
 		for _, a := range r.session {
 			a.sessionLive = false // a later session: this one was killed
 		}
-		r.session, r.open = nil, map[string]*attempt{}
+		r.session, r.open = nil, map[attemptKey]*attempt{}
 		if rec.Time.After(r.newest) {
 			r.newest = rec.Time
 			sessions := r.node.Sessions
@@ -188,11 +188,11 @@ func (r *reader) record(file string, rec *ledger.Record, size int) {
 		if q, err := pack.ParseRequest(rec.Request, pack.Request{}); err == nil && q.GPUs == 0 && q.GPUShare > 0 && len(rec.GPUs) == 1 {
 			a.gpuShare = float64(q.GPUShare) / pack.GPUWhole
 		}
-		r.open[key(rec.ID, rec.Attempt)] = a
+		r.open[attemptKey{rec.ID, rec.Attempt}] = a
 		r.session = append(r.session, a)
 		r.all = append(r.all, a)
 	case ledger.TypeFinished:
-		k := key(rec.ID, rec.Attempt)
+		k := attemptKey{rec.ID, rec.Attempt}
 		if a := r.open[k]; a != nil {
 			delete(r.open, k)
 			a.end, a.ended = rec.Time, true
@@ -239,7 +239,11 @@ func (r *reader) finish(table *results.Table) []*attempt {
 	return out
 }
 
-func key(id string, n int) string { return fmt.Sprintf("%s/%d", id, n) }
+// attemptKey names an attempt among a ledger's.
+type attemptKey struct {
+	run string
+	n   int
+}
 
 // nodeOf reads the node of a header: its GPUs (MIG devices where MIG is
 // on) and CPU count.

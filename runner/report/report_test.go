@@ -42,12 +42,18 @@ func writeDir(t *testing.T) string {
 // TestDocument: what the page draws, read back from the page.
 func TestDocument(t *testing.T) {
 	var page bytes.Buffer
-	sum, err := Write(&page, writeDir(t), Options{Now: time.Date(2026, 11, 24, 11, 0, 0, 0, time.UTC)})
+	dir := writeDir(t)
+	var done, total int64
+	progress := func(d, t int64) { done, total = d, t }
+	sum, err := Write(&page, dir, Options{Now: time.Date(2026, 11, 24, 11, 0, 0, 0, time.UTC), Progress: progress})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sum.Runs != 4 || sum.Attempts != 5 || sum.Bytes != int64(page.Len()) {
 		t.Errorf("summary %+v", sum)
+	}
+	if st, _ := os.Stat(filepath.Join(dir, "ledger.jsonl")); done != st.Size() || total != st.Size() {
+		t.Errorf("progress ended at %d of %d bytes, want all %d", done, total, st.Size())
 	}
 	_, data, _ := strings.Cut(page.String(), `<script type="application/json" id="data">`)
 	data, _, _ = strings.Cut(data, "</script>")

@@ -62,7 +62,7 @@ func Follow(ctx context.Context, dir string, opts Options, w io.Writer) error {
 			if p == "" {
 				continue
 			}
-			f := &followed{path: filepath.Join(dir, p), prefix: label, id: r.ID}
+			f := &followed{path: filepath.Join(dir, p), prefix: label}
 			f.start(opts.Lines)
 			files = append(files, f)
 		}
@@ -158,12 +158,12 @@ func choose(rows []results.Row, opts Options) ([]results.Row, error) {
 
 // followed is one log file being followed.
 type followed struct {
-	path, prefix, id string
-	f                *os.File
-	off              int64
-	partial          []byte // the start of a line whose end is not written yet
-	first            []byte // the last lines already written, shown first
-	buf              []byte
+	path, prefix string
+	f            *os.File
+	off          int64
+	partial      []byte // the start of a line whose end is not written yet
+	first        []byte // the last lines already written, shown first
+	buf          []byte
 }
 
 // start opens the file and keeps its last n lines (none if n < 0); a file
