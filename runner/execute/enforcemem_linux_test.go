@@ -1,6 +1,7 @@
 package execute
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -61,7 +62,9 @@ func TestEnforceMemCgroup(t *testing.T) {
 			t.Errorf("%s ran in memory cgroup %s: in a group of its own %v, want %v", ev.Run.ID, group, inOwn, want)
 		}
 	}
-	left, _ := filepath.Glob(filepath.Join(parent, "nodepack-*"))
+	// Only this process's: nodepack in other test packages, run at the
+	// same time, makes groups in the same parent.
+	left, _ := filepath.Glob(filepath.Join(parent, fmt.Sprintf("nodepack-%d-*", os.Getpid())))
 	if len(left) > 0 {
 		t.Errorf("groups left behind: %v", left)
 	}

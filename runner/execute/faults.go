@@ -31,7 +31,12 @@ func (e *Execution) gpuOut(f usage.GPUFault) {
 	if s.alloc == nil {
 		return
 	}
+	s.placing.Lock()
 	retired, none := s.alloc.Retire(f.UUID)
+	if retired && none {
+		e.drain() // before the loop can find the node without GPUs
+	}
+	s.placing.Unlock()
 	if !retired {
 		return // not ours, or out already
 	}
@@ -49,9 +54,6 @@ func (e *Execution) gpuOut(f usage.GPUFault) {
 		e.eventMu.Lock()
 		e.opts.OnGPUFault(f, none)
 		e.eventMu.Unlock()
-	}
-	if none {
-		e.drain()
 	}
 	s.signal()
 }

@@ -88,6 +88,13 @@ type scheduler struct {
 	faults   map[string]usage.GPUFault // GPUs out of use after a fault, by UUID
 
 	wake chan struct{} // something freed: try to start runs
+
+	// placing is held by the scheduling loop while it queues and starts
+	// runs, and by gpuOut while it takes a GPU out of use and, with the
+	// last one, drains the sweep: the loop never finds the node without
+	// GPUs before the drain (which would fail every run that waits as
+	// one that can never fit).
+	placing sync.Mutex
 }
 
 func newScheduler(opts *Options, parallel int) *scheduler {
@@ -143,12 +150,15 @@ func (e *Execution) schedule() {
 	s := e.sched
 	next := e.next
 	for {
+		s.placing.Lock()
 		if e.halted() {
+			s.placing.Unlock()
 			return
 		}
 		e.takeRequeued()
 		e.fill(&next)
 		wait := e.startReady()
+		s.placing.Unlock()
 		if e.halted() || next == nil && s.queue.Len() == 0 && !e.mayRequeue() {
 			return
 		}
@@ -167,7 +177,11 @@ func (e *Execution) schedule() {
 			if !ok {
 				next = nil
 			} else {
-				e.push(r, &next)
+				s.placing.Lock()
+				if !e.halted() { // a halted sweep starts nothing more
+					e.push(r, &next)
+				}
+				s.placing.Unlock()
 			}
 		case <-s.wake:
 		case <-timeout:
