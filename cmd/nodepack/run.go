@@ -518,6 +518,9 @@ func notifySignals(parent context.Context, w io.Writer, running func() int, grac
 				case !stopping:
 					stopping = true
 					s.sig = sig
+					// Counted before the cancel: a run that ends on its
+					// SIGTERM at once has still been sent one.
+					n := running()
 					// A warning before a time limit wants the job requeued;
 					// a cancellation (scancel, qdel, Ctrl-C) does not.
 					cancel(runner.Interrupt{Reason: unix.SignalName(sig), Requeue: sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2})
@@ -526,7 +529,7 @@ func notifySignals(parent context.Context, w io.Writer, running func() int, grac
 						again = ", Ctrl-C again to kill them now"
 					}
 					fmt.Fprintf(w, "nodepack: stopping on %s: %s got SIGTERM (SIGKILL after --grace %v)%s\n",
-						unix.SignalName(sig), countWord(running(), "run"), grace, again)
+						unix.SignalName(sig), countWord(n, "run"), grace, again)
 				case sig == syscall.SIGINT:
 					fmt.Fprintln(w, "nodepack: second SIGINT: killing every run now")
 					close(s.kill)

@@ -761,3 +761,29 @@ func derefOr(p *int, fallback int) int {
 	}
 	return *p
 }
+
+// TestStopMessageCountsRunsSignalled: the first stop signal's message
+// counts the runs that get SIGTERM, even when they end on it before the
+// message is written (a fast machine did: "1 run got SIGTERM" of two).
+func TestStopMessageCountsRunsSignalled(t *testing.T) {
+	var ctx context.Context
+	running := func() int {
+		if ctx.Err() != nil {
+			return 0 // every run ended on its SIGTERM at once
+		}
+		return 2
+	}
+	var out syncBuilder
+	ctx, s := notifySignals(context.Background(), &out, running, time.Second)
+	defer s.stop()
+	s.ch <- syscall.SIGINT
+	<-ctx.Done()
+	want := "nodepack: stopping on SIGINT: 2 runs got SIGTERM"
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %q, want it to contain %q", out.String(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
