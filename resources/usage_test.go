@@ -51,7 +51,11 @@ func TestProcessTreeSampling(t *testing.T) {
 			break
 		}
 	}
-	time.Sleep(300 * time.Millisecond)
+	// A sample taken after the tree was seen above 40 MB.
+	sp.mu.Lock()
+	seen := sp.got.Samples
+	sp.mu.Unlock()
+	waitSamples(sp, max(seen+1, 2), 10*time.Second)
 	got := sp.Stop()
 	if got.Samples < 2 || got.TreeRSSPeak < 40e6 {
 		t.Errorf("usage %+v: want ≥ 2 samples and a peak above 40 MB", got)
@@ -109,17 +113,8 @@ func TestOneGoroutineSamplesEveryRun(t *testing.T) {
 	if grown := runtime.NumGoroutine() - before; grown > 1 {
 		t.Errorf("%d goroutines for 50 samplings, want one", grown)
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	for _, sp := range sps {
-		for {
-			sp.mu.Lock()
-			n := sp.got.Samples
-			sp.mu.Unlock()
-			if n >= 2 || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitSamples(sp, 2, 10*time.Second)
 		if got := sp.Stop(); got.Samples < 2 || got.TreeRSSPeak == 0 {
 			t.Errorf("sampled %+v, want 2 samples or more of this process", got)
 		}
@@ -149,21 +144,26 @@ func TestLimit(t *testing.T) {
 		t.Fatal("a test process above 1 MiB was never reported over its limit")
 	}
 	// Three more samples of the other: time enough for a second report.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		under.mu.Lock()
-		n := under.got.Samples
-		under.mu.Unlock()
-		if n >= 4 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitSamples(under, 4, time.Minute)
 	sp.Stop()
 	if got := under.Stop(); got.Samples < 4 {
 		t.Errorf("%d samples under the limit's pace, want 4", got.Samples)
 	}
 	if len(over) != 0 {
 		t.Errorf("reported over %d more times, want once", len(over))
+	}
+}
+
+// waitSamples waits until sp has taken n samples, or limit has passed.
+func waitSamples(sp *Sampling, n int, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for {
+		sp.mu.Lock()
+		got := sp.got.Samples
+		sp.mu.Unlock()
+		if got >= n || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -773,17 +773,21 @@ func TestStopMessageCountsRunsSignalled(t *testing.T) {
 		}
 		return 2
 	}
-	var out syncBuilder
-	ctx, s := notifySignals(context.Background(), &out, running, time.Second)
+	out := make(lineWriter, 1)
+	ctx, s := notifySignals(context.Background(), out, running, time.Second)
 	defer s.stop()
 	s.ch <- syscall.SIGINT
 	<-ctx.Done()
 	want := "nodepack: stopping on SIGINT: 2 runs got SIGTERM"
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(out.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("got %q, want it to contain %q", out.String(), want)
-		}
-		time.Sleep(time.Millisecond)
+	if got := <-out; !strings.Contains(got, want) {
+		t.Errorf("got %q, want it to contain %q", got, want)
 	}
+}
+
+// lineWriter hands each write to the channel's reader.
+type lineWriter chan string
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	w <- string(p)
+	return len(p), nil
 }

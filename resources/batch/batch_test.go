@@ -182,16 +182,7 @@ func TestEndTime(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
 			fakeCommands(t, map[string]string{"squeue": tc.squeue, "scontrol": tc.scontrol})
-			got, from, err := EndTime(tc.job)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Errorf("err %v, want %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || !got.Equal(tc.want) || from != tc.wantFrom {
-				t.Errorf("EndTime = %v, %q, %v; want %v from %s", got, from, err, tc.want, tc.wantFrom)
-			}
+			checkEndTime(t, tc.job, tc.want, tc.wantFrom, tc.wantErr)
 		})
 	}
 }
@@ -202,7 +193,9 @@ func TestEndTime(t *testing.T) {
 func TestSGEEndTime(t *testing.T) {
 	spool := t.TempDir()
 	start := time.Date(2026, 11, 24, 16, 31, 56, 0, time.Local)
-	os.WriteFile(filepath.Join(spool, "config"), []byte("notify=60\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(spool, "config"), []byte("notify=60\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Chtimes(filepath.Join(spool, "config"), start, start); err != nil {
 		t.Fatal(err)
 	}
@@ -227,16 +220,7 @@ func TestSGEEndTime(t *testing.T) {
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			fakeCommands(t, map[string]string{"qstat": tc.qstat})
-			got, from, err := EndTime(tc.job)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Errorf("err %v, want %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil || !got.Equal(tc.want) || from != tc.wantFrom {
-				t.Errorf("EndTime = %v, %q, %v; want %v from %s", got, from, err, tc.want, tc.wantFrom)
-			}
+			checkEndTime(t, tc.job, tc.want, tc.wantFrom, tc.wantErr)
 		})
 	}
 }
@@ -291,5 +275,21 @@ func TestRequeue(t *testing.T) {
 	}
 	if _, err := Requeue(Job{Kind: PBS, JobID: "8"}); err == nil || CanRequeue(Job{Kind: PBS}) {
 		t.Errorf("pbs: %v, want it refused", err)
+	}
+}
+
+// checkEndTime checks what EndTime says of job: the end and where it was
+// read, or an error containing wantErr.
+func checkEndTime(t *testing.T, job Job, want time.Time, wantFrom, wantErr string) {
+	t.Helper()
+	got, from, err := EndTime(job)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("err %v, want %q", err, wantErr)
+		}
+		return
+	}
+	if err != nil || !got.Equal(want) || from != wantFrom {
+		t.Errorf("EndTime = %v, %q, %v; want %v from %s", got, from, err, want, wantFrom)
 	}
 }
