@@ -17,7 +17,9 @@
 # and everything it started) it prints nodepack's slot refill gap: from the
 # end of a run to the start of the next in the same slot, from the ledger.
 # GNU parallel is installed with apt when missing (or set PARALLEL_BIN).
-# NODEPACK overrides the binary.
+# NODEPACK overrides the binary. With go on PATH it also times
+# bench/goexec, a bare Go os/exec loop that does nothing but run the lines:
+# the floor for any launcher written in Go on this machine.
 set -euo pipefail
 
 n=${1:-2000}
@@ -41,6 +43,12 @@ parallel=${PARALLEL_BIN:-$(command -v parallel || true)}
 
 seq "$n" | sed "s/.*/true/" >"$work/tasks.txt"
 
+goexec=
+if command -v go >/dev/null; then
+	goexec=$work/goexec
+	(cd "$(dirname "$0")/.." && go build -o "$goexec" ./bench/goexec)
+fi
+
 # timed NAME CMD...: runs CMD, appends "NAME wall cpu" to $work/times.
 timed() {
 	local name=$1 t
@@ -61,6 +69,9 @@ for round in $(seq "$rounds"); do
 	timed xargs xargs -P "$p" -d '\n' -n 1 bash -c <"$work/tasks.txt"
 	if [[ -n $parallel ]]; then
 		timed parallel "$parallel" -j "$p" --joblog "$work/joblog" <"$work/tasks.txt"
+	fi
+	if [[ -n $goexec ]]; then
+		timed goexec "$goexec" "$p" <"$work/tasks.txt"
 	fi
 	timed nodepack-tmpfs run_nodepack "$shmwork"
 	cp "$shmwork/out/ledger.jsonl" "$work/ledger-tmpfs-$round.jsonl"
@@ -109,9 +120,9 @@ q = lambda f: gaps[min(len(gaps) - 1, int(f * len(gaps)))] * 1e3
 
 print(f"{n} runs of `true` (bash -c), {p} at once, {cpus} CPUs; median of {len(by['xargs'])} rounds")
 print(f"{'':26} {'wall':>8} {'runs/s':>8} {'CPU/run':>9}")
-labels = {"xargs": f"xargs -P {p}", "parallel": f"GNU parallel -j {p} --joblog",
+labels = {"xargs": f"xargs -P {p}", "parallel": f"GNU parallel -j {p} --joblog", "goexec": "Go os/exec loop (goexec)",
           "nodepack-tmpfs": "nodepack (tmpfs)", "nodepack-fs": "nodepack (TMPDIR's fs)"}
-for k in ["xargs", "parallel", "nodepack-tmpfs", "nodepack-fs"]:
+for k in ["xargs", "parallel", "goexec", "nodepack-tmpfs", "nodepack-fs"]:
     if k in med:
         w, c = med[k]
         print(f"{labels[k]:26} {w:7.2f}s {n / w:8.0f} {c / n * 1e3:7.2f}ms")
@@ -122,5 +133,10 @@ for k in ["nodepack-tmpfs", "nodepack-fs"]:
     if "parallel" in med:
         line += f", {med['parallel'][0] / w:.2f}x GNU parallel's throughput"
     print(line)
+if "goexec" in med:
+    gw, gc = med["goexec"]
+    w, c = med["nodepack-tmpfs"]
+    print(f"{labels['goexec']}: {xw / gw:.2f}x xargs throughput, {gc / xc:.2f}x its CPU per run; "
+          f"nodepack (tmpfs) {gw / w:.2f}x its throughput, {c / gc:.2f}x its CPU per run")
 print(f"slot refill gap (tmpfs, {len(gaps)} gaps): p50 {q(0.5):.3f} ms, p99 {q(0.99):.3f} ms, max {gaps[-1] * 1e3:.3f} ms")
 EOF

@@ -339,6 +339,7 @@ func TestHelpExamples(t *testing.T) {
 var layers = map[string]int{
 	"cmd/nodepack":    10,
 	"bench/mkledger":  10,
+	"bench/goexec":    10,
 	"runner/report":   9,
 	"runner/tail":     9,
 	"runner/results":  8,
