@@ -19,9 +19,13 @@ import (
 )
 
 func main() {
-	p, err := strconv.Atoi(os.Args[len(os.Args)-1])
-	if len(os.Args) != 2 || err != nil || p < 1 {
+	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: goexec P <tasks")
+		os.Exit(2)
+	}
+	p, err := strconv.Atoi(os.Args[1])
+	if err != nil || p < 1 {
+		fmt.Fprintln(os.Stderr, "goexec: P must be a positive number, not", os.Args[1])
 		os.Exit(2)
 	}
 	lines := make(chan string)
