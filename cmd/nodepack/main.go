@@ -5,11 +5,26 @@ package main
 import (
 	"context"
 	"os"
+	"runtime"
 
 	"github.com/nodepack/nodepack/runner/execute"
 )
 
 func main() {
 	execute.MaybeGuard() // first: the supervisor process does its work and exits here
+	spareP()
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// spareP gives Go's scheduler one P more than CPUs, unless the user set
+// GOMAXPROCS. Each running run holds a thread blocked in waitid (see
+// execute's package documentation); with every P in a system call, Go's
+// sysmon takes one back after 20 µs and keeps waking every 20 µs, on CPUs
+// the runs need. With a P to spare it finds one idle and sleeps. nodepack
+// run of 2,000 runs of bash -c true on 2 CPUs, output on tmpfs: 1.41 s
+// instead of 1.53 s (median of 8).
+func spareP() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
+	}
 }

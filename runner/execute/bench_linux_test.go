@@ -31,16 +31,26 @@ func benchSlots() placement {
 // BenchmarkThroughput runs b.N `true` runs on two slots with log files on
 // and reports runs per second and the slot refill gap: from the observed
 // exit of one run to the start of the next run in the same slot (teardown,
-// sweep, log and TMPDIR setup, fork and exec).
+// sweep, log and TMPDIR setup, fork and exec). Runs start directly from
+// their goroutines' threads, as they do up to directLimit, or from the
+// spawners, as those beyond do (compare with -cpu 2,3: one P more than
+// CPUs, as nodepack sets it).
 func BenchmarkThroughput(b *testing.B) {
 	for _, tc := range []struct {
-		name string
-		args []string
+		name    string
+		args    []string
+		spawner bool
 	}{
-		{"exec", []string{"true"}},
-		{"bash", []string{"bash", "-c", "true"}},
+		{"exec", []string{"true"}, false},
+		{"bash", []string{"bash", "-c", "true"}, false},
+		{"bash/spawner", []string{"bash", "-c", "true"}, true},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
+			if tc.spawner {
+				saved := directLimit
+				directLimit = 0
+				defer func() { directLimit = saved }()
+			}
 			runs := func(yield func(Run, error) bool) {
 				for i := range b.N {
 					if !yield(Run{ID: strconv.Itoa(i), Index: i, Args: tc.args}, nil) {

@@ -17,19 +17,34 @@
 // [Execution.Kill] (kill at once) or [Execution.Drain] (start nothing
 // more).
 //
+// # How runs start (Linux)
+//
+// A run starts from the goroutine that runs it: the goroutine locks its
+// OS thread, sets the thread's CPU mask to the run's CPUs, forks (the
+// child inherits the mask from its first instruction), puts the mask back,
+// and holds the thread until the run's process has exited, waiting for it
+// in a blocking waitid. So a running run holds one thread, and the
+// children's Pdeathsig (SIGKILL), which fires when the thread that forked
+// them ends, fires only when the process itself dies: no goroutine of the
+// program can take that thread and end it meanwhile. Runs beyond 64 at
+// once (or twice the CPUs, if more) and runs in a memory cgroup of their
+// own start from a spawner instead (below) and are waited for in Go's
+// poller.
+//
+// With every P in a run's waitid, Go's sysmon takes a P back every 20 µs,
+// on CPUs the runs need. A program that runs many short runs therefore
+// gains from one P more than it has CPUs, as nodepack sets it:
+// runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1).
+//
 // # Process-wide effects (Linux)
 //
 // The first call to [Execute] sets up, once for the life of the process:
 //
 //   - spawner goroutines, one per CPU up to 8, each locked to an OS thread
-//     that never exits. They start every run: a spawner sets its own
-//     thread's CPU mask to the run's CPUs (when it differs from the last
-//     run's) and starts the child, which inherits the mask from its first
-//     instruction. A pinned start goes to the spawner that its first CPU
-//     names when that one is idle: its thread is then already on the
-//     CPU the lane's last run left. Because those threads never exit, the
-//     children's Pdeathsig (SIGKILL) fires only when the process itself
-//     dies.
+//     that never exits and stays pinned to the CPUs of the last run it
+//     started. A pinned start goes to the spawner that its first CPU names
+//     when that one is idle: its thread is then already on the CPU the
+//     lane's last run left.
 //   - PR_SET_CHILD_SUBREAPER on the process, so descendants that escape a
 //     run's process group (setsid, double fork) are reparented to this
 //     process instead of init, and a sweeper that kills and reaps them.
@@ -54,7 +69,7 @@
 // and every process whose environment carries the program's session
 // (NODEPACK_SESSION, which every run gets and its descendants inherit,
 // also after setsid or a double fork), then exits. Runs themselves start
-// directly from a spawner thread, with no exec in between. Without the
+// directly, with no exec in between. Without the
 // call a run's leader still dies with the program (Pdeathsig), and a
 // normal end, a cancellation or Kill still leave nothing behind, but a
 // run's descendants may outlive a SIGKILL of the program. A descendant

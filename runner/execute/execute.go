@@ -86,6 +86,10 @@ type Execution struct {
 	terminateAt   time.Time
 	deadlineMoved chan struct{} // wakes the deadline watcher; holds at most one signal
 
+	stopsMu  sync.Mutex
+	stops    map[*runStop]struct{} // the attempts whose process runs, for watchStops
+	stopping bool                  // watchStops has stopped them: stop new ones at once
+
 	turn     chan struct{} // the token a start holds while it waits out MinStartInterval
 	turnNext time.Time     // earliest next start; used only by the token's holder
 
@@ -126,6 +130,7 @@ func Start(ctx context.Context, runs iter.Seq2[Run, error], opts Options) (*Exec
 	e.stopOnCancel = context.AfterFunc(ctx, e.halt)
 	go e.feed(runs)
 	go e.watchDeadlines()
+	go e.watchStops()
 	if opts.GPUFaults != nil {
 		go e.watchFaults(opts.GPUFaults)
 	}
@@ -264,6 +269,7 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		grace:         opts.Grace,
 		next:          make(chan Run),
 		paths:         make(map[string]string),
+		stops:         make(map[*runStop]struct{}),
 		stop:          make(chan struct{}),
 		kill:          make(chan struct{}),
 		terminate:     make(chan struct{}),
@@ -845,8 +851,10 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 	if e.opts.Sampler != nil {
 		stopSampling = e.opts.Sampler.Sample(target)
 	}
-	reason := e.wait(p)
+	stop := e.watch(p)
+	p.waitExit()
 	ev.End = time.Now()
+	reason := e.unwatch(stop)
 	var sampled usage.Sampled
 	if stopSampling != nil {
 		sampled = stopSampling()
@@ -926,31 +934,91 @@ var devNull = sync.OnceValue(func() *os.File {
 	return f
 })
 
-// wait waits for the attempt's process to exit, stopping it on a timeout,
-// a cancellation, the terminate deadline or Kill; it returns the reason
-// the runner stopped it, or "" if it ended by itself.
-func (e *Execution) wait(p *process) Reason {
-	var timeout <-chan time.Time
-	if e.opts.Timeout > 0 {
-		t := time.NewTimer(e.opts.Timeout)
-		defer t.Stop()
-		timeout = t.C
+// runStop is how the runner stops one running attempt, from goroutines
+// other than the attempt's own, which waits for its process to exit (on
+// the thread that forked it, see startProcess) and so cannot select.
+type runStop struct {
+	p     *process
+	timer *time.Timer // Options.Timeout's; nil without one
+
+	mu     sync.Mutex
+	reason Reason // why the runner stopped it; "" while it has not
+}
+
+// begin marks the attempt as being stopped for reason and reports whether
+// this call did: the first reason is the one reported.
+func (st *runStop) begin(reason Reason) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.reason != "" {
+		return false
 	}
+	st.reason = reason
+	return true
+}
+
+// watch registers the attempt's process for the sweep's stops and arms
+// its timeout; unwatch undoes it once the process has exited.
+func (e *Execution) watch(p *process) *runStop {
+	st := &runStop{p: p}
+	e.stopsMu.Lock()
+	e.stops[st] = struct{}{}
+	stopping := e.stopping
+	e.stopsMu.Unlock()
+	if stopping {
+		// It started as the sweep was being stopped: stop it too.
+		go e.stopRun(st, Interrupted)
+	} else if e.opts.Timeout > 0 {
+		st.timer = time.AfterFunc(e.opts.Timeout, func() { e.stopRun(st, TimedOut) })
+	}
+	return st
+}
+
+// unwatch returns the reason the runner stopped the attempt, or "" if it
+// ended by itself. A stop still under way finds the process exited and
+// sends nothing more.
+func (e *Execution) unwatch(st *runStop) Reason {
+	if st.timer != nil {
+		st.timer.Stop()
+	}
+	e.stopsMu.Lock()
+	delete(e.stops, st)
+	e.stopsMu.Unlock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.reason
+}
+
+// watchStops stops every running attempt when the sweep is stopped: by a
+// cancellation or the terminate deadline (SIGTERM, then SIGKILL after the
+// grace or at Kill) or by Kill (SIGKILL at once). Attempts that start
+// later are stopped as they start (see watch). It returns when the sweep
+// is done.
+func (e *Execution) watchStops() {
 	select {
-	case <-p.exited:
-		return ""
-	case <-timeout:
-		e.stopProcess(p)
-		return TimedOut
 	case <-e.ctx.Done():
 	case <-e.terminate:
 	case <-e.kill:
-		p.signal(syscall.SIGKILL)
-		<-p.exited
-		return Interrupted
+	case <-e.done:
+		return
 	}
-	e.stopProcess(p)
-	return Interrupted
+	e.stopsMu.Lock()
+	e.stopping = true
+	running := make([]*runStop, 0, len(e.stops))
+	for st := range e.stops {
+		running = append(running, st)
+	}
+	e.stopsMu.Unlock()
+	for _, st := range running {
+		go e.stopRun(st, Interrupted)
+	}
+}
+
+// stopRun stops the attempt for reason, unless it is being stopped already.
+func (e *Execution) stopRun(st *runStop, reason Reason) {
+	if st.begin(reason) {
+		e.stopProcess(st.p)
+	}
 }
 
 // classify completes a Finished event from how the process ended.
@@ -1030,17 +1098,19 @@ func (e *Execution) lookup(argv []string) *exec.Cmd {
 }
 
 // stopProcess sends SIGTERM to the run's group and SIGKILL after the grace
-// period, or at once if Kill is called meanwhile; it returns once the run's
-// process has exited.
+// period, or at once if Kill is called meanwhile or was before; it returns
+// once the run's process has exited.
 func (e *Execution) stopProcess(p *process) {
-	p.signal(syscall.SIGTERM)
-	grace := time.NewTimer(e.grace)
-	defer grace.Stop()
-	select {
-	case <-p.exited:
-		return
-	case <-grace.C:
-	case <-e.kill:
+	if !e.killed() {
+		p.signal(syscall.SIGTERM)
+		grace := time.NewTimer(e.grace)
+		defer grace.Stop()
+		select {
+		case <-p.exited:
+			return
+		case <-grace.C:
+		case <-e.kill:
+		}
 	}
 	p.signal(syscall.SIGKILL)
 	<-p.exited

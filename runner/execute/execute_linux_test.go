@@ -14,10 +14,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -144,12 +146,35 @@ func TestAffinityInPlaceFromFirstInstruction(t *testing.T) {
 	if wrong > 0 {
 		t.Errorf("%d of 200 runs were not pinned to their slot's CPU", wrong)
 	}
-	// The runner's own threads keep the full mask.
-	var set unix.CPUSet
-	unix.SchedGetaffinity(0, &set)
-	if set.Count() < 2 {
-		t.Errorf("test process mask has %d CPUs after Execute", set.Count())
+	// The runner's own threads keep the process's mask: a thread that
+	// started a run directly has it back, and only the spawners stay
+	// pinned.
+	want := pack.FormatCPUList(cpuList(procs.all))
+	tasks, _ := filepath.Glob("/proc/self/task/*")
+	for _, task := range tasks {
+		tid, _ := strconv.Atoi(filepath.Base(task))
+		if slices.Contains(procs.spawnerTIDs, tid) {
+			continue
+		}
+		// /proc/TID answers for a thread too.
+		if got := procStatus(tid, "Cpus_allowed_list"); got != "" && got != want {
+			t.Errorf("thread %d of the runner: Cpus_allowed_list %s, want the process's %s", tid, got, want)
+		}
 	}
+	if n := directRuns.Load(); n != 0 {
+		t.Errorf("%d direct starts still counted after Execute", n)
+	}
+}
+
+// cpuList lists the CPUs of a mask.
+func cpuList(set unix.CPUSet) []int {
+	var cpus []int
+	for c := range len(set) * 64 {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
 }
 
 func TestEnvInRun(t *testing.T) {
@@ -689,25 +714,65 @@ func TestInvalidCPUIsASetupError(t *testing.T) {
 	}
 }
 
-// startPaths runs a test once with the supervisor (a program that called
-// MaybeGuard, like nodepack) and once without (an embedder that did not).
+// startPaths runs a test on every way a run starts: directly from its
+// goroutine's thread with the supervisor (a program that called
+// MaybeGuard, like nodepack) and without it (an embedder that did not),
+// and from a spawner thread, as runs in a memory cgroup and runs beyond
+// directLimit do.
 func startPaths(t *testing.T, test func(t *testing.T)) {
 	if err := setup(); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"supervised", "unsupervised"} {
+	for _, path := range []string{"supervised", "unsupervised", "spawner"} {
 		t.Run(path, func(t *testing.T) {
-			saved := procs.supervisor
+			saved, savedLimit := procs.supervisor, directLimit
 			switch {
 			case path == "unsupervised":
 				procs.supervisor = nil
 			case saved == nil:
 				t.Skip("the test binary did not call MaybeGuard")
+			case path == "spawner":
+				directLimit = 0
 			}
-			defer func() { procs.supervisor = saved }()
+			defer func() { procs.supervisor, directLimit = saved, savedLimit }()
 			test(t)
 		})
 	}
+}
+
+// TestEveryStartPath: runs are pinned, time out, stop with the sweep or at
+// once, and leave nothing behind, however they started.
+func TestEveryStartPath(t *testing.T) {
+	startPaths(t, func(t *testing.T) {
+		t.Run("affinity", TestAffinityInPlaceFromFirstInstruction)
+		t.Run("timeout", TestTimeout)
+		t.Run("cancel", TestCancelInterruptsWaits)
+		t.Run("kill", TestKillAtOnce)
+		t.Run("exit status", TestExitCodes)
+	})
+}
+
+// TestRunStartingAsTheSweepStops: a run whose process starts just as the
+// sweep is being stopped, after the stop went through the running runs,
+// is stopped too (SIGTERM) and ends interrupted.
+func TestRunStartingAsTheSweepStops(t *testing.T) {
+	startPaths(t, func(t *testing.T) {
+		e := &Execution{ctx: t.Context(), grace: 10 * time.Second, kill: make(chan struct{}), stops: map[*runStop]struct{}{}, stopping: true}
+		p, err := startProcess(exec.Command("sleep", "30"), nil, nil, attemptKey{"late", 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := e.watch(p)
+		p.waitExit()
+		reason := e.unwatch(st)
+		exit := p.finish()
+		if reason != Interrupted || exit.signal != "SIGTERM" {
+			t.Errorf("reason %q, signal %q; want interrupted by SIGTERM", reason, exit.signal)
+		}
+		if len(e.stops) != 0 {
+			t.Errorf("%d runs still registered for stops", len(e.stops))
+		}
+	})
 }
 
 // TestStartErrorsKeepTheirType: a run that cannot start fails with the
@@ -747,10 +812,44 @@ func TestStartErrorsKeepTheirType(t *testing.T) {
 }
 
 // TestNoProcessLeftEitherWay: a normal end and a cancellation leave no
-// process of a run's tree behind, with a supervisor or without one.
+// process of a run's tree behind, with a supervisor or without one, from
+// a spawner or not.
 func TestNoProcessLeftEitherWay(t *testing.T) {
 	startPaths(t, func(t *testing.T) {
 		TestNormalExitLeavesNoProcess(t)
 		TestCancelLeavesNoProcess(t)
+	})
+}
+
+// TestRunOutlivesThreadsThatEnd: a run's Pdeathsig fires when the thread
+// that forked it ends, and a goroutine that exits locked to its thread
+// ends that thread. No such goroutine of the host program can end the
+// thread a running run was forked from, even while the run's goroutine is
+// parked between its start and its wait: that goroutine, or a spawner,
+// holds the thread.
+func TestRunOutlivesThreadsThatEnd(t *testing.T) {
+	startPaths(t, func(t *testing.T) {
+		p, err := startProcess(exec.Command("sleep", "30"), nil, nil, attemptKey{"outlives", 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// This goroutine parks while threads end: each goroutine takes an
+		// idle thread, or a new one, and ends it.
+		for range 50 {
+			done := make(chan struct{})
+			go func() {
+				runtime.LockOSThread()
+				close(done)
+			}()
+			<-done
+		}
+		time.Sleep(100 * time.Millisecond) // a run killed by a thread's end is dead by now
+		ok := alive(p.pid)
+		p.signal(syscall.SIGKILL)
+		p.waitExit()
+		p.finish()
+		if !ok {
+			t.Error("the run died when threads of the runner ended")
+		}
 	})
 }

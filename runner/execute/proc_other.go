@@ -36,6 +36,11 @@ func startProcess(cmd *exec.Cmd, cpus []int, group *memGroup, key attemptKey) (*
 	return p, nil
 }
 
+// waitExit returns once the process has exited.
+func (p *process) waitExit() { <-p.exited }
+
+// signal signals the leader; once Wait has reaped it, os.Process sends
+// nothing.
 func (p *process) signal(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
 
 func (p *process) finish() exitInfo {

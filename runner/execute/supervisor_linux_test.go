@@ -139,6 +139,9 @@ const (
 	// noSupervisorEnv makes the test binary an embedder that did not call
 	// MaybeGuard.
 	noSupervisorEnv = "NODEPACK_TEST_NO_SUPERVISOR"
+	// spawnerEnv makes helperSweep start its runs from spawner threads,
+	// as runs beyond directLimit start.
+	spawnerEnv = "NODEPACK_TEST_SPAWNER"
 	// markVar marks every process of the helper's runs, for the test to
 	// find them by environment.
 	markVar = "NODEPACK_TEST_MARK"
@@ -155,6 +158,9 @@ setsid bash -c 'touch setsid.$NODEPACK_RUN_ID; exec sleep 60' &
 env -u ` + sessionVar + ` bash -c 'touch scrubbed.$NODEPACK_RUN_ID; exec sleep 60' &
 wait`
 	runs := []Run{{ID: "a", Args: []string{"bash", "-c", script}, Dir: dir}, {ID: "b", Args: []string{"bash", "-c", script}, Dir: dir}}
+	if os.Getenv(spawnerEnv) != "" {
+		directLimit = 0
+	}
 	_, err := Execute(context.Background(), Runs(runs...), Options{Parallel: 2, TempDir: dir})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -163,16 +169,20 @@ wait`
 	return 0
 }
 
-// startHelperSweep starts helperSweep in a process of its own and waits
-// until both runs left their three processes; it returns the process and
-// the runs' leaders.
-func startHelperSweep(t *testing.T, supervised bool) (*exec.Cmd, []int, string) {
+// startHelperSweep starts helperSweep in a process of its own, with its
+// runs started from spawner threads if spawner is set, and waits until
+// both runs left their three processes; it returns the process and the
+// runs' leaders.
+func startHelperSweep(t *testing.T, supervised, spawner bool) (*exec.Cmd, []int, string) {
 	dir := t.TempDir()
 	mark := "mark-" + filepath.Base(dir)
 	cmd := exec.Command("/proc/self/exe", "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperSweepEnv+"="+dir, markVar+"="+mark)
 	if !supervised {
 		cmd.Env = append(cmd.Env, noSupervisorEnv+"=1")
+	}
+	if spawner {
+		cmd.Env = append(cmd.Env, spawnerEnv+"=1")
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -226,10 +236,11 @@ func processesMarked(mark string) []int {
 // TestKill9LeavesNoRun: SIGKILL of a program that called MaybeGuard leaves
 // no process of any run behind — not the leader, not a member of its
 // group, not one that left the group with setsid, not a group member that
-// scrubbed its environment — within a second, every time.
+// scrubbed its environment — within a second, every time, however the
+// runs started.
 func TestKill9LeavesNoRun(t *testing.T) {
-	for range 5 {
-		cmd, _, mark := startHelperSweep(t, true)
+	for i := range 6 {
+		cmd, _, mark := startHelperSweep(t, true, i%2 == 1)
 		cmd.Process.Kill()
 		cmd.Wait()
 		deadline := time.Now().Add(time.Second)
@@ -244,18 +255,22 @@ func TestKill9LeavesNoRun(t *testing.T) {
 
 // TestKill9WithoutSupervisor is the embedder's reduced guarantee: without
 // MaybeGuard, SIGKILL of the program still ends every run's leader
-// (Pdeathsig); what the leader started may live on.
+// (Pdeathsig); what the leader started may live on. A run started
+// directly keeps the thread that forked it until it exits, and a spawner's
+// thread never exits, so Pdeathsig fires only with the program's death.
 func TestKill9WithoutSupervisor(t *testing.T) {
-	cmd, leaders, _ := startHelperSweep(t, false)
-	cmd.Process.Kill()
-	cmd.Wait()
-	deadline := time.Now().Add(time.Second)
-	for _, pid := range leaders {
-		for syscall.Kill(pid, 0) == nil && !strings.HasPrefix(procStatus(pid, "State"), "Z") {
-			if time.Now().After(deadline) {
-				t.Fatalf("run leader %d alive a second after SIGKILL of the runner", pid)
+	for _, spawner := range []bool{false, true} {
+		cmd, leaders, _ := startHelperSweep(t, false, spawner)
+		cmd.Process.Kill()
+		cmd.Wait()
+		deadline := time.Now().Add(time.Second)
+		for _, pid := range leaders {
+			for syscall.Kill(pid, 0) == nil && !strings.HasPrefix(procStatus(pid, "State"), "Z") {
+				if time.Now().After(deadline) {
+					t.Fatalf("spawner %v: run leader %d alive a second after SIGKILL of the runner", spawner, pid)
+				}
+				time.Sleep(2 * time.Millisecond)
 			}
-			time.Sleep(2 * time.Millisecond)
 		}
 	}
 }
