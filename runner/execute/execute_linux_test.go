@@ -149,7 +149,7 @@ func TestAffinityInPlaceFromFirstInstruction(t *testing.T) {
 	// The runner's own threads keep the process's mask: a thread that
 	// started a run directly has it back, and only the spawners stay
 	// pinned.
-	want := pack.FormatCPUList(cpuList(procs.all))
+	want := pack.FormatCPUList(cpuList(procs.all)) // not the main thread's: a spawner may hold it
 	tasks, _ := filepath.Glob("/proc/self/task/*")
 	for _, task := range tasks {
 		tid, _ := strconv.Atoi(filepath.Base(task))
@@ -843,13 +843,46 @@ func TestRunOutlivesThreadsThatEnd(t *testing.T) {
 			}()
 			<-done
 		}
-		time.Sleep(100 * time.Millisecond) // a run killed by a thread's end is dead by now
+		// An observation window, not a synchronisation: a run killed by a
+		// thread's end is dead well within it, and a slow machine can only
+		// make the test miss a death, never fail a run that lives.
+		time.Sleep(100 * time.Millisecond)
 		ok := alive(p.pid)
 		p.signal(syscall.SIGKILL)
 		p.waitExit()
 		p.finish()
 		if !ok {
 			t.Error("the run died when threads of the runner ended")
+		}
+	})
+}
+
+// TestNoSignalAfterReap: once a run's process is reaped its number may
+// belong to another process, so a stop that comes late (a timeout firing
+// as the run ends, the sampler's kill) must send nothing.
+func TestNoSignalAfterReap(t *testing.T) {
+	startPaths(t, func(t *testing.T) {
+		p, err := startProcess(exec.Command("true"), nil, nil, attemptKey{"reaped", 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.waitExit()
+		p.finish()
+		// Another process group now has the number, as after pid reuse.
+		other := exec.Command("sleep", "30")
+		other.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := other.Start(); err != nil {
+			t.Fatal(err)
+		}
+		p.pid = other.Process.Pid
+		p.signal(syscall.SIGKILL)
+		// kill(2) has marked its signal pending by the time it returns,
+		// and a pending SIGKILL is taken before SIGTERM: the SIGTERM sent
+		// now is what ends the process only if no SIGKILL came.
+		other.Process.Signal(syscall.SIGTERM)
+		other.Wait()
+		if ws := other.ProcessState.Sys().(syscall.WaitStatus); ws.Signal() != syscall.SIGTERM {
+			t.Errorf("the process that has a reaped run's number now ended by %v; want SIGTERM, the only signal meant for it", ws.Signal())
 		}
 	})
 }
