@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/nodepack/nodepack/runner"
 	"github.com/spf13/pflag"
 )
 
@@ -100,4 +101,16 @@ func parseFlags(fs *pflag.FlagSet, usage string, args []string, stdout, stderr i
 func usageErrorf(stderr io.Writer, cmd, format string, a ...any) int {
 	fmt.Fprintf(stderr, "nodepack %s: %s\n", cmd, fmt.Sprintf(format, a...))
 	return exitUsage
+}
+
+// outputArg resolves the output directory a command was given (see
+// runner.FindOutput: nodepack-JOBID or a bare job id finds that job's
+// sweep); ok is false after it printed why it cannot (exit 2).
+func outputArg(stderr io.Writer, cmd, arg string) (dir string, ok bool) {
+	dir, err := runner.FindOutput(arg)
+	if err != nil {
+		usageErrorf(stderr, cmd, "%s: %v: name one of them", arg, err)
+		return "", false
+	}
+	return dir, true
 }

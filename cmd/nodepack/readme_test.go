@@ -147,9 +147,11 @@ func (sb *sandbox) shellIn(dir, script string, limit, stopAfter time.Duration) (
 }
 
 // readmeCommands returns the commands of the README's sh blocks, one
-// string per block (backslash continuations joined), and the inline code
-// spans that are whole nodepack commands.
-func readmeCommands(t *testing.T, readme string) (blocks []string, inline []string) {
+// string per block (backslash continuations joined), the inline code
+// spans that are whole nodepack commands, and those that name an output
+// directory by a placeholder (DIR, nodepack-JOBID): filled, they are run
+// too (see readmeFills).
+func readmeCommands(t *testing.T, readme string) (blocks, inline, named []string) {
 	t.Helper()
 	f, err := os.Open(filepath.Join("../..", readme))
 	if err != nil {
@@ -160,10 +162,29 @@ func readmeCommands(t *testing.T, readme string) (blocks []string, inline []stri
 	inBlock, shell := false, false
 	span := regexp.MustCompile("`((?:taskset -c [0-9,-]+ )?nodepack [^`]+)`")
 	placeholder := regexp.MustCompile(`\b[A-Z]{3,}\b|\[|…`)
+	synopsis := regexp.MustCompile(`\[|…|FILE|TASKFILE`)
+	outputDir := regexp.MustCompile(`\bDIR\b|nodepack-[A-Z]+ID\b`)
+	var paragraph []string
+	spans := func() {
+		// A span may break over lines: look for them in the paragraph.
+		for _, m := range span.FindAllStringSubmatch(strings.Join(paragraph, " "), -1) {
+			switch cmd := strings.Join(strings.Fields(m[1]), " "); {
+			case outputDir.MatchString(cmd) && !synopsis.MatchString(cmd):
+				named = append(named, cmd)
+			case placeholder.MatchString(cmd), cmd == "nodepack run", cmd == "nodepack status":
+				// Not a whole command: something to fill in, or only the
+				// name of a command that needs arguments.
+			default:
+				inline = append(inline, cmd)
+			}
+		}
+		paragraph = nil
+	}
 	for sc := bufio.NewScanner(f); sc.Scan(); {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "```") && !inBlock:
+			spans()
 			inBlock, shell = true, line == "```sh"
 			block = nil
 		case strings.HasPrefix(line, "```"):
@@ -173,17 +194,47 @@ func readmeCommands(t *testing.T, readme string) (blocks []string, inline []stri
 			inBlock = false
 		case inBlock && shell:
 			block = append(block, line)
+		case !inBlock && strings.TrimSpace(line) == "":
+			spans()
 		case !inBlock:
-			for _, m := range span.FindAllStringSubmatch(line, -1) {
-				// A whole command: no DIR or … to fill in, and not just the
-				// name of a command that needs arguments.
-				if !placeholder.MatchString(m[1]) && m[1] != "nodepack run" && m[1] != "nodepack status" {
-					inline = append(inline, m[1])
-				}
-			}
+			paragraph = append(paragraph, line)
 		}
 	}
-	return blocks, inline
+	spans()
+	return blocks, inline, named
+}
+
+// readmeFillSetup makes what readmeFills' commands read, in a directory
+// fill/ of the sandbox: a sweep that ran in Slurm job 600 (one run
+// failed), and one sharded over Slurm array 700.
+const readmeFillSetup = `mkdir -p fill && cd fill
+seq 12 | sed 's/^/echo line /; 5s/$/; test -e fixed/' > tasks.txt
+SLURM_JOB_ID=600 nodepack run -q tasks.txt || test $? = 1
+touch fixed
+for i in 0 1 2; do
+  SLURM_JOB_ID=70$i SLURM_ARRAY_JOB_ID=700 SLURM_ARRAY_TASK_ID=$i SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_MAX=2 SLURM_ARRAY_TASK_COUNT=3 nodepack run -q tasks.txt
+done`
+
+// readmeFills runs, in fill/ after readmeFillSetup, each README command
+// that names an output directory by a placeholder, filled in as a user
+// would type it after the job the placeholder names: a test fails when
+// the README gains such a command without an entry here.
+var readmeFills = map[string]string{
+	"nodepack status nodepack-ARRAYID": "nodepack status nodepack-700 | grep -c '(shard ' | grep -qx 3",
+	"nodepack status DIR":              "nodepack status nodepack-600 | grep '^nodepack-600-tasks-.*: 12 runs: '",
+	"nodepack status --runs DIR":       "nodepack status --runs 600 | grep -c , | grep -qx 13",
+	// tail follows the running runs until they end: one that runs until
+	// it is let go, in job 800.
+	"nodepack tail DIR": `echo 'echo started; until test -e release; do sleep 0.1; done; echo released' > slow.txt
+SLURM_JOB_ID=800 nodepack run -q slow.txt & sweep=$!
+until nodepack status 800 2>/dev/null | grep -q ' 1 running'; do sleep 0.1; done
+nodepack tail nodepack-800 > tail.out & tail=$!
+until grep -q started tail.out; do sleep 0.1; done
+touch release; wait $sweep $tail
+grep -F '[slow.txt:1] released' tail.out`,
+	"nodepack tail DIR tasks.txt:12":   "nodepack tail nodepack-600 tasks.txt:12 | grep -F '[tasks.txt:12] line 12'",
+	"nodepack report DIR":              "nodepack report nodepack-600 && test -s nodepack-600-tasks-*/report.html",
+	"nodepack retry DIR":               "nodepack retry 600 && nodepack status 600 | grep '12 succeeded'",
 }
 
 // commandLines splits a block into its commands, without comments.
@@ -212,9 +263,25 @@ func TestReadmeCommands(t *testing.T) {
 	}
 	sb := newSandbox(t)
 	listed := map[string]bool{}
+	if out, err := sb.shell(readmeFillSetup, 2*time.Minute, 0); err != nil {
+		t.Fatalf("setup of the commands that name an output directory: %v\n%s", err, out)
+	}
+	filled := map[string]bool{}
 	for _, readme := range readmes {
 		dir := filepath.Dir(readme)
-		blocks, inline := readmeCommands(t, readme)
+		blocks, inline, named := readmeCommands(t, readme)
+		for _, cmd := range named {
+			script, ok := readmeFills[cmd]
+			if !ok {
+				t.Errorf("%s: %q names an output directory, and readmeFills does not fill it in: add how a user types it", readme, cmd)
+				continue
+			}
+			filled[cmd] = true
+			t.Logf("%s: %s as %s", readme, cmd, script)
+			if out, err := sb.shellIn("fill", script, 2*time.Minute, 0); err != nil {
+				t.Errorf("%s: %q, typed as %q, failed: %v\n%s", readme, cmd, script, err, out)
+			}
+		}
 		if len(blocks)+len(inline) < 3 {
 			t.Fatalf("found %d blocks and %d inline commands in %s: the parser is broken", len(blocks), len(inline), readme)
 		}
@@ -247,6 +314,11 @@ func TestReadmeCommands(t *testing.T) {
 			}
 		}
 	}
+	for cmd := range readmeFills {
+		if !filled[cmd] {
+			t.Errorf("readmeFills fills %q, which the READMEs no longer have", cmd)
+		}
+	}
 	for cmd := range elsewhere {
 		if !listed[cmd] {
 			t.Errorf("elsewhere lists %q, which the README no longer has", cmd)
@@ -256,7 +328,7 @@ func TestReadmeCommands(t *testing.T) {
 
 // helpExampleSetup prepares what some --help examples expect: the output
 // directories status looks at.
-const helpExampleSetup = `nodepack run -q -o nodepack-123456 tasks.txt
+const helpExampleSetup = `SLURM_JOB_ID=123456 nodepack run -q tasks.txt
 nodepack run -q -o nodepack-out tasks.txt
 echo "test -e ran-once || { touch ran-once; echo 'CUDA error: out of memory' >&2; exit 1; }" > flaky.txt
 nodepack run -q -o flaky flaky.txt || test $? = 1`

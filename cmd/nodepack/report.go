@@ -46,7 +46,10 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if fs.NArg() != 1 {
 		return usageErrorf(stderr, "report", "want one DIR, got %d arguments", fs.NArg())
 	}
-	dir := fs.Arg(0)
+	dir, ok := outputArg(stderr, "report", fs.Arg(0))
+	if !ok {
+		return exitUsage
+	}
 	var opts pagereport.Options
 	for _, f := range metricFlags {
 		m, err := results.ParseMetric(f)

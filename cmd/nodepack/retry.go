@@ -41,7 +41,11 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if fs.NArg() != 1 {
 		return usageErrorf(stderr, "retry", "want one DIR, got %d arguments", fs.NArg())
 	}
-	dir, err := filepath.Abs(fs.Arg(0))
+	dir, ok := outputArg(stderr, "retry", fs.Arg(0))
+	if !ok {
+		return exitUsage
+	}
+	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return usageErrorf(stderr, "retry", "%v", err)
 	}

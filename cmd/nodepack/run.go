@@ -68,7 +68,9 @@ OUTPUT defaults to nodepack-NAME-KEY (NAME from the task file or script,
 KEY a hash of the sweep's definition), and inside a batch job to
 nodepack-JOBID-NAME-KEY (the array's id for a sharded array job), so a
 requeued job resumes; the first line printed names it. 'nodepack status
-OUTPUT' shows the progress from any shell.
+OUTPUT' shows the progress from any shell ('nodepack status nodepack-JOBID'
+finds a job's). -o nodepack-JOBID, when there is no such directory but
+the same sweep ran in that job's default one, resumes it there.
 
 Exit status: 0 all runs succeeded, 1 some failed (now or before, when
 skipped) or the ledger could not be kept, 2 bad usage or input (also an

@@ -19,7 +19,9 @@ import (
 const statusUsage = `Usage: nodepack status [--json] [--failed] [--watch [D]] DIR
        nodepack status --runs [--format csv|json] [--metric NAME=REGEX]... DIR
 
-Shows the progress of the sweep whose output directory is DIR, from its
+Shows the progress of the sweep whose output directory is DIR (or, for
+a sweep that ran in a batch job's default directory, nodepack-JOBID or
+the job id alone: see below), from its
 ledgers (all shards together), while it runs or after: how many runs are
 pending, running, succeeded, failed and interrupted; the running ones with
 their slot, GPUs, CPUs and time so far; the failed ones with why they
@@ -29,7 +31,11 @@ stderr and their log; the GPUs taken out of use after a fault; and, while
 it runs, the throughput and an estimate of the time left. --failed shows
 the failed runs only.
 It only reads DIR, so it works from any shell that sees the file system (a
-login node). A run the ledger shows running whose nodepack is gone (checked
+login node). Inside a batch job a sweep's default directory is
+nodepack-JOBID-NAME-KEY (the array's id for a sharded array); DIR may be
+nodepack-JOBID, or JOBID alone in the current directory, for the one
+sweep that job ran; a job that ran several is exit 2, naming them. So
+may report's, tail's and retry's DIR. A run the ledger shows running whose nodepack is gone (checked
 when DIR's sweep runs on this host) is shown as interrupted.
 
 --json prints a nodepack.status/v1 document; its "counts" object always
@@ -74,7 +80,10 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *watch < 0 {
 		return usageErrorf(stderr, "status", "--watch %v: must not be negative", *watch)
 	}
-	dir := fs.Arg(0)
+	dir, ok := outputArg(stderr, "status", fs.Arg(0))
+	if !ok {
+		return exitUsage
+	}
 	if *runs {
 		return printRuns(stdout, stderr, dir, *format, metrics)
 	}

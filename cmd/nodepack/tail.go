@@ -38,7 +38,11 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		o.Lines = -1 // -n 0: none of what was written before
 	}
 	o.Runs = fs.Args()[1:]
-	if err := tail.Follow(ctx, fs.Arg(0), o, stdout); err != nil {
+	dir, ok := outputArg(stderr, "tail", fs.Arg(0))
+	if !ok {
+		return exitUsage
+	}
+	if err := tail.Follow(ctx, dir, o, stdout); err != nil {
 		return usageErrorf(stderr, "tail", "%v", err)
 	}
 	return exitOK

@@ -319,6 +319,13 @@ func TestArrayShards(t *testing.T) {
 	if st.Counts["succeeded"] != 10 || len(st.Shards) != 3 {
 		t.Errorf("status: counts %v, %d shards; want 10 succeeded in 3 shards", st.Counts, len(st.Shards))
 	}
+	// As the README and the script say: nodepack status nodepack-ARRAYID,
+	// in the directory the array was submitted from.
+	cmd := exec.Command(nodepack, "status", "nodepack-"+id)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil || strings.Count(string(b), "(shard ") != 3 || !strings.Contains(string(b), "10 succeeded") {
+		t.Errorf("nodepack status nodepack-%s: %v\n%s\nwant the 3 shards, 10 succeeded", id, err, b)
+	}
 	// The report and the results table take the shards together.
 	if b, err := exec.Command(nodepack, "report", out).CombinedOutput(); err != nil || !strings.Contains(string(b), "10 runs, 10 attempts") {
 		t.Errorf("nodepack report: %v\n%s", err, b)

@@ -14,14 +14,17 @@ import (
 // the same runs in every task, so each task gets its own directory,
 // <array id>_<task id> as Slurm's %A_%a names them.
 func OutputDir(j Job, split bool, name string) string {
-	if id := jobLabel(j, split); id != "" {
+	if id := Label(j, split); id != "" {
 		return "nodepack-" + id + "-" + name
 	}
 	return "nodepack-" + name
 }
 
-// jobLabel names the job in a directory name; "" outside a job.
-func jobLabel(j Job, split bool) string {
+// Label is how OutputDir names job j in a directory name: its job id, the
+// array's id for a sweep split over an array, <array id>_<task id> for an
+// array task that runs a sweep of its own; "" outside a job. A user finds
+// a job's sweep by it (see runner.FindOutput).
+func Label(j Job, split bool) string {
 	id := j.JobID
 	if id == "" {
 		return ""

@@ -1011,3 +1011,34 @@ func (log *Log) InOrder() []*Run {
 	}
 	return runs
 }
+
+// maxHeaderLine bounds the first line FirstHeader reads: a header holds
+// the node (every CPU and GPU), a few hundred KiB on the largest nodes.
+const maxHeaderLine = 16 << 20
+
+// FirstHeader returns the first record of the ledger at path, the header
+// of its first session, reading no further than its first line.
+func FirstHeader(path string) (Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Record{}, err
+	}
+	defer f.Close()
+	line, err := bufio.NewReader(io.LimitReader(f, maxHeaderLine)).ReadBytes('\n')
+	if err != nil {
+		return Record{}, fmt.Errorf("ledger %s:1: %w", path, noLine(err))
+	}
+	var h Record
+	if err := json.Unmarshal(line, &h); err != nil || h.Type != TypeHeader {
+		return Record{}, fmt.Errorf("ledger %s:1: not a header record", path)
+	}
+	return h, nil
+}
+
+// noLine says what an end of file before the first line's end means.
+func noLine(err error) error {
+	if err == io.EOF {
+		return errors.New("no complete first line")
+	}
+	return err
+}
