@@ -232,9 +232,9 @@ nodepack tail nodepack-800 > tail.out & tail=$!
 until grep -q started tail.out; do sleep 0.1; done
 touch release; wait $sweep $tail
 grep -F '[slow.txt:1] released' tail.out`,
-	"nodepack tail DIR tasks.txt:12":   "nodepack tail nodepack-600 tasks.txt:12 | grep -F '[tasks.txt:12] line 12'",
-	"nodepack report DIR":              "nodepack report nodepack-600 && test -s nodepack-600-tasks-*/report.html",
-	"nodepack retry DIR":               "nodepack retry 600 && nodepack status 600 | grep '12 succeeded'",
+	"nodepack tail DIR tasks.txt:12": "nodepack tail nodepack-600 tasks.txt:12 | grep -F '[tasks.txt:12] line 12'",
+	"nodepack report DIR":            "nodepack report nodepack-600 && test -s nodepack-600-tasks-*/report.html",
+	"nodepack retry DIR":             "nodepack retry 600 && nodepack status 600 | grep '12 succeeded'",
 }
 
 // commandLines splits a block into its commands, without comments.
