@@ -43,6 +43,10 @@ type Allocator struct {
 
 	memory  uint64 // host memory runs may claim; 0 when unknown
 	memUsed uint64
+
+	bare      int  // runs of the zero Request placed and not released
+	bareLimit int  // LimitBare's; 0 for none
+	spread    bool // Spread: prefer the GPUs placed on least since
 }
 
 // core is one physical core: its allowed hyperthreads. A restricted cpuset
@@ -86,6 +90,8 @@ type unit struct {
 	// reserved: a run the queue holds for will take it once it frees, so
 	// no run behind that one may be placed on it (see allocateBehind).
 	reserved bool
+	// spreadRuns counts the runs placed on it since Spread(true).
+	spreadRuns int
 }
 
 // free reports whether no run is on the unit and one may be placed on it.
@@ -434,6 +440,8 @@ func (a *Allocator) place(r Request) (Assignment, error) {
 		return Assignment{}, fmt.Errorf("%d of %d cpus free: %w", a.nfree, len(a.cpus), ErrBusy)
 	case r.CPUs == 0 && !slices.Contains(a.held, false):
 		return Assignment{}, fmt.Errorf("every cpu is held: %w", ErrBusy)
+	case r == Request{} && a.bareLimit > 0 && a.bare >= a.bareLimit:
+		return Assignment{}, fmt.Errorf("%d runs that hold nothing of their own run already: %w", a.bare, ErrBusy)
 	}
 	var picked []int // unit indices
 	var distance []uint8
@@ -455,9 +463,15 @@ func (a *Allocator) place(r Request) (Assignment, error) {
 	}
 
 	as := Assignment{Request: r, SharedGPUs: r.SharesGPU(), SharedCPUs: r.CPUs == 0}
+	if r == (Request{}) {
+		a.bare++
+	}
 	for _, i := range picked {
 		u := &a.units[i]
 		u.runs++
+		if a.spread {
+			u.spreadRuns++
+		}
 		if r.SharesGPU() {
 			u.share += r.GPUShare
 			u.mem += u.claim(r)
@@ -526,6 +540,7 @@ func (a *Allocator) numaOf(as Assignment) int {
 // score ranks a candidate placement; see better.
 type score struct {
 	level     int    // multi-GPU runs: 0 one NUMA node, 1 one socket, 2 anywhere
+	spread    int    // with Spread: runs placed on its GPUs since; fewer is better
 	wholeNear int    // CPUs the run could take near, in whole free cores (capped at the request)
 	allNear   int    // CPUs the run could take near (capped at the request)
 	joins     bool   // shares a GPU already in use, which keeps other GPUs whole
@@ -539,6 +554,8 @@ func (s score) better(t score) bool {
 	switch {
 	case s.level != t.level:
 		return s.level < t.level
+	case s.spread != t.spread:
+		return s.spread < t.spread
 	case s.wholeNear != t.wholeNear:
 		return s.wholeNear > t.wholeNear
 	case s.allNear != t.allNear:
@@ -621,6 +638,7 @@ func (a *Allocator) pickUnit(r Request) int {
 		}
 		s.wholeNear, s.allNear = a.nearCPUs(u.distance, r.CPUs)
 		s.nodeFree = nodeFree[u.gpu.NUMA]
+		s.spread = u.spreadRuns
 		if best < 0 || s.better(bestScore) {
 			best, bestScore = i, s
 		}
@@ -665,6 +683,9 @@ func (a *Allocator) pickUnits(r Request) ([]int, []uint8) {
 		}
 		whole, all := a.nearCPUs(distance, r.CPUs)
 		s := score{level: level, wholeNear: whole, allNear: all, order: group[0]}
+		for _, u := range group {
+			s.spread += a.units[u].spreadRuns
+		}
 		if level == 0 {
 			s.nodeFree = nodeFree[a.units[group[0]].gpu.NUMA]
 		}
@@ -889,6 +910,9 @@ func (a *Allocator) Release(as Assignment) {
 		}
 	}
 	a.memUsed -= r.Mem
+	if r == (Request{}) {
+		a.bare--
+	}
 }
 
 // Resize changes what a run sharing a GPU claims of it, keeping its GPU,
@@ -933,6 +957,32 @@ func (a *Allocator) Resize(as Assignment, r Request) (Assignment, error) {
 	u.mem += u.claim(r)
 	as.Request = r
 	return as, nil
+}
+
+// Spread, while on, places each run on the GPUs the fewest runs were
+// placed on since it was turned on (before any other preference but
+// keeping a multi-GPU run's GPUs close together), so that the first runs
+// of a sweep, started one after another, land on distinct GPUs even when
+// each ends before the next starts. Turning it on or off forgets what was
+// placed before.
+func (a *Allocator) Spread(on bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.spread = on
+	for i := range a.units {
+		a.units[i].spreadRuns = 0
+	}
+}
+
+// LimitBare lets at most n runs of the zero Request — runs that hold no
+// GPU, no CPU of their own (one shared CPU) and no memory, so that nothing
+// else bounds how many run at once — be placed at once; 0 (the default)
+// lets any number be. Allocate then returns an error wrapping [ErrBusy]
+// for such a run while n of them are placed.
+func (a *Allocator) LimitBare(n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.bareLimit = max(n, 0)
 }
 
 // Hold keeps every new run off the GPU with the given UUID until Unhold:

@@ -11,15 +11,18 @@ import (
 )
 
 // step is one call in an allocator sequence: Allocate(request), or, when
-// release >= 0, Release of the assignment made by step release.
+// release >= 0, Release of the assignment made by step release, or, when
+// set, set (a setting such as Spread).
 type step struct {
 	request Request
 	release int
 	want    string // describe(assignment), or "busy", "never", "invalid"
+	set     func(*Allocator)
 }
 
 func alloc(r Request, want string) step { return step{request: r, release: -1, want: want} }
 func release(i int) step                { return step{release: i} }
+func setting(f func(*Allocator)) step   { return step{release: -1, set: f} }
 
 func TestAllocatorSequence(t *testing.T) {
 	// A GPU that only knows its LocalCPUs (socket 1), not its NUMA node.
@@ -261,6 +264,73 @@ func TestAllocatorSequence(t *testing.T) {
 			},
 		},
 		{
+			description: "without Spread, a GPU freed is the first choice again",
+			topo:        topoFourGPU,
+			steps: []step{
+				alloc(Request{GPUs: 1, CPUs: 2}, "GPU-four-0 | 0,32 | numa 0"),
+				release(0),
+				alloc(Request{GPUs: 1, CPUs: 2}, "GPU-four-0 | 0,32 | numa 0"),
+			},
+		},
+		{
+			description: "Spread: runs that each end before the next starts land on distinct GPUs, then the least used again",
+			topo:        topoFourGPU,
+			steps: []step{
+				setting(func(a *Allocator) { a.Spread(true) }),
+				alloc(Request{GPUs: 1, CPUs: 2}, "GPU-four-0 | 0,32 | numa 0"),
+				release(1),
+				alloc(Request{GPUs: 1, CPUs: 2}, "GPU-four-1 | 0,32 | numa 0"),
+				release(3),
+				alloc(Request{GPUs: 1, CPUs: 2}, "GPU-four-2 | 16,48 | numa 1"),
+				release(5),
+				alloc(Request{GPUs: 1, CPUs: 2}, "GPU-four-3 | 16,48 | numa 1"),
+				release(7),
+				alloc(Request{GPUs: 1, CPUs: 2}, "GPU-four-0 | 0,32 | numa 0"),
+				setting(func(a *Allocator) { a.Spread(false) }),
+				alloc(Request{GPUs: 1, CPUs: 2}, "GPU-four-1 | 1,33 | numa 0"),
+				release(11),
+				alloc(Request{GPUs: 1, CPUs: 2}, "GPU-four-1 | 1,33 | numa 0"),
+			},
+		},
+		{
+			description: "Spread: quarter-GPU runs go to GPUs of their own before they share one",
+			topo:        topoFourGPU,
+			steps: []step{
+				setting(func(a *Allocator) { a.Spread(true) }),
+				alloc(Request{GPUShare: 250, CPUs: 1}, "GPU-four-0 | 0 | numa 0 shared-gpu"),
+				alloc(Request{GPUShare: 250, CPUs: 1}, "GPU-four-1 | 32 | numa 0 shared-gpu"),
+				alloc(Request{GPUShare: 250, CPUs: 1}, "GPU-four-2 | 16 | numa 1 shared-gpu"),
+				alloc(Request{GPUShare: 250, CPUs: 1}, "GPU-four-3 | 48 | numa 1 shared-gpu"),
+				alloc(Request{GPUShare: 250, CPUs: 1}, "GPU-four-0 | 1 | numa 0 shared-gpu"),
+			},
+		},
+		{
+			description: "Spread keeps a 2-GPU run's GPUs on one NUMA node, and prefers the node used least",
+			topo:        topoFourGPU,
+			steps: []step{
+				setting(func(a *Allocator) { a.Spread(true) }),
+				alloc(Request{GPUs: 2, CPUs: 2}, "GPU-four-0,GPU-four-1 | 0,32 | numa 0"),
+				release(1),
+				alloc(Request{GPUs: 2, CPUs: 2}, "GPU-four-2,GPU-four-3 | 16,48 | numa 1"),
+			},
+		},
+		{
+			description: "LimitBare: runs that hold nothing of their own are capped; others are not",
+			topo:        topoFourGPU,
+			steps: []step{
+				setting(func(a *Allocator) { a.LimitBare(2) }),
+				alloc(Request{}, "- | 0 | numa 0 shared-cpu"),
+				alloc(Request{}, "- | 1 | numa 0 shared-cpu"),
+				alloc(Request{}, "busy"),
+				alloc(Request{GPUShare: 250}, "GPU-four-0 | 2 | numa 0 shared-gpu shared-cpu"),
+				alloc(Request{CPUs: 1}, "- | 32 | numa 0"),
+				release(1),
+				alloc(Request{}, "- | 0 | numa 0 shared-cpu"),
+				setting(func(a *Allocator) { a.LimitBare(0) }),
+				alloc(Request{}, "- | 3 | numa 0 shared-cpu"),
+			},
+		},
+		{
 			description: "zero topology: nothing ever fits",
 			topo:        Topology{},
 			steps: []step{
@@ -275,6 +345,10 @@ func TestAllocatorSequence(t *testing.T) {
 			a := NewAllocator(tc.topo)
 			made := make([]Assignment, len(tc.steps))
 			for i, s := range tc.steps {
+				if s.set != nil {
+					s.set(a)
+					continue
+				}
 				if s.release >= 0 {
 					a.Release(made[s.release])
 					continue

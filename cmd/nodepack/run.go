@@ -131,7 +131,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Requeue, "requeue", false, "when stopped by SIGUSR1/SIGUSR2 (sbatch --signal) or --stop-before with runs left, have the batch system run this job again (Slurm: scontrol requeue; Grid Engine: exit 99); never on SIGTERM (scancel)")
 	fs.DurationVar(&o.StopBefore, "stop-before", 0, "start no runs `D` before the job's end (Slurm: SLURM_JOB_END_TIME or squeue, followed while the job runs) and stop running ones in time for --grace; 0 means off")
 	fs.DurationVar(&o.SampleInterval, "sample-interval", 10*time.Second, "measure each run's process tree and GPUs every `D`; 0 means only the kernel's totals")
-	fs.DurationVar(&x.Stagger, "stagger", 0, "start the i-th of the first runs at once i×`D` after the start")
+	fs.DurationVar(&x.Stagger, "stagger", 0, "start the k-th run of the first wave (as many as fit at once) k×`D` after the start, each on GPUs of its own while there are; later runs do not wait")
 	fs.DurationVar(&x.MinStartInterval, "min-start-interval", 0, "at least `D` between any two starts")
 	fs.DurationVar(&x.Timeout, "timeout", 0, "stop a run after `D` (SIGTERM, then SIGKILL after --grace); 0 means none")
 	fs.DurationVar(&x.Grace, "grace", execute.DefaultGrace, "time between SIGTERM and SIGKILL")
@@ -321,15 +321,11 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*r
 		return nil, node, err
 	}
 	// Every run asks for the plan's request unless it says otherwise; as
-	// many run at once as fit, up to --parallel, else as many as the plan
-	// or the CPUs allow, whichever is more (runs asking for less than the
-	// plan's request fit more).
+	// many run at once as their requests fit, up to --parallel when it is
+	// given (runs asking for less than the plan's request fit more).
 	x := &o.Execute
 	x.Topology, x.Request, o.Source.Request = topo, o.Plan.Request, o.Plan.Request
 	x.Parallel = o.packOptions.Parallel
-	if x.Parallel == 0 {
-		x.Parallel = max(o.Plan.Parallel, len(topo.CPUs))
-	}
 	o.Node = node
 	o.Job = batch.Detect(os.LookupEnv) // this process's job, also with --inventory
 	o.Version, o.Command = nodepackVersion(), append([]string{"nodepack", "run"}, args...)

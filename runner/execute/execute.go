@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"iter"
 	"os"
 	"os/exec"
@@ -58,7 +59,6 @@ func Execute(ctx context.Context, runs iter.Seq2[Run, error], opts Options) (Sum
 type Execution struct {
 	ctx          context.Context
 	opts         Options
-	parallel     int
 	sched        *scheduler
 	env          *envBuilder
 	live         *liveWriter
@@ -234,7 +234,7 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 	case parallel < 0:
 		return nil, fmt.Errorf("execute: parallel %d: must not be negative", parallel)
 	case parallel == 0 && opts.hasTopology():
-		parallel = max(len(opts.Topology.CPUs), 1)
+		parallel = math.MaxInt // as many as fit: the runs' requests bound them
 	case parallel == 0:
 		parallel = runtime.NumCPU()
 	}
@@ -265,7 +265,6 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 	e := &Execution{
 		ctx:           ctx,
 		opts:          opts,
-		parallel:      parallel,
 		grace:         opts.Grace,
 		next:          make(chan Run),
 		paths:         make(map[string]string),

@@ -363,31 +363,66 @@ func TestFailFast(t *testing.T) {
 	}
 }
 
-// TestStagger: slot i takes its first run i×Stagger after the start, runs
-// start in input order, and MinStartInterval spaces every two starts. The
-// bounds are exact: Event.Start is taken after the waits, and timers never
-// fire early.
+// TestStagger: the k-th start of the first wave (as many runs as fit at
+// once) is not before k×Stagger, each goes to a GPU none of the wave has
+// used while there is one — also when every run ends before the next
+// starts — and later starts do not wait. The lower bounds are exact:
+// Event.Start is taken after the waits, and timers never fire early.
 func TestStagger(t *testing.T) {
-	const stagger = 100 * time.Millisecond
-	rec := &recorder{}
-	sum, err := Execute(t.Context(), Runs(shell("sleep 2", "sleep 2", "sleep 2")...),
-		place(lanes(3), Options{Stagger: stagger, OnEvent: rec.add, TempDir: t.TempDir()}))
-	if err != nil {
-		t.Fatal(err)
+	gpu1 := pack.Request{GPUs: 1}
+	tests := []struct {
+		description string
+		runs        []string
+		parallel    int
+		stagger     time.Duration
+		wave        int // starts spaced by the stagger, each on a GPU of its own
+	}{
+		{"runs shorter than the stagger: four runs on four GPUs, a stagger apart", []string{"true", "true", "true", "true"}, 0, 150 * time.Millisecond, 4},
+		{"runs longer than the stagger", []string{"sleep 1", "sleep 1", "sleep 1", "sleep 1"}, 0, 100 * time.Millisecond, 4},
+		{"more runs than fit: the fifth and later do not wait", []string{"true", "true", "true", "true", "true", "true", "true", "true"}, 0, time.Second, 4},
+		{"--parallel 2 on four GPUs: a wave of two", []string{"true", "true", "true", "true"}, 2, time.Second, 2},
 	}
-	for _, ev := range rec.finished() {
-		i := ev.Run.Index
-		if ev.Slot.Index != i {
-			t.Errorf("run %d ran in slot %d, want slot %d: each slot takes a run when it is ready", i, ev.Slot.Index, i)
-		}
-		if d := ev.Start.Sub(sum.Start); d < time.Duration(i)*stagger {
-			t.Errorf("run %d started %v after the start, want ≥ %v", i, d, time.Duration(i)*stagger)
-		}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			topo := fourGPUs(t)
+			sum, events, err := execute(t, t.Context(), func(o *Options) { o.Topology, o.Request, o.Parallel = topo, gpu1, tc.parallel },
+				Options{Stagger: tc.stagger}, shell(tc.runs...)...)
+			if err != nil || sum.Succeeded != len(tc.runs) {
+				t.Fatalf("Execute: %d of %d succeeded, %v", sum.Succeeded, len(tc.runs), err)
+			}
+			// The runs start in input order, all asking for the same: the
+			// first wave is the first runs. (Runs launched together may
+			// reach their exec in any order.)
+			slices.SortFunc(events, func(a, b Event) int { return a.Run.Index - b.Run.Index })
+			used := map[string]int{}
+			for k, ev := range events[:tc.wave] {
+				if d := ev.Start.Sub(sum.Start); d < time.Duration(k)*tc.stagger {
+					t.Errorf("start %d (run %d) came %v after the sweep's, want ≥ %v", k, ev.Run.Index, d, time.Duration(k)*tc.stagger)
+				}
+				gpu := ev.Slot.UUIDs()[0]
+				if k2, ok := used[gpu]; ok {
+					t.Errorf("starts %d and %d of the first wave both went to %s, with GPUs left unused", k2, k, gpu)
+				}
+				used[gpu] = k
+			}
+			// After the wave nothing waits for the stagger: the next
+			// starts come well before another stagger has passed.
+			last := events[tc.wave-1].Start
+			for _, ev := range events[tc.wave:] {
+				if d := ev.Start.Sub(last); d >= tc.stagger {
+					t.Errorf("run %d started %v after the first wave's last start, want < %v: only the first wave is staggered", ev.Run.Index, d, tc.stagger)
+				}
+			}
+		})
 	}
+}
 
+// TestMinStartInterval: every two starts are at least MinStartInterval
+// apart.
+func TestMinStartInterval(t *testing.T) {
 	const interval = 100 * time.Millisecond
-	rec = &recorder{}
-	_, err = Execute(t.Context(), Runs(shell("true", "true", "true", "true")...),
+	rec := &recorder{}
+	_, err := Execute(t.Context(), Runs(shell("true", "true", "true", "true")...),
 		place(lanes(2), Options{MinStartInterval: interval, OnEvent: rec.add, TempDir: t.TempDir()}))
 	if err != nil {
 		t.Fatal(err)
@@ -400,33 +435,6 @@ func TestStagger(t *testing.T) {
 	for i := 1; i < len(starts); i++ {
 		if gap := starts[i].Sub(starts[i-1]); gap < interval {
 			t.Errorf("starts %d and %d only %v apart, want ≥ %v", i-1, i, gap, interval)
-		}
-	}
-}
-
-// TestStaggerHoldsNoRunHostage: a staggered slot takes no run before it can
-// start it, so a long stagger never delays a run another slot could run,
-// and the sweep ends when the runs do.
-func TestStaggerHoldsNoRunHostage(t *testing.T) {
-	done := make(chan struct{})
-	var sum Summary
-	var events []Event
-	var err error
-	go func() {
-		defer close(done)
-		sum, events, err = execute(t, t.Context(), lanes(2), Options{Stagger: 1000 * time.Hour}, shell("true", "true", "true", "true")...)
-	}()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatal("the sweep waited for the stagger of a slot with nothing to do")
-	}
-	if err != nil || sum.Succeeded != 4 {
-		t.Fatalf("err %v, summary %+v", err, sum)
-	}
-	for _, ev := range events {
-		if ev.Slot.Index != 0 {
-			t.Errorf("run %d went to slot %d, which was still waiting for its stagger", ev.Run.Index, ev.Slot.Index)
 		}
 	}
 }

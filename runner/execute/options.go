@@ -49,8 +49,10 @@ type Options struct {
 	// that can never fit the Topology is an error (see Start).
 	Request pack.Request
 	// Parallel is the most runs at once: lanes 0 to Parallel-1 (a run's
-	// NODEPACK_SLOT). Zero means one per CPU of the Topology, or
-	// runtime.NumCPU() without one.
+	// NODEPACK_SLOT). Zero means as many as their requests fit the
+	// Topology, except that runs holding nothing of their own (the zero
+	// Request: no GPU, one shared CPU, no memory) are at most one per CPU
+	// at once; without a Topology, runtime.NumCPU().
 	Parallel int
 	// BackfillWait bounds how long runs may start ahead of an earlier run
 	// that does not fit yet; after it, that run reserves what frees up
@@ -78,9 +80,14 @@ type Options struct {
 	// from Live are ignored.
 	Live io.Writer
 
-	// Stagger delays the first use of lane i by i×Stagger after Execute
-	// starts, so that the first wave of runs do not all load data at the
-	// same moment.
+	// Stagger spaces the first wave of starts, so that its runs do not
+	// all load data at the same moment: the k-th start (k from 0) is not
+	// before k×Stagger after Execute starts, for as many starts as runs
+	// of Request fit the Topology at once (no more than Parallel); later
+	// starts do not wait. Each run of the first wave goes to the GPUs the
+	// fewest of the wave went to (see pack.Allocator.Spread), so the first
+	// runs land on distinct GPUs even when each ends before the next
+	// starts, and no GPU waits on another's clock.
 	Stagger time.Duration
 	// MinStartInterval is the least time between any two starts, across all
 	// slots (retries included).

@@ -75,6 +75,12 @@ type scheduler struct {
 	queue  *pack.Queue[*pending]
 	window int // how many runs the queue looks ahead
 
+	// wave is the size of the first wave, which Stagger spaces: as many
+	// runs of Options.Request as fit the empty node, no more than
+	// Parallel; launched counts the runs started so far, retries placed
+	// anew included. The loop alone uses them.
+	wave, launched int
+
 	mu       sync.Mutex
 	parallel int       // lanes there may be
 	lanes    []bool    // busy; grown as lanes are first used, so that --parallel 1000000 costs nothing until runs use it
@@ -99,18 +105,29 @@ type scheduler struct {
 
 func newScheduler(opts *Options, parallel int) *scheduler {
 	s := &scheduler{
-		// The queue looks ahead four runs a lane for backfilling, and no
-		// further than 65,536: a sweep of ten million runs with --parallel
-		// 1000000 must not hold millions of runs.
-		window:   max(256, 4*min(parallel, 1<<14)),
 		parallel: parallel,
 		holds:    map[string]int{},
 		learned:  map[string]uint64{},
 		wake:     make(chan struct{}, 1),
 	}
+	s.wave = parallel
 	if opts.hasTopology() {
 		s.alloc = pack.NewAllocator(opts.Topology)
+		s.wave = min(parallel, fitting(opts.Topology, opts.Request, maxWave))
+		if opts.Parallel == 0 {
+			// No cap of the user's: runs that hold nothing of their own
+			// (no GPU, a shared CPU, no memory) are the only ones nothing
+			// else bounds; one per CPU at once.
+			s.alloc.LimitBare(len(opts.Topology.CPUs))
+		}
+		if opts.Stagger > 0 && s.wave > 1 {
+			s.alloc.Spread(true) // the first wave on distinct GPUs
+		}
 	}
+	// The queue looks ahead four runs a lane for backfilling, and no
+	// further than 65,536: a sweep of ten million runs with --parallel
+	// 1000000 must not hold millions of runs.
+	s.window = max(256, 4*min(s.wave, 1<<14))
 	wait := opts.BackfillWait
 	switch {
 	case wait == 0:
@@ -120,6 +137,31 @@ func newScheduler(opts *Options, parallel int) *scheduler {
 	}
 	s.queue = pack.NewQueue[*pending](s.alloc, wait)
 	return s
+}
+
+// maxWave bounds the first wave: the runs of one request that fit a node
+// are counted up to it.
+const maxWave = 1 << 14
+
+// fitting counts the runs asking for r that fit the empty topology t at
+// once, up to limit; a gpu_mem=auto run counts as the GPU of its own it
+// has until it is measured.
+func fitting(t pack.Topology, r pack.Request, limit int) int {
+	if r.AutoGPUMem {
+		r.AutoGPUMem, r.GPUShare = false, pack.GPUWhole
+	}
+	a := pack.NewAllocator(t)
+	if r == (pack.Request{}) {
+		a.LimitBare(len(t.CPUs))
+	}
+	n := 0
+	for n < limit {
+		if _, err := a.Allocate(r); err != nil {
+			break
+		}
+		n++
+	}
+	return max(n, 1)
 }
 
 func (s *scheduler) signal() {
@@ -326,9 +368,12 @@ func (e *Execution) startReady() time.Duration {
 	}
 	for s.queue.Len() > 0 && !e.halted() {
 		now := time.Now()
-		lane, wait := e.freeLane(now)
-		if lane < 0 {
+		if wait := e.staggered(now); wait > 0 {
 			return wait
+		}
+		lane := e.freeLane()
+		if lane < 0 {
+			return 0
 		}
 		p, as, err := s.queue.Next(now)
 		if errors.Is(err, pack.ErrBusy) {
@@ -339,31 +384,36 @@ func (e *Execution) startReady() time.Duration {
 			return 0
 		}
 		e.launch(lane, p, as)
+		if s.launched++; s.launched == s.wave && e.opts.Stagger > 0 && s.alloc != nil {
+			s.alloc.Spread(false) // the first wave is out: pack as usual
+		}
 	}
 	return 0
 }
 
-// freeLane returns the lowest lane that is free and past its stagger, or
-// -1 and how long until a free lane is past its stagger (0 when every
-// lane is busy).
-func (e *Execution) freeLane(now time.Time) (int, time.Duration) {
+// staggered returns how long the next start must wait for the stagger:
+// the k-th start of the first wave (k from 0) is not before k×Stagger
+// after the sweep's start; later starts do not wait. It waits for the
+// clock only, never for a lane: the run goes to whatever is free then.
+func (e *Execution) staggered(now time.Time) time.Duration {
+	s := e.sched
+	if e.opts.Stagger <= 0 || s.launched >= s.wave {
+		return 0
+	}
+	return max(e.start.Add(time.Duration(s.launched)*e.opts.Stagger).Sub(now), 0)
+}
+
+// freeLane returns the lowest free lane, or -1 when Parallel are busy.
+func (e *Execution) freeLane() int {
 	s := e.sched
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var wait time.Duration
 	for i := range min(len(s.lanes)+1, s.parallel) {
-		if i < len(s.lanes) && s.lanes[i] {
-			continue
-		}
-		at := e.start.Add(time.Duration(i) * e.opts.Stagger)
-		if !now.Before(at) {
-			return i, 0
-		}
-		if d := at.Sub(now); wait == 0 || d < wait {
-			wait = d
+		if i >= len(s.lanes) || !s.lanes[i] {
+			return i
 		}
 	}
-	return -1, wait
+	return -1
 }
 
 // launch starts run p in lane with the resources as, in its own
