@@ -16,7 +16,9 @@
 # It prints the makespan (wall time of nodepack run), the lower bound (the
 # GPU-seconds over 4 GPUs, or the longest run) and their ratio: with
 # --backfill-wait of one "minute" (as the default is to real runs), and
-# with the default, under which no run of this bench ever reserves; then
+# with the default, under which no run of this bench ever reserves, both
+# with --parallel N; with default flags (no --parallel: as many at once as
+# the runs' requests fit), which should be as good as the best flags; then
 # the same for static slots: every run with 2 GPUs, as a launcher with one
 # request for the whole sweep must run it. pack's BenchmarkMixedSweepMakespan
 # and TestMixedSweepMakespan run 300-run sweeps of this kind in virtual
@@ -92,5 +94,7 @@ packed=$(seconds "$nodepack" run --inventory "$work/node.json" --parallel "$n" -
 printf '%-44s %7.2f s  %5.3f× the bound\n' "nodepack, each run its request" "$packed" "$(echo "$packed / $bound" | bc -l)"
 packed=$(seconds "$nodepack" run --inventory "$work/node.json" --parallel "$n" --sample-interval 0 -q -o "$work/packed-nowait" "$work/packed.txt")
 printf '%-44s %7.2f s  %5.3f× the bound\n' "nodepack, each run its request, no reserving" "$packed" "$(echo "$packed / $bound" | bc -l)"
+packed=$(seconds "$nodepack" run --inventory "$work/node.json" --sample-interval 0 -q -o "$work/packed-default" "$work/packed.txt")
+printf '%-44s %7.2f s  %5.3f× the bound\n' "nodepack, default flags" "$packed" "$(echo "$packed / $bound" | bc -l)"
 static=$(seconds "$nodepack" run --inventory "$work/node.json" --gpus-per-run 2 --sample-interval 0 -q -o "$work/static" "$work/static.txt")
 printf '%-44s %7.2f s  %5.3f× the bound\n' "static slots of 2 GPUs" "$static" "$(echo "$static / $bound" | bc -l)"

@@ -168,9 +168,7 @@ func NewPlan(t Topology, o Options) (Plan, error) {
 			// differ by more than one run.
 			most = (parallel + len(a.cpus) - 1) / len(a.cpus)
 		}
-		p.Warnings = append(p.Warnings, fmt.Sprintf(
-			"%d runs at once share %d CPUs, up to %d on one CPU: lower --parallel to give each run CPUs of its own",
-			parallel, len(a.cpus), most))
+		p.Warnings = append(p.Warnings, sharingWarning(o, parallel, len(a.cpus), len(a.units), most))
 	}
 	p.IdleGPUs, _ = a.Free()
 	if o.Parallel == 0 && o.CPUsPerRun > 0 && len(p.IdleGPUs) > 0 && len(a.units) > 0 {
@@ -189,6 +187,25 @@ func NewPlan(t Topology, o Options) (Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// sharingWarning says that parallel runs at once share ncpus CPUs, up to
+// most on one, and what made them that many: the --parallel the user gave,
+// the runs per GPU the user asked for, or the node itself (more GPUs, one
+// run each, than CPUs). It names only flags the user gave.
+func sharingWarning(o Options, parallel, ncpus, gpus, most int) string {
+	shared := fmt.Sprintf("share %s, up to %d on one CPU", plural(ncpus, "CPU"), most)
+	switch {
+	case o.Parallel > 0:
+		return fmt.Sprintf("--parallel %d: %d runs at once %s; lower --parallel to give each run CPUs of its own", o.Parallel, parallel, shared)
+	case o.RunsPerGPU > 1:
+		return fmt.Sprintf("--runs-per-gpu %d on %s: %d runs at once %s; --cpus-per-run 1 gives each run a CPU of its own, with fewer at once", o.RunsPerGPU, plural(gpus, "GPU"), parallel, shared)
+	case o.GPUShare > 0:
+		return fmt.Sprintf("--gpus-per-run %s on %s: %d runs at once %s; --cpus-per-run 1 gives each run a CPU of its own, with fewer at once", formatShare(o.GPUShare), plural(gpus, "GPU"), parallel, shared)
+	case o.GPUMem > 0:
+		return fmt.Sprintf("--gpu-mem-per-run %s on %s: %d runs at once %s; --cpus-per-run 1 gives each run a CPU of its own, with fewer at once", FormatSize(o.GPUMem), plural(gpus, "GPU"), parallel, shared)
+	}
+	return fmt.Sprintf("this node has more GPUs than CPUs: its %d runs at once (one per GPU) %s", parallel, shared)
 }
 
 // resolve fills in the defaults of o and checks that o fits the node.

@@ -282,7 +282,7 @@ func TestNewPlanSharedCPUs(t *testing.T) {
 				"GPU-dgx-6 | 0 | numa -1 shared-gpu shared-cpu", "GPU-dgx-6 | 16 | numa -1 shared-gpu shared-cpu",
 				"GPU-dgx-7 | 32 | numa -1 shared-gpu shared-cpu", "GPU-dgx-7 | 48 | numa -1 shared-gpu shared-cpu",
 			},
-			wantWarning: "16 runs at once share 8 CPUs, up to 2 on one CPU: lower --parallel to give each run CPUs of its own",
+			wantWarning: "--parallel 16: 16 runs at once share 8 CPUs, up to 2 on one CPU; lower --parallel to give each run CPUs of its own",
 		},
 		{
 			description: "laptop, 6 runs on one GPU and 4 CPUs: no CPU serves more than one run above another",
@@ -296,13 +296,25 @@ func TestNewPlanSharedCPUs(t *testing.T) {
 				"GPU-laptop-0 | 0 | numa 0 shared-gpu shared-cpu",
 				"GPU-laptop-0 | 1 | numa 0 shared-gpu shared-cpu",
 			},
-			wantWarning: "6 runs at once share 4 CPUs, up to 2 on one CPU: lower --parallel to give each run CPUs of its own",
+			wantWarning: "--runs-per-gpu 6 on 1 GPU: 6 runs at once share 4 CPUs, up to 2 on one CPU; --cpus-per-run 1 gives each run a CPU of its own, with fewer at once",
 		},
 		{
 			description: "CPU-only node, 40 runs on 32 CPUs",
 			topo:        topoCPUOnly,
 			opts:        Options{Parallel: 40},
-			wantWarning: "40 runs at once share 32 CPUs, up to 2 on one CPU: lower --parallel to give each run CPUs of its own",
+			wantWarning: "--parallel 40: 40 runs at once share 32 CPUs, up to 2 on one CPU; lower --parallel to give each run CPUs of its own",
+		},
+		{
+			description: "the node causes it: four GPUs, one run each, on two CPUs; no flag is named",
+			topo:        Topology{CPUs: topoFourGPU.CPUs[:2], GPUs: topoFourGPU.GPUs},
+			opts:        Options{},
+			wantWarning: "this node has more GPUs than CPUs: its 4 runs at once (one per GPU) share 2 CPUs, up to 2 on one CPU",
+		},
+		{
+			description: "--gpus-per-run 0.5 causes it: eight runs on four GPUs and four CPUs",
+			topo:        Topology{CPUs: topoFourGPU.CPUs[:4], GPUs: topoFourGPU.GPUs},
+			opts:        Options{GPUShare: 500},
+			wantWarning: "--gpus-per-run 0.5 on 4 GPUs: 8 runs at once share 4 CPUs, up to 2 on one CPU; --cpus-per-run 1 gives each run a CPU of its own, with fewer at once",
 		},
 	}
 	for _, tc := range tests {
@@ -746,7 +758,7 @@ func TestNewPlanRunsCutsTheFirstWave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("1000000 runs at once share %d CPUs, up to %d on one CPU", len(topoCPUOnly.CPUs), (1_000_000+len(topoCPUOnly.CPUs)-1)/len(topoCPUOnly.CPUs)); len(p.Warnings) != 1 || !strings.HasPrefix(p.Warnings[0], want) {
+	if want := fmt.Sprintf("--parallel 1000000: 1000000 runs at once share %d CPUs, up to %d on one CPU", len(topoCPUOnly.CPUs), (1_000_000+len(topoCPUOnly.CPUs)-1)/len(topoCPUOnly.CPUs)); len(p.Warnings) != 1 || !strings.HasPrefix(p.Warnings[0], want) {
 		t.Errorf("warnings %q, want %q…", p.Warnings, want)
 	}
 }

@@ -119,6 +119,10 @@ type Sweep struct {
 	done    int       // runs of this shard finished before (to be skipped)
 	end     time.Time // the job's end, with StopBefore
 	notes   []string
+	// shareCPU counts the runs whose own request asks for a shared CPU
+	// (cpus=0) where the default does not; shareFirst is the first's origin.
+	shareCPU   int
+	shareFirst string
 }
 
 // Prepare checks everything before anything starts: the source and every
@@ -299,6 +303,15 @@ func (s *Sweep) scan() error {
 		s.notes = append(s.notes, fmt.Sprintf("shard %s from %s: runs %d, %d, %d, …; --shard none runs them all",
 			s.shard, s.from, s.shard.Index, s.shard.Index+s.shard.Count, s.shard.Index+2*s.shard.Count))
 	}
+	if s.shareCPU > 0 {
+		// Said where the runs' requests, not the plan, make runs share CPUs.
+		who := fmt.Sprintf("%d runs ask", s.shareCPU)
+		if s.shareCPU == 1 {
+			who = "1 run asks"
+		}
+		s.notes = append(s.notes, fmt.Sprintf("%s for cpus=0 (from %s on): each shares one CPU with other runs that do, their requests (not --parallel) make them share",
+			who, s.shareFirst))
+	}
 	if m := s.opts.RunsPerShard; m > 0 && s.shard.Count > 1 {
 		total := s.source.Total()
 		if need := (total + m - 1) / m; need != s.shard.Count {
@@ -358,6 +371,11 @@ func (s *Sweep) requestCheck() func(execute.Run) error {
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", run.Origin, err)
+		}
+		if r.CPUs == 0 && x.Request.CPUs > 0 {
+			if s.shareCPU++; s.shareCPU == 1 {
+				s.shareFirst = run.Origin
+			}
 		}
 		return nil
 	}
@@ -692,7 +710,8 @@ func (r *Session) Wait() Outcome {
 	switch {
 	case o.Interrupt != nil:
 		o.Note = in.Error()
-	case o.Problem != nil && errors.Is(o.Problem, syscall.ENOSPC):
+	case diskFull(o.Problem), diskFull(err):
+		// The ledger's disk, or the disk a run's directory and logs are on.
 		o.Note = "stopped: disk full (no space left on device)"
 	case o.Problem != nil:
 		o.Note = "stopped: " + o.Problem.Error()
@@ -712,6 +731,11 @@ func (r *Session) Wait() Outcome {
 		o.Requeued = o.RequeueErr == nil
 	}
 	return o
+}
+
+// diskFull reports whether err says a disk is full, or a quota reached.
+func diskFull(err error) bool {
+	return err != nil && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT))
 }
 
 // retries reports whether a run the ledger says failed runs again.

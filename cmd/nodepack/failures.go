@@ -43,6 +43,10 @@ func nextSteps(classes map[failure.Class]int, dir string) []string {
 			out = append(out, runs(c)+" hit a GPU error: check the GPU (nvidia-smi -q, Xid lines in dmesg), then "+retry+"; --retry gpu-error=N retries at once")
 		case failure.DiskFull:
 			out = append(out, runs(c)+" found the disk full: free space where they write (df -h "+dir+"), then "+retry)
+		case failure.IOError:
+			out = append(out, runs(c)+" hit an I/O error where nodepack writes their logs: check the disk (dmesg), then "+retry)
+		case failure.Setup:
+			out = append(out, runs(c)+" could not be set up by nodepack (their directory, logs or scratch; the error says which): fix that, then "+retry)
 		case failure.NotFound:
 			out = append(out, runs(c)+" could not start their program (exit 126/127): check the command, PATH and the --wrap prefix (their stderr says which), then "+retry)
 		case failure.Timeout:

@@ -286,3 +286,44 @@ func TestRequestThatNeverFits(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultsPack: with default flags, as many runs run at once as their
+// requests fit, not one per GPU: eight quarter-GPU runs on four GPUs all
+// run together. Each run waits to be let go once all eight have started;
+// with a cap of one run per GPU the rest would never start, and the test
+// would fail at its deadline.
+func TestDefaultsPack(t *testing.T) {
+	node := fourGPUNode(t)
+	dir := t.TempDir()
+	var lines []string
+	for i := range 8 {
+		lines = append(lines, fmt.Sprintf("touch %s/started.%d; until test -e %s/go; do sleep 0.05; done", dir, i, dir))
+	}
+	tasks := writeFile(t, dir, "tasks.txt", "#nodepack gpus=0.25\n"+strings.Join(lines, "\n")+"\n")
+	cmd := nodepackCommand(t, nil, "run", "--inventory", node, "--sample-interval", "0", "-q", "-o", filepath.Join(dir, "out"), tasks)
+	var out syncBuilder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		started, _ := filepath.Glob(filepath.Join(dir, "started.*"))
+		if len(started) == 8 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("%d of 8 quarter-GPU runs started together on four GPUs with default flags, want 8\n%s", len(started), out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	writeFile(t, dir, "go", "")
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("nodepack run: %v\n%s", err, out.String())
+	}
+	if strings.Contains(out.String(), "--parallel") {
+		t.Errorf("output names --parallel, which was not given:\n%s", out.String())
+	}
+}

@@ -49,7 +49,7 @@ type packOptions struct {
 }
 
 func (o *packOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.IntVarP(&o.Parallel, "parallel", "j", 0, "runs at once (default: one per GPU or MIG device, else one per physical core)")
+	fs.IntVarP(&o.Parallel, "parallel", "j", 0, "`N` runs at once (default: plan lays out one per GPU or MIG device, else one per physical core; run starts as many as the runs' requests fit)")
 	fs.Var(gpusValue{&o.Options}, "gpus-per-run", "GPUs each run gets: a number `G` of its own, or a share of one such as 0.25 or 1/4 (default 1 when there are GPUs)")
 	fs.IntVar(&o.RunsPerGPU, "runs-per-gpu", 0, "runs that share one GPU, `K` of them: --gpus-per-run 1/K (default 1)")
 	fs.Var(gpuMemValue{&o.Options}, "gpu-mem-per-run", "GPU memory each run needs, `SIZE` such as 12GiB: runs share GPUs while their memory fits; auto measures the first run of each command shape")

@@ -19,9 +19,10 @@ const retryUsage = `Usage: nodepack retry [--class CLASS]… [--run ID]… DIR
 
 Runs again the failed runs of the sweep in the output directory DIR — all
 of them, or those of the given failure classes (cuda-oom, host-oom,
-gpu-error, disk-full, not-found, timeout, signal, exit) and run IDs —
-with the command recorded in DIR's ledger, from the directory it ran in:
-nodepack run with its flags, --retry-failed and -o DIR. Runs that
+gpu-error, disk-full, io-error, setup, not-found, timeout, signal, exit)
+and run IDs — with the command recorded in DIR's ledger, from the
+directory it ran in: nodepack run with its flags, --retry-failed and -o
+DIR. Runs that
 succeeded stay done, failed runs not chosen stay failed, and runs never
 started or interrupted run as a resume runs them. nodepack status --failed
 DIR lists the failed runs with their class. Exit status as nodepack run's;

@@ -352,7 +352,7 @@ func TestHugeParallelCostsWhatTheRunsUse(t *testing.T) {
 	if err := json.Unmarshal(log.Header().Plan, &plan); err != nil {
 		t.Fatal(err)
 	}
-	if len(plan.Slots) != 3 || !strings.HasPrefix(strings.Join(plan.Warnings, ";"), "1000000 runs at once share") {
+	if len(plan.Slots) != 3 || !strings.HasPrefix(strings.Join(plan.Warnings, ";"), "--parallel 1000000: 1000000 runs at once share") {
 		t.Errorf("the ledger's plan has %d slots, warnings %q; want 3 and the sharing of a million", len(plan.Slots), plan.Warnings)
 	}
 }

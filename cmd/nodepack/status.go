@@ -25,9 +25,9 @@ the job id alone: see below), from its
 ledgers (all shards together), while it runs or after: how many runs are
 pending, running, succeeded, failed and interrupted; the running ones with
 their slot, GPUs, CPUs and time so far; the failed ones with why they
-failed (their class: cuda-oom, host-oom, gpu-error, disk-full, not-found,
-timeout, signal or exit), exit code, attempts, the last lines of their
-stderr and their log; the GPUs taken out of use after a fault; and, while
+failed (their class: cuda-oom, host-oom, gpu-error, disk-full, io-error,
+setup, not-found, timeout, signal or exit), exit code, attempts, the last
+lines of their stderr and their log; the GPUs taken out of use after a fault; and, while
 it runs, the throughput and an estimate of the time left. --failed shows
 the failed runs only.
 It only reads DIR, so it works from any shell that sees the file system (a

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"io/fs"
 	"iter"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -522,8 +523,19 @@ func (e *Execution) runAll(r *placed) (requeue *pack.Request) {
 		n := p.attempts // this sweep's, across placements
 		ev, started, err := e.attempt(r, prior+n)
 		if err != nil {
-			e.fail(fmt.Errorf("execute: %s: %w", originOf(*run), err))
-			return nil
+			// Not the run's doing: the attempt fails as setup, and the
+			// sweep goes on, unless the node's disk is full or failing,
+			// which no run can be set up on: then it stops starting runs,
+			// and the attempt was interrupted, for a rerun to run again.
+			var node bool
+			ev, node = e.setupFailed(ev, err)
+			if node {
+				e.record(r.lane, ev, n == 1)
+				e.emit(ev)
+				e.fail(fmt.Errorf("execute: %s: %w", originOf(*run), err))
+				return nil
+			}
+			started = true
 		}
 		if !started {
 			return nil // the sweep stopped before this attempt could start
@@ -708,7 +720,14 @@ func (e *Execution) prepare(ev *Event, lane, n int) (*attemptFiles, error) {
 	f := &attemptFiles{}
 	if e.outDir != "" {
 		f.runDir = filepath.Join(e.outDir, "runs", ev.Run.dirName())
-		switch err := os.Mkdir(f.runDir, 0o755); {
+		err := os.Mkdir(f.runDir, 0o755)
+		if errors.Is(err, fs.ErrNotExist) {
+			// runs/ was removed under the sweep: make it again.
+			if err = os.MkdirAll(filepath.Dir(f.runDir), 0o755); err == nil {
+				err = os.Mkdir(f.runDir, 0o755)
+			}
+		}
+		switch {
 		case err == nil:
 			f.createdRunDir = true
 		case !errors.Is(err, os.ErrExist):
@@ -716,7 +735,6 @@ func (e *Execution) prepare(ev *Event, lane, n int) (*attemptFiles, error) {
 		}
 		ev.Stdout = filepath.Join(f.runDir, "stdout.log")
 		ev.Stderr = filepath.Join(f.runDir, "stderr.log")
-		var err error
 		if f.stdout, err = openLog(ev.Stdout); err != nil {
 			f.close(true)
 			return nil, err
@@ -740,9 +758,19 @@ func (e *Execution) prepare(ev *Event, lane, n int) (*attemptFiles, error) {
 	e.sched.mu.Lock()
 	f.lane = e.sched.tmp[lane]
 	e.sched.mu.Unlock()
+	if *f.lane != "" && !present(*f.lane) {
+		*f.lane = "" // a temp cleaner took it
+	}
 	if *f.lane == "" {
 		dir := filepath.Join(e.scratch, strconv.Itoa(lane)+"."+strconv.FormatInt(e.tmpSeq.Add(1), 10))
-		if err := os.Mkdir(dir, 0o700); err != nil {
+		err := os.Mkdir(dir, 0o700)
+		if errors.Is(err, fs.ErrNotExist) {
+			// A temp cleaner removed the scratch root: make it again.
+			if err = os.MkdirAll(e.scratch, 0o700); err == nil {
+				err = os.Mkdir(dir, 0o700)
+			}
+		}
+		if err != nil {
 			f.close(true)
 			return nil, err
 		}
@@ -750,6 +778,12 @@ func (e *Execution) prepare(ev *Event, lane, n int) (*attemptFiles, error) {
 	}
 	f.tmpDir = *f.lane
 	return f, nil
+}
+
+// present reports whether a directory is at path.
+func present(path string) bool {
+	st, err := os.Lstat(path)
+	return err == nil && st.IsDir()
 }
 
 // begin readies the logs for attempt n once it is sure to start: the first
@@ -1122,6 +1156,25 @@ type startError struct{ err error }
 
 func (e *startError) Error() string { return e.err.Error() }
 func (e *startError) Unwrap() error { return e.err }
+
+// setupFailed completes ev for an attempt the runner could not set up
+// because of err (its run directory, logs, scratch or memory group), with
+// its class (see failure.OfSetup); node says the node is at fault (a full
+// disk, an I/O error): then the attempt was interrupted, not failed.
+func (e *Execution) setupFailed(ev Event, err error) (Event, bool) {
+	ev.Kind = Finished
+	if ev.Start.IsZero() {
+		ev.Start = time.Now()
+	}
+	ev.End, ev.ExitCode, ev.PID = time.Now(), -1, 0
+	ev.Err = fmt.Errorf("nodepack could not set up the attempt: %w", err)
+	class, node := failure.OfSetup(err)
+	ev.Reason, ev.Class = Failed, class
+	if node {
+		ev.Reason = Interrupted
+	}
+	return ev, node
+}
 
 // notStarted completes ev for an attempt whose command could not start.
 func (e *Execution) notStarted(ev Event, err error) Event {

@@ -360,3 +360,45 @@ func TestNoGPULeftStopsStarting(t *testing.T) {
 		t.Errorf("summary %+v, %d events", sum, len(events))
 	}
 }
+
+// TestScratchRemovedUnderTheSweep: a temp cleaner that removes nodepack's
+// scratch root (the runs' TMPDIRs' parent), and the runs/ directory, while
+// the sweep runs costs no run: what is missing is made again.
+func TestScratchRemovedUnderTheSweep(t *testing.T) {
+	out := t.TempDir()
+	var lines []string
+	for range 6 {
+		lines = append(lines, `test -d "$TMPDIR" && rm -rf "$(dirname "$TMPDIR")" "$(dirname "$NODEPACK_RUN_DIR")"`)
+	}
+	sum, events, err := execute(t, t.Context(), lanes(2), Options{OutputDir: out}, shell(lines...)...)
+	if err != nil || sum.Succeeded != len(lines) {
+		for _, ev := range events {
+			t.Logf("run %d: %s %s %v", ev.Run.Index, ev.Reason, ev.Class, ev.Err)
+		}
+		t.Fatalf("%d of %d succeeded, err %v; want all, each with a TMPDIR", sum.Succeeded, len(lines), err)
+	}
+}
+
+// TestSetupFailureFailsTheAttempt: a run whose directory cannot be made
+// (a file is in its way) fails as setup, with the reason, and the sweep
+// goes on with the other runs.
+func TestSetupFailureFailsTheAttempt(t *testing.T) {
+	out := t.TempDir()
+	runs := shell("true", "true", "true")
+	os.MkdirAll(filepath.Join(out, "runs"), 0o755)
+	if err := os.WriteFile(filepath.Join(out, "runs", runs[1].dirName()), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum, events, err := execute(t, t.Context(), lanes(1), Options{OutputDir: out}, runs...)
+	if err != nil {
+		t.Fatalf("Execute: %v, want no error: the sweep goes on", err)
+	}
+	if sum.Succeeded != 2 || sum.Failed != 1 || sum.Classes[failure.Setup] != 1 {
+		t.Errorf("summary %+v, want 2 succeeded and 1 failed as setup", sum)
+	}
+	for _, ev := range events {
+		if ev.Run.Index == 1 && (ev.Class != failure.Setup || ev.Err == nil || !strings.Contains(ev.Err.Error(), "could not set up")) {
+			t.Errorf("run 1: class %q, err %v; want setup and why", ev.Class, ev.Err)
+		}
+	}
+}

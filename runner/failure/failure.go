@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Class is the reason an attempt failed. The zero value means none: the
@@ -32,7 +33,9 @@ const (
 	CUDAOOM     Class = "cuda-oom"    // the run's stderr shows a GPU out-of-memory error
 	HostOOM     Class = "host-oom"    // the kernel's OOM killer killed it
 	GPUError    Class = "gpu-error"   // the run's GPU failed (Xid, ECC) or its stderr shows a CUDA/NCCL fault
-	DiskFull    Class = "disk-full"   // ENOSPC in its stderr
+	DiskFull    Class = "disk-full"   // ENOSPC in its stderr, or the node's disk full (EDQUOT too) where the runner writes its logs
+	IOError     Class = "io-error"    // an I/O error (EIO) where the runner writes the run's directory or logs: the node's disk
+	Setup       Class = "setup"       // the runner could not set up the attempt (its directory, logs, scratch or memory group): not the run's doing
 	NotFound    Class = "not-found"   // the program (or the --wrap prefix) is missing or not executable: exit 126/127, or it could not start
 	Timeout     Class = "timeout"     // the runner stopped it after its time limit
 	Signal      Class = "signal"      // killed by a signal the runner did not send
@@ -41,7 +44,21 @@ const (
 )
 
 // Classes lists every class, in the order they are shown.
-var Classes = []Class{CUDAOOM, HostOOM, GPUError, DiskFull, NotFound, Timeout, Signal, Exit, Interrupted}
+var Classes = []Class{CUDAOOM, HostOOM, GPUError, DiskFull, IOError, Setup, NotFound, Timeout, Signal, Exit, Interrupted}
+
+// OfSetup returns the class of an attempt the runner could not set up
+// because of err, and whether that is the node's fault (its disk full or
+// failing) rather than this attempt's: then no run can be set up, and the
+// sweep should stop starting runs.
+func OfSetup(err error) (c Class, node bool) {
+	switch {
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return DiskFull, true
+	case errors.Is(err, syscall.EIO):
+		return IOError, true
+	}
+	return Setup, false
+}
 
 // Valid reports whether c is one of Classes.
 func (c Class) Valid() bool { return slices.Contains(Classes, c) }
@@ -86,7 +103,7 @@ func ParsePattern(s string) (Pattern, error) {
 		return Pattern{}, fmt.Errorf("failure pattern %q: %w", s, err)
 	}
 	switch c {
-	case Timeout, Signal, Exit, Interrupted:
+	case Timeout, Signal, Exit, Interrupted, IOError, Setup:
 		return Pattern{}, fmt.Errorf("failure pattern %q: %s is not read from a log", s, c)
 	}
 	re, err := regexp.Compile(expr)
