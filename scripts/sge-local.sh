@@ -14,17 +14,27 @@
 #                                     task ended with failed=0 and exit_status=0
 #   scripts/sge-local.sh stop         delete the jobs, stop the daemons by their pid files
 #
+# The cell runs the example scripts as they are written: its queue has at
+# least 16 slots (the examples' -pe smp 16; Grid Engine counts slots, not
+# CPUs, and nodepack uses the CPUs this machine has), and a consumable
+# complex gpu, SGE_LOCAL_GPUS of them: a job that asks -l gpu=N gets N fake
+# GPUs in CUDA_VISIBLE_DEVICES (0,…,N-1, no driver behind them), as a
+# site's prolog gives real ones; a job that sets CUDA_VISIBLE_DEVICES
+# itself (-v, -V) keeps its own.
+#
 # Knobs (environment, read at start): SGE_LOCAL_DIR (/tmp/nodepack-sge; an
 # absolute path at least two levels deep: start removes parts of it),
 # SGE_LOCAL_PORT (6444; sge_execd uses the next port), SGE_LOCAL_SLOTS
-# (nproc), SGE_LOCAL_NOTIFY (00:00:60: how long -notify jobs have between
-# SIGUSR1/SIGUSR2 and SIGSTOP/SIGKILL). Must run as root. Every command is
-# idempotent, and stop kills only what start started.
+# (nproc, at least 16), SGE_LOCAL_GPUS (4), SGE_LOCAL_NOTIFY (00:00:60: how
+# long -notify jobs have between SIGUSR1/SIGUSR2 and SIGSTOP/SIGKILL). Must
+# run as root. Every command is idempotent, and stop kills only what start
+# started.
 set -euo pipefail
 
 dir=${SGE_LOCAL_DIR:-/tmp/nodepack-sge}
 port=${SGE_LOCAL_PORT:-6444}
-slots=${SGE_LOCAL_SLOTS:-$(nproc)}
+slots=${SGE_LOCAL_SLOTS:-$(($(nproc) > 16 ? $(nproc) : 16))}
+gpus=${SGE_LOCAL_GPUS:-4}
 notify=${SGE_LOCAL_NOTIFY:-00:00:60}
 lib=/usr/lib/gridengine
 
@@ -130,11 +140,29 @@ write_cell() {
 	q spooldefaults managers root >/dev/null
 }
 
-# configure: the scheduler (every second), this host as admin and exec
-# host, a parallel environment smp, and the queue all.q.
+# configure: the scheduler (every second), the complex gpu, this host as
+# admin and exec host with its fake GPUs, a parallel environment smp, and
+# the queue all.q, whose starter gives a job the GPUs it asked for. gpu
+# is consumed per job (JOB), not per slot: -pe smp 16 -l gpu=4 is 4 GPUs.
 configure() {
 	local host f=$dir/conf.tmp
 	host=$(hostname)
+	{ q qconf -sc; echo "gpu gpu INT <= YES JOB 0 0"; } >"$f"
+	quiet qconf -Mc "$f"
+	cat >"$dir/starter.sh" <<-'STARTER'
+		#!/bin/bash
+		# sge-local.sh's starter_method: a job that asked for -l gpu=N gets N
+		# fake GPUs, as a site's prolog would give it real ones.
+		if [ -z "${CUDA_VISIBLE_DEVICES+set}" ]; then
+			n=$("$SGE_ROOT/bin/lx-amd64/qstat" -j "$JOB_ID" 2>/dev/null |
+				sed -n 's/^hard resource_list: *//p' | tr ',' '\n' | sed -n 's/^gpu=//p' | head -n 1)
+			if [ -n "$n" ] && [ "$n" -gt 0 ]; then
+				export CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((n - 1)))
+			fi
+		fi
+		exec "$@"
+	STARTER
+	chmod 755 "$dir/starter.sh"
 	q qconf -ssconf |
 		sed -e 's/^schedule_interval .*/schedule_interval                 0:0:1/' \
 			-e 's/^flush_submit_sec .*/flush_submit_sec                  1/' \
@@ -142,7 +170,7 @@ configure() {
 			-e 's/^job_load_adjustments .*/job_load_adjustments              NONE/' >"$f"
 	quiet qconf -Msconf "$f"
 	q qconf -as "$host" >/dev/null 2>&1 || true
-	printf 'hostname %s\nload_scaling NONE\ncomplex_values NONE\nuser_lists NONE\nxuser_lists NONE\nprojects NONE\nxprojects NONE\nusage_scaling NONE\nreport_variables NONE\n' "$host" >"$f"
+	printf 'hostname %s\nload_scaling NONE\ncomplex_values gpu=%s\nuser_lists NONE\nxuser_lists NONE\nprojects NONE\nxprojects NONE\nusage_scaling NONE\nreport_variables NONE\n' "$host" "$gpus" >"$f"
 	quiet qconf -Ae "$f"
 	cat >"$f" <<-PE
 		pe_name            smp
@@ -170,6 +198,7 @@ configure() {
 			-e 's/^shell_start_mode .*/shell_start_mode      unix_behavior/' \
 			-e 's/^load_thresholds .*/load_thresholds       NONE/' \
 			-e "s|^tmpdir .*|tmpdir                $dir/tmp|" \
+			-e "s|^starter_method .*|starter_method        $dir/starter.sh|" \
 			-e "s/^notify .*/notify                $notify/" >"$f"
 	grep -q '^qname ' "$f" || die "qconf gave no queue template"
 	quiet qconf -Aq "$f"
@@ -203,7 +232,7 @@ start() {
 	[0-9]*"|") ;;
 	*) die "sge_execd did not come up (queue state '$state'); see $dir/spool/execd/*/messages" ;;
 	esac
-	echo "sge-local: up ($host, $slots slots); run: eval \"\$($0 env)\""
+	echo "sge-local: up ($host, $slots slots, $gpus fake GPUs); run: eval \"\$($0 env)\""
 }
 
 stop_daemons() {

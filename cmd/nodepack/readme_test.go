@@ -21,7 +21,7 @@ import (
 // elsewhere lists the README commands this test does not run, with where
 // they are run instead. Every other command in the README is run here.
 var elsewhere = map[string]string{
-	"go test -race ./...": "the test suite itself (.ci/run runs it)",
+	"go test ./...": "the test suite itself (.ci/run runs it, with -race)",
 	"SLURM_LOCAL_KILLWAIT=5 SLURM_LOCAL_CRED_EXPIRE=5 scripts/slurm-local.sh start": "needs root and a few minutes: .ci/run runs this block in its Slurm step",
 	`eval "$(scripts/slurm-local.sh env)"`:                                          "the Slurm block, run by .ci/run",
 	"NODEPACK_SLURM_TESTS=1 go test -count=1 -v -timeout 25m ./examples/slurm":      "the Slurm block, run by .ci/run",
@@ -31,6 +31,12 @@ var elsewhere = map[string]string{
 	"NODEPACK_SGE_TESTS=1 go test -count=1 -v -timeout 15m ./examples/sge":          "the Grid Engine block, run by .ci/run",
 	"scripts/sge-local.sh stop":                                                     "the Grid Engine block, run by .ci/run",
 }
+
+// commandLimit is how long one README or --help command may take before
+// it counts as hung (a block of the README's, twice that: it builds
+// nodepack). It is for hangs, not for speed: with the race detector and
+// two CPU hogs on 2 CPUs, what takes seconds idle has taken minutes.
+const commandLimit = 5 * time.Minute
 
 // sandbox is a directory with a copy of the repository (so go run and go
 // install work, and nothing lands in the real one), a bin directory first
@@ -263,7 +269,7 @@ func TestReadmeCommands(t *testing.T) {
 	}
 	sb := newSandbox(t)
 	listed := map[string]bool{}
-	if out, err := sb.shell(readmeFillSetup, 2*time.Minute, 0); err != nil {
+	if out, err := sb.shell(readmeFillSetup, commandLimit, 0); err != nil {
 		t.Fatalf("setup of the commands that name an output directory: %v\n%s", err, out)
 	}
 	filled := map[string]bool{}
@@ -278,7 +284,7 @@ func TestReadmeCommands(t *testing.T) {
 			}
 			filled[cmd] = true
 			t.Logf("%s: %s as %s", readme, cmd, script)
-			if out, err := sb.shellIn("fill", script, 2*time.Minute, 0); err != nil {
+			if out, err := sb.shellIn("fill", script, commandLimit, 0); err != nil {
 				t.Errorf("%s: %q, typed as %q, failed: %v\n%s", readme, cmd, script, err, out)
 			}
 		}
@@ -298,7 +304,7 @@ func TestReadmeCommands(t *testing.T) {
 				continue
 			}
 			script := strings.Join(run, "\n")
-			out, err := sb.shellIn(dir, script, 5*time.Minute, 0)
+			out, err := sb.shellIn(dir, script, 2*commandLimit, 0)
 			if err != nil {
 				t.Errorf("%s block failed: %v\n%s\n--- output:\n%s", readme, err, script, out)
 				continue
@@ -309,7 +315,7 @@ func TestReadmeCommands(t *testing.T) {
 		}
 		for _, cmd := range inline {
 			t.Logf("%s: %s", readme, cmd)
-			if out, err := sb.shellIn(dir, cmd, 2*time.Minute, 0); err != nil {
+			if out, err := sb.shellIn(dir, cmd, commandLimit, 0); err != nil {
 				t.Errorf("%s inline command %q failed: %v\n%s", readme, cmd, err, out)
 			}
 		}
@@ -351,7 +357,7 @@ func TestHelpExamples(t *testing.T) {
 		t.Skip("copies the repository")
 	}
 	sb := newSandbox(t)
-	if out, err := sb.shell(helpExampleSetup, time.Minute, 0); err != nil {
+	if out, err := sb.shell(helpExampleSetup, commandLimit, 0); err != nil {
 		t.Fatalf("setup: %v\n%s", err, out)
 	}
 	n := 0
@@ -385,7 +391,7 @@ func TestHelpExamples(t *testing.T) {
 			if helpExamplesRunning[cmd] {
 				stop = 2 * time.Second
 			}
-			out, err := sb.shell(script, 2*time.Minute, stop)
+			out, err := sb.shell(script, commandLimit, stop)
 			if err != nil {
 				t.Errorf("%s --help example %q: %v\n%s", c.name, cmd, err, out)
 			}
@@ -459,5 +465,29 @@ func TestArchitecture(t *testing.T) {
 				t.Errorf("%s imports %s: imports must point down", pkg, dep)
 			}
 		}
+	}
+}
+
+// TestReadmeListsEveryCommand: the README's command table has a row for
+// every command nodepack has, and none for a command it does not have.
+func TestReadmeListsEveryCommand(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(readme), "## Commands")
+	table, _, _ = strings.Cut(strings.TrimLeft(table, "\n"), "\n\n")
+	rows := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `nodepack ([a-z]+)").FindAllStringSubmatch(table, -1) {
+		rows[m[1]] = true
+	}
+	for _, c := range commands() {
+		if !rows[c.name] {
+			t.Errorf("the README's command table has no row for %s", c.name)
+		}
+		delete(rows, c.name)
+	}
+	for name := range rows {
+		t.Errorf("the README's command table lists %s, which nodepack does not have", name)
 	}
 }
