@@ -522,20 +522,26 @@ func (e *Execution) runAll(r *placed) (requeue *pack.Request) {
 		p.attempts++
 		n := p.attempts // this sweep's, across placements
 		ev, started, err := e.attempt(r, prior+n)
-		if err != nil {
-			// Not the run's doing: the attempt fails as setup, and the
-			// sweep goes on, unless the node's disk is full or failing,
-			// which no run can be set up on: then it stops starting runs,
-			// and the attempt was interrupted, for a rerun to run again.
+		var files *filesError
+		if errors.As(err, &files) {
+			// Its directory, logs or scratch: not the run's doing. The
+			// attempt fails as setup, and the sweep goes on, unless the
+			// node's disk is full or failing, which no run can be set up
+			// on: then it stops starting runs, and the attempt was
+			// interrupted, for a rerun to run again.
 			var node bool
-			ev, node = e.setupFailed(ev, err)
+			ev, node = e.setupFailed(ev, files.err)
 			if node {
 				e.record(r.lane, ev, n == 1)
 				e.emit(ev)
 				e.fail(fmt.Errorf("execute: %s: %w", originOf(*run), err))
 				return nil
 			}
-			started = true
+			started, err = true, nil
+		}
+		if err != nil {
+			e.fail(fmt.Errorf("execute: %s: %w", originOf(*run), err))
+			return nil
 		}
 		if !started {
 			return nil // the sweep stopped before this attempt could start
@@ -826,7 +832,7 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 	ev = Event{Kind: Started, Run: run, Attempt: n, Slot: slot}
 	files, err := e.prepare(&ev, r.lane, n)
 	if err != nil {
-		return ev, false, err
+		return ev, false, &filesError{err}
 	}
 	cmd, outW, errW, cmdErr := e.command(ev, slot, files, n)
 
@@ -844,7 +850,7 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 	defer files.close(false)
 	if err := files.begin(n); err != nil {
 		e.endTurn(time.Time{})
-		return ev, false, err
+		return ev, false, &filesError{err}
 	}
 	ev.Start = time.Now()
 	e.endTurn(ev.Start)
@@ -1157,8 +1163,16 @@ type startError struct{ err error }
 func (e *startError) Error() string { return e.err.Error() }
 func (e *startError) Unwrap() error { return e.err }
 
+// filesError is attempt's error for an attempt whose run directory, logs
+// or scratch could not be made: that attempt's failure, where any other
+// error of the runner's is the sweep's.
+type filesError struct{ err error }
+
+func (e *filesError) Error() string { return e.err.Error() }
+func (e *filesError) Unwrap() error { return e.err }
+
 // setupFailed completes ev for an attempt the runner could not set up
-// because of err (its run directory, logs, scratch or memory group), with
+// because of err (its run directory, logs or scratch), with
 // its class (see failure.OfSetup); node says the node is at fault (a full
 // disk, an I/O error): then the attempt was interrupted, not failed.
 func (e *Execution) setupFailed(ev Event, err error) (Event, bool) {

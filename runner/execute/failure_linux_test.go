@@ -362,15 +362,17 @@ func TestNoGPULeftStopsStarting(t *testing.T) {
 }
 
 // TestScratchRemovedUnderTheSweep: a temp cleaner that removes nodepack's
-// scratch root (the runs' TMPDIRs' parent), and the runs/ directory, while
-// the sweep runs costs no run: what is missing is made again.
+// scratch root (the runs' TMPDIRs' parent), and the runs/ directory,
+// between runs costs no run: what is missing is made again. (One lane: a
+// cleaner that removes a running run's TMPDIR takes it from under that
+// run, which no runner can undo.)
 func TestScratchRemovedUnderTheSweep(t *testing.T) {
 	out := t.TempDir()
 	var lines []string
 	for range 6 {
 		lines = append(lines, `test -d "$TMPDIR" && rm -rf "$(dirname "$TMPDIR")" "$(dirname "$NODEPACK_RUN_DIR")"`)
 	}
-	sum, events, err := execute(t, t.Context(), lanes(2), Options{OutputDir: out}, shell(lines...)...)
+	sum, events, err := execute(t, t.Context(), lanes(1), Options{OutputDir: out}, shell(lines...)...)
 	if err != nil || sum.Succeeded != len(lines) {
 		for _, ev := range events {
 			t.Logf("run %d: %s %s %v", ev.Run.Index, ev.Reason, ev.Class, ev.Err)

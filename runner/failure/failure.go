@@ -35,7 +35,7 @@ const (
 	GPUError    Class = "gpu-error"   // the run's GPU failed (Xid, ECC) or its stderr shows a CUDA/NCCL fault
 	DiskFull    Class = "disk-full"   // ENOSPC in its stderr, or the node's disk full (EDQUOT too) where the runner writes its logs
 	IOError     Class = "io-error"    // an I/O error (EIO) where the runner writes the run's directory or logs: the node's disk
-	Setup       Class = "setup"       // the runner could not set up the attempt (its directory, logs, scratch or memory group): not the run's doing
+	Setup       Class = "setup"       // the runner could not make the attempt's directory, logs or scratch: not the run's doing
 	NotFound    Class = "not-found"   // the program (or the --wrap prefix) is missing or not executable: exit 126/127, or it could not start
 	Timeout     Class = "timeout"     // the runner stopped it after its time limit
 	Signal      Class = "signal"      // killed by a signal the runner did not send
