@@ -72,15 +72,16 @@ func TestFailuresExplainThemselves(t *testing.T) {
 		t.Errorf("attempts by class %v: want 4 cuda-oom (2 runs, one retry each)", attempts)
 	}
 
+	// Runs failed: status exits 1, as run did.
 	code, stdout, _ = runCLI(t, "status", "--failed", out)
-	if code != exitOK || !strings.Contains(stdout, "5 runs failed: 2 cuda-oom, 1 disk-full, 1 not-found, 1 exit") ||
+	if code != exitFailed || !strings.Contains(stdout, "5 runs failed: 2 cuda-oom, 1 disk-full, 1 not-found, 1 exit") ||
 		!strings.Contains(stdout, "disk-full (exit 1)  1 attempt") || !strings.Contains(stdout, "| ValueError: bad lr") ||
 		strings.Contains(stdout, "succeeded") {
 		t.Errorf("status --failed (exit %d):\n%s", code, stdout)
 	}
 	code, stdout, _ = runCLI(t, "status", "--json", out)
 	var doc ledger.Status
-	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || code != exitOK {
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || code != exitFailed {
 		t.Fatalf("status --json: %v\n%s", err, stdout)
 	}
 	sum := 0

@@ -63,21 +63,25 @@ func TestJobIDFindsTheSweep(t *testing.T) {
 		description string
 		args        []string
 		want        string
+		code        int
 	}{
-		{"status by nodepack-JOBID", []string{"status", "nodepack-4242"}, full + ": 2 runs: 1 succeeded, 1 failed"},
-		{"status by the bare job id", []string{"status", "4242"}, full + ": 2 runs"},
-		{"the results table", []string{"status", "--runs", "nodepack-4242"}, ",tasks.txt:2,failed,exit,"},
-		{"the report", []string{"report", "nodepack-4242"}, "report.html: 2 runs"},
-		{"tail of one run", []string{"tail", "nodepack-4242", "tasks.txt:1"}, "[tasks.txt:1] one"},
+		{"status by nodepack-JOBID: exit 1, a run failed", []string{"status", "nodepack-4242"}, full + ": 2 runs: 1 succeeded, 1 failed", exitFailed},
+		{"status by the bare job id", []string{"status", "4242"}, full + ": 2 runs", exitFailed},
+		{"the results table", []string{"status", "--runs", "nodepack-4242"}, ",tasks.txt:2,failed,exit,", exitOK},
+		{"the report", []string{"report", "nodepack-4242"}, "report.html: 2 runs", exitOK},
+		{"tail of one run", []string{"tail", "nodepack-4242", "tasks.txt:1"}, "[tasks.txt:1] one", exitOK},
 	} {
-		if code, out := inJob(t, dir, nil, tc.args...); code != exitOK || !strings.Contains(out, tc.want) {
-			t.Errorf("%s: nodepack %s: exit %d, want 0 and %q\n%s", tc.description, strings.Join(tc.args, " "), code, tc.want, out)
+		if code, out := inJob(t, dir, nil, tc.args...); code != tc.code || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: nodepack %s: exit %d, want %d and %q\n%s", tc.description, strings.Join(tc.args, " "), code, tc.code, tc.want, out)
 		}
 	}
 	// retry reruns the failed run in the job's directory, not a new one.
 	writeFile(t, dir, "fixed", "")
 	if code, out := inJob(t, dir, nil, "retry", "4242"); code != exitOK || !strings.Contains(out, "-o "+filepath.Join(dir, full)) {
 		t.Errorf("retry 4242: exit %d; want it to run in %s\n%s", code, full, out)
+	}
+	if code, out := inJob(t, dir, nil, "status", "4242"); code != exitOK {
+		t.Errorf("status after the retry: exit %d, want 0: no run failed\n%s", code, out)
 	}
 	// The same sweep resubmitted as another job with -o nodepack-OLDID
 	// resumes where job 4242 ran it.

@@ -122,6 +122,10 @@ func (p *progress) live(w io.Writer, b []byte) (int, error) {
 	return w.Write(b)
 }
 
+// failuresOnly reports whether the lines printed as runs ended were
+// those of failures only (-q, or a progress bar for the rest).
+func (p *progress) failuresOnly() bool { return p != nil && (p.quiet || p.bar != nil) }
+
 func (p *progress) finish() {
 	if p.bar != nil {
 		p.bar.Finish()

@@ -227,7 +227,7 @@ done`
 // the README gains such a command without an entry here.
 var readmeFills = map[string]string{
 	"nodepack status nodepack-ARRAYID": "nodepack status nodepack-700 | grep -c '(shard ' | grep -qx 3",
-	"nodepack status DIR":              "nodepack status nodepack-600 | grep '^nodepack-600-tasks-.*: 12 runs: '",
+	"nodepack status DIR":              "(nodepack status nodepack-600 || test $? = 1) | grep '^nodepack-600-tasks-.*: 12 runs: '",
 	"nodepack status --runs DIR":       "nodepack status --runs 600 | grep -c , | grep -qx 13",
 	// tail follows the running runs until they end: one that runs until
 	// it is let go, in job 800.

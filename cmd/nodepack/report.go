@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nodepack/nodepack/runner/ledger"
 	pagereport "github.com/nodepack/nodepack/runner/report"
 	"github.com/nodepack/nodepack/runner/results"
 	"github.com/schollz/progressbar/v3"
@@ -78,6 +79,11 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 			bar.Set64(done)
 		}
+	}
+	// Before the page's temp file: a directory without a ledger is said
+	// as status says it, not as a file that could not be made.
+	if err := ledger.HasLedger(dir); err != nil {
+		return usageErrorf(stderr, "report", "%v", err)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(absOut), ".report-*.html")
 	if err != nil {

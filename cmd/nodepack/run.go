@@ -426,13 +426,15 @@ func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progre
 	out := session.Wait()
 	close(done)
 	progress.finish()
-	return report(stderr, out, signals.signal(), o)
+	return report(stderr, out, signals.signal(), o, progress.failuresOnly())
 }
 
 // report prints how the sweep ended and returns the exit status.
-func report(w io.Writer, out runner.Outcome, sig syscall.Signal, o *runOptions) int {
+// listed says each failure was printed as it happened, among few other
+// lines (-q, or a progress bar), so the summary does not list them again.
+func report(w io.Writer, out runner.Outcome, sig syscall.Signal, o *runOptions, listed bool) int {
 	sum := out.Summary
-	printSummary(w, sum, o.Output)
+	printSummary(w, sum, o.Output, listed)
 	printSkipped(w, out.Resumed)
 	switch {
 	case out.LedgerErr != nil:
@@ -564,7 +566,7 @@ func (s *signals) signal() syscall.Signal {
 	return s.sig
 }
 
-func printSummary(w io.Writer, s execute.Summary, output string) {
+func printSummary(w io.Writer, s execute.Summary, output string, listed bool) {
 	fmt.Fprintf(w, "nodepack: %s: %d succeeded, %d failed", countWord(s.Runs, "run"), s.Succeeded, s.Failed)
 	if s.Failed > 0 {
 		fmt.Fprintf(w, " (%s)", classCounts(s.Classes))
@@ -576,11 +578,17 @@ func printSummary(w io.Writer, s execute.Summary, output string) {
 	if s.Stopped {
 		fmt.Fprintf(w, "nodepack: stopped starting runs after %s (--max-failures/--fail-fast)\n", countWord(s.Failed, "failure"))
 	}
+	if listed && s.Failed > 0 {
+		fmt.Fprintf(w, "  the failures are above; nodepack status --failed %s shows them with their stderr\n", shellWord(output))
+	}
 	for _, ev := range s.Failures {
+		if listed {
+			break
+		}
 		fmt.Fprintf(w, "  failed: %s %s (%s)  %s\n", ev.Run.ID, ev.Class, describeFailure(ev), ev.Stderr)
 		printTail(w, ev.StderrTail)
 	}
-	if s.Failed > len(s.Failures) {
+	if s.Failed > len(s.Failures) && !listed {
 		fmt.Fprintf(w, "  … and %d more; logs are in %s\n", s.Failed-len(s.Failures), filepath.Join(output, "runs"))
 	}
 	for _, f := range s.GPUsOut {

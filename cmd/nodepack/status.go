@@ -19,29 +19,32 @@ import (
 const statusUsage = `Usage: nodepack status [--json] [--failed] [--watch [D]] DIR
        nodepack status --runs [--format csv|json] [--metric NAME=REGEX]... DIR
 
-Shows the progress of the sweep whose output directory is DIR (or, for
-a sweep that ran in a batch job's default directory, nodepack-JOBID or
-the job id alone: see below), from its
+Shows the progress of the sweep whose output directory is DIR, from its
 ledgers (all shards together), while it runs or after: how many runs are
 pending, running, succeeded, failed and interrupted; the running ones with
 their slot, GPUs, CPUs and time so far; the failed ones with why they
 failed (their class: cuda-oom, host-oom, gpu-error, disk-full, io-error,
 setup, not-found, timeout, signal or exit), exit code, attempts, the last
-lines of their stderr and their log; the GPUs taken out of use after a fault; and, while
-it runs, the throughput and an estimate of the time left. --failed shows
-the failed runs only.
+lines of their stderr and their log; the GPUs taken out of use after a
+fault; and, while it runs, the throughput and an estimate of the time
+left. --failed shows the failed runs only. A run the ledger shows running
+whose nodepack is gone (checked when DIR's sweep runs on this host) is
+shown as interrupted.
+
 It only reads DIR, so it works from any shell that sees the file system (a
 login node). Inside a batch job a sweep's default directory is
 nodepack-JOBID-NAME-KEY (the array's id for a sharded array); DIR may be
 nodepack-JOBID, or JOBID alone in the current directory, for the one
-sweep that job ran; a job that ran several is exit 2, naming them. So
-may report's, tail's and retry's DIR. A run the ledger shows running whose nodepack is gone (checked
-when DIR's sweep runs on this host) is shown as interrupted.
+sweep that job ran (a job that ran several is exit 2, naming them). So may
+the DIR of report, tail and retry.
 
 --json prints a nodepack.status/v1 document; its "counts" object always
 holds pending, running, succeeded, failed and interrupted, its "classes"
-object the failed runs per class. Exit status 0,
-or 2 when DIR holds no ledger or a ledger is corrupt.
+object the failed runs per class.
+
+Exit status, for scripts: 0 when no run of the sweep failed, 1 when some
+did (as nodepack run would exit), 2 when DIR holds no ledger or a ledger is
+corrupt; --runs exits 0 with any table.
 
 --runs prints the results table instead: one row per run that started,
 with its id, origin, each of its parameters as a column (from its
@@ -109,6 +112,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			printStatus(stdout, doc)
 		}
 		if *watch == 0 {
+			if doc.Counts.Failed > 0 {
+				return exitFailed
+			}
 			return exitOK
 		}
 		select {

@@ -874,6 +874,11 @@ func (l *Writer) rewrite() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The mode the ledger had (CreateTemp's is 0600): other accounts that
+	// read status over a shared file system keep reading it.
+	if st, err := l.file.Stat(); err == nil {
+		tmp.Chmod(st.Mode().Perm())
+	}
 	if _, err := io.Copy(tmp, io.NewSectionReader(l.file, 0, l.size)); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())

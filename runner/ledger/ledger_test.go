@@ -414,6 +414,10 @@ func TestFullDiskOnARealFileSystem(t *testing.T) {
 func TestDeletedLedgerIsWrittenAgain(t *testing.T) {
 	l, path := openTestLedger(t)
 	l.Append(startedEvent(1))
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
@@ -429,6 +433,11 @@ func TestDeletedLedgerIsWrittenAgain(t *testing.T) {
 	log, err := ReadFile(path)
 	if err != nil || len(log.Sessions) != 1 || log.Runs["run1"] == nil || log.Runs["run1"].State != StateSucceeded {
 		t.Fatalf("the ledger on disk: %v, %+v", err, log)
+	}
+	// Written again with the mode it had, so that other accounts reading
+	// status over a shared file system still may.
+	if after, err := os.Stat(path); err != nil || after.Mode().Perm() != before.Mode().Perm() {
+		t.Errorf("the ledger written again has mode %v (%v), it had %v", after.Mode().Perm(), err, before.Mode().Perm())
 	}
 }
 

@@ -1,7 +1,9 @@
 package ledger
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,6 +107,24 @@ type RunStatus struct {
 	Stderr     string   `json:"stderr,omitempty"`
 }
 
+// ErrNoLedger is wrapped by the error of a reader of an output directory
+// that holds no ledger.
+var ErrNoLedger = errors.New("no ledger (ledger*.jsonl): not a nodepack output directory, or nothing started yet")
+
+func noLedger(dir string) error { return fmt.Errorf("%s: %w", dir, ErrNoLedger) }
+
+// HasLedger returns nil when dir holds a ledger, else an error wrapping
+// ErrNoLedger (or the error reading dir): a check before a reader's
+// costlier work.
+func HasLedger(dir string) error {
+	files, err := Files(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), err == nil && len(files) == 0:
+		return noLedger(dir)
+	}
+	return err
+}
+
 // ReadStatus reads every ledger in dir and says where the sweep stands at
 // now. It only reads, so it works from any host that sees dir, while the
 // sweep runs or after. A line being written (no newline yet) is not there
@@ -119,7 +139,7 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 		return nil, err
 	}
 	if len(d.Logs) == 0 {
-		return nil, fmt.Errorf("%s: no ledger (ledger*.jsonl): not a nodepack output directory, or nothing started yet", dir)
+		return nil, noLedger(dir)
 	}
 	var current *Record // the newest header: the directory's sweep
 	files := make([]string, 0, len(d.Logs))
@@ -241,6 +261,9 @@ func (log *Log) markGone(host string) bool {
 // records of the sweep only keeps those of the files returned.
 func SweepLogs(dir string, each func(file string, rec *Record, size int)) ([]*Log, error) {
 	files, err := Files(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, noLedger(dir)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +288,7 @@ func SweepLogs(dir string, each func(file string, rec *Record, size int)) ([]*Lo
 		logs = append(logs, log)
 	}
 	if current == nil {
-		return nil, fmt.Errorf("%s: no ledger (ledger*.jsonl): not a nodepack output directory, or nothing started yet", dir)
+		return nil, noLedger(dir)
 	}
 	host, _ := os.Hostname()
 	ours := logs[:0]

@@ -77,7 +77,7 @@ func Write(w io.Writer, dir string, opts Options) (Summary, error) {
 	// attempts.
 	table, err := results.ReadEach(dir, opts.Metrics, r.record)
 	if err != nil {
-		return Summary{}, fmt.Errorf("report: %w", err)
+		return Summary{}, err // it names dir, or the ledger and line
 	}
 	if opts.Progress != nil {
 		opts.Progress(r.total, r.total)
@@ -86,7 +86,7 @@ func Write(w io.Writer, dir string, opts Options) (Summary, error) {
 	doc := build(table, attempts, r.node, opts)
 	data, err := json.Marshal(doc) // escapes <, > and &: safe inside <script>
 	if err != nil {
-		return Summary{}, fmt.Errorf("report: %w", err)
+		return Summary{}, fmt.Errorf("report data: %w", err)
 	}
 	cw := &countingWriter{w: w}
 	bw := bufio.NewWriter(cw)
@@ -95,7 +95,7 @@ func Write(w io.Writer, dir string, opts Options) (Summary, error) {
 	bw.Write(data)
 	bw.WriteString(tail)
 	if err := bw.Flush(); err != nil {
-		return Summary{}, fmt.Errorf("report: %w", err)
+		return Summary{}, fmt.Errorf("write report: %w", err)
 	}
 	return Summary{Runs: len(table.Rows), Attempts: len(attempts), Bytes: cw.n}, nil
 }

@@ -96,7 +96,7 @@ func Read(dir string, metrics []Metric) (*Table, error) { return ReadEach(dir, m
 func ReadEach(dir string, metrics []Metric, each func(file string, rec *ledger.Record, size int)) (*Table, error) {
 	logs, err := ledger.SweepLogs(dir, each)
 	if err != nil {
-		return nil, fmt.Errorf("results: %w", err)
+		return nil, err // it names dir, or the ledger and line
 	}
 	t := &Table{}
 	seenParam, seenMetric := map[string]bool{}, map[string]bool{}

@@ -49,11 +49,11 @@ func Follow(ctx context.Context, dir string, opts Options, w io.Writer) error {
 	}
 	table, err := results.Read(dir, nil)
 	if err != nil {
-		return fmt.Errorf("tail: %w", err)
+		return err // it names dir, or the ledger and line
 	}
 	runs, err := choose(table.Rows, opts)
 	if err != nil {
-		return fmt.Errorf("tail: %w", err)
+		return err
 	}
 	var files []*followed
 	for _, r := range runs {
@@ -82,7 +82,7 @@ func Follow(ctx context.Context, dir string, opts Options, w io.Writer) error {
 	for {
 		for _, f := range files {
 			if err := f.copy(w); err != nil {
-				return fmt.Errorf("tail: %w", err)
+				return err // an os error: it says what and where
 			}
 		}
 		if len(running) == 0 {
@@ -100,7 +100,7 @@ func Follow(ctx context.Context, dir string, opts Options, w io.Writer) error {
 			lastCheck = time.Now()
 			st, err := ledger.ReadStatus(dir, lastCheck)
 			if err != nil {
-				return fmt.Errorf("tail: %w", err)
+				return err // it names dir, or the ledger and line
 			}
 			still := map[string]bool{}
 			for _, r := range st.Running {
