@@ -135,7 +135,7 @@ func formatShare(s int) string {
 
 // ParseRequest reads requests written as key=value words, separated by
 // spaces or commas, over base: the keys it names replace base's, the rest
-// stay. Keys:
+// stay; a key given twice is an error. Keys:
 //
 //   - gpus: a whole number of GPUs of the run's own (2), or a share of one
 //     GPU as a fraction (0.25 or 1/4);
@@ -156,11 +156,17 @@ func ParseRequest(text string, base Request) (Request, error) {
 	r := base
 	gpusGiven, gpuMemGiven, cpusGiven := false, false, false
 	words := strings.FieldsFunc(text, func(c rune) bool { return c == ' ' || c == '\t' || c == ',' })
+	given := map[string]string{}
 	for _, w := range words {
 		k, v, ok := strings.Cut(w, "=")
 		if !ok || v == "" {
 			return base, fmt.Errorf("%q: want key=value (gpus, gpu_mem, cpus, mem)", w)
 		}
+		if first, twice := given[k]; twice {
+			// Last-one-wins would hide a typo or a merge gone wrong.
+			return base, fmt.Errorf("%s given twice (%s=%s, then %s): give it once", k, k, first, w)
+		}
+		given[k] = v
 		switch k {
 		case "gpus":
 			gpus, share, err := parseGPUs(v)

@@ -1,6 +1,9 @@
 package pack
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseRequest(t *testing.T) {
 	base := Request{GPUs: 1, CPUs: 16}
@@ -32,6 +35,8 @@ func TestParseRequest(t *testing.T) {
 		{"no base CPUs to scale", "gpus=2", Request{GPUs: 1}, Request{GPUs: 2}, ""},
 		{"CPU-only base: nothing to scale from", "gpus=2", Request{CPUs: 3}, Request{GPUs: 2, CPUs: 3}, ""},
 		{"at least one CPU", "gpus=0.01", base, Request{GPUShare: 10, CPUs: 1}, ""},
+		{"a key twice, even with one value", "gpus=1 gpus=1", base, base, "gpus given twice (gpus=1, then gpus=1): give it once"},
+		{"a key twice, the last does not win", "gpus=1,cpus=2,gpus=2", base, base, "gpus given twice (gpus=1, then gpus=2): give it once"},
 		{"unknown key", "gpu=2", base, base, `unknown key "gpu": want gpus, gpu_mem, cpus or mem`},
 		{"no value", "gpus=", base, base, `"gpus=": want key=value (gpus, gpu_mem, cpus, mem)`},
 		{"a word alone", "big", base, base, `"big": want key=value (gpus, gpu_mem, cpus, mem)`},
@@ -132,11 +137,20 @@ func TestSizes(t *testing.T) {
 // FuzzParseRequest: whatever the text, ParseRequest does not panic, and
 // what it accepts is valid and reads back the same through String.
 func FuzzParseRequest(f *testing.F) {
-	for _, s := range []string{"gpus=2 cpus=16", "gpus=0.25", "gpu_mem=12GiB,cpus=4", "gpus=1/3 mem=1.5G", "gpu_mem=auto", "cpus=0", "gpus=1e-9"} {
+	for _, s := range []string{"gpus=2 cpus=16", "gpus=0.25", "gpu_mem=12GiB,cpus=4", "gpus=1/3 mem=1.5G", "gpu_mem=auto", "cpus=0", "gpus=1e-9",
+		"gpus=1 gpus=2", "cpus=4,mem=1G,cpus=4", "gpu_mem=auto gpu_mem=2G"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
 		r, err := ParseRequest(text, Request{GPUs: 1, CPUs: 8})
+		keys := map[string]bool{}
+		for _, w := range strings.FieldsFunc(text, func(c rune) bool { return c == ' ' || c == '\t' || c == ',' }) {
+			k, _, _ := strings.Cut(w, "=")
+			if keys[k] && err == nil {
+				t.Fatalf("ParseRequest(%q) = %+v: key %s given twice, and accepted", text, r, k)
+			}
+			keys[k] = true
+		}
 		if err != nil {
 			return
 		}

@@ -616,10 +616,7 @@ const terminateMargin = 5 * time.Second
 // and SIGTERM to the running ones their grace plus a margin before it
 // (never before the drain).
 func (s *Sweep) deadlines(end time.Time) (drainAt, terminateAt time.Time) {
-	grace := s.opts.Execute.Grace
-	if grace <= 0 {
-		grace = execute.DefaultGrace
-	}
+	grace := s.opts.Execute.GracePeriod()
 	drainAt = end.Add(-s.opts.StopBefore)
 	terminateAt = end.Add(-grace - terminateMargin)
 	if terminateAt.Before(drainAt) {

@@ -134,7 +134,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&x.Stagger, "stagger", 0, "start the k-th run of the first wave (as many as fit at once) k×`D` after the start, each on GPUs of its own while there are; later runs do not wait")
 	fs.DurationVar(&x.MinStartInterval, "min-start-interval", 0, "at least `D` between any two starts")
 	fs.DurationVar(&x.Timeout, "timeout", 0, "stop a run after `D` (SIGTERM, then SIGKILL after --grace); 0 means none")
-	fs.DurationVar(&x.Grace, "grace", execute.DefaultGrace, "time between SIGTERM and SIGKILL")
+	fs.DurationVar(&x.Grace, "grace", execute.DefaultGrace, "time between SIGTERM and SIGKILL; 0 sends SIGKILL right after SIGTERM")
 	fs.IntVar(&x.Retries, "retries", 0, "run a failed or timed-out run up to `N` more times (not host-oom and not-found: see --retry)")
 	fs.Var(retryBudgets{&x.Retry}, "retry", "retry budgets per failure class, `CLASS=N[,CLASS=N]` (repeatable): cuda-oom, host-oom, gpu-error, disk-full, io-error, setup, not-found, timeout, signal, exit; a class not named gets --retries")
 	fs.DurationVar(&x.RetryBackoff, "retry-backoff", time.Second, "wait `D` before a run's first retry, twice that before the next, up to a minute; the run keeps its GPUs and CPUs")
@@ -173,6 +173,9 @@ func (o *runOptions) finish(args []string) error {
 	}
 	if o.FailFast {
 		x.MaxFailures = 1
+	}
+	if x.Grace == 0 {
+		x.Grace = execute.NoGrace // --grace 0: none, not the library's default
 	}
 	if x.BackfillWait == 0 {
 		x.BackfillWait = -1 // --backfill-wait 0: strictly in order
@@ -409,7 +412,7 @@ func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progre
 		}
 		return 0
 	}
-	ctx, signals := notifySignals(ctx, stderr, running, o.Execute.Grace)
+	ctx, signals := notifySignals(ctx, stderr, running, o.Execute.GracePeriod())
 	defer signals.stop()
 	session, err := sw.Start(ctx)
 	if err != nil {

@@ -102,6 +102,8 @@ func TestRunBadInput(t *testing.T) {
 	good := writeFile(t, dir, "good.txt", "true\n")
 	nul := writeFile(t, dir, "nul.txt", "true\necho a\x00b\n")
 	empty := writeFile(t, dir, "empty.txt", "# nothing\n\n")
+	twice := writeFile(t, dir, "twice.txt", "true\n#nodepack gpus=1 gpus=2\ntrue\n")
+	paramsTwice := writeFile(t, dir, "twice.jsonl", `{"lr": 1}`+"\n"+`{"lr": 2, "nodepack": {"cpus": 1, "cpus": 2}}`+"\n")
 	tests := []struct {
 		description string
 		args        []string
@@ -116,6 +118,9 @@ func TestRunBadInput(t *testing.T) {
 		{"bad --wrap", []string{"--wrap", "ch-run 'img", good}, "unterminated single quote"},
 		{"negative --timeout", []string{"--timeout", "-1s", good}, "--timeout -1s"},
 		{"plan does not fit", []string{"--gpus", "none", "--cpus", "0", "--cpus-per-run", "64", good}, "--cpus-per-run"},
+		{"a request key twice in a task file", []string{"--gpus", "none", twice}, "twice.txt:2: #nodepack: gpus given twice (gpus=1, then gpus=2)"},
+		{"a request key twice in a params line", []string{"--gpus", "none", "--params", paramsTwice, "--", "echo"}, "twice.jsonl:2"},
+		{"a request key twice in a --request rule", []string{"--gpus", "none", "--request", "*: cpus=1 cpus=1", "--sweep", "--", "echo", "a=1,2"}, "cpus given twice"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
@@ -354,5 +359,18 @@ func TestHugeParallelCostsWhatTheRunsUse(t *testing.T) {
 	}
 	if len(plan.Slots) != 3 || !strings.HasPrefix(strings.Join(plan.Warnings, ";"), "--parallel 1000000: 1000000 runs at once share") {
 		t.Errorf("the ledger's plan has %d slots, warnings %q; want 3 and the sharing of a million", len(plan.Slots), plan.Warnings)
+	}
+}
+
+// TestGraceZeroMeansNone: --grace 0 sends SIGKILL right after SIGTERM; it
+// is not silently the default of 10 s. The run ignores SIGTERM, so only
+// the SIGKILL ends it: well before a 10 s grace would.
+func TestGraceZeroMeansNone(t *testing.T) {
+	dir := t.TempDir()
+	tasks := writeFile(t, dir, "tasks.txt", "env --ignore-signal=TERM sleep 60\n")
+	start := time.Now()
+	code, _, stderr := runCLI(t, "run", "-q", "--gpus", "none", "--grace", "0", "--timeout", "1s", "-o", filepath.Join(dir, "out"), tasks)
+	if took := time.Since(start); code != exitFailed || took > 8*time.Second || !strings.Contains(stderr, "timeout") {
+		t.Errorf("exit %d after %v, want 1 (timeout) well within the 10 s of the default grace\n%s", code, took, stderr)
 	}
 }

@@ -266,7 +266,7 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 	e := &Execution{
 		ctx:           ctx,
 		opts:          opts,
-		grace:         opts.Grace,
+		grace:         opts.GracePeriod(),
 		next:          make(chan Run),
 		paths:         make(map[string]string),
 		stops:         make(map[*runStop]struct{}),
@@ -281,9 +281,6 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		patterns:      append(slices.Clip(opts.FailPatterns), failure.Builtin...),
 	}
 	e.env = newEnvBuilder(os.Environ(), sessionToken(), &e.opts)
-	if e.grace <= 0 {
-		e.grace = DefaultGrace
-	}
 	if opts.Live != nil {
 		e.live = &liveWriter{w: opts.Live}
 	}

@@ -14,6 +14,22 @@ import (
 // runs are gone before Slurm kills the job.
 const DefaultGrace = 10 * time.Second
 
+// NoGrace is the Options.Grace of no grace at all: SIGKILL right after
+// SIGTERM.
+const NoGrace time.Duration = -1
+
+// GracePeriod is the grace o gives: Grace, DefaultGrace for zero, and 0
+// for NoGrace.
+func (o *Options) GracePeriod() time.Duration {
+	switch {
+	case o.Grace == 0:
+		return DefaultGrace
+	case o.Grace < 0:
+		return 0
+	}
+	return o.Grace
+}
+
 // MemCheckInterval is how often EnforceMem checks the memory of a run
 // that has no memory cgroup of its own.
 const MemCheckInterval = 250 * time.Millisecond
@@ -97,7 +113,8 @@ type Options struct {
 	// process group gets SIGTERM, then SIGKILL after Grace.
 	Timeout time.Duration
 	// Grace is the time between SIGTERM and SIGKILL, for timeouts and for
-	// cancellation; zero means DefaultGrace.
+	// cancellation; zero means DefaultGrace, and a negative Grace (NoGrace)
+	// none: SIGKILL right after SIGTERM.
 	Grace time.Duration
 	// Retries is how many more attempts a run gets after a failure or a
 	// timeout (not after an interruption). NODEPACK_ATTEMPT counts from 1.
