@@ -99,7 +99,8 @@ func parseFlags(fs *pflag.FlagSet, usage string, args []string, stdout, stderr i
 
 // usageErrorf prints one line for bad input and returns exit code 2.
 func usageErrorf(stderr io.Writer, cmd, format string, a ...any) int {
-	fmt.Fprintf(stderr, "nodepack %s: %s\n", cmd, fmt.Sprintf(format, a...))
+	// One line, whatever the input it quotes holds.
+	fmt.Fprintf(stderr, "nodepack %s: %s\n", cmd, termSafe(fmt.Sprintf(format, a...)))
 	return exitUsage
 }
 

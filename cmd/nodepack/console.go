@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // console carries nodepack's own output to a terminal, a pipe or a file
@@ -80,4 +83,55 @@ func (c *console) close(wait time.Duration) int64 {
 	case <-t.C:
 	}
 	return c.dropped.Load()
+}
+
+// termSafe returns s as nodepack prints text that came from runs or inputs
+// (a run's stderr, an origin, a file name): what a terminal would act on
+// is shown instead of acted on. Control characters but tab (ESC, CR, a
+// newline inside a value, BEL, DEL, C1) become \xNN or \u00NN, bytes
+// that are not UTF-8 \xNN, and the Unicode controls that reorder or hide
+// text (bidi overrides and isolates, line and paragraph separators) \uNNNN.
+func termSafe(s string) string {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\t' || c == 0x7f || c >= 0x80 {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s // the common case: no copy
+	}
+	var b strings.Builder
+	writeEscaped(&b, s, false)
+	return b.String()
+}
+
+// writeEscaped writes s to b with what termSafe escapes escaped; with
+// quoted, for the inside of bash's $'…' as well: backslashes and single
+// quotes too, so that it pastes back as the same bytes.
+func writeEscaped(b *strings.Builder, s string, quoted bool) {
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(b, `\x%02x`, s[i])
+		case r < 0x20 && r != '\t', r == 0x7f:
+			fmt.Fprintf(b, `\x%02x`, r)
+		case r >= 0x80 && r < 0xa0, hidesText(r):
+			fmt.Fprintf(b, `\u%04x`, r)
+		case quoted && (r == '\\' || r == '\''):
+			b.WriteString(`\` + string(r))
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+}
+
+// hidesText reports whether r reorders or hides the text around it on a
+// terminal: bidi marks, embeddings, overrides and isolates, and the line
+// and paragraph separators.
+func hidesText(r rune) bool {
+	return r == 0x200e || r == 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x2028 || r == 0x2029
 }

@@ -61,13 +61,13 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // printNotes writes informational lines, such as which shard this is.
 func printNotes(w io.Writer, notes []string) {
 	for _, s := range notes {
-		fmt.Fprintf(w, "nodepack: %s\n", s)
+		fmt.Fprintf(w, "nodepack: %s\n", termSafe(s))
 	}
 }
 
 func printWarnings(w io.Writer, warnings []string) {
 	for _, s := range warnings {
-		fmt.Fprintf(w, "nodepack: warning: %s\n", s)
+		fmt.Fprintf(w, "nodepack: warning: %s\n", termSafe(s))
 	}
 }
 

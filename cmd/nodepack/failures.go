@@ -65,6 +65,15 @@ func shellWord(s string) string {
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-") == "" {
 		return s
 	}
+	if termSafe(s) != s {
+		// bash's $'…' shows a control character as an escape, and reads
+		// it back as the byte.
+		var b strings.Builder
+		b.WriteString("$'")
+		writeEscaped(&b, s, true)
+		b.WriteString("'")
+		return b.String()
+	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 

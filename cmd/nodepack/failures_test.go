@@ -292,6 +292,9 @@ func TestShellWord(t *testing.T) {
 		{"it's", `'it'\''s'`},
 		{"$HOME", "'$HOME'"},
 		{"", "''"},
+		{"out\x1b]0;PWNED\x07", `$'out\x1b]0;PWNED\x07'`},
+		{"a\nb's\\", `$'a\x0ab\'s\\'`},
+		{"caf\xe9", `$'caf\xe9'`},
 	} {
 		if got := shellWord(tc.in); got != tc.want {
 			t.Errorf("shellWord(%q) = %s, want %s", tc.in, got, tc.want)

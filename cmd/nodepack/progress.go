@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -93,19 +94,19 @@ func (p *progress) line(ev execute.Event) string {
 	if ev.Retry {
 		state += ", will retry"
 	}
-	s := fmt.Sprintf("nodepack: [%s] %s %s exit %d %v slot %d", count, state, ev.Run.ID, ev.ExitCode,
+	s := fmt.Sprintf("nodepack: [%s] %s %s exit %d %v slot %d", count, state, termSafe(ev.Run.ID), ev.ExitCode,
 		ev.End.Sub(ev.Start).Round(10*time.Millisecond), ev.Slot.Index)
 	if ev.Attempt > 1 {
 		s += fmt.Sprintf(" attempt %d", ev.Attempt)
 	}
 	if ev.Run.Origin != "" {
-		s += " " + ev.Run.Origin
+		s += " " + termSafe(ev.Run.Origin)
 	}
 	if ev.Reason != execute.OK && ev.Stderr != "" {
-		s += " log " + ev.Stderr
+		s += " log " + termSafe(ev.Stderr)
 	}
 	if n := len(ev.StderrTail); n > 0 && ev.Reason != execute.Interrupted {
-		s += ": " + ev.StderrTail[n-1]
+		s += ": " + termSafe(ev.StderrTail[n-1])
 	}
 	return s
 }
@@ -113,13 +114,17 @@ func (p *progress) line(ev execute.Event) string {
 // live writes --live output to w; the bar is cleared first so lines do not
 // tangle with it.
 func (p *progress) live(w io.Writer, b []byte) (int, error) {
-	if p.bar == nil {
-		return w.Write(b)
+	// One line of a run's output: shown, not acted on by the terminal.
+	line := []byte(termSafe(string(bytes.TrimSuffix(b, []byte("\n")))) + "\n")
+	if p.bar != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.bar.Clear()
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.bar.Clear()
-	return w.Write(b)
+	if _, err := w.Write(line); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }
 
 // failuresOnly reports whether the lines printed as runs ended were

@@ -110,6 +110,6 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if sum.Bytes < 1e6 {
 		size = fmt.Sprintf("%.0f kB", float64(sum.Bytes)/1e3)
 	}
-	fmt.Fprintf(stderr, "nodepack report: %s: %s, %s, %s\n", *out, countWord(sum.Runs, "run"), countWord(sum.Attempts, "attempt"), size)
+	fmt.Fprintf(stderr, "nodepack report: %s: %s, %s, %s\n", termSafe(*out), countWord(sum.Runs, "run"), countWord(sum.Attempts, "attempt"), size)
 	return exitOK
 }

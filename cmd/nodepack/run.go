@@ -278,7 +278,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printNotes(errOut, sw.Notes())
 		return dryRun(sw, &o.Execute, o.JSON, outOut, errOut)
 	}
-	fmt.Fprintf(errOut, "nodepack: output %s (nodepack status %s)\n", sw.Output(), shellWord(sw.Output()))
+	fmt.Fprintf(errOut, "nodepack: output %s (nodepack status %s)\n", termSafe(sw.Output()), shellWord(sw.Output()))
 	printWarnings(errOut, node.Warnings)
 	printWarnings(errOut, o.Plan.Warnings)
 	printNotes(errOut, sw.Notes())
@@ -421,7 +421,7 @@ func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progre
 	started.Store(session)
 	printWarnings(stderr, session.Ledger().Warnings())
 	if b := session.Ledger().Backup(); b != "" {
-		fmt.Fprintf(stderr, "nodepack: --restart: the old ledger is now %s\n", b)
+		fmt.Fprintf(stderr, "nodepack: --restart: the old ledger is now %s\n", termSafe(b))
 	}
 	printResuming(stderr, session.Ledger().Past(), len(session.Retired()), o.RetryFailed, len(o.RetryClasses)+len(o.RetryRuns) > 0)
 	done := make(chan struct{})
@@ -441,15 +441,15 @@ func report(w io.Writer, out runner.Outcome, sig syscall.Signal, o *runOptions, 
 	printSkipped(w, out.Resumed)
 	switch {
 	case out.LedgerErr != nil:
-		fmt.Fprintf(w, "nodepack: stopped starting runs: %v; the ledger holds every record written before, and a rerun runs the rest again\n", out.LedgerErr)
+		fmt.Fprintf(w, "nodepack: stopped starting runs: %v; the ledger holds every record written before, and a rerun runs the rest again\n", termSafe(out.LedgerErr.Error()))
 	case out.Problem != nil:
-		fmt.Fprintf(w, "nodepack: stopped starting runs: %v; rerun the same command to run the rest\n", out.Problem)
+		fmt.Fprintf(w, "nodepack: stopped starting runs: %v; rerun the same command to run the rest\n", termSafe(out.Problem.Error()))
 	}
 	if sig != 0 {
 		fmt.Fprintf(w, "nodepack: stopped by %s: %s interrupted; rerun the same command to run them again\n", unix.SignalName(sig), countWord(sum.Interrupted, "run"))
 	}
 	if out.Err != nil && sig == 0 {
-		fmt.Fprintf(w, "nodepack run: %v\n", out.Err)
+		fmt.Fprintf(w, "nodepack run: %s\n", termSafe(out.Err.Error()))
 	}
 	if sum.Drained && out.Problem == nil && out.LedgerErr == nil && sig == 0 && out.Err == nil {
 		fmt.Fprintf(w, "nodepack: stopped starting runs %v before the job's end (--stop-before): %s deferred to the requeue; rerun the same command to run them\n",
@@ -461,7 +461,7 @@ func report(w io.Writer, out runner.Outcome, sig syscall.Signal, o *runOptions, 
 	case out.Requeued:
 		fmt.Fprintf(w, "nodepack: requeued job %s: it resumes where this one stopped\n", o.Job.JobID)
 	case out.RequeueErr != nil:
-		fmt.Fprintf(w, "nodepack: %v\n", out.RequeueErr)
+		fmt.Fprintf(w, "nodepack: %s\n", termSafe(out.RequeueErr.Error()))
 	}
 	return exitStatus(out, sig)
 }
@@ -588,20 +588,20 @@ func printSummary(w io.Writer, s execute.Summary, output string, listed bool) {
 		if listed {
 			break
 		}
-		fmt.Fprintf(w, "  failed: %s %s (%s)  %s\n", ev.Run.ID, ev.Class, describeFailure(ev), ev.Stderr)
+		fmt.Fprintf(w, "  failed: %s %s (%s)  %s\n", termSafe(ev.Run.ID), ev.Class, termSafe(describeFailure(ev)), termSafe(ev.Stderr))
 		printTail(w, ev.StderrTail)
 	}
 	if s.Failed > len(s.Failures) && !listed {
 		fmt.Fprintf(w, "  … and %d more; logs are in %s\n", s.Failed-len(s.Failures), filepath.Join(output, "runs"))
 	}
 	for _, f := range s.GPUsOut {
-		fmt.Fprintf(w, "nodepack: GPU %s was taken out of use after %s at %s\n", f.UUID, f.Reason, f.Time.Local().Format(time.DateTime))
+		fmt.Fprintf(w, "nodepack: GPU %s was taken out of use after %s at %s\n", termSafe(f.UUID), termSafe(f.Reason), f.Time.Local().Format(time.DateTime))
 	}
 	if s.NoGPUsLeft {
 		fmt.Fprintln(w, "nodepack: no GPU was left in use, so no more runs started; rerun on a healthy node to resume")
 	}
 	for _, hint := range nextSteps(s.Classes, output) {
-		fmt.Fprintln(w, "nodepack: "+hint)
+		fmt.Fprintln(w, "nodepack: "+termSafe(hint))
 	}
 }
 

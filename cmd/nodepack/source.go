@@ -63,7 +63,7 @@ func dryRun(sw *runner.Sweep, x *execute.Options, asJSON bool, stdout, stderr io
 	for run, err := range sw.Runs() {
 		if err != nil {
 			w.Flush()
-			fmt.Fprintf(stderr, "nodepack run: %v\n", err)
+			fmt.Fprintf(stderr, "nodepack run: %s\n", termSafe(err.Error()))
 			return exitUsage
 		}
 		req := x.RequestOf(run)
@@ -77,7 +77,7 @@ func dryRun(sw *runner.Sweep, x *execute.Options, asJSON bool, stdout, stderr io
 			w.WriteString("\n  ")
 			w.Write(b)
 		} else {
-			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%q\n", run.ID, run.Index, shard, req, strings.Join(run.Env, " "), run.Args)
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%q\n", run.ID, run.Index, shard, req, termSafe(strings.Join(run.Env, " ")), run.Args)
 		}
 		n++
 	}
@@ -85,10 +85,10 @@ func dryRun(sw *runner.Sweep, x *execute.Options, asJSON bool, stdout, stderr io
 		w.WriteString("\n]}\n")
 	}
 	if err := w.Flush(); err != nil {
-		fmt.Fprintf(stderr, "nodepack: %v\n", err)
+		fmt.Fprintf(stderr, "nodepack: %s\n", termSafe(err.Error()))
 		return exitFailed
 	}
-	fmt.Fprintf(stderr, "nodepack run: dry run: %s of shard %s (%d in all shards), output %s; nothing started\n", countWord(n, "run"), shard, total, sw.Output())
+	fmt.Fprintf(stderr, "nodepack run: dry run: %s of shard %s (%d in all shards), output %s; nothing started\n", countWord(n, "run"), shard, total, termSafe(sw.Output()))
 	return exitOK
 }
 

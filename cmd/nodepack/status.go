@@ -163,12 +163,12 @@ func printStatus(w io.Writer, doc *ledger.Status) {
 		total = fmt.Sprint(*doc.Total)
 	}
 	fmt.Fprintf(w, "%s: %s %s: %d succeeded, %d failed, %d interrupted, %d running, %d pending\n",
-		doc.Dir, total, plural(c.Succeeded+c.Failed+c.Interrupted+c.Running+c.Pending, "run"), c.Succeeded, c.Failed, c.Interrupted, c.Running, c.Pending)
+		termSafe(doc.Dir), total, plural(c.Succeeded+c.Failed+c.Interrupted+c.Running+c.Pending, "run"), c.Succeeded, c.Failed, c.Interrupted, c.Running, c.Pending)
 	for _, sh := range doc.Shards {
-		fmt.Fprintf(w, "  %s (shard %d/%d): %s", sh.File, sh.Index, sh.Count, sh.State)
+		fmt.Fprintf(w, "  %s (shard %d/%d): %s", termSafe(sh.File), sh.Index, sh.Count, sh.State)
 		switch sh.State {
 		case ledger.ShardEnded:
-			fmt.Fprintf(w, ": %s", sh.Note)
+			fmt.Fprintf(w, ": %s", termSafe(sh.Note))
 			if sh.Deferred > 0 {
 				fmt.Fprintf(w, ", %d deferred", sh.Deferred)
 			}
@@ -177,7 +177,7 @@ func printStatus(w io.Writer, doc *ledger.Status) {
 		case ledger.ShardOtherSweep:
 			fmt.Fprintf(w, ": holds another sweep than the newest ledger here, not counted")
 		default:
-			fmt.Fprintf(w, " on %s (pid %d) since %s", sh.Host, sh.PID, sh.Started.Local().Format(time.DateTime))
+			fmt.Fprintf(w, " on %s (pid %d) since %s", termSafe(sh.Host), sh.PID, sh.Started.Local().Format(time.DateTime))
 		}
 		fmt.Fprintln(w)
 	}
@@ -188,8 +188,8 @@ func printStatus(w io.Writer, doc *ledger.Status) {
 			if gpus == "" {
 				gpus = "none"
 			}
-			fmt.Fprintf(w, "  %s  attempt %d  slot %d  gpus %s  cpus %s  %v  %s\n", r.ID, r.Attempt, r.Slot, gpus, r.CPUs,
-				time.Duration(r.Elapsed*float64(time.Second)).Round(time.Second), r.Origin)
+			fmt.Fprintf(w, "  %s  attempt %d  slot %d  gpus %s  cpus %s  %v  %s\n", termSafe(r.ID), r.Attempt, r.Slot, termSafe(gpus), termSafe(r.CPUs),
+				time.Duration(r.Elapsed*float64(time.Second)).Round(time.Second), termSafe(r.Origin))
 		}
 	}
 	printGPUsOut(w, doc.GPUsOut)
@@ -211,13 +211,13 @@ func printStatus(w io.Writer, doc *ledger.Status) {
 func printFailures(w io.Writer, doc *ledger.Status) {
 	defer printGPUsOut(w, doc.GPUsOut)
 	if len(doc.Failures) == 0 {
-		fmt.Fprintf(w, "%s: no failed runs\n", doc.Dir)
+		fmt.Fprintf(w, "%s: no failed runs\n", termSafe(doc.Dir))
 		return
 	}
-	fmt.Fprintf(w, "%s: %s failed: %s\n", doc.Dir, countWord(len(doc.Failures), "run"), classCounts(doc.Classes))
+	fmt.Fprintf(w, "%s: %s failed: %s\n", termSafe(doc.Dir), countWord(len(doc.Failures), "run"), classCounts(doc.Classes))
 	printFailedRuns(w, doc.Failures)
 	for _, hint := range nextSteps(doc.Classes, doc.Dir) {
-		fmt.Fprintln(w, hint)
+		fmt.Fprintln(w, termSafe(hint))
 	}
 }
 
@@ -230,7 +230,7 @@ func printFailedRuns(w io.Writer, runs []ledger.RunStatus) {
 		case r.ExitCode != nil:
 			how = fmt.Sprint("exit ", *r.ExitCode)
 		}
-		fmt.Fprintf(w, "  %s  %s (%s)  %s  %s  %s\n", r.ID, r.Class, how, countWord(r.Attempt, "attempt"), r.Origin, r.Stderr)
+		fmt.Fprintf(w, "  %s  %s (%s)  %s  %s  %s\n", termSafe(r.ID), termSafe(string(r.Class)), how, countWord(r.Attempt, "attempt"), termSafe(r.Origin), termSafe(r.Stderr))
 		printTail(w, r.StderrTail)
 	}
 }
@@ -238,13 +238,13 @@ func printFailedRuns(w io.Writer, runs []ledger.RunStatus) {
 // printTail prints a failed run's last stderr lines under it.
 func printTail(w io.Writer, lines []string) {
 	for _, line := range lines {
-		fmt.Fprintf(w, "      | %s\n", line)
+		fmt.Fprintf(w, "      | %s\n", termSafe(line))
 	}
 }
 
 func printGPUsOut(w io.Writer, gpus []ledger.GPUOut) {
 	for _, g := range gpus {
-		fmt.Fprintf(w, "GPU out of use: %s after %s at %s on %s\n", g.UUID, g.Reason, g.Time.Local().Format(time.DateTime), g.Host)
+		fmt.Fprintf(w, "GPU out of use: %s after %s at %s on %s\n", termSafe(g.UUID), termSafe(g.Reason), g.Time.Local().Format(time.DateTime), termSafe(g.Host))
 	}
 }
 
@@ -271,7 +271,7 @@ func printRuns(stdout, stderr io.Writer, dir, format string, metricFlags []strin
 		err = table.WriteCSV(stdout)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "nodepack status: %v\n", err)
+		fmt.Fprintf(stderr, "nodepack status: %s\n", termSafe(err.Error()))
 		return exitFailed
 	}
 	return exitOK

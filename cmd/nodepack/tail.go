@@ -16,7 +16,9 @@ stderr, prefixed with where the run came from ([tasks.txt:12], or its id),
 from its last N lines until the runs end. RUN is a run's id, a prefix of
 one, or its origin (tasks.txt:12, as the failure lines print it);
 --failed adds the failed runs, --running the running ones; with none of
-them, the running runs. A run that ended shows its last lines and is done.
+them, the running runs. A run that ended shows its last lines and is done. What a terminal would
+act on in the runs' lines (escape sequences, carriage returns, other
+control characters) is shown escaped, as \x1b; --raw writes the bytes.
 Exit status 0, or 2 when DIR holds no ledger or nothing matches.
 
 Examples:
@@ -28,6 +30,7 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.Failed, "failed", false, "follow the failed runs")
 	fs.BoolVar(&o.Running, "running", false, "follow the running runs (the default when no run is named)")
 	fs.IntVarP(&o.Lines, "lines", "n", 10, "show the last `N` lines each log has first")
+	raw := fs.Bool("raw", false, "write the runs' bytes as they are, control characters and escape sequences included (by default they are shown escaped, \\x1b)")
 	if code, ok := parseFlags(fs, tailUsage, args, stdout, stderr); !ok {
 		return code
 	}
@@ -38,6 +41,9 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		o.Lines = -1 // -n 0: none of what was written before
 	}
 	o.Runs = fs.Args()[1:]
+	if !*raw {
+		o.Line = termSafe
+	}
 	dir, ok := outputArg(stderr, "tail", fs.Arg(0))
 	if !ok {
 		return exitUsage

@@ -34,6 +34,10 @@ type Options struct {
 	Lines int
 	// Poll is how often the files are read for more; 0 means 200 ms.
 	Poll time.Duration
+	// Line, if set, rewrites each line written (its prefix and text,
+	// without the newline): the place to escape what a terminal would
+	// act on. Nil writes the runs' bytes as they are.
+	Line func(line string) string
 }
 
 // Follow writes the chosen runs' log lines to w until every one of them
@@ -62,7 +66,7 @@ func Follow(ctx context.Context, dir string, opts Options, w io.Writer) error {
 			if p == "" {
 				continue
 			}
-			f := &followed{path: filepath.Join(dir, p), prefix: label}
+			f := &followed{path: filepath.Join(dir, p), prefix: label, line: opts.Line}
 			f.start(opts.Lines)
 			files = append(files, f)
 		}
@@ -164,6 +168,7 @@ type followed struct {
 	partial      []byte // the start of a line whose end is not written yet
 	first        []byte // the last lines already written, shown first
 	buf          []byte
+	line         func(string) string // Options.Line
 }
 
 // start opens the file and keeps its last n lines (none if n < 0); a file
@@ -253,8 +258,13 @@ func (f *followed) write(w io.Writer, b []byte) error {
 		if i < 0 {
 			break
 		}
-		out.WriteString(f.prefix)
-		out.Write(data[:i+1])
+		if f.line != nil {
+			out.WriteString(f.line(f.prefix + string(data[:i])))
+			out.WriteByte('\n')
+		} else {
+			out.WriteString(f.prefix)
+			out.Write(data[:i+1])
+		}
 		data = data[i+1:]
 	}
 	f.partial = append([]byte(nil), data...)
@@ -265,7 +275,11 @@ func (f *followed) write(w io.Writer, b []byte) error {
 // flush writes an incomplete last line, once the run has ended.
 func (f *followed) flush(w io.Writer) {
 	if len(f.partial) > 0 {
-		fmt.Fprintf(w, "%s%s\n", f.prefix, f.partial)
+		line := f.prefix + string(f.partial)
+		if f.line != nil {
+			line = f.line(line)
+		}
+		fmt.Fprintln(w, line)
 		f.partial = nil
 	}
 }
