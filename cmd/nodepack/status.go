@@ -55,7 +55,10 @@ by writing one flat JSON object to $NODEPACK_RUN_DIR/metrics.json (the last
 write wins); --metric NAME=REGEX adds a column with the last match in its
 stdout (the first group, if any). A parameter or metric named like a
 column gets a "param." or "metric." prefix. CSV loads with pandas'
-read_csv as it is; --format json writes an array of flat objects.
+read_csv as it is, except that a text cell a spreadsheet would evaluate
+as a formula (it starts with =, +, -, @, a tab or a carriage return and is
+not a number) gets a leading ', so that opening the file runs nothing;
+--format json writes an array of flat objects, values exact.
 
 Examples:
   nodepack status nodepack-123456

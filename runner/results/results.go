@@ -370,11 +370,18 @@ func (t *Table) Cells(r Row) []json.RawMessage {
 
 // WriteCSV writes the table as CSV with a header line: numbers as JSON
 // writes them, strings as they are, a missing value empty, a list or an
-// object as its JSON text.
+// object as its JSON text. A text cell, header cells included, that a
+// spreadsheet would evaluate as a formula (one that starts with =, +, -,
+// @, a tab or a carriage return and does not read as a number) gets a
+// leading ' (OWASP's rule against CSV injection); WriteJSON stays exact.
 func (t *Table) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	cw.Write(t.Columns())
-	line := make([]string, 0, len(t.Columns()))
+	header := make([]string, 0, len(t.Columns()))
+	for _, c := range t.Columns() {
+		header = append(header, inert(c))
+	}
+	cw.Write(header)
+	line := make([]string, 0, len(header))
 	for _, r := range t.Rows {
 		line = line[:0]
 		for _, v := range t.Cells(r) {
@@ -386,7 +393,8 @@ func (t *Table) WriteCSV(w io.Writer) error {
 	return cw.Error()
 }
 
-// csvText is a JSON value as a CSV cell.
+// csvText is a JSON value as a CSV cell: a number as it is, a text made
+// inert.
 func csvText(v json.RawMessage) string {
 	if len(v) == 0 || string(v) == "null" {
 		return ""
@@ -394,10 +402,24 @@ func csvText(v json.RawMessage) string {
 	if v[0] == '"' {
 		var s string
 		if json.Unmarshal(v, &s) == nil {
-			return s
+			return inert(s)
 		}
 	}
 	return string(v)
+}
+
+// inert keeps a spreadsheet from evaluating a text cell, as OWASP's rule
+// for CSV injection says: a text that starts with =, +, -, @, a tab or a
+// carriage return gets a leading ' (which spreadsheets show as text and
+// hide). A text that reads as a number is left alone: -0.5 stays -0.5.
+func inert(s string) string {
+	if s == "" || !strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return s
+	}
+	if _, err := strconv.ParseFloat(s, 64); err == nil {
+		return s
+	}
+	return "'" + s
 }
 
 // WriteJSON writes the table as a JSON array of flat objects, one per

@@ -2,6 +2,7 @@ package results
 
 import (
 	"bytes"
+	"encoding/csv"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -163,5 +164,69 @@ func TestWhatCounts(t *testing.T) {
 	}
 	if r := table.Rows[0]; r.State != ledger.StateInterrupted || string(r.Metrics["loss"]) != "0.5" {
 		t.Errorf("state %s, loss %s; want interrupted (its nodepack is gone) and 0.5", r.State, r.Metrics["loss"])
+	}
+}
+
+// TestCSVCellsAreInert: text cells and header cells a spreadsheet would
+// evaluate get a leading ', numbers never do, and JSON stays exact.
+func TestCSVCellsAreInert(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"ledger.jsonl": `{"type":"header","time":"2026-11-24T10:00:00Z","format":"nodepack.ledger/v1","shard":{"index":0,"count":1},"sweep":{"kind":"params","source":"p.jsonl","reps":1,"shards":1}}` + "\n" +
+			`{"type":"started","time":"2026-11-24T10:00:01Z","id":"aaaaaaaaaaaa","origin":"=p.jsonl:1","attempt":1,"stdout":"runs/a/stdout.log","stderr":"runs/a/stderr.log"}` + "\n" +
+			`{"type":"finished","time":"2026-11-24T10:00:02Z","id":"aaaaaaaaaaaa","origin":"=p.jsonl:1","attempt":1,"exit_code":0,"reason":"ok","duration_s":1}` + "\n",
+		"runs/a/params.json": `{"link": "=HYPERLINK(\"http://x\",\"y\")", "sum": "@SUM(1+1)", "plus": "+1+cmd|' /C calc'!A0", "minus": "-2+3", "tab": "\tx", "cr": "\rx",
+			"neg_text": "-0.5", "neg": -0.5, "plain": "resnet", "=evil": 1}`,
+		"runs/a/metrics.json": `{"@loss": 0.5, "note": "=1+1"}`,
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	table, err := Read(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var csvOut, jsonOut bytes.Buffer
+	if err := table.WriteCSV(&csvOut); err != nil {
+		t.Fatal(err)
+	}
+	records, err := csv.NewReader(&csvOut).ReadAll()
+	if err != nil || len(records) != 2 {
+		t.Fatalf("CSV: %v, %d records", err, len(records))
+	}
+	cell := map[string]string{}
+	for i, name := range records[0] {
+		cell[name] = records[1][i]
+	}
+	for _, tc := range []struct {
+		description, column, want string
+	}{
+		{"a HYPERLINK formula", "link", `'=HYPERLINK("http://x","y")`},
+		{"an @ function", "sum", "'@SUM(1+1)"},
+		{"a + formula", "plus", "'+1+cmd|' /C calc'!A0"},
+		{"a - formula", "minus", "'-2+3"},
+		{"a leading tab", "tab", "'\tx"},
+		{"a leading carriage return", "cr", "'\rx"},
+		{"text that reads as a number stays a number", "neg_text", "-0.5"},
+		{"a number is never touched", "neg", "-0.5"},
+		{"plain text", "plain", "resnet"},
+		{"an origin", "origin", "'=p.jsonl:1"},
+		{"a formula in a metric", "note", "'=1+1"},
+		{"a parameter named like a formula: the header cell", "'=evil", "1"},
+		{"a metric named like a function: the header cell", "'@loss", "0.5"},
+	} {
+		if got, ok := cell[tc.column]; !ok || got != tc.want {
+			t.Errorf("%s: column %q is %q (present %v), want %q\nheader %q", tc.description, tc.column, got, ok, tc.want, records[0])
+		}
+	}
+	if err := table.WriteJSON(&jsonOut); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(jsonOut.String(), `"link": "=HYPERLINK(\"http://x\",\"y\")"`) || !strings.Contains(jsonOut.String(), `"=evil": 1`) {
+		t.Errorf("JSON changed the values: %s", jsonOut.String())
 	}
 }
