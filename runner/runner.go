@@ -528,6 +528,12 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	}
 	shardTotal, _ := s.Total()
 	if err := w.WriteHeader(s.header(shardTotal)); err != nil {
+		if w.Err() == nil {
+			// The header is down, the room for the session's records is
+			// not: its end record says why nothing ran, so status tells a
+			// start refused for room from a nodepack that was killed.
+			w.WriteEnd(stopNote(err), max(shardTotal-s.done, 0))
+		}
 		w.Close()
 		return nil, err
 	}
@@ -707,11 +713,10 @@ func (r *Session) Wait() Outcome {
 	switch {
 	case o.Interrupt != nil:
 		o.Note = in.Error()
-	case diskFull(o.Problem), diskFull(err):
-		// The ledger's disk, or the disk a run's directory and logs are on.
-		o.Note = "stopped: disk full (no space left on device)"
 	case o.Problem != nil:
-		o.Note = "stopped: " + o.Problem.Error()
+		o.Note = stopNote(o.Problem)
+	case diskFull(err):
+		o.Note = stopNote(err) // the disk a run's directory and logs are on
 	case sum.Drained:
 		o.Note = "stopped before the job's end (--stop-before)"
 	case err != nil:
@@ -728,6 +733,14 @@ func (r *Session) Wait() Outcome {
 		o.Requeued = o.RequeueErr == nil
 	}
 	return o
+}
+
+// stopNote is the end record's note of a session stopped by err.
+func stopNote(err error) string {
+	if diskFull(err) {
+		return "stopped: disk full (no space left on device)"
+	}
+	return "stopped: " + err.Error()
 }
 
 // diskFull reports whether err says a disk is full, or a quota reached.

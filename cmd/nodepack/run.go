@@ -450,6 +450,10 @@ func report(w io.Writer, out runner.Outcome, sig syscall.Signal, o *runOptions, 
 	}
 	if out.Err != nil && sig == 0 {
 		fmt.Fprintf(w, "nodepack run: %s\n", termSafe(out.Err.Error()))
+		if errors.Is(out.Err, syscall.ENOSPC) || errors.Is(out.Err, syscall.EDQUOT) || errors.Is(out.Err, syscall.EIO) {
+			fmt.Fprintf(w, "nodepack: stopped starting runs: %s; the runs it stopped are interrupted, not failed: once the disk is fixed, rerun the same command to run them\n",
+				map[bool]string{true: "disk full (or a quota reached)", false: "disk I/O error"}[!errors.Is(out.Err, syscall.EIO)])
+		}
 	}
 	if sum.Drained && out.Problem == nil && out.LedgerErr == nil && sig == 0 && out.Err == nil {
 		fmt.Fprintf(w, "nodepack: stopped starting runs %v before the job's end (--stop-before): %s deferred to the requeue; rerun the same command to run them\n",

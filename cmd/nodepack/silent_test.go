@@ -481,6 +481,9 @@ func (s *syncBuilder) String() string {
 func TestFullDiskSaysSo(t *testing.T) {
 	dir := t.TempDir()
 	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=4m", "nodepack-test", dir).Run(); err != nil {
+		if os.Getenv("NODEPACK_CI") == "1" {
+			t.Fatalf("cannot mount a tmpfs: %v (CI runs as root)", err)
+		}
 		t.Skipf("cannot mount a tmpfs here (needs root): %v", err)
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
@@ -502,6 +505,67 @@ func TestFullDiskSaysSo(t *testing.T) {
 	c := doc.Counts
 	if doc.Total == nil || c.Pending+c.Running+c.Succeeded+c.Failed+c.Interrupted != *doc.Total {
 		t.Errorf("status counts %+v do not add up to %v", c, doc.Total)
+	}
+}
+
+// TestLogsFillTheDisk: runs whose own stdout fills the disk under the
+// output directory (2 MB, 40 runs of 100 KB) are not blamed for it: no run
+// is failed, nodepack stops starting runs as for a full ledger, status
+// says disk full, and once there is room a plain rerun runs the rest. It
+// needs root to mount the tmpfs.
+func TestLogsFillTheDisk(t *testing.T) {
+	dir := t.TempDir()
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m", "nodepack-test", dir).Run(); err != nil {
+		if os.Getenv("NODEPACK_CI") == "1" {
+			t.Fatalf("cannot mount a tmpfs: %v (CI runs as root)", err)
+		}
+		t.Skipf("cannot mount a tmpfs here (needs root): %v", err)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	file := writeFile(t, t.TempDir(), "tasks.txt", strings.Repeat("head -c 100000 /dev/zero | tr '\\0' x\n", 40))
+	out := filepath.Join(dir, "out")
+	args := []string{"run", "-q", "--gpus", "none", "-o", out, file}
+	code, _, stderr := runCLI(t, args...)
+	if code != exitFailed || !strings.Contains(stderr, "disk full") {
+		t.Fatalf("exit %d, want 1 and the full disk named:\n%s", code, stderr)
+	}
+	doc := statusDocOf(t, out)
+	if doc.Counts.Failed != 0 || doc.Counts.Succeeded == 40 || len(doc.Shards) != 1 || doc.Shards[0].Note != "stopped: disk full (no space left on device)" {
+		t.Errorf("status: counts %+v, shards %+v; want no run failed, stopped: disk full", doc.Counts, doc.Shards)
+	}
+	if err := exec.Command("mount", "-o", "remount,size=16m", dir).Run(); err != nil {
+		t.Fatalf("remount with room: %v", err)
+	}
+	if code, _, stderr := runCLI(t, args...); code != exitOK {
+		t.Fatalf("the rerun with room: exit %d\n%s", code, stderr)
+	}
+	if doc := statusDocOf(t, out); doc.Counts.Succeeded != 40 {
+		t.Errorf("after the rerun: %+v, want all 40 succeeded", doc.Counts)
+	}
+}
+
+// TestStartRefusedForRoomSaysSo: on a disk with room for the ledger's
+// header but not for the room it keeps for the session, nodepack exits 2
+// before anything runs, and status says the disk was full, not that
+// nodepack was killed. It needs root to mount the tmpfs.
+func TestStartRefusedForRoomSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "nodepack-test", dir).Run(); err != nil {
+		if os.Getenv("NODEPACK_CI") == "1" {
+			t.Fatalf("cannot mount a tmpfs: %v (CI runs as root)", err)
+		}
+		t.Skipf("cannot mount a tmpfs here (needs root): %v", err)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	file := writeFile(t, t.TempDir(), "tasks.txt", strings.Repeat("true\n", 200))
+	out := filepath.Join(dir, "out")
+	code, _, stderr := runCLI(t, "run", "-q", "--gpus", "none", "-o", out, file)
+	if code != exitUsage || !strings.Contains(stderr, "disk full") {
+		t.Fatalf("exit %d, want 2 and the full disk named:\n%s", code, stderr)
+	}
+	code, stdout, _ := runCLI(t, "status", out)
+	if code != exitOK || !strings.Contains(stdout, "ended: stopped: disk full (no space left on device), 200 deferred") || strings.Contains(stdout, "gone") {
+		t.Errorf("status (exit %d):\n%s\nwant the full disk, not a nodepack that was killed", code, stdout)
 	}
 }
 

@@ -519,22 +519,25 @@ func (e *Execution) runAll(r *placed) (requeue *pack.Request) {
 		p.attempts++
 		n := p.attempts // this sweep's, across placements
 		ev, started, err := e.attempt(r, prior+n)
-		var files *filesError
-		if errors.As(err, &files) {
+		if files := (*filesError)(nil); errors.As(err, &files) {
 			// Its directory, logs or scratch: not the run's doing. The
 			// attempt fails as setup, and the sweep goes on, unless the
-			// node's disk is full or failing, which no run can be set up
-			// on: then it stops starting runs, and the attempt was
-			// interrupted, for a rerun to run again.
+			// node's disk is full or failing (below).
 			var node bool
-			ev, node = e.setupFailed(ev, files.err)
-			if node {
-				e.record(r.lane, ev, n == 1)
-				e.emit(ev)
-				e.fail(fmt.Errorf("execute: %s: %w", originOf(*run), err))
-				return nil
+			if ev, node = e.setupFailed(ev, files.err); node {
+				err = &nodeError{files.err}
+			} else {
+				started, err = true, nil
 			}
-			started, err = true, nil
+		}
+		if node := (*nodeError)(nil); errors.As(err, &node) {
+			// The node's disk is full or failing: no run can be set up or
+			// keep its logs there. The attempt was interrupted, for a
+			// rerun to run again, and the sweep starts no more runs.
+			e.record(r.lane, ev, n == 1)
+			e.emit(ev)
+			e.fail(fmt.Errorf("execute: %s: %w", originOf(*run), err))
+			return nil
 		}
 		if err != nil {
 			e.fail(fmt.Errorf("execute: %s: %w", originOf(*run), err))
@@ -930,7 +933,42 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 	}
 	ev.Usage.Sampled = sampled
 	ev.Slot.Assignment = r.assignment() // gpu_mem=auto may have shrunk its claim
+	if ev.Reason == Failed && files.runDir != "" {
+		// A run whose logs could not be written fails in its own way
+		// (an echo's exit 1, a Python traceback it could not print): ask
+		// the disk they are on. Full or failing is the node's fault.
+		if err := probeDisk(files.runDir); err != nil {
+			if class, node := failure.OfSetup(err); node {
+				ev.Reason, ev.Class, ev.Retry = Interrupted, class, false
+				ev.Err = fmt.Errorf("the disk of its directory and logs: %w", err)
+				return ev, true, &nodeError{err}
+			}
+		}
+	}
 	return ev, true, nil
+}
+
+// nodeError is attempt's error for an attempt that ran, and found the
+// node's disk under its directory full or failing: the attempt is
+// recorded as interrupted, and the sweep stops starting runs.
+type nodeError struct{ err error }
+
+func (e *nodeError) Error() string { return e.err.Error() }
+func (e *nodeError) Unwrap() error { return e.err }
+
+// probeDisk writes and syncs 64 KiB in dir and removes it: the error says
+// whether the disk there has room (ENOSPC, EDQUOT) and works (EIO).
+func probeDisk(dir string) error {
+	f, err := os.CreateTemp(dir, ".nodepack-probe-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if _, err := f.Write(make([]byte, 64<<10)); err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 // command builds attempt n's command: argv (with the Wrap prefix),
