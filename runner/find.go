@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/nodepack/nodepack/resources/batch"
+	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/ledger"
 )
 
@@ -106,6 +107,24 @@ func startedBy(dir, job string) bool {
 		}
 	}
 	return false
+}
+
+// noLinks checks, before anything is read or written, that what nodepack
+// writes in the output directory dir (its ledgers and their locks, runs/)
+// is no symbolic link: nodepack never writes through a link it did not
+// make. dir itself may be one (an -o the user chose).
+func noLinks(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil // none yet, or unreadable: opening the ledger says so
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if e.Type()&fs.ModeSymlink != 0 && (name == "runs" || strings.HasPrefix(name, "ledger")) {
+			return fmt.Errorf("%s: %w", filepath.Join(dir, name), execute.ErrLink)
+		}
+	}
+	return nil
 }
 
 // missing reports whether nothing is at path.

@@ -164,12 +164,21 @@ func (s *Sweep) prepare() error {
 	s.output = opts.Output
 	if s.output == "" {
 		s.output = DefaultOutput(opts.Job, s.def, splits(opts.Shard, opts.Job))
-	} else if named := s.output + "-" + s.def.Label() + "-" + s.def.Key(); missing(s.output) && !missing(named) {
+		// A name nodepack chose itself, in a directory others may write:
+		// only a real directory of this user's is used (a link planted
+		// there, or a ledger that says everything succeeded, is not).
+		if err := ownDir(s.output); err != nil {
+			return err
+		}
+	} else if named := s.output + "-" + s.def.Label() + "-" + s.def.Key(); missing(s.output) && !missing(named) && ownDir(named) == nil {
 		// -o nodepack-OLDID to resume a job's sweep (a resubmission of a
 		// deleted Grid Engine job, say) when it ran in its default
 		// directory: the same name and key are the same sweep.
 		s.output = named
 		s.notes = append(s.notes, fmt.Sprintf("%s is this sweep's %s: resuming there", opts.Output, named))
+	}
+	if err := noLinks(s.output); err != nil {
+		return err
 	}
 	s.source.SetOutputDir(s.output) // the runs' {run_dir} is under it
 	src := s.source

@@ -105,8 +105,11 @@ func (p *progress) line(ev execute.Event) string {
 	if ev.Reason != execute.OK && ev.Stderr != "" {
 		s += " log " + termSafe(ev.Stderr)
 	}
-	if n := len(ev.StderrTail); n > 0 && ev.Reason != execute.Interrupted {
+	switch n := len(ev.StderrTail); {
+	case n > 0 && ev.Reason != execute.Interrupted:
 		s += ": " + termSafe(ev.StderrTail[n-1])
+	case ev.Err != nil:
+		s += ": " + termSafe(ev.Err.Error()) // nodepack's own reason: setup, a full disk
 	}
 	return s
 }

@@ -64,6 +64,7 @@ type Execution struct {
 	env          *envBuilder
 	live         *liveWriter
 	outDir       string       // absolute; "" for no logs
+	runs         *runsDir     // outDir/runs, held open; nil for no logs
 	scratch      string       // parent of the per-run TMPDIRs
 	memGroups    *memGroups   // EnforceMem's cgroups; nil when it samples or is off
 	running      atomic.Int64 // attempts whose process runs
@@ -161,6 +162,9 @@ func (e *Execution) Wait() (Summary, error) {
 		e.stopOnCancel()
 		sweepAll()
 		os.RemoveAll(e.scratch)
+		if e.runs != nil {
+			e.runs.close()
+		}
 		if e.memGroups != nil {
 			e.memGroups.close()
 		}
@@ -289,7 +293,7 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		if err != nil {
 			return nil, fmt.Errorf("execute: output dir: %w", err)
 		}
-		if err := os.MkdirAll(filepath.Join(dir, "runs"), 0o755); err != nil {
+		if e.runs, err = openRunsDir(filepath.Join(dir, "runs")); err != nil {
 			return nil, fmt.Errorf("execute: output dir: %w", err)
 		}
 		e.outDir = dir
@@ -724,35 +728,29 @@ func (f *attemptFiles) close(unused bool) {
 // not truncated yet: begin does that once the attempt really starts.
 func (e *Execution) prepare(ev *Event, lane, n int) (*attemptFiles, error) {
 	f := &attemptFiles{}
-	if e.outDir != "" {
-		f.runDir = filepath.Join(e.outDir, "runs", ev.Run.dirName())
-		err := os.Mkdir(f.runDir, 0o755)
-		if errors.Is(err, fs.ErrNotExist) {
-			// runs/ was removed under the sweep: make it again.
-			if err = os.MkdirAll(filepath.Dir(f.runDir), 0o755); err == nil {
-				err = os.Mkdir(f.runDir, 0o755)
-			}
-		}
-		switch {
-		case err == nil:
-			f.createdRunDir = true
-		case !errors.Is(err, os.ErrExist):
+	if e.runs != nil {
+		// Made and opened from runs/, following no symbolic link (see
+		// runsDir); made again if a temp cleaner removed runs/.
+		dir, created, err := e.runs.runDir(ev.Run.dirName())
+		if err != nil {
 			return nil, err
 		}
+		defer dir.Close()
+		f.runDir, f.createdRunDir = dir.Name(), created
 		ev.Stdout = filepath.Join(f.runDir, "stdout.log")
 		ev.Stderr = filepath.Join(f.runDir, "stderr.log")
-		if f.stdout, err = openLog(ev.Stdout); err != nil {
+		if f.stdout, err = openIn(dir, "stdout.log", false, created); err != nil {
 			f.close(true)
 			return nil, err
 		}
-		if f.stderr, err = openLog(ev.Stderr); err != nil {
+		if f.stderr, err = openIn(dir, "stderr.log", false, created); err != nil {
 			f.stdout.Close()
 			f.stdout = nil
 			f.close(true)
 			return nil, err
 		}
 		if f.createdRunDir {
-			if err := writeParams(f.runDir, ev.Run); err != nil {
+			if err := writeParams(dir, ev.Run); err != nil {
 				f.close(true)
 				return nil, err
 			}
@@ -1268,18 +1266,6 @@ func (e *Execution) name(ev *Event, o failure.Outcome, stderrFrom int64) {
 	}
 	ev.Class = failure.Classify(o, tail, e.patterns)
 	ev.StderrTail = failure.LastLines(tail, MaxTailLines, MaxTailLine)
-}
-
-// openLog opens a log file for appending, creating it if needed. It opens
-// it with open(2) and os.NewFile rather than os.OpenFile, which would also
-// try (and fail) to add a regular file to Go's poller: two system calls
-// per log, per run, for nothing.
-func openLog(path string) (*os.File, error) {
-	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_APPEND|syscall.O_CLOEXEC, 0o644)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	return os.NewFile(uintptr(fd), path), nil
 }
 
 // exitInfo is how an attempt's process ended.

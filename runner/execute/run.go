@@ -113,12 +113,20 @@ func SafeName(s string, max int) string {
 }
 
 // writeParams writes the run's parameters to params.json in dir, if it has
-// any.
-func writeParams(dir string, r Run) error {
+// any, following no symbolic link.
+func writeParams(dir *os.File, r Run) error {
 	if r.Params == nil {
 		return nil
 	}
-	return os.WriteFile(filepath.Join(dir, "params.json"), append(slices.Clip(r.Params), '\n'), 0o644)
+	f, err := openIn(dir, "params.json", true, true)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(slices.Clip(r.Params), '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Runs returns a sequence that yields runs in order, with no errors.

@@ -553,9 +553,13 @@ func open(path string, restart bool, known *Log) (*Writer, error) {
 			return fail(err)
 		}
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|noFollow, 0o644)
 	if err != nil {
-		return fail(fmt.Errorf("open ledger: %w", err))
+		return fail(fmt.Errorf("open ledger: %w", linkError(path, err)))
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return fail(fmt.Errorf("open ledger: %s: not a regular file: %w", path, execute.ErrLink))
 	}
 	l.file = f
 	past := known
@@ -580,6 +584,16 @@ func open(path string, restart bool, known *Log) (*Writer, error) {
 	return l, nil
 }
 
+// linkError names path for an open that met a symbolic link (ELOOP with
+// O_NOFOLLOW) or a file where a directory should be: the ledger and its
+// lock are never written through a link nodepack did not make.
+func linkError(path string, err error) error {
+	if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) {
+		return fmt.Errorf("%s: %w", path, execute.ErrLink)
+	}
+	return err
+}
+
 // lockOwner is what the lock directory's owner file says.
 type lockOwner struct {
 	PID   int       `json:"pid"`
@@ -594,9 +608,9 @@ func lockLedger(path string) (*os.File, error) {
 	if err := os.Mkdir(name, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("open ledger: lock: %w", err)
 	}
-	dir, err := os.Open(name)
+	dir, err := os.OpenFile(name, os.O_RDONLY|noFollow|directory, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open ledger: lock: %w", err)
+		return nil, fmt.Errorf("open ledger: lock: %w", linkError(name, err))
 	}
 	if err := lockFile(dir); err != nil {
 		dir.Close()
@@ -609,7 +623,7 @@ func lockLedger(path string) (*os.File, error) {
 	}
 	host, _ := os.Hostname()
 	b, _ := json.Marshal(lockOwner{PID: os.Getpid(), Host: host, Since: time.Now().UTC()})
-	if err := os.WriteFile(filepath.Join(name, "owner"), append(b, '\n'), 0o644); err != nil {
+	if err := writeOwner(dir, append(b, '\n')); err != nil {
 		dir.Close()
 		return nil, fmt.Errorf("open ledger: lock: %w", err)
 	}

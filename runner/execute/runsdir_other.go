@@ -1,0 +1,29 @@
+//go:build !unix
+
+package execute
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// On these systems nodepack's writes go by path, and a symbolic link
+// planted in the output directory is followed.
+
+func openDir(path string) (*os.File, error) { return os.Open(path) }
+
+func mkdirIn(dir *os.File, name string) error {
+	return os.Mkdir(filepath.Join(dir.Name(), name), 0o755)
+}
+
+func openDirIn(dir *os.File, name string) (*os.File, error) {
+	return os.Open(filepath.Join(dir.Name(), name))
+}
+
+func openIn(dir *os.File, name string, truncate, fresh bool) (*os.File, error) {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	if truncate {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	return os.OpenFile(filepath.Join(dir.Name(), name), flags, 0o644)
+}
