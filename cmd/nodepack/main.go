@@ -12,6 +12,9 @@ import (
 
 func main() {
 	execute.MaybeGuard() // first: the supervisor process does its work and exits here
+	// nodepack starts no process of its own that should outlive a sweep:
+	// every run is marked from its first instruction.
+	execute.ClaimChildren()
 	spareP()
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -16,6 +16,7 @@ import (
 func TestMain(m *testing.M) {
 	execute.MaybeGuard()
 	if os.Getenv("NODEPACK_TEST_AS_MAIN") == "1" {
+		execute.ClaimChildren() // as main does; not in the tests, which start processes of their own
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

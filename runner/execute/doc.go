@@ -55,9 +55,12 @@
 // NODEPACK_ATTEMPT) that is no longer running. It reaps each one with a
 // targeted wait4(pid), never wait4(-1), so other children of the process and
 // their os/exec waits are left alone. A descendant that both leaves the
-// process group and scrubs its environment, or an escaped one that exits on
-// its own before a sweep sees it, is not recognised (the latter stays a
-// zombie until the process exits).
+// process group and scrubs its environment still carries its run's mark (a
+// soft RLIMIT_RTTIME that names the process's session, see
+// [ClaimChildren]): adopted children with the mark are killed when an
+// Execute ends and no run of the process runs. An escaped one that exits
+// on its own before a sweep sees it stays a zombie until the process
+// exits.
 //
 // # The supervisor (Linux)
 //
@@ -68,13 +71,13 @@
 // SIGKILL, the pipe ends: the supervisor kills every run's process group
 // and every process whose environment carries the program's session
 // (NODEPACK_SESSION, which every run gets and its descendants inherit,
-// also after setsid or a double fork), then exits. Runs themselves start
-// directly, with no exec in between. Without the
-// call a run's leader still dies with the program (Pdeathsig), and a
-// normal end, a cancellation or Kill still leave nothing behind, but a
-// run's descendants may outlive a SIGKILL of the program. A descendant
-// that both leaves its run's process group and scrubs its environment is
-// beyond the supervisor's reach.
+// also after setsid or a double fork) or that carries its mark (which
+// survives env -i too), removes the runs' scratch root, then exits. Runs
+// themselves start directly, with no exec in between. Without the call a
+// run's leader still dies with the program (Pdeathsig), and a normal end,
+// a cancellation or Kill still leave nothing behind, but a run's
+// descendants may outlive a SIGKILL of the program, and so may the
+// scratch root until the next Execute on the node removes it.
 //
 // On other systems runs get their own environment and logs but no CPU
 // affinity, no process group, no supervisor and no sweeping.

@@ -162,6 +162,7 @@ func (e *Execution) Wait() (Summary, error) {
 		e.stopOnCancel()
 		sweepAll()
 		os.RemoveAll(e.scratch)
+		untrackScratch(e.scratch)
 		if e.runs != nil {
 			e.runs.close()
 		}
@@ -302,11 +303,13 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 	if base == "" {
 		base = os.TempDir()
 	}
-	scratch, err := os.MkdirTemp(base, "nodepack-")
+	removeStaleScratch(base) // left by a nodepack killed with its supervisor
+	scratch, err := os.MkdirTemp(base, scratchPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("execute: temp dir: %w", err)
 	}
 	e.scratch = scratch
+	trackScratch(scratch) // the supervisor removes it if this process dies
 	if opts.EnforceMem && opts.MemCgroup != "" {
 		if e.memGroups, err = newMemGroups(opts.MemCgroup); err != nil {
 			os.RemoveAll(scratch)

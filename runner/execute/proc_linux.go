@@ -40,6 +40,12 @@ var procs struct {
 	token      string
 	supervisor *supervisor
 
+	// mark is the RLIMIT_RTTIME that marks this session's runs (see
+	// sessionMark); zero Cur when they are not marked. markedSelf says
+	// the process itself carries it (ClaimChildren).
+	mark       unix.Rlimit
+	markedSelf bool
+
 	// all is the CPU mask of the thread that ran setup: the process's own,
 	// which a run that asks for no CPUs gets.
 	all unix.CPUSet
@@ -75,6 +81,7 @@ func setup() error {
 		procs.self.id = os.Getenv("NODEPACK_RUN_ID")
 		procs.self.attempt, _ = strconv.Atoi(os.Getenv("NODEPACK_ATTEMPT"))
 		procs.token = newSessionToken()
+		markProcesses(procs.token) // before the supervisor: it may carry the mark
 		if supervisorEnabled.Load() {
 			if procs.supervisor, procs.err = startSupervisor(procs.token); procs.err != nil {
 				return
@@ -206,6 +213,7 @@ func (t *spawnThread) spawnOne(req spawnRequest) error {
 		return &startError{err}
 	}
 	pid := req.cmd.Process.Pid
+	markRun(pid)
 	procs.supervisor.started(pid)
 	procs.mu.Lock()
 	procs.leaders[pid]++
@@ -462,6 +470,7 @@ func sweepAll() {
 	done := make(chan struct{})
 	procs.now <- done
 	<-done
+	killMarked() // what left its group and its environment too
 }
 
 // minSweepInterval limits how often runs that end trigger a scan of /proc,
@@ -540,21 +549,7 @@ func pickTargets() []int {
 	if !ok {
 		// No /proc/PID/task/TID/children (a kernel without
 		// CONFIG_PROC_CHILDREN): every process's stat says its parent.
-		d, err := os.Open("/proc")
-		if err != nil {
-			return nil
-		}
-		names, _ := d.Readdirnames(-1)
-		d.Close()
-		for _, name := range names {
-			pid, err := strconv.Atoi(name)
-			if err != nil {
-				continue
-			}
-			if ppid, _, ok := readStat(pid, buf[:]); ok && ppid == self {
-				children = append(children, pid)
-			}
-		}
+		children = childrenByStat()
 	}
 	if len(children) == 0 {
 		return nil

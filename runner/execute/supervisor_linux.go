@@ -86,9 +86,18 @@ func sessionToken() string { return procs.token }
 // supervisor is this process's side of the supervisor: the pipe's write
 // end. A nil *supervisor (none started) drops every message.
 type supervisor struct {
+	pid int
 	mu  sync.Mutex
 	w   *os.File // nil after a write failed
 	buf []byte
+}
+
+// pidOf returns the supervisor's pid; 0 for none.
+func (s *supervisor) pidOf() int {
+	if s == nil {
+		return 0
+	}
+	return s.pid
 }
 
 // startSupervisor starts the supervisor for the session token.
@@ -116,16 +125,20 @@ func startSupervisor(token string) (*supervisor, error) {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
 	// Never waited for: it outlives this process, or exits at its end.
-	return &supervisor{w: w}, nil
+	return &supervisor{pid: cmd.Process.Pid, w: w}, nil
 }
 
-// started and ended tell the supervisor about a run's process group.
-func (s *supervisor) started(pgid int) { s.send('g', pgid) }
-func (s *supervisor) ended(pgid int)   { s.send('-', pgid) }
+// started and ended tell the supervisor about a run's process group;
+// scratch and scratchDone about a scratch root (the runs' TMPDIRs'
+// parent), which it removes if this process dies with it still there.
+func (s *supervisor) started(pgid int)        { s.send('g', strconv.Itoa(pgid)) }
+func (s *supervisor) ended(pgid int)          { s.send('-', strconv.Itoa(pgid)) }
+func (s *supervisor) scratch(path string)     { s.send('t', strconv.Quote(path)) }
+func (s *supervisor) scratchDone(path string) { s.send('T', strconv.Quote(path)) }
 
 // send writes one message. A supervisor that is gone (the write failed) is
 // dropped: its protection is lost, the runs are not.
-func (s *supervisor) send(op byte, pgid int) {
+func (s *supervisor) send(op byte, arg string) {
 	if s == nil {
 		return
 	}
@@ -134,7 +147,7 @@ func (s *supervisor) send(op byte, pgid int) {
 	if s.w == nil {
 		return
 	}
-	s.buf = append(strconv.AppendInt(append(s.buf[:0], op, ' '), int64(pgid), 10), '\n')
+	s.buf = append(append(append(s.buf[:0], op, ' '), arg...), '\n')
 	if _, err := s.w.Write(s.buf); err != nil {
 		s.w.Close()
 		s.w = nil
@@ -153,6 +166,7 @@ func supervise(runner io.Reader, token string) int {
 // follow is supervise without its signal handling.
 func follow(runner io.Reader, token string) {
 	groups := map[int]bool{}
+	scratch := map[string]bool{}
 	r := bufio.NewReaderSize(runner, 64<<10)
 	for {
 		if r.Buffered() == 0 {
@@ -164,27 +178,43 @@ func follow(runner io.Reader, token string) {
 		if err != nil {
 			break // end of file: the runner is gone
 		}
-		op, num, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
-		pgid, err := strconv.Atoi(num)
-		switch {
-		case err != nil || pgid <= 0:
-		case op == "g":
-			groups[pgid] = true
-		case op == "-":
-			delete(groups, pgid)
+		op, arg, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		switch op {
+		case "g", "-":
+			if pgid, err := strconv.Atoi(arg); err == nil && pgid > 0 {
+				if op == "g" {
+					groups[pgid] = true
+				} else {
+					delete(groups, pgid)
+				}
+			}
+		case "t", "T":
+			if path, err := strconv.Unquote(arg); err == nil && path != "" {
+				if op == "t" {
+					scratch[path] = true
+				} else {
+					delete(scratch, path)
+				}
+			}
 		}
 	}
 	for pgid := range groups {
 		unix.Kill(-pgid, unix.SIGKILL)
 	}
 	killSession(token, 5*time.Second)
+	// The runs are gone: what they left in their TMPDIRs goes too.
+	for path := range scratch {
+		os.RemoveAll(path)
+	}
 }
 
 // killSession sends SIGKILL to every process whose environment carries
-// the session token, scanning /proc until a scan finds none alive or limit
-// has passed.
+// the session token, or that carries the session's mark (see
+// sessionMark: a run's process that left its group and cleared its
+// environment), scanning /proc until a scan finds none alive or limit has
+// passed.
 func killSession(token string, limit time.Duration) {
-	self := os.Getpid()
+	self, mark := os.Getpid(), sessionMark(token)
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		d, err := os.Open("/proc")
@@ -199,8 +229,11 @@ func killSession(token string, limit time.Duration) {
 			if err != nil || pid == self {
 				continue
 			}
-			// A process killed already is a zombie with an empty environ.
-			if env, err := os.ReadFile("/proc/" + name + "/environ"); err == nil && inSession(env, token) {
+			env, err := os.ReadFile("/proc/" + name + "/environ")
+			if err != nil || !inSession(env, token) && !marked(pid, mark) {
+				continue
+			}
+			if !zombie(pid) { // one killed already, waiting for its parent
 				unix.Kill(pid, unix.SIGKILL)
 				found++
 			}
@@ -210,6 +243,16 @@ func killSession(token string, limit time.Duration) {
 		}
 		time.Sleep(2 * time.Millisecond) // let the killed ones die before the next look
 	}
+}
+
+// zombie reports whether process pid has exited and waits to be reaped.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // gone
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 // inSession reports whether an environment (/proc/PID/environ) carries the

@@ -274,3 +274,21 @@ func TestKill9WithoutSupervisor(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkFindsWhatLeftGroupAndEnvironment: in a program that embeds the
+// runner (no ClaimChildren: each run is marked as it starts), a run's
+// grandchild that left its process group and cleared its environment is
+// killed when the sweep ends, found by the mark.
+func TestMarkFindsWhatLeftGroupAndEnvironment(t *testing.T) {
+	name := fmt.Sprintf("marked-%d-%d", os.Getpid(), time.Now().UnixNano())
+	line := "setsid env -i bash -c 'exec -a " + name + " sleep 300' & for i in $(seq 3000); do pgrep -f '^" + name + " ' >/dev/null && break; sleep 0.01; done"
+	sum, _, err := execute(t, t.Context(), lanes(2), Options{}, shell(line, line)...)
+	if err != nil || sum.Succeeded != 2 {
+		t.Fatalf("Execute: %v, %+v", err, sum)
+	}
+	out, _ := exec.Command("pgrep", "-f", "^"+name+" ").Output()
+	if len(out) > 0 {
+		exec.Command("pkill", "-9", "-f", "^"+name+" ").Run()
+		t.Errorf("processes that left their group and environment outlived the sweep: %s", out)
+	}
+}

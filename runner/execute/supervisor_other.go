@@ -7,3 +7,7 @@ package execute
 // On Linux it lets the runner start one supervisor process that does; call
 // it first thing in main.
 func MaybeGuard() {}
+
+// ClaimChildren does nothing on systems other than Linux; see its Linux
+// documentation.
+func ClaimChildren() {}
