@@ -14,22 +14,29 @@ import (
 // The mark. A run may leave its process group (setsid) and clear its
 // environment (env -i), and so shed both signs that tell its processes
 // from others; it keeps its resource limits. Every run's processes carry
-// a soft RLIMIT_RTTIME that names their nodepack: 2^61 µs and more (over
-// 70,000 years of real-time CPU without a blocking call, a limit no run
-// reaches), plus 40 bits of the session token. A process with the mark is
-// a run's, or its descendant's, whatever it did to its session and its
-// environment; the supervisor kills those left when nodepack dies, and
-// nodepack those left when a sweep ends (see killMarked).
+// a soft RLIMIT_RTTIME that names their nodepack and their run: 2^61 µs
+// and more (over 70,000 years of real-time CPU without a blocking call, a
+// limit no run reaches), plus 36 bits of the session token, plus 24 bits
+// of the run's leader's pid (0 for the process-wide mark of
+// ClaimChildren). A process with the session's mark is a run's, or its
+// descendant's, whatever it did to its session and its environment: the
+// sweeper kills an adopted one whose run has ended (pickTargets), nodepack
+// those left when a sweep ends (killMarked), and the supervisor those left
+// when nodepack dies (killSession).
 
-// markBase is the least mark.
-const markBase = uint64(1) << 61
+// markBase is the least mark; runBits hold the run's leader's pid.
+const (
+	markBase = uint64(1) << 61
+	runBits  = 24
+	runMask  = uint64(1)<<runBits - 1
+)
 
 // sessionMark is the RLIMIT_RTTIME that marks the processes of the
-// session token.
+// session token, with no run named.
 func sessionMark(token string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(token))
-	return markBase | h.Sum64()&(1<<40-1)
+	return markBase | h.Sum64()&(1<<36-1)<<runBits
 }
 
 // claimed says that the host program called ClaimChildren.
@@ -64,18 +71,40 @@ func markProcesses(token string) {
 	}
 }
 
-// markRun marks a run's process just started, unless the whole process is
-// marked (and so it was from its first instruction).
+// markRun marks a run's process just started with the session and the
+// run: what it starts from now on can be told from other runs' (with
+// ClaimChildren it carries the session's mark from its first instruction).
 func markRun(pid int) {
-	if procs.mark.Cur != 0 && !procs.markedSelf {
-		unix.Prlimit(pid, unix.RLIMIT_RTTIME, &procs.mark, nil)
+	if procs.mark.Cur != 0 {
+		lim := procs.mark
+		lim.Cur |= uint64(pid) & runMask
+		unix.Prlimit(pid, unix.RLIMIT_RTTIME, &lim, nil)
 	}
 }
 
-// marked reports whether process pid carries mark.
-func marked(pid int, mark uint64) bool {
+// markOf returns the run that process pid's mark names (its leader's pid
+// within runMask; 0 for none named), and whether it carries the mark of
+// session at all.
+func markOf(pid int, session uint64) (run int, ok bool) {
 	var lim unix.Rlimit
-	return mark != 0 && unix.Prlimit(pid, unix.RLIMIT_RTTIME, nil, &lim) == nil && lim.Cur == mark
+	if session == 0 || unix.Prlimit(pid, unix.RLIMIT_RTTIME, nil, &lim) != nil || lim.Cur&^runMask != session {
+		return 0, false
+	}
+	return int(lim.Cur & runMask), true
+}
+
+// marked reports whether process pid carries the mark of session.
+func marked(pid int, session uint64) bool {
+	_, ok := markOf(pid, session)
+	return ok
+}
+
+// endedRunMark reports whether process pid carries this session's mark
+// naming a run whose leader is no longer running (procs.mu held): a
+// leftover of an ended run that left its group and its environment.
+func endedRunMark(pid int) bool {
+	run, ok := markOf(pid, procs.mark.Cur)
+	return ok && run != 0 && procs.leaders[run] == 0
 }
 
 // killMarked kills and reaps the children of this process (a child

@@ -567,7 +567,7 @@ func pickTargets() []int {
 		if !ok || ppid != self {
 			continue
 		}
-		if procs.ended[pgid] || endedAttempt(pid) {
+		if procs.ended[pgid] || endedAttempt(pid) || endedRunMark(pid) {
 			unix.Kill(pid, unix.SIGKILL)
 			targets = append(targets, pid)
 		}

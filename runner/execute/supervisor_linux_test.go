@@ -292,3 +292,23 @@ func TestMarkFindsWhatLeftGroupAndEnvironment(t *testing.T) {
 		t.Errorf("processes that left their group and environment outlived the sweep: %s", out)
 	}
 }
+
+// TestEscapeeDiesWithItsRun: a run's grandchild that left its process group
+// and cleared its environment is killed when that run ends, not only when
+// the sweep does: the other run, still running, sees it gone.
+func TestEscapeeDiesWithItsRun(t *testing.T) {
+	name := fmt.Sprintf("ownrun-%d-%d", os.Getpid(), time.Now().UnixNano())
+	seen := "pgrep -f '^" + name + " ' >/dev/null"
+	first := "setsid env -i bash -c 'exec -a " + name + " sleep 300' & for i in $(seq 3000); do " + seen + " && break; sleep 0.01; done"
+	// Waits for the grandchild to appear, then to go: exit 0 only if it
+	// went while this run ran.
+	second := "for i in $(seq 3000); do " + seen + " && break; sleep 0.01; done; for i in $(seq 3000); do " + seen + " || exit 0; sleep 0.01; done; exit 1"
+	sum, events, err := execute(t, t.Context(), lanes(2), Options{}, shell(first, second)...)
+	defer exec.Command("pkill", "-9", "-f", "^"+name+" ").Run()
+	if err != nil || sum.Succeeded != 2 {
+		for _, ev := range events {
+			t.Logf("run %d: %s exit %d", ev.Run.Index, ev.Reason, ev.ExitCode)
+		}
+		t.Fatalf("%+v, %v: want both to succeed: the grandchild killed when its run ended, while the other still ran", sum, err)
+	}
+}
