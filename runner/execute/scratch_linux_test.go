@@ -19,11 +19,11 @@ func TestStaleScratchRemoved(t *testing.T) {
 	}
 	self := strconv.Itoa(os.Getpid())
 	dirs := map[string]bool{ // name → kept
-		"nodepack-" + self + "-" + strconv.FormatUint(start, 10) + "-alive": true,
+		"nodepack-" + self + "-" + strconv.FormatUint(start, 10) + "-alive":    true,
 		"nodepack-" + self + "-" + strconv.FormatUint(start+1, 10) + "-reused": false,
-		"nodepack-999999999-1-gone":                                          false,
-		"nodepack-4242":                                                      true, // an older name: not ours to judge
-		"other":                                                              true,
+		"nodepack-999999999-1-gone": false,
+		"nodepack-4242":             true, // an older name: not ours to judge
+		"other":                     true,
 	}
 	for name := range dirs {
 		os.MkdirAll(filepath.Join(base, name, "0.1"), 0o700)
