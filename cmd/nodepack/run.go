@@ -429,15 +429,17 @@ func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progre
 	out := session.Wait()
 	close(done)
 	progress.finish()
-	return report(stderr, out, signals.signal(), o, progress.failuresOnly())
+	return report(stderr, out, signals.signal(), o, sw.Output(), progress.failuresOnly())
 }
 
 // report prints how the sweep ended and returns the exit status.
-// listed says each failure was printed as it happened, among few other
-// lines (-q, or a progress bar), so the summary does not list them again.
-func report(w io.Writer, out runner.Outcome, sig syscall.Signal, o *runOptions, listed bool) int {
+// output is the sweep's output directory (the one nodepack named, when -o
+// was not given); listed says each failure was printed as it happened,
+// among few other lines (-q, or a progress bar), so the summary does not
+// list them again.
+func report(w io.Writer, out runner.Outcome, sig syscall.Signal, o *runOptions, output string, listed bool) int {
 	sum := out.Summary
-	printSummary(w, sum, o.Output, listed)
+	printSummary(w, sum, output, listed)
 	printSkipped(w, out.Resumed)
 	switch {
 	case out.LedgerErr != nil:
@@ -450,9 +452,15 @@ func report(w io.Writer, out runner.Outcome, sig syscall.Signal, o *runOptions, 
 	}
 	if out.Err != nil && sig == 0 {
 		fmt.Fprintf(w, "nodepack run: %s\n", termSafe(out.Err.Error()))
-		if errors.Is(out.Err, syscall.ENOSPC) || errors.Is(out.Err, syscall.EDQUOT) || errors.Is(out.Err, syscall.EIO) {
-			fmt.Fprintf(w, "nodepack: stopped starting runs: %s; the runs it stopped are interrupted, not failed: once the disk is fixed, rerun the same command to run them\n",
-				map[bool]string{true: "disk full (or a quota reached)", false: "disk I/O error"}[!errors.Is(out.Err, syscall.EIO)])
+		disk := ""
+		switch {
+		case errors.Is(out.Err, syscall.ENOSPC), errors.Is(out.Err, syscall.EDQUOT):
+			disk = "disk full (or a quota reached)"
+		case errors.Is(out.Err, syscall.EIO):
+			disk = "disk I/O error"
+		}
+		if disk != "" {
+			fmt.Fprintf(w, "nodepack: stopped starting runs: %s; the runs it stopped are interrupted, not failed: once the disk is fixed, rerun the same command to run them\n", disk)
 		}
 	}
 	if sum.Drained && out.Problem == nil && out.LedgerErr == nil && sig == 0 && out.Err == nil {

@@ -374,3 +374,17 @@ func TestGraceZeroMeansNone(t *testing.T) {
 		t.Errorf("exit %d after %v, want 1 (timeout) well within the 10 s of the default grace\n%s", code, took, stderr)
 	}
 }
+
+// TestSummaryNamesTheDefaultOutput: the summary's commands name the
+// output directory nodepack chose itself when -o was not given, not an
+// empty one.
+func TestSummaryNamesTheDefaultOutput(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "f.txt", "exit 3\n")
+	cmd := nodepackCommand(t, nil, "run", "-q", "--gpus", "none", "f.txt")
+	cmd.Dir = dir
+	out, _ := cmd.CombinedOutput()
+	if strings.Contains(string(out), "''") || !strings.Contains(string(out), "nodepack retry nodepack-f-") || !strings.Contains(string(out), "status --failed nodepack-f-") {
+		t.Errorf("the summary does not name the output directory:\n%s", out)
+	}
+}
