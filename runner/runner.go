@@ -358,6 +358,7 @@ func (s *Sweep) scan() error {
 // distinct request is checked once.
 func (s *Sweep) requestCheck() func(execute.Run) error {
 	x := s.opts.Execute
+	s.shareCPU, s.shareFirst = 0, "" // counted afresh when Start scans again
 	var alloc *pack.Allocator
 	if len(x.Topology.CPUs) > 0 || len(x.Topology.GPUs) > 0 {
 		alloc = pack.NewAllocator(x.Topology)

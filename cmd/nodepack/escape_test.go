@@ -42,6 +42,7 @@ func TestRunsTextReachesNoTerminal(t *testing.T) {
 	}{
 		{"run", []string{"run", "--gpus", "none", "-o", out, tasks}, `\x1b]0;PWNED\x07`},
 		{"run -q", []string{"run", "-q", "--gpus", "none", "-o", out, "--restart", tasks}, `\x1b]0;PWNED\x07`},
+		{"run --live, which streams the runs' lines", []string{"run", "-q", "--live", "--gpus", "none", "-o", out, "--restart", tasks}, `\x1b[2J\x0d`},
 		{"status", []string{"status", out}, `\x1b]0;PWNED\x07`},
 		{"status --failed", []string{"status", "--failed", out}, `tasks\x1b[31m.txt:1`},
 		{"tail", []string{"tail", "--failed", out}, `\x1b[2J\x0d`},

@@ -118,7 +118,10 @@ func (p *progress) line(ev execute.Event) string {
 // tangle with it.
 func (p *progress) live(w io.Writer, b []byte) (int, error) {
 	// One line of a run's output: shown, not acted on by the terminal.
-	line := []byte(termSafe(string(bytes.TrimSuffix(b, []byte("\n")))) + "\n")
+	line := b
+	if text := string(bytes.TrimSuffix(b, []byte("\n"))); termSafe(text) != text {
+		line = []byte(termSafe(text) + "\n")
+	}
 	if p.bar != nil {
 		p.mu.Lock()
 		defer p.mu.Unlock()

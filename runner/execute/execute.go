@@ -957,19 +957,26 @@ type nodeError struct{ err error }
 func (e *nodeError) Error() string { return e.err.Error() }
 func (e *nodeError) Unwrap() error { return e.err }
 
-// probeDisk writes and syncs 64 KiB in dir and removes it: the error says
-// whether the disk there has room (ENOSPC, EDQUOT) and works (EIO).
+// probeDisk writes 64 KiB in dir and removes it: the error says whether
+// the disk there has room (ENOSPC, EDQUOT) and works (EIO). Local file
+// systems say so at the write (they reserve blocks and quota then), NFS at
+// the close; the sync, which a busy file system makes slow and a sweep of
+// fast-failing runs would pay for each, is only for where little room is
+// left.
 func probeDisk(dir string) error {
 	f, err := os.CreateTemp(dir, ".nodepack-probe-")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(f.Name())
-	defer f.Close()
-	if _, err := f.Write(make([]byte, 64<<10)); err != nil {
-		return err
+	_, err = f.Write(make([]byte, 64<<10))
+	if err == nil && roomLow(dir) {
+		err = f.Sync()
 	}
-	return f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // command builds attempt n's command: argv (with the Wrap prefix),

@@ -53,9 +53,9 @@ var claimed atomic.Bool
 // microseconds may escape. Call it first thing in main, after MaybeGuard.
 func ClaimChildren() { claimed.Store(true) }
 
-// markProcesses readies the mark of this process's session: on the
-// process itself with ClaimChildren, else for markRun. It reports whether
-// runs are marked at all (not when the hard limit is below the mark).
+// markProcesses readies the mark of this process's session for markRun,
+// and with ClaimChildren puts it on the process itself. Runs go unmarked
+// where the hard limit is below the mark.
 func markProcesses(token string) {
 	var lim unix.Rlimit
 	if unix.Prlimit(0, unix.RLIMIT_RTTIME, nil, &lim) != nil {

@@ -73,3 +73,13 @@ func linkError(path string, err error) error {
 	}
 	return &fs.PathError{Op: "open", Path: path, Err: err}
 }
+
+// roomLow reports whether the file system of dir has less than 64 MiB
+// left for this user, or cannot say.
+func roomLow(dir string) bool {
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) != nil {
+		return true
+	}
+	return uint64(st.Bavail)*uint64(st.Bsize) < 64<<20
+}
