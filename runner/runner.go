@@ -318,7 +318,7 @@ func (s *Sweep) scan() error {
 		if s.shareCPU == 1 {
 			who = "1 run asks"
 		}
-		s.notes = append(s.notes, fmt.Sprintf("%s for cpus=0 (from %s on): each shares one CPU with other runs that do, their requests (not --parallel) make them share",
+		s.notes = append(s.notes, fmt.Sprintf("%s for cpus=0 (from %s on): each shares one CPU with the other runs that do",
 			who, s.shareFirst))
 	}
 	if m := s.opts.RunsPerShard; m > 0 && s.shard.Count > 1 {

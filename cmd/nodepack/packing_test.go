@@ -291,7 +291,8 @@ func TestRequestThatNeverFits(t *testing.T) {
 // requests fit, not one per GPU: eight quarter-GPU runs on four GPUs all
 // run together. Each run waits to be let go once all eight have started;
 // with a cap of one run per GPU the rest would never start, and the test
-// would fail at its deadline.
+// would fail at its deadline. The runs share CPUs (cpus=0), so that the
+// GPUs bound them on any machine, 2 CPUs or 64.
 func TestDefaultsPack(t *testing.T) {
 	node := fourGPUNode(t)
 	dir := t.TempDir()
@@ -299,7 +300,7 @@ func TestDefaultsPack(t *testing.T) {
 	for i := range 8 {
 		lines = append(lines, fmt.Sprintf("touch %s/started.%d; until test -e %s/go; do sleep 0.05; done", dir, i, dir))
 	}
-	tasks := writeFile(t, dir, "tasks.txt", "#nodepack gpus=0.25\n"+strings.Join(lines, "\n")+"\n")
+	tasks := writeFile(t, dir, "tasks.txt", "#nodepack gpus=0.25 cpus=0\n"+strings.Join(lines, "\n")+"\n")
 	cmd := nodepackCommand(t, nil, "run", "--inventory", node, "--sample-interval", "0", "-q", "-o", filepath.Join(dir, "out"), tasks)
 	var out syncBuilder
 	cmd.Stdout, cmd.Stderr = &out, &out
