@@ -100,11 +100,13 @@ func marked(pid int, session uint64) bool {
 }
 
 // endedRunMark reports whether process pid carries this session's mark
-// naming a run whose leader is no longer running (procs.mu held): a
-// leftover of an ended run that left its group and its environment.
+// naming a run that has ended (procs.mu held): a leftover of an ended run
+// that left its group and its environment. The run has ended once finish
+// marked its group ended (before it kicks the sweeper, and before it reaps
+// the leader), or once its leader is reaped.
 func endedRunMark(pid int) bool {
 	run, ok := markOf(pid, procs.mark.Cur)
-	return ok && run != 0 && procs.leaders[run] == 0
+	return ok && run != 0 && (procs.ended[run] || procs.leaders[run] == 0)
 }
 
 // killMarked kills and reaps the children of this process (a child

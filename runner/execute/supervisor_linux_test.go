@@ -275,13 +275,19 @@ func TestKill9WithoutSupervisor(t *testing.T) {
 	}
 }
 
+// waitMarked is a run's first command in the mark tests: without
+// ClaimChildren a run is marked right after it starts, and what it forks
+// before that carries no mark (the window the README owns up to); the run
+// waits until its own limits show the mark (19 digits: 2^61 µs and more).
+const waitMarked = "for i in $(seq 3000); do grep -Eq '^Max realtime timeout +[0-9]{19} ' /proc/$$/limits && break; sleep 0.01; done; "
+
 // TestMarkFindsWhatLeftGroupAndEnvironment: in a program that embeds the
 // runner (no ClaimChildren: each run is marked as it starts), a run's
 // grandchild that left its process group and cleared its environment is
 // killed when the sweep ends, found by the mark.
 func TestMarkFindsWhatLeftGroupAndEnvironment(t *testing.T) {
 	name := fmt.Sprintf("marked-%d-%d", os.Getpid(), time.Now().UnixNano())
-	line := "setsid env -i bash -c 'exec -a " + name + " sleep 300' & for i in $(seq 3000); do pgrep -f '^" + name + " ' >/dev/null && break; sleep 0.01; done"
+	line := waitMarked + "setsid env -i bash -c 'exec -a " + name + " sleep 300' & for i in $(seq 3000); do pgrep -f '^" + name + " ' >/dev/null && break; sleep 0.01; done"
 	sum, _, err := execute(t, t.Context(), lanes(2), Options{}, shell(line, line)...)
 	if err != nil || sum.Succeeded != 2 {
 		t.Fatalf("Execute: %v, %+v", err, sum)
@@ -295,14 +301,16 @@ func TestMarkFindsWhatLeftGroupAndEnvironment(t *testing.T) {
 
 // TestEscapeeDiesWithItsRun: a run's grandchild that left its process group
 // and cleared its environment is killed when that run ends, not only when
-// the sweep does: the other run, still running, sees it gone.
+// the sweep does: the other run, still running, sees it gone. The first
+// run ends only once the second has seen the grandchild (a file says so).
 func TestEscapeeDiesWithItsRun(t *testing.T) {
 	name := fmt.Sprintf("ownrun-%d-%d", os.Getpid(), time.Now().UnixNano())
-	seen := "pgrep -f '^" + name + " ' >/dev/null"
-	first := "setsid env -i bash -c 'exec -a " + name + " sleep 300' & for i in $(seq 3000); do " + seen + " && break; sleep 0.01; done"
-	// Waits for the grandchild to appear, then to go: exit 0 only if it
-	// went while this run ran.
-	second := "for i in $(seq 3000); do " + seen + " && break; sleep 0.01; done; for i in $(seq 3000); do " + seen + " || exit 0; sleep 0.01; done; exit 1"
+	seenFile := filepath.Join(t.TempDir(), "seen")
+	alive := "pgrep -f '^" + name + " ' >/dev/null"
+	first := waitMarked + "setsid env -i bash -c 'exec -a " + name + " sleep 300' & for i in $(seq 3000); do test -e " + seenFile + " && break; sleep 0.01; done"
+	// Exit 0 only if the grandchild went while this run still ran.
+	second := "for i in $(seq 3000); do " + alive + " && break; sleep 0.01; done; touch " + seenFile +
+		"; for i in $(seq 3000); do " + alive + " || exit 0; sleep 0.01; done; exit 1"
 	sum, events, err := execute(t, t.Context(), lanes(2), Options{}, shell(first, second)...)
 	defer exec.Command("pkill", "-9", "-f", "^"+name+" ").Run()
 	if err != nil || sum.Succeeded != 2 {
