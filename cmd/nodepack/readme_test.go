@@ -430,6 +430,7 @@ var layers = map[string]int{
 	"resources/usage": 1,
 	"runner/failure":  1,
 	"pack":            0,
+	"pack/schedule":   1,
 }
 
 // TestArchitecture keeps the README's Architecture section true: every

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
 )
@@ -60,7 +61,6 @@ func Execute(ctx context.Context, runs iter.Seq2[Run, error], opts Options) (Sum
 type Execution struct {
 	ctx          context.Context
 	opts         Options
-	sched        *scheduler
 	env          *envBuilder
 	live         *liveWriter
 	outDir       string       // absolute; "" for no logs
@@ -83,10 +83,13 @@ type Execution struct {
 	done      chan struct{} // closed once the scheduler and every run have returned
 	workers   sync.WaitGroup
 
-	deadlineMu    sync.Mutex
-	drainAt       time.Time
-	terminateAt   time.Time
-	deadlineMoved chan struct{} // wakes the deadline watcher; holds at most one signal
+	// schedMu guards the policy (see package schedule), the runs it knows
+	// and each lane's TMPDIR; wake wakes the loop that carries it out.
+	schedMu sync.Mutex
+	sched   *schedule.Scheduler
+	jobs    map[schedule.Key]*job
+	tmp     []*string // each lane's TMPDIR, reused while runs leave it empty; "" for none yet
+	wake    chan struct{}
 
 	stopsMu  sync.Mutex
 	stops    map[*runStop]struct{} // the attempts whose process runs, for watchStops
@@ -131,7 +134,6 @@ func Start(ctx context.Context, runs iter.Seq2[Run, error], opts Options) (*Exec
 	}
 	e.stopOnCancel = context.AfterFunc(ctx, e.halt)
 	go e.feed(runs)
-	go e.watchDeadlines()
 	go e.watchStops()
 	if opts.GPUFaults != nil {
 		go e.watchFaults(opts.GPUFaults)
@@ -172,11 +174,11 @@ func (e *Execution) Wait() (Summary, error) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.sum.End = time.Now()
-		e.sched.mu.Lock()
-		for len(e.sum.SlotBusy) < e.sched.used {
+		e.schedMu.Lock()
+		for len(e.sum.SlotBusy) < e.sched.Lanes() {
 			e.sum.SlotBusy = append(e.sum.SlotBusy, 0)
 		}
-		e.sched.mu.Unlock()
+		e.schedMu.Unlock()
 		e.result, e.resErr = e.sum, e.err
 		switch {
 		case e.ctx.Err() != nil:
@@ -214,19 +216,10 @@ func (e *Execution) Kill() {
 // moves (scontrol update TimeLimit), call it again. Moving a deadline that
 // has already passed does not undo what it did.
 func (e *Execution) SetDeadlines(drainAt, terminateAt time.Time) {
-	e.deadlineMu.Lock()
-	e.drainAt, e.terminateAt = drainAt, terminateAt
-	e.deadlineMu.Unlock()
-	select {
-	case e.deadlineMoved <- struct{}{}:
-	default:
-	}
-}
-
-func (e *Execution) deadlines() (drainAt, terminateAt time.Time) {
-	e.deadlineMu.Lock()
-	defer e.deadlineMu.Unlock()
-	return e.drainAt, e.terminateAt
+	e.schedMu.Lock()
+	e.sched.SetDeadlines(drainAt, terminateAt)
+	e.schedMu.Unlock()
+	e.signal()
 }
 
 func newExecution(ctx context.Context, opts Options) (*Execution, error) {
@@ -245,17 +238,12 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		parallel = runtime.NumCPU()
 	}
 	if opts.hasTopology() {
-		if err := opts.Topology.Validate(); err != nil {
-			return nil, fmt.Errorf("execute: %w", err)
-		}
-		if err := pack.NewAllocator(opts.Topology).Check(opts.Request); err != nil {
-			return nil, fmt.Errorf("execute: request %w", err)
-		}
-	} else if opts.Request != (pack.Request{}) {
-		return nil, fmt.Errorf("execute: request %v: there is no Topology to place it on", opts.Request)
+		parallel = opts.Parallel // 0: as many as fit
 	}
-	if opts.Request.AutoGPUMem && opts.Sampler == nil {
-		return nil, errors.New("execute: gpu_mem=auto needs a Sampler to measure it")
+	start := time.Now()
+	sched, err := schedule.New(opts.policy(parallel), start)
+	if err != nil {
+		return nil, fmt.Errorf("execute: %w", err)
 	}
 	if opts.EnforceMem && opts.MemCgroup == "" && opts.Sampler == nil {
 		return nil, errors.New("execute: enforce mem needs a memory cgroup to make groups in or a Sampler to check the runs' memory")
@@ -269,21 +257,21 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		return nil, fmt.Errorf("execute: %w", err)
 	}
 	e := &Execution{
-		ctx:           ctx,
-		opts:          opts,
-		grace:         opts.GracePeriod(),
-		next:          make(chan Run),
-		paths:         make(map[string]string),
-		stops:         make(map[*runStop]struct{}),
-		stop:          make(chan struct{}),
-		kill:          make(chan struct{}),
-		terminate:     make(chan struct{}),
-		done:          make(chan struct{}),
-		deadlineMoved: make(chan struct{}, 1),
-		turn:          make(chan struct{}, 1),
-		drainAt:       opts.DrainAt,
-		terminateAt:   opts.TerminateAt,
-		patterns:      append(slices.Clip(opts.FailPatterns), failure.Builtin...),
+		ctx:       ctx,
+		opts:      opts,
+		grace:     opts.GracePeriod(),
+		sched:     sched,
+		jobs:      make(map[schedule.Key]*job),
+		wake:      make(chan struct{}, 1),
+		next:      make(chan Run),
+		paths:     make(map[string]string),
+		stops:     make(map[*runStop]struct{}),
+		stop:      make(chan struct{}),
+		kill:      make(chan struct{}),
+		terminate: make(chan struct{}),
+		done:      make(chan struct{}),
+		turn:      make(chan struct{}, 1),
+		patterns:  append(slices.Clip(opts.FailPatterns), failure.Builtin...),
 	}
 	e.env = newEnvBuilder(os.Environ(), sessionToken(), &e.opts)
 	if opts.Live != nil {
@@ -316,8 +304,7 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 			return nil, fmt.Errorf("execute: enforce mem: %w", err)
 		}
 	}
-	e.sched = newScheduler(&e.opts, parallel)
-	e.start = time.Now()
+	e.start = start
 	e.sum.Start = e.start
 	e.turnNext = e.start
 	return e, nil
@@ -325,52 +312,6 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 
 // halt stops the starting of runs; running ones are left alone.
 func (e *Execution) halt() { e.haltOnce.Do(func() { close(e.stop) }) }
-
-// watchDeadlines drains the sweep at its drain deadline (so that runs
-// waiting for their turn stop waiting; every start also checks it itself)
-// and stops the running runs at its terminate deadline. It returns when
-// the scheduler and the runs have returned.
-func (e *Execution) watchDeadlines() {
-	drained := false
-	for {
-		drainAt, terminateAt := e.deadlines()
-		var drainC, termC <-chan time.Time
-		var timers []*time.Timer
-		arm := func(t time.Time) <-chan time.Time {
-			if t.IsZero() {
-				return nil
-			}
-			tm := time.NewTimer(time.Until(t))
-			timers = append(timers, tm)
-			return tm.C
-		}
-		if !drained {
-			drainC = arm(drainAt)
-		}
-		termC = arm(terminateAt)
-		select {
-		case <-drainC:
-			drained = true
-			e.drain()
-		case <-termC:
-			e.drain()
-			e.termOnce.Do(func() { close(e.terminate) })
-			for _, tm := range timers {
-				tm.Stop()
-			}
-			return
-		case <-e.deadlineMoved:
-		case <-e.done:
-			for _, tm := range timers {
-				tm.Stop()
-			}
-			return
-		}
-		for _, tm := range timers {
-			tm.Stop()
-		}
-	}
-}
 
 // drain stops the starting of runs and says so in the summary.
 func (e *Execution) drain() {
@@ -401,11 +342,13 @@ func (e *Execution) mayStart() bool {
 	if e.halted() {
 		return false
 	}
-	if drainAt, _ := e.deadlines(); !drainAt.IsZero() && !time.Now().Before(drainAt) {
+	e.schedMu.Lock()
+	ok, draining := e.sched.MayStart(time.Now()), e.sched.Draining()
+	e.schedMu.Unlock()
+	if !ok && draining {
 		e.drain()
-		return false
 	}
-	return true
+	return ok
 }
 
 func (e *Execution) killed() bool {
@@ -507,25 +450,27 @@ func (e *Execution) endTurn(started time.Time) {
 	<-e.turn
 }
 
-// runAll runs the attempts of the placed run r.
-func (e *Execution) runAll(r *placed) (requeue *pack.Request) {
-	run := &r.p.run
+// runAll runs the attempts of job j from its Start st, until its last
+// attempt ends or a retry of it is placed anew (the scheduler starts it
+// again).
+func (e *Execution) runAll(j *job, st schedule.Start) {
+	run := &j.run
 	if run.ID == "" {
 		run.ID = strconv.Itoa(run.Index)
 	}
 	if !ValidID(run.ID) {
 		e.fail(fmt.Errorf("execute: %s: run id %q is not a file name", originOf(*run), run.ID))
-		return nil
+		e.release(j, true)
+		return
 	}
 	prior := 0
 	if e.opts.PriorAttempts != nil {
 		prior = max(0, e.opts.PriorAttempts(run.ID))
 	}
-	p := r.p
 	for {
-		p.attempts++
-		n := p.attempts // this sweep's, across placements
-		ev, started, err := e.attempt(r, prior+n)
+		j.attempts++
+		n := j.attempts // this sweep's, across placements
+		ev, started, err := e.attempt(j, st.Lane, prior+n)
 		if files := (*filesError)(nil); errors.As(err, &files) {
 			// Its directory, logs or scratch: not the run's doing. The
 			// attempt fails as setup, and the sweep goes on, unless the
@@ -541,112 +486,38 @@ func (e *Execution) runAll(r *placed) (requeue *pack.Request) {
 			// The node's disk is full or failing: no run can be set up or
 			// keep its logs there. The attempt was interrupted, for a
 			// rerun to run again, and the sweep starts no more runs.
-			e.record(r.lane, ev, n == 1)
-			e.emit(ev)
 			e.fail(fmt.Errorf("execute: %s: %w", originOf(*run), err))
-			return nil
+			ev.Slot.Assignment = e.ended(j, schedule.End{Outcome: schedule.Interrupted, Attempt: n}).Held
+			e.record(st.Lane, ev, n == 1, false)
+			e.emit(ev)
+			e.release(j, true)
+			return
 		}
 		if err != nil {
 			e.fail(fmt.Errorf("execute: %s: %w", originOf(*run), err))
-			return nil
+			e.release(j, true)
+			return
 		}
 		if !started {
-			return nil // the sweep stopped before this attempt could start
+			e.release(j, true) // the sweep stopped before this attempt could start
+			return
 		}
-		if ev.Reason == Failed || ev.Reason == TimedOut {
-			if p.failedWith == nil {
-				p.failedWith = map[failure.Class]int{}
-			}
-			p.failedWith[ev.Class]++
-			budget := e.retryBudget(ev.Class)
-			if ev.Class == failure.GPUError && e.faulted(r.assignment()) {
-				budget = max(budget, 1) // its GPU failed, not the run: once more, elsewhere
-			}
-			ev.Retry = p.failedWith[ev.Class] <= budget && !e.halted()
-		}
-		e.record(r.lane, ev, n == 1)
+		end := outcome(ev)
+		end.Attempt, end.NoRetry = n, e.halted()
+		after := e.ended(j, end)
+		ev.Retry = after.Retry
+		ev.Slot.Assignment = after.Held // gpu_mem=auto may have shrunk its claim
+		e.record(st.Lane, ev, n == 1, after.Halt)
 		e.emit(ev)
-		if !ev.Retry {
-			return nil
+		if !after.Retry || after.Anew {
+			e.release(j, !after.Retry) // done, or back to the queue's head without a backoff
+			return
 		}
-		if again, ok := e.placeAnew(r, ev.Class); ok {
-			return &again // back to the queue, at its head, without a backoff
-		}
-		if wait := e.backoff(n); wait > 0 && !e.sleepUntil(time.Now().Add(wait), nil) {
-			return nil // stopped while waiting: the ledger's retry mark makes a resume run it
+		if !e.sleepUntil(after.At, nil) {
+			e.release(j, true) // stopped while waiting: the ledger's retry mark makes a resume run it
+			return
 		}
 	}
-}
-
-// placeAnew returns what run r asks for when its retry after a failure of
-// class c must be placed anew: more GPU memory after a cuda-oom, more
-// host memory after a host-oom, the same on another GPU after its GPU
-// faulted. false: the retry keeps its place.
-func (e *Execution) placeAnew(r *placed, c failure.Class) (pack.Request, bool) {
-	switch as := r.assignment(); {
-	case c == failure.CUDAOOM:
-		return e.moreGPUMemory(r)
-	case c == failure.HostOOM:
-		return e.moreMemory(r)
-	case c == failure.GPUError && e.faulted(as):
-		return as.Request, true
-	}
-	return pack.Request{}, false
-}
-
-// moreMemory is what run r asks for after the kernel's OOM killer killed
-// it: half as much host memory again, when it asked for some and the node
-// has that much.
-func (e *Execution) moreMemory(r *placed) (pack.Request, bool) {
-	as := r.assignment()
-	if e.sched.alloc == nil || as.Request.Mem == 0 {
-		return pack.Request{}, false
-	}
-	more := as.Request
-	more.Mem += more.Mem / 2
-	if e.sched.alloc.Check(more) != nil {
-		return pack.Request{}, false // as much as the node has: retried as it was
-	}
-	return more, true
-}
-
-// moreGPUMemory is what run r asks for after it ran out of GPU memory
-// (pack.MoreGPUMemory), when that is more than it holds.
-func (e *Execution) moreGPUMemory(r *placed) (pack.Request, bool) {
-	as := r.assignment()
-	if e.sched.alloc == nil || len(as.GPUs) == 0 {
-		return pack.Request{}, false
-	}
-	more := pack.MoreGPUMemory(as.Request, as.GPUs[0].MemoryBytes)
-	if more == as.Request || e.sched.alloc.Check(more) != nil {
-		return pack.Request{}, false // as much as it can get: retried where it is
-	}
-	return more, true
-}
-
-// retryBudget is how many attempts of a run may fail with class c before
-// it is given up (Options.Retry, Options.Retries).
-func (e *Execution) retryBudget(c failure.Class) int {
-	if n, ok := e.opts.Retry[c]; ok {
-		return n
-	}
-	switch c {
-	case failure.HostOOM, failure.NotFound, failure.Interrupted:
-		return 0
-	}
-	return e.opts.Retries
-}
-
-// backoff is the wait before the retry that follows attempt n of a run:
-// RetryBackoff doubled for each attempt before, up to a minute (or
-// RetryBackoff itself, if longer).
-func (e *Execution) backoff(n int) time.Duration {
-	limit := max(time.Minute, e.opts.RetryBackoff)
-	wait := e.opts.RetryBackoff
-	for i := 1; i < n && wait < limit; i++ {
-		wait *= 2
-	}
-	return min(wait, limit)
 }
 
 func originOf(run Run) string {
@@ -657,8 +528,8 @@ func originOf(run Run) string {
 }
 
 // record counts a finished attempt; first says it was the run's first in
-// this sweep.
-func (e *Execution) record(i int, ev Event, first bool) {
+// this sweep, halt that its failure reached MaxFailures.
+func (e *Execution) record(i int, ev Event, first, halt bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := &e.sum
@@ -692,7 +563,7 @@ func (e *Execution) record(i int, ev Event, first bool) {
 		if len(s.Failures) < MaxReportedFailures {
 			s.Failures = append(s.Failures, ev)
 		}
-		if e.opts.MaxFailures > 0 && s.Failed >= e.opts.MaxFailures && !s.Stopped {
+		if halt {
 			s.Stopped = true
 			e.halt()
 		}
@@ -762,9 +633,9 @@ func (e *Execution) prepare(ev *Event, lane, n int) (*attemptFiles, error) {
 	// One TMPDIR per lane, emptied by each run's end: a lane runs one
 	// attempt at a time, and the scratch directory is private to this
 	// sweep, so the name is free.
-	e.sched.mu.Lock()
-	f.lane = e.sched.tmp[lane]
-	e.sched.mu.Unlock()
+	e.schedMu.Lock()
+	f.lane = e.tmp[lane]
+	e.schedMu.Unlock()
 	if *f.lane != "" && !present(*f.lane) {
 		*f.lane = "" // a temp cleaner took it
 	}
@@ -827,11 +698,11 @@ func (f *attemptFiles) begin(n int) error {
 // attempt could start, and then nothing ran. An error means the runner
 // could not prepare the attempt, which is not the run's fault; a command
 // that cannot start is a failed attempt.
-func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error) {
-	run := r.p.run
-	slot := pack.Slot{Index: r.lane, Assignment: r.assignment()}
+func (e *Execution) attempt(j *job, lane, n int) (ev Event, started bool, err error) {
+	run := j.run
+	slot := pack.Slot{Index: lane, Assignment: e.assignment(j)}
 	ev = Event{Kind: Started, Run: run, Attempt: n, Slot: slot}
-	files, err := e.prepare(&ev, r.lane, n)
+	files, err := e.prepare(&ev, lane, n)
 	if err != nil {
 		return ev, false, &filesError{err}
 	}
@@ -858,7 +729,7 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 	if cmdErr != nil {
 		return e.notStarted(ev, cmdErr), true, nil
 	}
-	limit := e.memLimit(r)
+	limit := e.memLimit(slot.Assignment)
 	var group *memGroup
 	if limit > 0 && e.memGroups != nil {
 		if group, err = e.memGroups.make(limit); err != nil {
@@ -879,7 +750,7 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 	e.running.Add(1)
 	e.emit(ev)
 
-	target := usage.Target{Root: p.pid, GPUs: slot.UUIDs(), Settle: e.gate(r, n)}
+	target := usage.Target{Root: p.pid, GPUs: slot.UUIDs(), Settle: e.gate(j, n)}
 	var overMem atomic.Uint64 // the tree's memory when the sampler found it over limit
 	if limit > 0 && group == nil {
 		target.Limit = &usage.Limit{Bytes: limit, Interval: MemCheckInterval, Exceeded: func(rss uint64) {
@@ -898,7 +769,6 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 	var sampled usage.Sampled
 	if stopSampling != nil {
 		sampled = stopSampling()
-		e.learnAtEnd(r, sampled)
 	}
 	exit := p.finish()
 	e.running.Add(-1)
@@ -912,7 +782,7 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 		// Killed, or a shell whose child was (128+9): the kernel's OOM
 		// killer sends SIGKILL.
 		killed := ev.Signal == "SIGKILL" || ev.ExitCode == 128+int(syscall.SIGKILL)
-		o := failure.Outcome{OOMKilled: oomKnown && ok && oomAfter > oomBefore && killed, GPUFault: e.faulted(r.assignment())}
+		o := failure.Outcome{OOMKilled: oomKnown && ok && oomAfter > oomBefore && killed, GPUFault: e.faulted(j)}
 		// Over its own limit, the run's is the only process that the
 		// kernel or the runner can have killed: whatever the exit, that
 		// is why it failed.
@@ -933,7 +803,6 @@ func (e *Execution) attempt(r *placed, n int) (ev Event, started bool, err error
 		e.name(&ev, o, files.stderrFrom)
 	}
 	ev.Usage.Sampled = sampled
-	ev.Slot.Assignment = r.assignment() // gpu_mem=auto may have shrunk its claim
 	if ev.Reason == Failed && files.runDir != "" {
 		// A run whose logs could not be written fails in its own way
 		// (an echo's exit 1, a Python traceback it could not print): ask
@@ -1249,11 +1118,11 @@ func (e *Execution) notStarted(ev Event, err error) Event {
 
 // memLimit is the memory the run's attempt is held to under EnforceMem:
 // what it asks for now (a host-oom retry may ask for more), or 0.
-func (e *Execution) memLimit(r *placed) uint64 {
+func (e *Execution) memLimit(as pack.Assignment) uint64 {
 	if !e.opts.EnforceMem {
 		return 0
 	}
-	return r.assignment().Request.Mem
+	return as.Request.Mem
 }
 
 // oomKills reads Options.OOMKills, if set.

@@ -1,0 +1,757 @@
+// Package schedule is nodepack's scheduling policy, all of it, as a pure
+// state machine: events come in (a run arrives, its attempt starts, its
+// GPU memory settles, it ends with a class and what it measured, a GPU
+// faults, the deadlines move, the clock), decisions come out (start run K
+// in lane L on this Assignment, retry it here after a backoff or anew with
+// a bigger request, drain, terminate, wake me at T). It starts no process,
+// reads no clock and sleeps nowhere: the caller (package execute) tells it
+// the time and carries out what it decides, and a test drives it in
+// virtual time.
+//
+// The rules, each a table case in schedule_test.go:
+//
+//   - Lanes: at most Config.Parallel runs at once, each in the lowest free
+//     lane (a run's NODEPACK_SLOT). Parallel 0 means as many as their
+//     requests fit the Topology; runs that hold nothing of their own (the
+//     zero Request) are then at most one per CPU at once, since nothing
+//     else bounds them.
+//   - Order and backfill: runs start in the order they arrive, except that
+//     a run may start ahead of one that does not fit yet for at most
+//     Config.BackfillWait; then the waiting run reserves what frees up
+//     until it fits (pack.Queue).
+//   - Stagger: the k-th start of the first wave (as many runs of the
+//     default Request as fit at once, no more than Parallel) is not before
+//     k×Stagger; the wave goes to distinct GPUs (pack.Allocator.Spread);
+//     later starts do not wait.
+//   - Readiness gate: a run that shares its GPU by GPU memory keeps new
+//     runs off that GPU from its start until its memory there settles (the
+//     caller's sampler says so) or SettleTimeout passes.
+//   - gpu_mem=auto: the first run of a shape has its GPU alone and is
+//     measured; its peak and a margin become the GPU memory every run of
+//     the shape asks for, the measured run's claim shrinks to it, and the
+//     waiting ones are resolved again.
+//   - Retries: a failed attempt is retried while the attempts of its run
+//     that failed with that class number at most the class's budget
+//     (Config.Retry, else Config.Retries; host-oom and not-found get none
+//     unless named). A cuda-oom retry asks for more GPU memory, a host-oom
+//     retry for half as much memory again, a gpu-error retry on a faulted
+//     GPU (at least once) for another GPU: those are placed anew at the
+//     queue's head; other retries keep their place after a backoff that
+//     doubles from RetryBackoff up to a minute.
+//   - GPU faults: a GPU that reports one is retired with its MIG devices;
+//     with none left the sweep drains; waiting runs the rest cannot serve
+//     are refused.
+//   - MaxFailures: once that many runs have failed, nothing more starts.
+//   - Deadlines: nothing starts at or after the drain deadline; at the
+//     terminate deadline the caller stops the running runs.
+//
+// A Scheduler is not safe for concurrent use: one goroutine, or one mutex,
+// drives it. The pack.Allocator under it is its own.
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nodepack/nodepack/pack"
+)
+
+// Defaults of the zero Config.
+const (
+	DefaultBackfillWait  = time.Minute
+	DefaultSettleTimeout = 2 * time.Minute
+)
+
+// The failure classes the retry rules treat apart, spelt as package
+// runner/failure spells them.
+const (
+	classCUDAOOM     = "cuda-oom"
+	classHostOOM     = "host-oom"
+	classGPUError    = "gpu-error"
+	classNotFound    = "not-found"
+	classInterrupted = "interrupted"
+)
+
+// maxWave bounds the first wave: the runs of one request that fit a node
+// are counted up to it.
+const maxWave = 1 << 14
+
+// autoMargin is what gpu_mem=auto adds to the peak it measured: a tenth,
+// at least 512 MiB, for what a later run of the same shape may use more.
+func autoMargin(peak uint64) uint64 { return max(peak/10, 512<<20) }
+
+// Config is the policy's settings. The zero Config places nothing (no
+// Topology), and so needs Parallel.
+type Config struct {
+	// Topology is what runs are placed on; the zero Topology places
+	// nothing, and then runs may ask for the zero Request only.
+	Topology pack.Topology
+	// Request is the sweep's default request: the first wave is counted
+	// in it. It must fit the Topology.
+	Request pack.Request
+	// Parallel is the most runs at once. Zero means as many as fit, and
+	// needs a Topology.
+	Parallel int
+	// BackfillWait: see the package rules. Zero means
+	// DefaultBackfillWait, negative strictly in order.
+	BackfillWait time.Duration
+	// Stagger spaces the first wave's starts.
+	Stagger time.Duration
+	// SettleTimeout bounds the readiness gate; zero means
+	// DefaultSettleTimeout.
+	SettleTimeout time.Duration
+	// Measured says the caller measures runs (a sampler): without it
+	// gpu_mem=auto cannot be asked for.
+	Measured bool
+	// Retries is the retry budget of every failure class Retry does not
+	// name, except host-oom and not-found (none); interrupted attempts are
+	// never retried.
+	Retries int
+	// Retry is the budget by failure class.
+	Retry map[string]int
+	// RetryBackoff is the wait before a run's first retry in place; each
+	// later one waits twice the one before, up to a minute (or
+	// RetryBackoff, if longer).
+	RetryBackoff time.Duration
+	// MaxFailures stops starting once that many runs have failed; 0: never.
+	MaxFailures int
+	// DrainAt and TerminateAt are the first deadlines (see SetDeadlines).
+	DrainAt, TerminateAt time.Time
+}
+
+// Key names a run in a Scheduler: Add gives them out from 0, in order.
+type Key int
+
+// Start is the decision to start run Key in Lane on Assignment now.
+type Start struct {
+	Key   Key
+	Lane  int
+	Place pack.Assignment
+}
+
+// Plan is what Next decided.
+type Plan struct {
+	// Starts are the runs to start now, in order.
+	Starts []Start
+	// Wake is when Next has something to decide without any other event
+	// (a stagger step, a gate's timeout, a deadline); zero: nothing.
+	Wake time.Time
+	// Drain says the drain deadline has come: nothing starts any more.
+	Drain bool
+	// Terminate says the terminate deadline has come: stop the runs.
+	Terminate bool
+}
+
+// RunError is a run that Next refused, because what is left of the node
+// (after GPU faults) can never serve it.
+type RunError struct {
+	Key Key
+	Err error
+}
+
+func (e *RunError) Error() string { return e.Err.Error() }
+func (e *RunError) Unwrap() error { return e.Err }
+
+// Outcome is how an attempt ended, as far as the policy cares.
+type Outcome int
+
+const (
+	Succeeded   Outcome = iota
+	Failed              // failed or timed out: may be retried
+	Interrupted         // the sweep stopped it: never retried
+)
+
+// End is how one attempt of a placed run ended.
+type End struct {
+	Outcome Outcome
+	Class   string // the failure class of a Failed attempt
+	Attempt int    // this sweep's attempts of the run so far, this one included
+	// Peak is the GPU memory its processes were measured to use at most,
+	// for gpu_mem=auto when the attempt ended before it settled.
+	Peak uint64
+	// NoRetry: the sweep is stopping, so no retry.
+	NoRetry bool
+}
+
+// After is what follows an attempt's end.
+type After struct {
+	// Retry: another attempt follows. With Anew, the run gave its place
+	// back and waits at the queue's head to start again (a Start of the
+	// same Key); else it keeps its place and starts again at At.
+	Retry bool
+	Anew  bool
+	At    time.Time
+	// Halt: this failure reached MaxFailures; nothing starts any more.
+	Halt bool
+	// Held is what the run held at the attempt's end (gpu_mem=auto may
+	// have shrunk it since its Start).
+	Held pack.Assignment
+}
+
+// Scheduler is the policy's state. See the package documentation.
+type Scheduler struct {
+	cfg      Config
+	alloc    *pack.Allocator // nil without a Topology
+	queue    *pack.Queue[*waiting]
+	window   int
+	start    time.Time
+	parallel int
+	settle   time.Duration
+
+	wave, launched int
+
+	lanes   []bool
+	used    int
+	placed  map[Key]*placement
+	gates   map[Key]*placement // placements whose gate or measurement waits
+	holds   map[string]int     // GPU UUID → gates holding it
+	learned map[string]uint64  // shape → GPU memory, margin included
+	relearn bool
+	faults  map[string]bool
+	shapes  map[Key]string // runs not placed yet: their auto shape
+
+	failed   int
+	stopped  bool // MaxFailures
+	halted   bool // Stop
+	draining bool
+	drainAt  time.Time
+	termAt   time.Time
+	nextKey  Key
+}
+
+// waiting is a run between its arrival and its last attempt's end.
+type waiting struct {
+	key        Key
+	asked      pack.Request
+	shape      string
+	grown      *pack.Request // the request a retry placed anew asks for
+	failedWith map[string]int
+}
+
+// placement is a run that holds resources.
+type placement struct {
+	w        *waiting
+	lane     int
+	as       pack.Assignment
+	probe    bool // gpu_mem=auto, not measured yet: it has its GPU alone
+	learned  bool
+	gated    bool // holds its GPU until its memory settles
+	gateOpen bool
+	attempt  int       // the attempt Started last
+	anew     bool      // its last end's retry is placed anew, at Release
+	settleBy time.Time // the gate's timeout; zero when no gate waits
+}
+
+// New returns a Scheduler for cfg whose sweep starts at now.
+func New(cfg Config, now time.Time) (*Scheduler, error) {
+	placed := len(cfg.Topology.CPUs) > 0 || len(cfg.Topology.GPUs) > 0
+	parallel := cfg.Parallel
+	switch {
+	case parallel < 0:
+		return nil, fmt.Errorf("schedule: parallel %d: must not be negative", parallel)
+	case parallel == 0 && !placed:
+		return nil, errors.New("schedule: parallel 0 needs a topology to bound the runs")
+	case parallel == 0:
+		parallel = int(^uint(0) >> 1)
+	}
+	for c, n := range cfg.Retry {
+		if c == classInterrupted || n < 0 {
+			return nil, fmt.Errorf("schedule: retry %s=%d: want a class other than interrupted and a count of at least 0", c, n)
+		}
+	}
+	s := &Scheduler{
+		cfg:      cfg,
+		start:    now,
+		parallel: parallel,
+		settle:   cfg.SettleTimeout,
+		placed:   map[Key]*placement{},
+		gates:    map[Key]*placement{},
+		holds:    map[string]int{},
+		learned:  map[string]uint64{},
+		faults:   map[string]bool{},
+		drainAt:  cfg.DrainAt,
+		termAt:   cfg.TerminateAt,
+	}
+	if s.settle <= 0 {
+		s.settle = DefaultSettleTimeout
+	}
+	s.wave = parallel
+	if placed {
+		if err := cfg.Topology.Validate(); err != nil {
+			return nil, fmt.Errorf("schedule: %w", err)
+		}
+		s.alloc = pack.NewAllocator(cfg.Topology)
+		if err := s.alloc.Check(cfg.Request); err != nil {
+			return nil, fmt.Errorf("schedule: request %w", err)
+		}
+		s.wave = min(parallel, fitting(cfg.Topology, cfg.Request, maxWave))
+		if cfg.Parallel == 0 {
+			s.alloc.LimitBare(len(cfg.Topology.CPUs))
+		}
+		if cfg.Stagger > 0 && s.wave > 1 {
+			s.alloc.Spread(true)
+		}
+	} else if cfg.Request != (pack.Request{}) {
+		return nil, fmt.Errorf("schedule: request %v: there is no topology to place it on", cfg.Request)
+	}
+	if cfg.Request.AutoGPUMem && !cfg.Measured {
+		return nil, errors.New("schedule: gpu_mem=auto needs the runs measured")
+	}
+	// The queue looks ahead four runs a lane for backfilling, and no
+	// further than 65,536: a sweep of ten million runs with a million
+	// lanes must not hold millions of runs.
+	s.window = max(256, 4*min(s.wave, 1<<14))
+	wait := cfg.BackfillWait
+	switch {
+	case wait == 0:
+		wait = DefaultBackfillWait
+	case wait < 0:
+		wait = 0
+	}
+	s.queue = pack.NewQueue[*waiting](s.alloc, wait)
+	return s, nil
+}
+
+// fitting counts the runs asking for r that fit the empty topology t at
+// once, up to limit; a gpu_mem=auto run counts as the GPU of its own it
+// has until it is measured.
+func fitting(t pack.Topology, r pack.Request, limit int) int {
+	if r.AutoGPUMem {
+		r.AutoGPUMem, r.GPUShare = false, pack.GPUWhole
+	}
+	a := pack.NewAllocator(t)
+	if r == (pack.Request{}) {
+		a.LimitBare(len(t.CPUs))
+	}
+	n := 0
+	for n < limit {
+		if _, err := a.Allocate(r); err != nil {
+			break
+		}
+		n++
+	}
+	return max(n, 1)
+}
+
+// Add queues a run that asks for req; shape names the runs that share a
+// gpu_mem=auto measurement (runs of one shape use the same). A run that
+// can never fit the node is an error, and is not queued.
+func (s *Scheduler) Add(req pack.Request, shape string) (Key, error) {
+	switch {
+	case s.alloc == nil && req != (pack.Request{}):
+		return 0, fmt.Errorf("asks for %v, and there is no topology to place it on", req)
+	case s.alloc != nil:
+		if err := s.alloc.Check(req); err != nil {
+			return 0, err
+		}
+	}
+	if req.AutoGPUMem && !s.cfg.Measured {
+		return 0, errors.New("asks for gpu_mem=auto, which needs the runs measured")
+	}
+	w := &waiting{key: s.nextKey, asked: req}
+	s.nextKey++
+	if req.AutoGPUMem {
+		w.shape = shape
+	}
+	s.queue.Push(w, s.resolve(w))
+	return w.key, nil
+}
+
+// Room reports whether the queue takes more runs: it looks ahead a
+// bounded window, so a source of millions is read as runs start.
+func (s *Scheduler) Room() bool { return s.queue.Len() < s.window }
+
+// Waiting returns how many runs wait to start.
+func (s *Scheduler) Waiting() int { return s.queue.Len() }
+
+// Placed returns how many runs hold a place: from their Start to their
+// last attempt's end.
+func (s *Scheduler) Placed() int { return len(s.placed) }
+
+// Lanes returns how many lanes were used: the highest lane + 1.
+func (s *Scheduler) Lanes() int { return s.used }
+
+// Assignment returns what run k holds now (gpu_mem=auto may have shrunk
+// it).
+func (s *Scheduler) Assignment(k Key) pack.Assignment {
+	if p := s.placed[k]; p != nil {
+		return p.as
+	}
+	return pack.Assignment{}
+}
+
+// resolve is what w asks the allocator for: a retry's grown request, or a
+// gpu_mem=auto request made concrete — the memory its shape was measured
+// to use, or, before that, its GPU alone, to be measured.
+func (s *Scheduler) resolve(w *waiting) pack.Request {
+	if w.grown != nil {
+		return *w.grown
+	}
+	r := w.asked
+	if !r.AutoGPUMem {
+		return r
+	}
+	r.AutoGPUMem = false
+	if mem, ok := s.learned[w.shape]; ok {
+		r.GPUMem = mem
+		return r
+	}
+	r.GPUShare = pack.GPUWhole
+	return r
+}
+
+// Next decides what starts at now. Its error is a *RunError for a run the
+// node can no longer serve (after GPU faults): that run is dropped.
+func (s *Scheduler) Next(now time.Time) (Plan, error) {
+	var plan Plan
+	if !s.termAt.IsZero() && !now.Before(s.termAt) {
+		plan.Terminate = true
+		s.draining = true
+	}
+	if !s.drainAt.IsZero() && !now.Before(s.drainAt) {
+		s.draining = true
+	}
+	plan.Drain = s.draining
+	for k, p := range s.gates {
+		if !p.settleBy.IsZero() && !now.Before(p.settleBy) {
+			s.open(k, p)
+		}
+	}
+	if s.relearn {
+		s.relearn = false
+		s.queue.Update(func(w *waiting, r pack.Request) pack.Request {
+			if w.asked.AutoGPUMem && w.grown == nil {
+				return s.resolve(w)
+			}
+			return r
+		})
+	}
+	var err error
+	for !s.draining && !s.stopped && !s.halted && s.queue.Len() > 0 {
+		if wait := s.staggered(now); wait > 0 {
+			plan.Wake = now.Add(wait)
+			break
+		}
+		lane := s.freeLane()
+		if lane < 0 {
+			break
+		}
+		w, as, nerr := s.queue.Next(now)
+		if errors.Is(nerr, pack.ErrBusy) {
+			break
+		}
+		if nerr != nil {
+			err = &RunError{Key: w.key, Err: nerr}
+			break
+		}
+		plan.Starts = append(plan.Starts, Start{Key: w.key, Lane: lane, Place: as})
+		s.place(lane, w, as)
+		if s.launched++; s.launched == s.wave && s.cfg.Stagger > 0 && s.alloc != nil {
+			s.alloc.Spread(false) // the first wave is out: pack as usual
+		}
+	}
+	soonest := func(t time.Time) {
+		if !t.IsZero() && t.After(now) && (plan.Wake.IsZero() || t.Before(plan.Wake)) {
+			plan.Wake = t
+		}
+	}
+	for _, p := range s.gates {
+		soonest(p.settleBy)
+	}
+	soonest(s.drainAt)
+	soonest(s.termAt)
+	return plan, err
+}
+
+// staggered is how long the next start waits for the stagger: the k-th
+// start of the first wave is not before k×Stagger after the sweep's
+// start. It waits for the clock only, never for a lane.
+func (s *Scheduler) staggered(now time.Time) time.Duration {
+	if s.cfg.Stagger <= 0 || s.launched >= s.wave {
+		return 0
+	}
+	return max(s.start.Add(time.Duration(s.launched)*s.cfg.Stagger).Sub(now), 0)
+}
+
+// freeLane returns the lowest free lane, or -1 when Parallel are busy.
+func (s *Scheduler) freeLane() int {
+	for i := range min(len(s.lanes)+1, s.parallel) {
+		if i >= len(s.lanes) || !s.lanes[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+// place records run w in lane on as; a run sharing its GPU by memory
+// holds the GPU for its gate.
+func (s *Scheduler) place(lane int, w *waiting, as pack.Assignment) {
+	if lane == len(s.lanes) {
+		s.lanes = append(s.lanes, false)
+	}
+	s.lanes[lane] = true
+	s.used = max(s.used, lane+1)
+	p := &placement{w: w, lane: lane, as: as,
+		probe: w.asked.AutoGPUMem && w.grown == nil && as.Request.GPUShare == pack.GPUWhole && as.Request.GPUMem == 0}
+	if as.SharedGPUs && as.Request.GPUMem > 0 {
+		p.gated = true
+		s.hold(as.GPUs[0].UUID)
+	}
+	s.placed[w.key] = p
+}
+
+func (s *Scheduler) hold(uuid string) {
+	if s.holds[uuid]++; s.holds[uuid] == 1 {
+		s.alloc.Hold(uuid)
+	}
+}
+
+func (s *Scheduler) unhold(uuid string) {
+	if s.holds[uuid]--; s.holds[uuid] <= 0 {
+		s.alloc.Unhold(uuid)
+		delete(s.holds, uuid)
+	}
+}
+
+// Started says attempt n of run k has started at now. It reports whether
+// the caller should tell Settled when the attempt's GPU memory settles:
+// the attempt holds its GPU for the gate, or measures its shape. The
+// gate's timeout runs from now.
+func (s *Scheduler) Started(k Key, attempt int, now time.Time) (watch bool) {
+	p := s.placed[k]
+	if p == nil {
+		return false
+	}
+	p.attempt = attempt
+	if !p.gated && !(p.probe && !p.learned) {
+		return false
+	}
+	if p.gated && p.gateOpen {
+		p.gateOpen = false // a later attempt starts afresh: hold the GPU again
+		s.hold(p.as.GPUs[0].UUID)
+	}
+	p.settleBy = now.Add(s.settle)
+	s.gates[k] = p
+	return true
+}
+
+// Settled says attempt n of run k saw its GPU memory settle at peak: its
+// gate opens, and a run measured for gpu_mem=auto teaches its shape. A
+// report for another attempt than the running one is ignored.
+func (s *Scheduler) Settled(k Key, attempt int, peak uint64) {
+	p := s.placed[k]
+	if p == nil || p.attempt != attempt {
+		return
+	}
+	if p.probe && !p.learned {
+		s.learn(p, peak)
+	}
+	s.open(k, p)
+}
+
+// open opens p's gate: its GPU takes new runs again.
+func (s *Scheduler) open(k Key, p *placement) {
+	if p.gated && !p.gateOpen {
+		p.gateOpen = true
+		s.unhold(p.as.GPUs[0].UUID)
+	}
+	p.settleBy = time.Time{}
+	delete(s.gates, k)
+}
+
+// learn records what a run measured for gpu_mem=auto used and lets it
+// claim just that. A peak of 0 (the GPU could not tell whose memory it
+// was) teaches nothing: the shape's runs keep a GPU each.
+func (s *Scheduler) learn(p *placement, peak uint64) {
+	if peak == 0 {
+		return
+	}
+	p.learned = true
+	mem := max(peak+autoMargin(peak), s.learned[p.w.shape])
+	s.learned[p.w.shape] = mem
+	s.relearn = true
+	want := p.w.asked
+	want.AutoGPUMem, want.GPUMem = false, mem
+	if as, err := s.alloc.Resize(p.as, want); err == nil {
+		p.as = as
+	}
+}
+
+// Ended says an attempt of run k ended at now, and decides what follows:
+// a retry here, a retry placed anew, or the run's end. The run keeps its
+// place until Release, so that the caller reports the end before another
+// run can take it; a retry here keeps it.
+func (s *Scheduler) Ended(k Key, e End, now time.Time) After {
+	p := s.placed[k]
+	if p == nil {
+		return After{}
+	}
+	if p.probe && !p.learned {
+		s.learn(p, e.Peak) // it ended before its memory settled
+	}
+	after := After{Held: p.as}
+	if e.Outcome == Failed {
+		w := p.w
+		if w.failedWith == nil {
+			w.failedWith = map[string]int{}
+		}
+		w.failedWith[e.Class]++
+		budget := s.budget(e.Class)
+		if e.Class == classGPUError && s.faulted(p.as) {
+			budget = max(budget, 1) // its GPU failed, not the run: once more, elsewhere
+		}
+		after.Retry = w.failedWith[e.Class] <= budget && !e.NoRetry && !s.stopped && !s.halted
+		if !after.Retry {
+			s.failed++
+			if s.cfg.MaxFailures > 0 && s.failed >= s.cfg.MaxFailures && !s.stopped {
+				s.stopped, after.Halt = true, true
+			}
+		}
+	}
+	if after.Retry {
+		if more, ok := s.anew(p, e.Class); ok {
+			p.w.grown, p.anew = &more, true
+			after.Anew = true
+			return after
+		}
+		after.At = now.Add(s.backoff(e.Attempt))
+	}
+	return after
+}
+
+// Release gives back what run k holds: after its last attempt's end, after
+// an end whose retry is placed anew (the run then waits at the queue's
+// head, for a later Start), or when the caller gives up on it (an attempt
+// that could not start because the sweep stopped).
+func (s *Scheduler) Release(k Key) {
+	p := s.placed[k]
+	if p == nil {
+		return
+	}
+	if p.gated && !p.gateOpen {
+		s.unhold(p.as.GPUs[0].UUID)
+	}
+	delete(s.gates, k)
+	if s.alloc != nil {
+		s.alloc.Release(p.as)
+	}
+	s.lanes[p.lane] = false
+	delete(s.placed, k)
+	if p.anew {
+		s.queue.PushFront(p.w, *p.w.grown)
+	}
+}
+
+// budget is how many attempts of a run may fail with class c before it
+// is given up.
+func (s *Scheduler) budget(c string) int {
+	if n, ok := s.cfg.Retry[c]; ok {
+		return n
+	}
+	switch c {
+	case classHostOOM, classNotFound, classInterrupted:
+		return 0
+	}
+	return s.cfg.Retries
+}
+
+// backoff is the wait before the retry after attempt n: RetryBackoff
+// doubled for each attempt before, up to a minute (or RetryBackoff).
+func (s *Scheduler) backoff(n int) time.Duration {
+	limit := max(time.Minute, s.cfg.RetryBackoff)
+	wait := s.cfg.RetryBackoff
+	for i := 1; i < n && wait < limit; i++ {
+		wait *= 2
+	}
+	return min(wait, limit)
+}
+
+// anew returns what p asks for when its retry after a failure of class c
+// is placed anew: more GPU memory after a cuda-oom, more host memory after
+// a host-oom, the same on another GPU after its GPU faulted. false: the
+// retry keeps its place.
+func (s *Scheduler) anew(p *placement, c string) (pack.Request, bool) {
+	if s.alloc == nil {
+		return pack.Request{}, false
+	}
+	as := p.as
+	switch {
+	case c == classCUDAOOM && len(as.GPUs) > 0:
+		more := pack.MoreGPUMemory(as.Request, as.GPUs[0].MemoryBytes)
+		if more == as.Request || s.alloc.Check(more) != nil {
+			return pack.Request{}, false // as much as it can get: retried where it is
+		}
+		return more, true
+	case c == classHostOOM && as.Request.Mem > 0:
+		more := as.Request
+		more.Mem += more.Mem / 2
+		if s.alloc.Check(more) != nil {
+			return pack.Request{}, false // as much as the node has
+		}
+		return more, true
+	case c == classGPUError && s.faulted(as):
+		return as.Request, true
+	}
+	return pack.Request{}, false
+}
+
+// Fault says the GPU uuid reported a fault: it is retired with its MIG
+// devices for the rest of the sweep. It reports whether that retired a GPU
+// of the node not retired before, and whether none is left, which drains
+// the sweep.
+func (s *Scheduler) Fault(uuid string) (retired, none bool) {
+	if s.alloc == nil {
+		return false, false
+	}
+	retired, none = s.alloc.Retire(uuid)
+	if retired {
+		s.faults[uuid] = true
+		if none {
+			s.draining = true
+		}
+	}
+	return retired, none
+}
+
+// Faulted reports whether a GPU run k holds (or the GPU a MIG device of it
+// is part of) was retired after a fault.
+func (s *Scheduler) Faulted(k Key) bool {
+	p := s.placed[k]
+	return p != nil && s.faulted(p.as)
+}
+
+func (s *Scheduler) faulted(as pack.Assignment) bool {
+	for _, g := range as.GPUs {
+		if s.faults[g.UUID] || g.Parent != "" && s.faults[g.Parent] {
+			return true
+		}
+	}
+	return false
+}
+
+// SetDeadlines moves the deadlines: nothing starts at or after drainAt,
+// and at terminateAt Next says Terminate. Zero means never. A deadline
+// that has passed already did what it does, and moving it undoes nothing.
+func (s *Scheduler) SetDeadlines(drainAt, terminateAt time.Time) {
+	s.drainAt, s.termAt = drainAt, terminateAt
+}
+
+// MayStart reports whether a start may still go ahead at now: the sweep is
+// not draining (the drain deadline, no GPU left) and MaxFailures has not
+// stopped it. The caller asks it at the very moment of a start.
+func (s *Scheduler) MayStart(now time.Time) bool {
+	if !s.drainAt.IsZero() && !now.Before(s.drainAt) {
+		s.draining = true
+	}
+	return !s.draining && !s.stopped && !s.halted
+}
+
+// Stop says the caller stops starting runs (a cancellation, a kill, a
+// drain of its own): Next starts nothing more, and deadlines and gates go
+// on.
+func (s *Scheduler) Stop() { s.halted = true }
+
+// Draining reports whether the sweep drains: the drain deadline came or no
+// GPU is left.
+func (s *Scheduler) Draining() bool { return s.draining }
