@@ -16,6 +16,7 @@ import (
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // TestGPUFaultEndToEnd: go-nvml's DGX A100 mock reports an Xid 79 on GPU 2
@@ -55,14 +56,14 @@ func TestGPUFaultEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	release := filepath.Join(dir, "release")
 	line := `while [ ! -e ` + release + ` ]; do sleep 0.01; done; test "$CUDA_VISIBLE_DEVICES" != ` + bad + ` || { echo 'CUDA error: an illegal memory access was encountered' >&2; exit 1; }`
-	var runs []execute.Run
+	var runs []run.Run
 	for i := range 12 {
-		runs = append(runs, execute.Run{ID: "run" + string(rune('a'+i)), Args: []string{"bash", "-c", line}, Request: &pack.Request{GPUs: 1}})
+		runs = append(runs, run.Run{ID: "run" + string(rune('a'+i)), Args: []string{"bash", "-c", line}, Request: &pack.Request{GPUs: 1}})
 	}
 	var mu sync.Mutex
 	started := 0
 	var out time.Time // when GPU 2 went out
-	var evs []execute.Event
+	var evs []run.Event
 	opts := execute.Options{
 		Topology: topo, Parallel: 8, OutputDir: filepath.Join(dir, "out"), TempDir: dir,
 		GPUFaults: faults,
@@ -75,18 +76,18 @@ func TestGPUFaultEndToEnd(t *testing.T) {
 			}
 			os.WriteFile(release, nil, 0o644) // the runs may end now
 		},
-		OnEvent: func(ev execute.Event) {
+		OnEvent: func(ev run.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			evs = append(evs, ev)
-			if ev.Kind == execute.Started {
+			if ev.Kind == run.Started {
 				if started++; started == 8 { // every GPU busy: GPU 2 fails
 					events <- nvml.EventData{Device: server.Devices[2], EventType: nvml.EventTypeXidCriticalError, EventData: 79}
 				}
 			}
 		},
 	}
-	x, err := execute.Start(t.Context(), execute.Runs(runs...), opts)
+	x, err := execute.Start(t.Context(), run.Runs(runs...), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,14 +100,14 @@ func TestGPUFaultEndToEnd(t *testing.T) {
 	}
 	failed := 0
 	for _, ev := range evs {
-		on := ev.Slot.GPUs[0].UUID
+		on := ev.Place.GPUs[0].UUID
 		switch {
-		case ev.Kind == execute.Finished && ev.Reason != execute.OK:
+		case ev.Kind == run.Finished && ev.Reason != run.OK:
 			failed++
 			if on != bad || ev.Class != failure.GPUError || !ev.Retry {
 				t.Errorf("%s attempt %d failed on %s as %q (retry %v); want gpu-error on %s, retried", ev.Run.ID, ev.Attempt, on, ev.Class, ev.Retry, bad)
 			}
-		case ev.Kind == execute.Started && on == bad && ev.Start.After(out):
+		case ev.Kind == run.Started && on == bad && ev.Start.After(out):
 			t.Errorf("%s attempt %d started on %s after it went out", ev.Run.ID, ev.Attempt, bad)
 		}
 	}

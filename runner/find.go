@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/nodepack/nodepack/resources/batch"
-	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // AmbiguousOutputError is FindOutput's error for a job that ran several
@@ -121,7 +121,7 @@ func noLinks(dir string) error {
 	for _, e := range entries {
 		name := e.Name()
 		if e.Type()&fs.ModeSymlink != 0 && (name == "runs" || strings.HasPrefix(name, "ledger")) {
-			return fmt.Errorf("%s: %w", filepath.Join(dir, name), execute.ErrLink)
+			return fmt.Errorf("%s: %w", filepath.Join(dir, name), run.ErrLink)
 		}
 	}
 	return nil

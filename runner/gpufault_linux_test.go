@@ -14,6 +14,7 @@ import (
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
@@ -50,8 +51,8 @@ func TestGPUFaultIsRecorded(t *testing.T) {
 			}
 		},
 		Execute: execute.Options{Topology: topo, Request: pack.Request{GPUs: 1}, Parallel: 1, TempDir: dir, GPUFaults: faults,
-			OnEvent: func(ev execute.Event) {
-				if ev.Kind == execute.Started && ev.Run.Index == 0 {
+			OnEvent: func(ev run.Event) {
+				if ev.Kind == run.Started && ev.Run.Index == 0 {
 					faults <- usage.GPUFault{UUID: "GPU-b", Reason: "Xid 79", Time: time.Now()}
 				}
 			}}}

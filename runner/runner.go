@@ -23,6 +23,7 @@ import (
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
@@ -249,7 +250,7 @@ func (s *Sweep) scan() error {
 		}
 		early, ready = nil, true
 	}
-	var seen func(run execute.Run) error
+	var seen func(run run.Run) error
 	if findOnly {
 		readPast()
 		ready = true
@@ -257,7 +258,7 @@ func (s *Sweep) scan() error {
 			return pastErr
 		}
 		if known := past.Known(); known > 0 {
-			seen = func(run execute.Run) error {
+			seen = func(run run.Run) error {
 				if past.See(run.ID, run.Index); past.Seen() == known {
 					return sweep.SkipRest
 				}
@@ -269,7 +270,7 @@ func (s *Sweep) scan() error {
 		// meanwhile, on another core — a resume of a million runs waits
 		// for the longer of the two, not for both.
 		go readPast()
-		seen = func(run execute.Run) error {
+		seen = func(run run.Run) error {
 			if !ready {
 				select {
 				case <-read:
@@ -356,7 +357,7 @@ func (s *Sweep) scan() error {
 // requestCheck returns the check of a run's own request: it must fit the
 // empty node (the Topology), else the run could never start. Each
 // distinct request is checked once.
-func (s *Sweep) requestCheck() func(execute.Run) error {
+func (s *Sweep) requestCheck() func(run.Run) error {
 	x := s.opts.Execute
 	s.shareCPU, s.shareFirst = 0, "" // counted afresh when Start scans again
 	var alloc *pack.Allocator
@@ -364,7 +365,7 @@ func (s *Sweep) requestCheck() func(execute.Run) error {
 		alloc = pack.NewAllocator(x.Topology)
 	}
 	checked := map[pack.Request]error{}
-	return func(run execute.Run) error {
+	return func(run run.Run) error {
 		r := *run.Request
 		err, done := checked[r]
 		if !done {
@@ -488,7 +489,7 @@ func (s *Sweep) Notes() []string { return s.notes }
 func (s *Sweep) Source() *sweep.Source { return s.source }
 
 // Runs streams this shard's runs, all of them (what a dry run lists).
-func (s *Sweep) Runs() iter.Seq2[execute.Run, error] { return s.source.Runs(s.shard) }
+func (s *Sweep) Runs() iter.Seq2[run.Run, error] { return s.source.Runs(s.shard) }
 
 // Close releases the source's files.
 func (s *Sweep) Close() { s.source.Close() }
@@ -562,8 +563,8 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	var ready sync.WaitGroup
 	ready.Add(1)
 	onEvent := opts.Execute.OnEvent
-	xo.OnEvent = func(ev execute.Event) {
-		if ev.Kind == execute.Finished && w.Check() != nil {
+	xo.OnEvent = func(ev run.Event) {
+		if ev.Kind == run.Finished && w.Check() != nil {
 			// Before the run's slot is given to the next run: a ledger
 			// deleted under the sweep stops it from starting more.
 			ready.Wait()
@@ -577,7 +578,7 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 				ready.Wait()
 				r.x.Drain() // what runs must be recorded: start nothing more
 			}
-			if ev.Kind == execute.Finished && !ev.Retry && ev.Reason != execute.Interrupted {
+			if ev.Kind == run.Finished && !ev.Retry && ev.Reason != run.Interrupted {
 				r.settled.Add(1)
 			}
 			if onEvent != nil {

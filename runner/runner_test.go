@@ -12,6 +12,7 @@ import (
 	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
@@ -125,8 +126,8 @@ func TestLeftIsWhatARerunRuns(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(t.Context())
 		defer cancel(nil)
 		opts := Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, RetryFailed: retryFailed,
-			Execute: execute.Options{Parallel: 1, TempDir: dir, Grace: time.Second, OnEvent: func(ev execute.Event) {
-				if ev.Kind == execute.Started && stopAt != "" && ev.Run.Args[2] == stopAt {
+			Execute: execute.Options{Parallel: 1, TempDir: dir, Grace: time.Second, OnEvent: func(ev run.Event) {
+				if ev.Kind == run.Started && stopAt != "" && ev.Run.Args[2] == stopAt {
 					cancel(Interrupt{Reason: "SIGTERM"})
 				}
 			}}}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner"
-	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
@@ -66,22 +66,21 @@ func write(tasks, output string, n, failEvery int, killed bool) error {
 	}
 	start := time.Now()
 	i := 0
-	for run, err := range sw.Runs() {
+	for r, err := range sw.Runs() {
 		if err != nil {
 			return err
 		}
 		if i == n {
 			break
 		}
-		dir := execute.RunDir(output, run)
-		slot := pack.Slot{Index: i % 2, Assignment: pack.Assignment{CPUs: []int{i % 2}, Request: pack.Request{CPUs: 1}}}
-		ev := execute.Event{Kind: execute.Started, Run: run, Attempt: 1, Slot: slot,
+		dir := run.Dir(output, r)
+		ev := run.Event{Kind: run.Started, Run: r, Attempt: 1, Lane: i % 2, Place: pack.Assignment{CPUs: []int{i % 2}, Request: pack.Request{CPUs: 1}},
 			Stdout: filepath.Join(dir, "stdout.log"), Stderr: filepath.Join(dir, "stderr.log"),
 			Start: start.Add(time.Duration(i) * time.Millisecond), PID: 1000 + i}
 		w.Post(ev, nil)
-		ev.Kind, ev.End, ev.Reason = execute.Finished, ev.Start.Add(time.Millisecond), execute.OK
+		ev.Kind, ev.End, ev.Reason = run.Finished, ev.Start.Add(time.Millisecond), run.OK
 		if failEvery > 0 && i%failEvery == failEvery-1 {
-			ev.ExitCode, ev.Reason = 1, execute.Failed
+			ev.ExitCode, ev.Reason = 1, run.Failed
 		}
 		w.Post(ev, nil)
 		i++

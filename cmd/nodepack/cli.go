@@ -51,8 +51,8 @@ Run 'nodepack <command> --help' for a command's flags and an example;
 'nodepack --version' prints the version.
 `
 
-// run is the whole program: it returns the process exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// program is the whole program: it returns the process exit code.
+func program(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == "--version" || args[0] == "-V") {
 		return runVersion(ctx, nil, stdout, stderr)
 	}

@@ -16,7 +16,7 @@ func main() {
 	// every run is marked from its first instruction.
 	execute.ClaimChildren()
 	spareP()
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(program(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // spareP gives Go's scheduler one P more than CPUs, unless the user set

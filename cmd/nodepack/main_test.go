@@ -17,7 +17,7 @@ func TestMain(m *testing.M) {
 	execute.MaybeGuard()
 	if os.Getenv("NODEPACK_TEST_AS_MAIN") == "1" {
 		execute.ClaimChildren() // as main does; not in the tests, which start processes of their own
-		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(program(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -40,7 +40,7 @@ func nodepackCommand(t *testing.T, prefix []string, args ...string) *exec.Cmd {
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(t.Context(), args, &stdout, &stderr)
+	code := program(t.Context(), args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 

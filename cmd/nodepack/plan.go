@@ -13,6 +13,7 @@ import (
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/sweep"
 	"github.com/spf13/pflag"
 )
@@ -206,7 +207,7 @@ func (o *planOptions) countRuns(args []string, topo pack.Topology, base pack.Req
 	defaults := execute.Options{Request: base}
 	var requests []requestDoc
 	seen := map[pack.Request]int{} // request → its index in requests
-	err = src.Scan(func(run execute.Run) error {
+	err = src.Scan(func(run run.Run) error {
 		req := defaults.RequestOf(run)
 		i, ok := seen[req]
 		if !ok {

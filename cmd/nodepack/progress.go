@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 )
@@ -55,8 +55,8 @@ func terminalOf(w io.Writer) (*os.File, bool) {
 }
 
 // event is the runner's OnEvent; the runner never calls it concurrently.
-func (p *progress) event(ev execute.Event) {
-	if ev.Kind != execute.Finished {
+func (p *progress) event(ev run.Event) {
+	if ev.Kind != run.Finished {
 		return
 	}
 	p.mu.Lock()
@@ -64,7 +64,7 @@ func (p *progress) event(ev execute.Event) {
 	if !ev.Retry {
 		p.finished++
 	}
-	failed := ev.Reason != execute.OK
+	failed := ev.Reason != run.OK
 	if p.bar != nil {
 		if failed {
 			p.bar.Clear()
@@ -81,8 +81,8 @@ func (p *progress) event(ev execute.Event) {
 }
 
 // line describes one finished attempt, e.g.
-// "nodepack: [3/100] ok 1a2b3c4d5e6f exit 0 0.21s slot 1 tasks.txt:3".
-func (p *progress) line(ev execute.Event) string {
+// "nodepack: [3/100] ok 1a2b3c4d5e6f exit 0 0.21s lane 1 tasks.txt:3".
+func (p *progress) line(ev run.Event) string {
 	count := fmt.Sprintf("%d/%d", p.finished, p.total)
 	if p.total < 0 {
 		count = fmt.Sprint(p.finished)
@@ -94,19 +94,19 @@ func (p *progress) line(ev execute.Event) string {
 	if ev.Retry {
 		state += ", will retry"
 	}
-	s := fmt.Sprintf("nodepack: [%s] %s %s exit %d %v slot %d", count, state, termSafe(ev.Run.ID), ev.ExitCode,
-		ev.End.Sub(ev.Start).Round(10*time.Millisecond), ev.Slot.Index)
+	s := fmt.Sprintf("nodepack: [%s] %s %s exit %d %v lane %d", count, state, termSafe(ev.Run.ID), ev.ExitCode,
+		ev.End.Sub(ev.Start).Round(10*time.Millisecond), ev.Lane)
 	if ev.Attempt > 1 {
 		s += fmt.Sprintf(" attempt %d", ev.Attempt)
 	}
 	if ev.Run.Origin != "" {
 		s += " " + termSafe(ev.Run.Origin)
 	}
-	if ev.Reason != execute.OK && ev.Stderr != "" {
+	if ev.Reason != run.OK && ev.Stderr != "" {
 		s += " log " + termSafe(ev.Stderr)
 	}
 	switch n := len(ev.StderrTail); {
-	case n > 0 && ev.Reason != execute.Interrupted:
+	case n > 0 && ev.Reason != run.Interrupted:
 		s += ": " + termSafe(ev.StderrTail[n-1])
 	case ev.Err != nil:
 		s += ": " + termSafe(ev.Err.Error()) // nodepack's own reason: setup, a full disk

@@ -429,6 +429,7 @@ var layers = map[string]int{
 	"resources/batch": 1,
 	"resources/usage": 1,
 	"runner/failure":  1,
+	"runner/run":      2,
 	"pack":            0,
 	"pack/schedule":   1,
 }

@@ -21,7 +21,7 @@ const reportUsage = `Usage: nodepack report [-o FILE.html] [--metric NAME=REGEX]
 
 Writes the sweep in the output directory DIR as one self-contained HTML
 page (DIR/report.html unless -o says otherwise): a timeline with one lane
-per GPU (or MIG device) and per CPU slot and one bar per attempt, coloured
+per GPU (or MIG device) and per CPU lane and one bar per attempt, coloured
 by outcome and failure class (hover for the run, its parameters, exit and
 duration; a dashed line links a retry to the attempt before); the share of
 GPUs and CPUs in use over time; makespan, how busy the node was, time lost

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // gatedSweep is a task file of n runs: the first two finish at once, the
@@ -279,7 +279,7 @@ func TestKill9AtRandomMoments(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("ledger line %q: %v", line, err)
 		}
-		if rec.Type == ledger.TypeFinished && rec.Reason == execute.OK {
+		if rec.Type == ledger.TypeFinished && rec.Reason == run.OK {
 			succeeded[rec.ID]++
 		}
 	}
@@ -327,9 +327,9 @@ func TestSIGTERMThenRerun(t *testing.T) {
 		}
 		first := s.ledger(t)
 		var interrupted []string
-		for _, run := range first.InOrder() {
-			if run.State == ledger.StateInterrupted && run.Finished != nil && run.Finished.Reason == execute.Interrupted {
-				interrupted = append(interrupted, run.ID)
+		for _, r := range first.InOrder() {
+			if r.State == ledger.StateInterrupted && r.Finished != nil && r.Finished.Reason == run.Interrupted {
+				interrupted = append(interrupted, r.ID)
 			}
 		}
 		if len(interrupted) != 2 || first.End == nil || !strings.Contains(first.End.Note, "SIGTERM") {

@@ -20,6 +20,7 @@ import (
 	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 )
@@ -261,7 +262,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// What follows the sweep is set up front; the progress it reports to
 	// needs the sweep's size, known once it is prepared.
 	var progress *progress
-	o.Execute.OnEvent = func(ev execute.Event) { progress.event(ev) }
+	o.Execute.OnEvent = func(ev run.Event) { progress.event(ev) }
 	if o.Live {
 		o.Execute.Live = writerFunc(func(b []byte) (int, error) { return progress.live(outOut, b) })
 	}
@@ -489,7 +490,7 @@ func exitStatus(out runner.Outcome, sig syscall.Signal) int {
 	case out.Requeued && out.RequeueExit != 0:
 		return out.RequeueExit
 	case sig != 0:
-		return execute.ExitSignalBase + int(sig)
+		return run.ExitSignalBase + int(sig)
 	case out.Err != nil && sum.Runs == 0:
 		return exitUsage
 	case out.Err != nil, out.LedgerErr != nil, out.Problem != nil:
@@ -617,7 +618,7 @@ func printSummary(w io.Writer, s execute.Summary, output string, listed bool) {
 	}
 }
 
-func describeFailure(ev execute.Event) string {
+func describeFailure(ev run.Event) string {
 	parts := []string{fmt.Sprint("exit ", ev.ExitCode)}
 	if ev.Signal != "" {
 		parts[0] = ev.Signal

@@ -733,7 +733,7 @@ func TestStatusWatchTakesAValue(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	w := &firstWrite{written: make(chan struct{}), cancel: cancel}
-	code := run(ctx, []string{"status", "--watch", "10s", s.out}, w, io.Discard)
+	code := program(ctx, []string{"status", "--watch", "10s", s.out}, w, io.Discard)
 	if code != exitOK || !strings.Contains(w.String(), "2 runs: 2 succeeded") {
 		t.Errorf("status --watch 10s DIR: exit %d\n%s", code, w.String())
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/sweep"
 	"github.com/spf13/pflag"
 )
@@ -60,24 +61,24 @@ func dryRun(sw *runner.Sweep, x *execute.Options, asJSON bool, stdout, stderr io
 		w.WriteString(",\"runs\":[")
 	}
 	n := 0
-	for run, err := range sw.Runs() {
+	for r, err := range sw.Runs() {
 		if err != nil {
 			w.Flush()
-			fmt.Fprintf(stderr, "nodepack run: %s\n", termSafe(err.Error()))
+			fmt.Fprintf(stderr, "nodepack r: %s\n", termSafe(err.Error()))
 			return exitUsage
 		}
-		req := x.RequestOf(run)
+		req := x.RequestOf(r)
 		if asJSON {
 			if n > 0 {
 				w.WriteByte(',')
 			}
-			b, _ := json.Marshal(runDoc{ID: run.ID, Index: run.Index, Rep: run.Rep, Shard: shard.Index,
-				Argv: run.Args, Env: orEmptyStrings(run.Env), Origin: run.Origin, Name: run.Name, Params: run.Params,
-				Dir: execute.RunDir(sw.Output(), run), Request: req.String(), Class: req.Class()})
+			b, _ := json.Marshal(runDoc{ID: r.ID, Index: r.Index, Rep: r.Rep, Shard: shard.Index,
+				Argv: r.Args, Env: orEmptyStrings(r.Env), Origin: r.Origin, Name: r.Name, Params: r.Params,
+				Dir: run.Dir(sw.Output(), r), Request: req.String(), Class: req.Class()})
 			w.WriteString("\n  ")
 			w.Write(b)
 		} else {
-			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%q\n", run.ID, run.Index, shard, req, termSafe(strings.Join(run.Env, " ")), run.Args)
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%q\n", r.ID, r.Index, shard, req, termSafe(strings.Join(r.Env, " ")), r.Args)
 		}
 		n++
 	}

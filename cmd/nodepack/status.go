@@ -191,7 +191,7 @@ func printStatus(w io.Writer, doc *ledger.Status) {
 			if gpus == "" {
 				gpus = "none"
 			}
-			fmt.Fprintf(w, "  %s  attempt %d  slot %d  gpus %s  cpus %s  %v  %s\n", termSafe(r.ID), r.Attempt, r.Slot, termSafe(gpus), termSafe(r.CPUs),
+			fmt.Fprintf(w, "  %s  attempt %d  lane %d  gpus %s  cpus %s  %v  %s\n", termSafe(r.ID), r.Attempt, r.Lane, termSafe(gpus), termSafe(r.CPUs),
 				time.Duration(r.Elapsed*float64(time.Second)).Round(time.Second), termSafe(r.Origin))
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/report"
 	"github.com/nodepack/nodepack/runner/results"
+	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
@@ -76,10 +77,10 @@ func launch(out string) error {
 		Execute: execute.Options{
 			Topology: node.Topology(),
 			Request:  plan.Request,
-			OnEvent: func(ev execute.Event) {
-				if ev.Kind == execute.Finished {
+			OnEvent: func(ev run.Event) {
+				if ev.Kind == run.Finished {
 					fmt.Printf("%-20s %-11s exit %d  %-16s cpus %s\n", ev.Run.Name, ev.Reason, ev.ExitCode,
-						ev.Slot.Request, pack.FormatCPUList(ev.Slot.CPUs))
+						ev.Place.Request, pack.FormatCPUList(ev.Place.CPUs))
 				}
 			}},
 	}

@@ -240,7 +240,7 @@ func TestGridEngineArray(t *testing.T) {
 			}
 			page := read(filepath.Join(out, "report.html"))
 			for i := range 3 {
-				if !strings.Contains(page, fmt.Sprintf("shard %d/3 CPU slot 0", i)) {
+				if !strings.Contains(page, fmt.Sprintf("shard %d/3 CPU lane 0", i)) {
 					t.Errorf("the report has no lane of shard %d", i)
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // benchSlots pins two runs at a time to CPUs 0 and 1 when allowed, as the
@@ -51,14 +52,14 @@ func BenchmarkThroughput(b *testing.B) {
 				directLimit = 0
 				defer func() { directLimit = saved }()
 			}
-			runs := func(yield func(Run, error) bool) {
+			runs := func(yield func(run.Run, error) bool) {
 				for i := range b.N {
-					if !yield(Run{ID: strconv.Itoa(i), Index: i, Args: tc.args}, nil) {
+					if !yield(run.Run{ID: strconv.Itoa(i), Index: i, Args: tc.args}, nil) {
 						return
 					}
 				}
 			}
-			var events []Event
+			var events []run.Event
 			dir := b.TempDir()
 			if d := os.Getenv("NODEPACK_BENCH_DIR"); d != "" { // e.g. /dev/shm, to leave the file system out
 				var err error
@@ -67,8 +68,8 @@ func BenchmarkThroughput(b *testing.B) {
 				}
 				defer os.RemoveAll(dir)
 			}
-			opts := Options{OutputDir: filepath.Join(dir, "out"), TempDir: dir, OnEvent: func(ev Event) {
-				if ev.Kind == Finished {
+			opts := Options{OutputDir: filepath.Join(dir, "out"), TempDir: dir, OnEvent: func(ev run.Event) {
+				if ev.Kind == run.Finished {
 					events = append(events, ev)
 				}
 			}}
@@ -90,15 +91,15 @@ func BenchmarkThroughput(b *testing.B) {
 
 // refillGaps returns, sorted, the time from each run's end to the next
 // start in the same slot.
-func refillGaps(events []Event) []time.Duration {
+func refillGaps(events []run.Event) []time.Duration {
 	last := map[int]time.Time{}
 	var gaps []time.Duration
-	slices.SortFunc(events, func(a, b Event) int { return a.Start.Compare(b.Start) })
+	slices.SortFunc(events, func(a, b run.Event) int { return a.Start.Compare(b.Start) })
 	for _, ev := range events {
-		if end, ok := last[ev.Slot.Index]; ok {
+		if end, ok := last[ev.Lane]; ok {
 			gaps = append(gaps, ev.Start.Sub(end))
 		}
-		last[ev.Slot.Index] = ev.End
+		last[ev.Lane] = ev.End
 	}
 	slices.Sort(gaps)
 	return gaps

@@ -1,11 +1,13 @@
-// Package execute runs commands on the fixed slots of a node plan, one run
-// per slot at a time, and keeps every slot busy: as soon as a run ends, its
-// slot starts the next one.
+// Package execute runs the processes of a sweep and keeps the node full:
+// one loop carries out what the scheduling policy (package
+// pack/schedule) decides — start run K in lane L on these GPUs and CPUs,
+// retry it, drain, terminate — and tells it every start, settle, end and
+// GPU fault; this package decides nothing about placement itself.
 //
-// Each run starts with its slot's CPU affinity already in place, its GPUs in
+// Each run starts with its CPU affinity already in place, its GPUs in
 // CUDA_VISIBLE_DEVICES, thread caps sized to its CPUs, a private TMPDIR, its
 // own process group and its own directory with its logs. Runs come from a
-// stream ([iter.Seq2] of [Run] and error), so a source of a million runs is
+// stream ([iter.Seq2] of [run.Run] and error), so a source of a million runs is
 // never held in memory; package sweep makes such streams from the shapes
 // users write sweeps in, and package runner adds the ledger that makes a
 // sweep resumable.

@@ -12,21 +12,22 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/resources/usage"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 func TestDrainStopsStartingOnly(t *testing.T) {
 	var x *Execution
 	ready := make(chan struct{})
 	var once sync.Once
-	opts := Options{TempDir: t.TempDir(), OutputDir: t.TempDir(), OnEvent: func(ev Event) {
-		if ev.Kind == Started {
+	opts := Options{TempDir: t.TempDir(), OutputDir: t.TempDir(), OnEvent: func(ev run.Event) {
+		if ev.Kind == run.Started {
 			<-ready
 			once.Do(x.Drain)
 		}
 	}}
 	rec := &recorder{}
-	opts.OnEvent = func(next func(Event)) func(Event) { return func(ev Event) { rec.add(ev); next(ev) } }(opts.OnEvent)
-	x, err := Start(t.Context(), Runs(shell("sleep 0.2", "true", "true")...), place(lanes(1), opts))
+	opts.OnEvent = func(next func(run.Event)) func(run.Event) { return func(ev run.Event) { rec.add(ev); next(ev) } }(opts.OnEvent)
+	x, err := Start(t.Context(), run.Runs(shell("sleep 0.2", "true", "true")...), place(lanes(1), opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestDrainStopsStartingOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sum.Drained || sum.Runs != 1 || len(events) != 1 || events[0].Reason != OK {
+	if !sum.Drained || sum.Runs != 1 || len(events) != 1 || events[0].Reason != run.OK {
 		t.Errorf("summary %+v, events %d; want the running run to finish and nothing else to start", sum, len(events))
 	}
 }
@@ -68,14 +69,14 @@ func TestSetDeadlinesMovesThem(t *testing.T) {
 	var x *Execution
 	gate := make(chan struct{})
 	rec := &recorder{}
-	opts := Options{TempDir: t.TempDir(), OutputDir: t.TempDir(), DrainAt: time.Now().Add(time.Hour), OnEvent: func(ev Event) {
+	opts := Options{TempDir: t.TempDir(), OutputDir: t.TempDir(), DrainAt: time.Now().Add(time.Hour), OnEvent: func(ev run.Event) {
 		rec.add(ev)
-		if ev.Kind == Finished && ev.Run.Index == 0 {
+		if ev.Kind == run.Finished && ev.Run.Index == 0 {
 			<-gate
 			x.SetDeadlines(time.Now().Add(-time.Second), time.Time{})
 		}
 	}}
-	x, err := Start(t.Context(), Runs(shell("true", "true", "true")...), place(lanes(1), opts))
+	x, err := Start(t.Context(), run.Runs(shell("true", "true", "true")...), place(lanes(1), opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,16 +93,16 @@ func TestTerminateAtStopsRunningRuns(t *testing.T) {
 	var x *Execution
 	ready := make(chan struct{})
 	rec := &recorder{}
-	opts := Options{Grace: time.Second, TempDir: t.TempDir(), OutputDir: t.TempDir(), OnEvent: func(ev Event) {
+	opts := Options{Grace: time.Second, TempDir: t.TempDir(), OutputDir: t.TempDir(), OnEvent: func(ev run.Event) {
 		rec.add(ev)
-		if ev.Kind == Started {
+		if ev.Kind == run.Started {
 			<-ready
 			now := time.Now()
 			x.SetDeadlines(now, now.Add(100*time.Millisecond))
 		}
 	}}
 	start := time.Now()
-	x, err := Start(t.Context(), Runs(shell("sleep 30", "true")...), place(lanes(1), opts))
+	x, err := Start(t.Context(), run.Runs(shell("sleep 30", "true")...), place(lanes(1), opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,8 +138,8 @@ func (f *fakeSampler) Sample(target usage.Target) func() usage.Sampled {
 func TestUsage(t *testing.T) {
 	sampler := &fakeSampler{}
 	_, events, err := execute(t, t.Context(), lanes(1), Options{Sampler: sampler},
-		Run{ID: "big", Args: []string{"bash", "-c", `dd if=/dev/zero of=/dev/null bs=40M count=1 status=none; echo done; echo $$`}},
-		Run{ID: "segv", Args: []string{"bash", "-c", "kill -SEGV $$"}},
+		run.Run{ID: "big", Args: []string{"bash", "-c", `dd if=/dev/zero of=/dev/null bs=40M count=1 status=none; echo done; echo $$`}},
+		run.Run{ID: "segv", Args: []string{"bash", "-c", "kill -SEGV $$"}},
 	)
 	if err != nil || len(events) != 2 {
 		t.Fatalf("%v, %d events", err, len(events))
@@ -169,7 +170,7 @@ func TestUsage(t *testing.T) {
 func TestPriorAttemptsContinueCounting(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{OutputDir: dir, PriorAttempts: func(id string) int { return 2 }}
-	_, events, err := execute(t, t.Context(), lanes(1), opts, Run{ID: "r", Args: []string{"bash", "-c", "echo $NODEPACK_ATTEMPT"}})
+	_, events, err := execute(t, t.Context(), lanes(1), opts, run.Run{ID: "r", Args: []string{"bash", "-c", "echo $NODEPACK_ATTEMPT"}})
 	if err != nil || len(events) != 1 {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources"
 	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // TestEnforceMemCgroup: under EnforceMem with a memory cgroup to make
@@ -26,7 +27,7 @@ import (
 func TestEnforceMemCgroup(t *testing.T) {
 	parent := ownMemoryCgroup(t)
 	const grab = `head -c 150000000 /dev/zero | tail -n 1 > /dev/null` // tail holds 150 MB: /dev/zero has no newline
-	runs := []Run{
+	runs := []run.Run{
 		{ID: "small", Args: []string{"bash", "-c", `grep memory /proc/self/cgroup > "$NODEPACK_RUN_DIR/cgroup"; ` + grab + `; exit $?`}, Request: request("mem=48MiB cpus=1")},
 		{ID: "roomy", Args: []string{"bash", "-c", `grep memory /proc/self/cgroup > "$NODEPACK_RUN_DIR/cgroup"; ` + grab}, Request: request("mem=1GiB cpus=1")},
 		{ID: "unasked", Args: []string{"bash", "-c", `grep memory /proc/self/cgroup > "$NODEPACK_RUN_DIR/cgroup"; ` + grab}, Request: request("cpus=1")},
@@ -40,7 +41,7 @@ func TestEnforceMemCgroup(t *testing.T) {
 	}
 	own := strings.TrimPrefix(parent, "/sys/fs/cgroup/memory")
 	for _, ev := range evs {
-		b, err := os.ReadFile(filepath.Join(RunDir(out, ev.Run), "cgroup"))
+		b, err := os.ReadFile(filepath.Join(run.Dir(out, ev.Run), "cgroup"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +55,7 @@ func TestEnforceMemCgroup(t *testing.T) {
 				t.Errorf("over its mem: %s %q (exit %d %s), tail %q", ev.Reason, ev.Class, ev.ExitCode, ev.Signal, ev.StderrTail)
 			}
 		default:
-			if ev.Reason != OK {
+			if ev.Reason != run.OK {
 				t.Errorf("%s: %s %q, tail %q; want it to run through", ev.Run.ID, ev.Reason, ev.Class, ev.StderrTail)
 			}
 		}
@@ -99,7 +100,7 @@ func ownMemoryCgroup(t *testing.T) string {
 func TestEnforceMemSampled(t *testing.T) {
 	sampler := resources.NewUsageSampler(time.Hour)
 	defer sampler.Close()
-	runs := []Run{
+	runs := []run.Run{
 		{ID: "over", Args: []string{"bash", "-c", `tail -n 1 < <(head -c 300000000 /dev/zero; sleep 60)`}, Request: request("mem=64MiB cpus=0")},
 		{ID: "unasked", Args: []string{"bash", "-c", `tail -n 1 < <(head -c 100000000 /dev/zero)`}, Request: request("cpus=0")},
 	}
@@ -116,13 +117,13 @@ func TestEnforceMemSampled(t *testing.T) {
 				t.Errorf("over: %s %q %s, tail %q; want host-oom, SIGKILL, a line matching %s", ev.Reason, ev.Class, ev.Signal, ev.StderrTail, said)
 			}
 		case "unasked":
-			if ev.Reason != OK {
+			if ev.Reason != run.OK {
 				t.Errorf("unasked: %s %q", ev.Reason, ev.Class)
 			}
 		}
 	}
 	// Neither a group nor a Sampler: nothing could hold a run to its mem.
-	if _, err := Start(t.Context(), Runs(runs...), Options{EnforceMem: true, Topology: topo}); err == nil {
+	if _, err := Start(t.Context(), run.Runs(runs...), Options{EnforceMem: true, Topology: topo}); err == nil {
 		t.Error("EnforceMem without MemCgroup or Sampler started")
 	}
 }

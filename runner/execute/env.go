@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // staleVars are inherited variables that would contradict a run's placement:
@@ -73,8 +74,9 @@ func newEnvBuilder(environ []string, token string, opts *Options) *envBuilder {
 
 // attemptEnv holds what varies per attempt.
 type attemptEnv struct {
-	run     Run
-	slot    pack.Slot
+	run     run.Run
+	lane    int
+	place   pack.Assignment
 	attempt int
 	runDir  string // "" without OutputDir
 	tmpDir  string // "" if none
@@ -86,7 +88,7 @@ func (b *envBuilder) build(a attemptEnv) []string {
 	env := slices.Grow(slices.Clip(b.base), 40+len(b.opts.Env)+len(a.run.Env))
 	set := func(k, v string) { env = append(env, k+"="+v) }
 
-	gpus := a.slot.GPUs
+	gpus := a.place.GPUs
 	ids := make([]string, len(gpus))
 	indices := make([]string, len(gpus))
 	for i, g := range gpus {
@@ -104,7 +106,7 @@ func (b *envBuilder) build(a attemptEnv) []string {
 		}
 	}
 
-	if n := len(a.slot.CPUs); n > 0 && !b.opts.NoThreadCaps {
+	if n := len(a.place.CPUs); n > 0 && !b.opts.NoThreadCaps {
 		count := strconv.Itoa(n)
 		for _, k := range threadVars {
 			if !b.setByUser(k, a.run) {
@@ -126,7 +128,7 @@ func (b *envBuilder) build(a attemptEnv) []string {
 	}
 	set("NODEPACK_RUN_ID", a.run.ID)
 	set("NODEPACK_RUN_INDEX", strconv.Itoa(a.run.Index))
-	set("NODEPACK_SLOT", strconv.Itoa(a.slot.Index))
+	set("NODEPACK_SLOT", strconv.Itoa(a.lane))
 	set("NODEPACK_ATTEMPT", strconv.Itoa(a.attempt))
 	if a.runDir != "" {
 		set("NODEPACK_RUN_DIR", a.runDir)
@@ -137,7 +139,7 @@ func (b *envBuilder) build(a attemptEnv) []string {
 		uuids = append(uuids, g.UUID)
 	}
 	set("NODEPACK_GPU_UUIDS", strings.Join(uuids, ","))
-	set("NODEPACK_CPUS", pack.FormatCPUList(a.slot.CPUs))
+	set("NODEPACK_CPUS", pack.FormatCPUList(a.place.CPUs))
 
 	for _, kv := range b.opts.Env {
 		if strings.IndexByte(kv, '{') >= 0 {
@@ -160,7 +162,7 @@ func (b *envBuilder) fillIn(kv string, a attemptEnv) string {
 	).Replace(kv)
 }
 
-func (b *envBuilder) setByUser(key string, run Run) bool {
+func (b *envBuilder) setByUser(key string, run run.Run) bool {
 	if b.userSet[key] {
 		return true
 	}

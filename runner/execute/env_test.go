@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 var (
@@ -30,15 +31,16 @@ func TestEnvBuild(t *testing.T) {
 		name    string
 		environ []string
 		opts    Options
-		run     Run
-		slot    pack.Slot
+		run     run.Run
+		lane    int
+		place   pack.Assignment
 		want    want
 	}{
 		{
 			name:    "uuids and caps",
 			environ: []string{"CUDA_VISIBLE_DEVICES=0,1", "GPU_DEVICE_ORDINAL=0,1", "ROCR_VISIBLE_DEVICES=0", "ZE_AFFINITY_MASK=0", "KMP_AFFINITY=x", "GOMP_CPU_AFFINITY=0-3", "HOME=/h"},
-			slot:    pack.Slot{Index: 1, Assignment: pack.Assignment{GPUs: []pack.GPU{gpuA, gpuB}, CPUs: []int{4, 5, 6, 7, 9}}},
-			run:     Run{ID: "abc", Index: 7},
+			lane:    1, place: pack.Assignment{GPUs: []pack.GPU{gpuA, gpuB}, CPUs: []int{4, 5, 6, 7, 9}},
+			run: run.Run{ID: "abc", Index: 7},
 			want: want{
 				"CUDA_VISIBLE_DEVICES": "GPU-aaaa,GPU-bbbb", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
 				"GPU_DEVICE_ORDINAL": "<unset>", "ROCR_VISIBLE_DEVICES": "<unset>", "ZE_AFFINITY_MASK": "<unset>",
@@ -57,14 +59,14 @@ func TestEnvBuild(t *testing.T) {
 			want:    want{"NODEPACK_SESSION": "outer:tok"},
 		},
 		{
-			name: "cpu only",
-			slot: pack.Slot{Assignment: pack.Assignment{CPUs: []int{0}}},
-			want: want{"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "NODEPACK_GPUS": ""},
+			name:  "cpu only",
+			place: pack.Assignment{CPUs: []int{0}},
+			want:  want{"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1", "NODEPACK_GPUS": ""},
 		},
 		{
-			name: "indices keep MIG uuids, render",
-			opts: Options{GPUIDs: GPUIndices, Render: true},
-			slot: pack.Slot{Assignment: pack.Assignment{GPUs: []pack.GPU{gpuB, migC}}},
+			name:  "indices keep MIG uuids, render",
+			opts:  Options{GPUIDs: GPUIndices, Render: true},
+			place: pack.Assignment{GPUs: []pack.GPU{gpuB, migC}},
 			want: want{"CUDA_VISIBLE_DEVICES": "3,MIG-cccc", "EGL_DEVICE_ID": "3", "MUJOCO_EGL_DEVICE_ID": "3", "PYGLET_HEADLESS_DEVICE": "3",
 				"OMP_NUM_THREADS": "<unset>"},
 		},
@@ -72,22 +74,22 @@ func TestEnvBuild(t *testing.T) {
 			name:    "user caps win",
 			environ: []string{"OMP_NUM_THREADS=8"},
 			opts:    Options{Env: []string{"MKL_NUM_THREADS=3", "FOO=opts", "BAR=opts"}},
-			run:     Run{Env: []string{"OPENBLAS_NUM_THREADS=2", "FOO=run", "CUDA_VISIBLE_DEVICES=mine"}},
-			slot:    pack.Slot{Assignment: pack.Assignment{GPUs: []pack.GPU{gpuA}, CPUs: []int{0, 1, 2, 3}}},
+			run:     run.Run{Env: []string{"OPENBLAS_NUM_THREADS=2", "FOO=run", "CUDA_VISIBLE_DEVICES=mine"}},
+			place:   pack.Assignment{GPUs: []pack.GPU{gpuA}, CPUs: []int{0, 1, 2, 3}},
 			want: want{"OMP_NUM_THREADS": "8", "MKL_NUM_THREADS": "3", "OPENBLAS_NUM_THREADS": "2", "BLIS_NUM_THREADS": "4",
 				"FOO": "run", "BAR": "opts", "CUDA_VISIBLE_DEVICES": "mine"},
 		},
 		{
-			name: "no caps",
-			opts: Options{NoThreadCaps: true},
-			slot: pack.Slot{Assignment: pack.Assignment{CPUs: []int{0, 1}}},
-			want: want{"OMP_NUM_THREADS": "<unset>", "NODEPACK_CPUS": "0-1"},
+			name:  "no caps",
+			opts:  Options{NoThreadCaps: true},
+			place: pack.Assignment{CPUs: []int{0, 1}},
+			want:  want{"OMP_NUM_THREADS": "<unset>", "NODEPACK_CPUS": "0-1"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newEnvBuilder(tt.environ, "tok", &tt.opts)
-			a := attemptEnv{run: tt.run, slot: tt.slot, attempt: 1}
+			a := attemptEnv{run: tt.run, lane: tt.lane, place: tt.place, attempt: 1}
 			if tt.name == "uuids and caps" {
 				a.attempt, a.runDir, a.tmpDir = 2, "/out/runs/abc", "/scratch/t"
 			}

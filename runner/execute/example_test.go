@@ -11,21 +11,22 @@ import (
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources"
 	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 func Example() {
 	// One run at a time, placed nowhere. With a Topology (from
 	// resources.Node.Topology) and a Request, or a Request per Run, each
 	// run gets its own GPUs and pinned CPUs as it starts.
-	runs := execute.Runs(
-		execute.Run{ID: "hello", Args: []string{"echo", "hello"}},
-		execute.Run{ID: "fails", Args: []string{"sh", "-c", "echo oops >&2; exit 3"}},
+	runs := run.Runs(
+		run.Run{ID: "hello", Args: []string{"echo", "hello"}},
+		run.Run{ID: "fails", Args: []string{"sh", "-c", "echo oops >&2; exit 3"}},
 	)
 	sum, err := execute.Execute(context.Background(), runs, execute.Options{
 		Parallel: 1,
 		Live:     os.Stdout, // OutputDir would also keep runs/<id>/stdout.log and stderr.log
-		OnEvent: func(ev execute.Event) {
-			if ev.Kind == execute.Finished {
+		OnEvent: func(ev run.Event) {
+			if ev.Kind == run.Finished {
 				fmt.Printf("%s: %s, exit %d\n", ev.Run.ID, ev.Reason, ev.ExitCode)
 			}
 		},
@@ -74,7 +75,7 @@ func Example_mixedRequests() {
 	defer os.RemoveAll(dir)
 	all := filepath.Join(dir, "all-started")
 	wait := []string{"sh", "-c", `while [ ! -e "$1" ]; do sleep 0.01; done`, "sh", all}
-	runs := []execute.Run{
+	runs := []run.Run{
 		{ID: "big", Args: wait, Request: ask("gpus=2 cpus=0")},
 		{ID: "mlp-1", Args: wait, Request: ask("gpus=0.25 cpus=0")},
 		{ID: "mlp-2", Args: wait, Request: ask("gpus=0.25 cpus=0")},
@@ -84,16 +85,16 @@ func Example_mixedRequests() {
 	}
 	var mu sync.Mutex
 	got := map[string]string{}
-	sum, err := execute.Execute(context.Background(), execute.Runs(runs...), execute.Options{
+	sum, err := execute.Execute(context.Background(), run.Runs(runs...), execute.Options{
 		Topology: topo,
 		Parallel: len(runs),
-		OnEvent: func(ev execute.Event) {
-			if ev.Kind != execute.Started {
+		OnEvent: func(ev run.Event) {
+			if ev.Kind != run.Started {
 				return
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			got[ev.Run.ID] = fmt.Sprintf("%-17s CUDA_VISIBLE_DEVICES=%s", ev.Slot.Request, strings.Join(ev.Slot.UUIDs(), ","))
+			got[ev.Run.ID] = fmt.Sprintf("%-17s CUDA_VISIBLE_DEVICES=%s", ev.Place.Request, strings.Join(ev.Place.UUIDs(), ","))
 			if len(got) == len(runs) {
 				os.WriteFile(all, nil, 0o644)
 			}

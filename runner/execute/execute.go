@@ -22,6 +22,7 @@ import (
 	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // waitDelay bounds how long Wait keeps reading a run's output pipes (Live
@@ -41,7 +42,7 @@ type attemptKey struct {
 // Execute runs every run from runs and returns when the source is
 // exhausted and all started runs have ended, or after it stopped early: it
 // is [Start] followed by [Execution.Wait].
-func Execute(ctx context.Context, runs iter.Seq2[Run, error], opts Options) (Summary, error) {
+func Execute(ctx context.Context, runs iter.Seq2[run.Run, error], opts Options) (Summary, error) {
 	x, err := Start(ctx, runs, opts)
 	if err != nil {
 		return Summary{}, err
@@ -73,7 +74,7 @@ type Execution struct {
 	start        time.Time // when Start was called; never written after
 	stopOnCancel func() bool
 
-	next      chan Run      // runs handed from the source to the scheduler
+	next      chan run.Run  // runs handed from the source to the scheduler
 	stop      chan struct{} // closed when no run may start any more
 	haltOnce  sync.Once
 	kill      chan struct{} // closed by Kill
@@ -127,7 +128,7 @@ type Execution struct {
 // unwritable OutputDir); a run further down the source whose own request
 // can never fit ends the sweep as a source error does. See the package
 // documentation for its process-wide effects.
-func Start(ctx context.Context, runs iter.Seq2[Run, error], opts Options) (*Execution, error) {
+func Start(ctx context.Context, runs iter.Seq2[run.Run, error], opts Options) (*Execution, error) {
 	e, err := newExecution(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -175,8 +176,8 @@ func (e *Execution) Wait() (Summary, error) {
 		defer e.mu.Unlock()
 		e.sum.End = time.Now()
 		e.schedMu.Lock()
-		for len(e.sum.SlotBusy) < e.sched.Lanes() {
-			e.sum.SlotBusy = append(e.sum.SlotBusy, 0)
+		for len(e.sum.LaneBusy) < e.sched.Lanes() {
+			e.sum.LaneBusy = append(e.sum.LaneBusy, 0)
 		}
 		e.schedMu.Unlock()
 		e.result, e.resErr = e.sum, e.err
@@ -263,7 +264,7 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		sched:     sched,
 		jobs:      make(map[schedule.Key]*job),
 		wake:      make(chan struct{}, 1),
-		next:      make(chan Run),
+		next:      make(chan run.Run),
 		paths:     make(map[string]string),
 		stops:     make(map[*runStop]struct{}),
 		stop:      make(chan struct{}),
@@ -376,7 +377,7 @@ func (e *Execution) endStream(err error) {
 	}
 }
 
-func (e *Execution) emit(ev Event) {
+func (e *Execution) emit(ev run.Event) {
 	if e.opts.OnEvent == nil {
 		return
 	}
@@ -387,15 +388,15 @@ func (e *Execution) emit(ev Event) {
 
 // feed hands runs to the scheduler one at a time, so the source is read
 // only as fast as the scheduler's queue takes them.
-func (e *Execution) feed(runs iter.Seq2[Run, error]) {
+func (e *Execution) feed(runs iter.Seq2[run.Run, error]) {
 	defer close(e.next)
-	for run, err := range runs {
+	for r, err := range runs {
 		if err != nil {
 			e.endStream(err)
 			return
 		}
 		select {
-		case e.next <- run:
+		case e.next <- r:
 		case <-e.stop:
 			return
 		}
@@ -454,18 +455,18 @@ func (e *Execution) endTurn(started time.Time) {
 // attempt ends or a retry of it is placed anew (the scheduler starts it
 // again).
 func (e *Execution) runAll(j *job, st schedule.Start) {
-	run := &j.run
-	if run.ID == "" {
-		run.ID = strconv.Itoa(run.Index)
+	r := &j.run
+	if r.ID == "" {
+		r.ID = strconv.Itoa(r.Index)
 	}
-	if !ValidID(run.ID) {
-		e.fail(fmt.Errorf("execute: %s: run id %q is not a file name", originOf(*run), run.ID))
+	if !run.ValidID(r.ID) {
+		e.fail(fmt.Errorf("execute: %s: run id %q is not a file name", originOf(*r), r.ID))
 		e.release(j, true)
 		return
 	}
 	prior := 0
 	if e.opts.PriorAttempts != nil {
-		prior = max(0, e.opts.PriorAttempts(run.ID))
+		prior = max(0, e.opts.PriorAttempts(r.ID))
 	}
 	for {
 		j.attempts++
@@ -486,15 +487,15 @@ func (e *Execution) runAll(j *job, st schedule.Start) {
 			// The node's disk is full or failing: no run can be set up or
 			// keep its logs there. The attempt was interrupted, for a
 			// rerun to run again, and the sweep starts no more runs.
-			e.fail(fmt.Errorf("execute: %s: %w", originOf(*run), err))
-			ev.Slot.Assignment = e.ended(j, schedule.End{Outcome: schedule.Interrupted, Attempt: n}).Held
+			e.fail(fmt.Errorf("execute: %s: %w", originOf(*r), err))
+			ev.Place = e.ended(j, schedule.End{Outcome: schedule.Interrupted, Attempt: n}).Held
 			e.record(st.Lane, ev, n == 1, false)
 			e.emit(ev)
 			e.release(j, true)
 			return
 		}
 		if err != nil {
-			e.fail(fmt.Errorf("execute: %s: %w", originOf(*run), err))
+			e.fail(fmt.Errorf("execute: %s: %w", originOf(*r), err))
 			e.release(j, true)
 			return
 		}
@@ -506,7 +507,7 @@ func (e *Execution) runAll(j *job, st schedule.Start) {
 		end.Attempt, end.NoRetry = n, e.halted()
 		after := e.ended(j, end)
 		ev.Retry = after.Retry
-		ev.Slot.Assignment = after.Held // gpu_mem=auto may have shrunk its claim
+		ev.Place = after.Held // gpu_mem=auto may have shrunk its claim
 		e.record(st.Lane, ev, n == 1, after.Halt)
 		e.emit(ev)
 		if !after.Retry || after.Anew {
@@ -520,16 +521,16 @@ func (e *Execution) runAll(j *job, st schedule.Start) {
 	}
 }
 
-func originOf(run Run) string {
-	if run.Origin != "" {
-		return run.Origin
+func originOf(r run.Run) string {
+	if r.Origin != "" {
+		return r.Origin
 	}
-	return "run " + run.ID
+	return "run " + r.ID
 }
 
 // record counts a finished attempt; first says it was the run's first in
 // this sweep, halt that its failure reached MaxFailures.
-func (e *Execution) record(i int, ev Event, first, halt bool) {
+func (e *Execution) record(i int, ev run.Event, first, halt bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := &e.sum
@@ -538,22 +539,22 @@ func (e *Execution) record(i int, ev Event, first, halt bool) {
 		s.Runs++
 	}
 	if ev.PID != 0 {
-		for len(s.SlotBusy) <= i {
-			s.SlotBusy = append(s.SlotBusy, 0)
+		for len(s.LaneBusy) <= i {
+			s.LaneBusy = append(s.LaneBusy, 0)
 		}
-		s.SlotBusy[i] += ev.End.Sub(ev.Start)
+		s.LaneBusy[i] += ev.End.Sub(ev.Start)
 	}
 	if ev.Retry {
 		return
 	}
 	switch ev.Reason {
-	case OK:
+	case run.OK:
 		s.Succeeded++
-	case Interrupted:
+	case run.Interrupted:
 		s.Interrupted++
 	default:
 		s.Failed++
-		if ev.Reason == TimedOut {
+		if ev.Reason == run.TimedOut {
 			s.TimedOut++
 		}
 		if s.Classes == nil {
@@ -600,12 +601,12 @@ func (f *attemptFiles) close(unused bool) {
 
 // prepare makes attempt n's run directory, logs and TMPDIR. The logs are
 // not truncated yet: begin does that once the attempt really starts.
-func (e *Execution) prepare(ev *Event, lane, n int) (*attemptFiles, error) {
+func (e *Execution) prepare(ev *run.Event, lane, n int) (*attemptFiles, error) {
 	f := &attemptFiles{}
 	if e.runs != nil {
 		// Made and opened from runs/, following no symbolic link (see
 		// runsDir); made again if a temp cleaner removed runs/.
-		dir, created, err := e.runs.runDir(ev.Run.dirName())
+		dir, created, err := e.runs.runDir(ev.Run.DirName())
 		if err != nil {
 			return nil, err
 		}
@@ -698,15 +699,14 @@ func (f *attemptFiles) begin(n int) error {
 // attempt could start, and then nothing ran. An error means the runner
 // could not prepare the attempt, which is not the run's fault; a command
 // that cannot start is a failed attempt.
-func (e *Execution) attempt(j *job, lane, n int) (ev Event, started bool, err error) {
-	run := j.run
-	slot := pack.Slot{Index: lane, Assignment: e.assignment(j)}
-	ev = Event{Kind: Started, Run: run, Attempt: n, Slot: slot}
+func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, err error) {
+	place := e.assignment(j)
+	ev = run.Event{Kind: run.Started, Run: j.run, Attempt: n, Lane: lane, Place: place}
 	files, err := e.prepare(&ev, lane, n)
 	if err != nil {
 		return ev, false, &filesError{err}
 	}
-	cmd, outW, errW, cmdErr := e.command(ev, slot, files, n)
+	cmd, outW, errW, cmdErr := e.command(ev, files, n)
 
 	// The turn and the deadline are checked last, right before the start,
 	// so MinStartInterval and the drain deadline hold at the process start.
@@ -729,7 +729,7 @@ func (e *Execution) attempt(j *job, lane, n int) (ev Event, started bool, err er
 	if cmdErr != nil {
 		return e.notStarted(ev, cmdErr), true, nil
 	}
-	limit := e.memLimit(slot.Assignment)
+	limit := e.memLimit(place)
 	var group *memGroup
 	if limit > 0 && e.memGroups != nil {
 		if group, err = e.memGroups.make(limit); err != nil {
@@ -738,7 +738,7 @@ func (e *Execution) attempt(j *job, lane, n int) (ev Event, started bool, err er
 		defer group.remove()
 	}
 	oomBefore, oomKnown := e.oomKills()
-	p, err := startProcess(cmd, slot.CPUs, group, attemptKey{run.ID, n})
+	p, err := startProcess(cmd, place.CPUs, group, attemptKey{j.run.ID, n})
 	var notStarted *startError
 	if errors.As(err, &notStarted) {
 		return e.notStarted(ev, notStarted.err), true, nil
@@ -750,7 +750,7 @@ func (e *Execution) attempt(j *job, lane, n int) (ev Event, started bool, err er
 	e.running.Add(1)
 	e.emit(ev)
 
-	target := usage.Target{Root: p.pid, GPUs: slot.UUIDs(), Settle: e.gate(j, n)}
+	target := usage.Target{Root: p.pid, GPUs: place.UUIDs(), Settle: e.gate(j, n)}
 	var overMem atomic.Uint64 // the tree's memory when the sampler found it over limit
 	if limit > 0 && group == nil {
 		target.Limit = &usage.Limit{Bytes: limit, Interval: MemCheckInterval, Exceeded: func(rss uint64) {
@@ -777,7 +777,7 @@ func (e *Execution) attempt(j *job, lane, n int) (ev Event, started bool, err er
 		errW.flush()
 	}
 	e.classify(&ev, reason, exit)
-	if ev.Reason != OK {
+	if ev.Reason != run.OK {
 		oomAfter, ok := e.oomKills()
 		// Killed, or a shell whose child was (128+9): the kernel's OOM
 		// killer sends SIGKILL.
@@ -803,13 +803,13 @@ func (e *Execution) attempt(j *job, lane, n int) (ev Event, started bool, err er
 		e.name(&ev, o, files.stderrFrom)
 	}
 	ev.Usage.Sampled = sampled
-	if ev.Reason == Failed && files.runDir != "" {
+	if ev.Reason == run.Failed && files.runDir != "" {
 		// A run whose logs could not be written fails in its own way
 		// (an echo's exit 1, a Python traceback it could not print): ask
 		// the disk they are on. Full or failing is the node's fault.
 		if err := probeDisk(files.runDir); err != nil {
 			if class, node := failure.OfSetup(err); node {
-				ev.Reason, ev.Class, ev.Retry = Interrupted, class, false
+				ev.Reason, ev.Class, ev.Retry = run.Interrupted, class, false
 				ev.Err = fmt.Errorf("the disk of its directory and logs: %w", err)
 				return ev, true, &nodeError{err}
 			}
@@ -850,7 +850,7 @@ func probeDisk(dir string) error {
 
 // command builds attempt n's command: argv (with the Wrap prefix),
 // directory, environment and output.
-func (e *Execution) command(ev Event, slot pack.Slot, files *attemptFiles, n int) (cmd *exec.Cmd, outW, errW *lineWriter, err error) {
+func (e *Execution) command(ev run.Event, files *attemptFiles, n int) (cmd *exec.Cmd, outW, errW *lineWriter, err error) {
 	argv := append(slices.Clip(e.opts.Wrap), ev.Run.Args...)
 	if len(argv) == 0 {
 		return nil, nil, nil, errors.New("empty command")
@@ -858,10 +858,10 @@ func (e *Execution) command(ev Event, slot pack.Slot, files *attemptFiles, n int
 	cmd = e.lookup(argv)
 	cmd.Stdin = devNull() // as exec.Cmd gives, without opening it for every run
 	cmd.Dir = ev.Run.Dir
-	cmd.Env = e.env.build(attemptEnv{run: ev.Run, slot: slot, attempt: n, runDir: files.runDir, tmpDir: files.tmpDir})
+	cmd.Env = e.env.build(attemptEnv{run: ev.Run, lane: ev.Lane, place: ev.Place, attempt: n, runDir: files.runDir, tmpDir: files.tmpDir})
 	switch {
 	case e.live != nil:
-		prefix := []byte("[" + ev.Run.label() + "] ")
+		prefix := []byte("[" + label(ev.Run) + "] ")
 		outW = &lineWriter{live: e.live, prefix: prefix}
 		errW = &lineWriter{live: e.live, prefix: prefix}
 		if files.stdout != nil {
@@ -893,12 +893,12 @@ type runStop struct {
 	timer *time.Timer // Options.Timeout's; nil without one
 
 	mu     sync.Mutex
-	reason Reason // why the runner stopped it; "" while it has not
+	reason run.Reason // why the runner stopped it; "" while it has not
 }
 
 // begin marks the attempt as being stopped for reason and reports whether
 // this call did: the first reason is the one reported.
-func (st *runStop) begin(reason Reason) bool {
+func (st *runStop) begin(reason run.Reason) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.reason != "" {
@@ -918,9 +918,9 @@ func (e *Execution) watch(p *process) *runStop {
 	e.stopsMu.Unlock()
 	if stopping {
 		// It started as the sweep was being stopped: stop it too.
-		go e.stopRun(st, Interrupted)
+		go e.stopRun(st, run.Interrupted)
 	} else if e.opts.Timeout > 0 {
-		st.timer = time.AfterFunc(e.opts.Timeout, func() { e.stopRun(st, TimedOut) })
+		st.timer = time.AfterFunc(e.opts.Timeout, func() { e.stopRun(st, run.TimedOut) })
 	}
 	return st
 }
@@ -928,7 +928,7 @@ func (e *Execution) watch(p *process) *runStop {
 // unwatch returns the reason the runner stopped the attempt, or "" if it
 // ended by itself. A stop still under way finds the process exited and
 // sends nothing more.
-func (e *Execution) unwatch(st *runStop) Reason {
+func (e *Execution) unwatch(st *runStop) run.Reason {
 	if st.timer != nil {
 		st.timer.Stop()
 	}
@@ -961,20 +961,20 @@ func (e *Execution) watchStops() {
 	}
 	e.stopsMu.Unlock()
 	for _, st := range running {
-		go e.stopRun(st, Interrupted)
+		go e.stopRun(st, run.Interrupted)
 	}
 }
 
 // stopRun stops the attempt for reason, unless it is being stopped already.
-func (e *Execution) stopRun(st *runStop, reason Reason) {
+func (e *Execution) stopRun(st *runStop, reason run.Reason) {
 	if st.begin(reason) {
 		e.stopProcess(st.p)
 	}
 }
 
 // classify completes a Finished event from how the process ended.
-func (e *Execution) classify(ev *Event, reason Reason, exit exitInfo) {
-	ev.Kind = Finished
+func (e *Execution) classify(ev *run.Event, reason run.Reason, exit exitInfo) {
+	ev.Kind = run.Finished
 	ev.ExitCode = exit.code
 	ev.Signal = exit.signal
 	ev.Usage = exit.usage
@@ -982,11 +982,11 @@ func (e *Execution) classify(ev *Event, reason Reason, exit exitInfo) {
 	case reason != "":
 		ev.Reason = reason
 	case ev.ExitCode == 0:
-		ev.Reason = OK
+		ev.Reason = run.OK
 	case e.stoppedAround(ev.Signal):
-		ev.Reason = Interrupted
+		ev.Reason = run.Interrupted
 	default:
-		ev.Reason = Failed
+		ev.Reason = run.Failed
 	}
 	var exitErr *exec.ExitError
 	if exit.err != nil && !errors.As(exit.err, &exitErr) && !errors.Is(exit.err, exec.ErrWaitDelay) {
@@ -1087,30 +1087,30 @@ func (e *filesError) Unwrap() error { return e.err }
 // because of err (its run directory, logs or scratch), with
 // its class (see failure.OfSetup); node says the node is at fault (a full
 // disk, an I/O error): then the attempt was interrupted, not failed.
-func (e *Execution) setupFailed(ev Event, err error) (Event, bool) {
-	ev.Kind = Finished
+func (e *Execution) setupFailed(ev run.Event, err error) (run.Event, bool) {
+	ev.Kind = run.Finished
 	if ev.Start.IsZero() {
 		ev.Start = time.Now()
 	}
 	ev.End, ev.ExitCode, ev.PID = time.Now(), -1, 0
 	ev.Err = fmt.Errorf("nodepack could not set up the attempt: %w", err)
 	class, node := failure.OfSetup(err)
-	ev.Reason, ev.Class = Failed, class
+	ev.Reason, ev.Class = run.Failed, class
 	if node {
-		ev.Reason = Interrupted
+		ev.Reason = run.Interrupted
 	}
 	return ev, node
 }
 
 // notStarted completes ev for an attempt whose command could not start.
-func (e *Execution) notStarted(ev Event, err error) Event {
-	ev.Kind = Finished
+func (e *Execution) notStarted(ev run.Event, err error) run.Event {
+	ev.Kind = run.Finished
 	if ev.Start.IsZero() {
 		ev.Start = time.Now()
 	}
 	ev.End = time.Now()
 	ev.ExitCode = -1
-	ev.Reason = Failed
+	ev.Reason = run.Failed
 	ev.Err = err
 	e.name(&ev, failure.Outcome{StartErr: err}, 0)
 	return ev
@@ -1136,30 +1136,24 @@ func (e *Execution) oomKills() (uint64, bool) {
 // name sets the class of a failed attempt and the last lines of its
 // standard error; o holds what only the caller knows (a start error, the
 // OOM kill count).
-func (e *Execution) name(ev *Event, o failure.Outcome, stderrFrom int64) {
+func (e *Execution) name(ev *run.Event, o failure.Outcome, stderrFrom int64) {
 	o.ExitCode, o.Signal = ev.ExitCode, ev.Signal
-	o.TimedOut, o.Interrupted = ev.Reason == TimedOut, ev.Reason == Interrupted
+	o.TimedOut, o.Interrupted = ev.Reason == run.TimedOut, ev.Reason == run.Interrupted
 	var tail []byte
 	if ev.Stderr != "" && !o.Interrupted && o.StartErr == nil { // nothing ran: the log holds earlier attempts only
 		tail = failure.ReadTail(ev.Stderr, stderrFrom)
 	}
 	ev.Class = failure.Classify(o, tail, e.patterns)
-	ev.StderrTail = failure.LastLines(tail, MaxTailLines, MaxTailLine)
+	ev.StderrTail = failure.LastLines(tail, run.MaxTailLines, run.MaxTailLine)
 }
 
 // exitInfo is how an attempt's process ended.
 type exitInfo struct {
 	code   int    // as exitCode
 	signal string // as Event.Signal
-	usage  Usage
+	usage  run.Usage
 	err    error // cmd.Wait's
 }
-
-// ExitSignalBase is how shells report a death by signal N: exit status
-// 128+N, since a process's own exit status uses only 7 bits of the byte.
-// Event.ExitCode follows it, and so does nodepack's own exit status when a
-// signal stops it.
-const ExitSignalBase = 128
 
 // exitCode reports a process's exit status the way shells do: 128+N for a
 // death by signal N; -1 if unknown.
@@ -1176,7 +1170,7 @@ func exitCode(ps *os.ProcessState) int {
 // waitStatusCode is exitCode for a raw wait status.
 func waitStatusCode(ws syscall.WaitStatus) int {
 	if ws.Signaled() {
-		return ExitSignalBase + int(ws.Signal())
+		return run.ExitSignalBase + int(ws.Signal())
 	}
 	return ws.ExitStatus()
 }

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // placement says where a test's runs go: how many at once, and on what.
@@ -63,11 +64,11 @@ func lanes(n int) placement { return func(o *Options) { o.Parallel = n } }
 
 // shell turns command lines into runs as a task file would: bash -c, an
 // id of 12 hex digits, origin test:N.
-func shell(lines ...string) []Run {
-	var runs []Run
+func shell(lines ...string) []run.Run {
+	var runs []run.Run
 	for i, line := range lines {
 		sum := sha256.Sum256([]byte(strconv.Itoa(i) + "\x00" + line))
-		runs = append(runs, Run{ID: hex.EncodeToString(sum[:6]), Index: i, Args: []string{"bash", "-c", line},
+		runs = append(runs, run.Run{ID: hex.EncodeToString(sum[:6]), Index: i, Args: []string{"bash", "-c", line},
 			Origin: "test:" + strconv.Itoa(i+1)})
 	}
 	return runs
@@ -76,33 +77,33 @@ func shell(lines ...string) []Run {
 // recorder collects the events of one Execute.
 type recorder struct {
 	mu     sync.Mutex
-	events []Event
+	events []run.Event
 }
 
-func (r *recorder) add(ev Event) {
+func (r *recorder) add(ev run.Event) {
 	r.mu.Lock()
 	r.events = append(r.events, ev)
 	r.mu.Unlock()
 }
 
-func (r *recorder) finished() []Event {
+func (r *recorder) finished() []run.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []Event
+	var out []run.Event
 	for _, ev := range r.events {
-		if ev.Kind == Finished {
+		if ev.Kind == run.Finished {
 			out = append(out, ev)
 		}
 	}
 	return out
 }
 
-func execute(t *testing.T, ctx context.Context, p placement, opts Options, runs ...Run) (Summary, []Event, error) {
+func execute(t *testing.T, ctx context.Context, p placement, opts Options, runs ...run.Run) (Summary, []run.Event, error) {
 	t.Helper()
 	p(&opts)
 	rec := &recorder{}
 	if next := opts.OnEvent; next != nil {
-		opts.OnEvent = func(ev Event) { rec.add(ev); next(ev) }
+		opts.OnEvent = func(ev run.Event) { rec.add(ev); next(ev) }
 	} else {
 		opts.OnEvent = rec.add
 	}
@@ -112,7 +113,7 @@ func execute(t *testing.T, ctx context.Context, p placement, opts Options, runs 
 	if opts.TempDir == "" {
 		opts.TempDir = t.TempDir()
 	}
-	sum, err := Execute(ctx, Runs(runs...), opts)
+	sum, err := Execute(ctx, run.Runs(runs...), opts)
 	return sum, rec.finished(), err
 }
 
@@ -127,9 +128,9 @@ func readLog(t *testing.T, path string) string {
 
 func TestAffinityInPlaceFromFirstInstruction(t *testing.T) {
 	slots := pinned(t, 0, 1)
-	var runs []Run
+	var runs []run.Run
 	for i := range 200 {
-		runs = append(runs, Run{ID: strconv.Itoa(i), Index: i, Args: []string{"grep", "Cpus_allowed_list", "/proc/self/status"}})
+		runs = append(runs, run.Run{ID: strconv.Itoa(i), Index: i, Args: []string{"grep", "Cpus_allowed_list", "/proc/self/status"}})
 	}
 	sum, events, err := execute(t, t.Context(), slots, Options{}, runs...)
 	if err != nil || sum.Succeeded != 200 {
@@ -138,9 +139,9 @@ func TestAffinityInPlaceFromFirstInstruction(t *testing.T) {
 	wrong := 0
 	for _, ev := range events {
 		got := strings.TrimSpace(strings.TrimPrefix(readLog(t, ev.Stdout), "Cpus_allowed_list:"))
-		if want := strconv.Itoa(ev.Slot.CPUs[0]); got != want {
+		if want := strconv.Itoa(ev.Place.CPUs[0]); got != want {
 			wrong++
-			t.Logf("run %s in slot %d: Cpus_allowed_list %q, want %q", ev.Run.ID, ev.Slot.Index, got, want)
+			t.Logf("run %s in slot %d: Cpus_allowed_list %q, want %q", ev.Run.ID, ev.Lane, got, want)
 		}
 	}
 	if wrong > 0 {
@@ -184,12 +185,12 @@ func TestEnvInRun(t *testing.T) {
 		o.Topology = pack.Topology{CPUs: cpu0, GPUs: []pack.GPU{gpuA, gpuB}}
 		o.Request = pack.Request{GPUs: 2, CPUs: 1}
 	}
-	run := shell(`echo "$CUDA_VISIBLE_DEVICES|$CUDA_DEVICE_ORDER|${ROCR_VISIBLE_DEVICES-unset}|$OMP_NUM_THREADS|$NODEPACK_SLOT|$NODEPACK_ATTEMPT|$NODEPACK_CPUS|$X|$(basename $(pwd))"; test -d "$TMPDIR" && test "$TMPDIR" = "$TMP" && test -d "$NODEPACK_RUN_DIR" && echo "$TMPDIR" >&2`)[0]
-	run.Dir = t.TempDir()
-	os.Mkdir(filepath.Join(run.Dir, "wd"), 0o755)
-	run.Dir = filepath.Join(run.Dir, "wd")
-	_, events, err := execute(t, t.Context(), twoGPUs, Options{Env: []string{"X=extra"}}, run)
-	if err != nil || len(events) != 1 || events[0].Reason != OK {
+	r := shell(`echo "$CUDA_VISIBLE_DEVICES|$CUDA_DEVICE_ORDER|${ROCR_VISIBLE_DEVICES-unset}|$OMP_NUM_THREADS|$NODEPACK_SLOT|$NODEPACK_ATTEMPT|$NODEPACK_CPUS|$X|$(basename $(pwd))"; test -d "$TMPDIR" && test "$TMPDIR" = "$TMP" && test -d "$NODEPACK_RUN_DIR" && echo "$TMPDIR" >&2`)[0]
+	r.Dir = t.TempDir()
+	os.Mkdir(filepath.Join(r.Dir, "wd"), 0o755)
+	r.Dir = filepath.Join(r.Dir, "wd")
+	_, events, err := execute(t, t.Context(), twoGPUs, Options{Env: []string{"X=extra"}}, r)
+	if err != nil || len(events) != 1 || events[0].Reason != run.OK {
 		t.Fatalf("Execute: %v, events %+v", err, events)
 	}
 	if got, want := readLog(t, events[0].Stdout), "GPU-aaaa,GPU-bbbb|PCI_BUS_ID|unset|1|0|1|0|extra|wd\n"; got != want {
@@ -204,20 +205,20 @@ func TestEnvInRun(t *testing.T) {
 // TestPrivateTMPDIR: every run starts with an empty TMPDIR of its own,
 // whatever the run before it on the same lane left there or did to it.
 func TestPrivateTMPDIR(t *testing.T) {
-	var runs []Run
+	var runs []run.Run
 	elsewhere := filepath.Join(t.TempDir(), "empty")
 	for i, mess := range []string{"touch $TMPDIR/left", "mkdir $TMPDIR/d; touch $TMPDIR/d/f; chmod 500 $TMPDIR/d", "chmod 755 $TMPDIR", "true", "touch $TMPDIR/.hidden",
 		"chmod 1700 $TMPDIR", "true",
 		// An empty 0700 directory in its place, behind a symbolic link.
 		"mkdir -m 700 " + elsewhere + " && rmdir $TMPDIR && ln -s " + elsewhere + " $TMPDIR", "true"} {
-		runs = append(runs, Run{ID: strconv.Itoa(i), Args: []string{"bash", "-c", `test -z "$(ls -A $TMPDIR)" && test "$(stat -c %a $TMPDIR)" = 700 || echo not private; ` + mess}})
+		runs = append(runs, run.Run{ID: strconv.Itoa(i), Args: []string{"bash", "-c", `test -z "$(ls -A $TMPDIR)" && test "$(stat -c %a $TMPDIR)" = 700 || echo not private; ` + mess}})
 	}
 	_, events, err := execute(t, t.Context(), lanes(1), Options{}, runs...)
 	if err != nil || len(events) != len(runs) {
 		t.Fatalf("%v, %d events", err, len(events))
 	}
 	for _, ev := range events {
-		if ev.Reason != OK || readLog(t, ev.Stdout) != "" {
+		if ev.Reason != run.OK || readLog(t, ev.Stdout) != "" {
 			t.Errorf("run %s: %s, printed %q", ev.Run.ID, ev.Reason, readLog(t, ev.Stdout))
 		}
 	}
@@ -226,7 +227,7 @@ func TestPrivateTMPDIR(t *testing.T) {
 func TestWrap(t *testing.T) {
 	_, events, err := execute(t, t.Context(), lanes(1), Options{Wrap: []string{"env", "WRAPPED=yes"}},
 		shell(`echo $WRAPPED`)...)
-	if err != nil || len(events) != 1 || events[0].Reason != OK {
+	if err != nil || len(events) != 1 || events[0].Reason != run.OK {
 		t.Fatal(err, events)
 	}
 	if got := readLog(t, events[0].Stdout); got != "yes\n" {
@@ -236,18 +237,18 @@ func TestWrap(t *testing.T) {
 
 func TestExitCodes(t *testing.T) {
 	sum, events, err := execute(t, t.Context(), lanes(2), Options{},
-		Run{ID: "ok", Args: []string{"true"}},
-		Run{ID: "three", Args: []string{"bash", "-c", "exit 3"}},
-		Run{ID: "term", Args: []string{"bash", "-c", "kill -TERM $$"}},
-		Run{ID: "missing", Args: []string{"/nonexistent/command"}},
+		run.Run{ID: "ok", Args: []string{"true"}},
+		run.Run{ID: "three", Args: []string{"bash", "-c", "exit 3"}},
+		run.Run{ID: "term", Args: []string{"bash", "-c", "kill -TERM $$"}},
+		run.Run{ID: "missing", Args: []string{"/nonexistent/command"}},
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]struct {
 		code   int
-		reason Reason
-	}{"ok": {0, OK}, "three": {3, Failed}, "term": {143, Failed}, "missing": {-1, Failed}}
+		reason run.Reason
+	}{"ok": {0, run.OK}, "three": {3, run.Failed}, "term": {143, run.Failed}, "missing": {-1, run.Failed}}
 	for _, ev := range events {
 		w := want[ev.Run.ID]
 		if ev.ExitCode != w.code || ev.Reason != w.reason {
@@ -286,8 +287,8 @@ func TestSignalledWithTheSweep(t *testing.T) {
 		}
 	}()
 	_, events, _ := execute(t, ctx, lanes(1), Options{},
-		Run{ID: "scancelled", Args: []string{"bash", "-c", "touch " + dying + "; kill -TERM $$"}})
-	if len(events) != 1 || events[0].ExitCode != 143 || events[0].Reason != Interrupted {
+		run.Run{ID: "scancelled", Args: []string{"bash", "-c", "touch " + dying + "; kill -TERM $$"}})
+	if len(events) != 1 || events[0].ExitCode != 143 || events[0].Reason != run.Interrupted {
 		t.Errorf("events %+v; want one run, exit 143, interrupted", events)
 	}
 }
@@ -300,8 +301,8 @@ func TestTimeout(t *testing.T) {
 	const timeout, grace = 1500 * time.Millisecond, 200 * time.Millisecond
 	start := time.Now()
 	sum, events, err := execute(t, t.Context(), lanes(2), Options{Timeout: timeout, Grace: grace},
-		Run{ID: "polite", Args: []string{"sleep", "30"}},
-		Run{ID: "stubborn", Args: []string{"env", "--ignore-signal=TERM", "sleep", "30"}},
+		run.Run{ID: "polite", Args: []string{"sleep", "30"}},
+		run.Run{ID: "stubborn", Args: []string{"env", "--ignore-signal=TERM", "sleep", "30"}},
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -311,7 +312,7 @@ func TestTimeout(t *testing.T) {
 	}
 	codes := map[string]int{}
 	for _, ev := range events {
-		if ev.Reason != TimedOut {
+		if ev.Reason != run.TimedOut {
 			t.Errorf("run %s: reason %s, want timeout", ev.Run.ID, ev.Reason)
 		}
 		codes[ev.Run.ID] = ev.ExitCode
@@ -396,13 +397,13 @@ func TestStagger(t *testing.T) {
 			// The runs start in input order, all asking for the same: the
 			// first wave is the first runs. (Runs launched together may
 			// reach their exec in any order.)
-			slices.SortFunc(events, func(a, b Event) int { return a.Run.Index - b.Run.Index })
+			slices.SortFunc(events, func(a, b run.Event) int { return a.Run.Index - b.Run.Index })
 			used := map[string]int{}
 			for k, ev := range events[:tc.wave] {
 				if d := ev.Start.Sub(sum.Start); d < time.Duration(k)*tc.stagger {
 					t.Errorf("start %d (run %d) came %v after the sweep's, want ≥ %v", k, ev.Run.Index, d, time.Duration(k)*tc.stagger)
 				}
-				gpu := ev.Slot.UUIDs()[0]
+				gpu := ev.Place.UUIDs()[0]
 				if k2, ok := used[gpu]; ok {
 					t.Errorf("starts %d and %d of the first wave both went to %s, with GPUs left unused", k2, k, gpu)
 				}
@@ -425,7 +426,7 @@ func TestStagger(t *testing.T) {
 func TestMinStartInterval(t *testing.T) {
 	const interval = 100 * time.Millisecond
 	rec := &recorder{}
-	_, err := Execute(t.Context(), Runs(shell("true", "true", "true", "true")...),
+	_, err := Execute(t.Context(), run.Runs(shell("true", "true", "true", "true")...),
 		place(lanes(2), Options{MinStartInterval: interval, OnEvent: rec.add, TempDir: t.TempDir()}))
 	if err != nil {
 		t.Fatal(err)
@@ -469,7 +470,7 @@ func alive(pid int) bool {
 }
 
 // pidsIn reads the pids the runs printed, one per line.
-func pidsIn(t *testing.T, events []Event) []int {
+func pidsIn(t *testing.T, events []run.Event) []int {
 	var pids []int
 	for _, ev := range events {
 		for _, f := range strings.Fields(readLog(t, ev.Stdout)) {
@@ -495,13 +496,13 @@ func TestCancelLeavesNoProcess(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	out := t.TempDir()
 	started := make(chan struct{}, 2)
-	opts := Options{Grace: 300 * time.Millisecond, OutputDir: out, OnEvent: func(ev Event) {
-		if ev.Kind == Started {
+	opts := Options{Grace: 300 * time.Millisecond, OutputDir: out, OnEvent: func(ev run.Event) {
+		if ev.Kind == run.Started {
 			started <- struct{}{}
 		}
 	}}
 	var sum Summary
-	var events []Event
+	var events []run.Event
 	var err error
 	done := make(chan struct{})
 	go func() {
@@ -580,7 +581,7 @@ func TestGrandchildHoldingOutputDoesNotHang(t *testing.T) {
 	start := time.Now()
 	_, events, err := execute(t, t.Context(), lanes(1), Options{Live: &syncBuffer{b: &live}},
 		shell(`setsid sleep 300 & echo $!; echo bye`)...)
-	if err != nil || len(events) != 1 || events[0].Reason != OK {
+	if err != nil || len(events) != 1 || events[0].Reason != run.OK {
 		t.Fatalf("Execute: %v %+v", err, events)
 	}
 	if d := time.Since(start); d > waitDelay {
@@ -597,13 +598,13 @@ func TestKillAtOnce(t *testing.T) {
 	ready := filepath.Join(dir, "ready")
 	started := make(chan struct{}, 1)
 	rec := &recorder{}
-	opts := Options{Grace: time.Hour, TempDir: dir, OutputDir: dir, OnEvent: func(ev Event) {
+	opts := Options{Grace: time.Hour, TempDir: dir, OutputDir: dir, OnEvent: func(ev run.Event) {
 		rec.add(ev)
-		if ev.Kind == Started {
+		if ev.Kind == run.Started {
 			started <- struct{}{}
 		}
 	}}
-	x, err := Start(ctx, Runs(shell(`trap '' TERM; sleep 300 & echo $!; touch `+ready+`; wait; wait`)...), place(lanes(1), opts))
+	x, err := Start(ctx, run.Runs(shell(`trap '' TERM; sleep 300 & echo $!; touch `+ready+`; wait; wait`)...), place(lanes(1), opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -690,28 +691,28 @@ func TestLiveLinesDoNotInterleave(t *testing.T) {
 
 func TestSourceError(t *testing.T) {
 	bad := errors.New("bad input")
-	source := func(yield func(Run, error) bool) {
-		if yield(Run{ID: "a", Args: []string{"true"}}, nil) {
-			yield(Run{}, bad)
+	source := func(yield func(run.Run, error) bool) {
+		if yield(run.Run{ID: "a", Args: []string{"true"}}, nil) {
+			yield(run.Run{}, bad)
 		}
 	}
 	sum, err := Execute(t.Context(), source, place(lanes(1), Options{TempDir: t.TempDir()}))
 	if !errors.Is(err, bad) || sum.Runs != 1 {
 		t.Errorf("err %v, summary %+v; want bad input after 1 run", err, sum)
 	}
-	_, err = Execute(t.Context(), Runs(Run{ID: "../x", Args: []string{"true"}}), place(lanes(1), Options{TempDir: t.TempDir()}))
+	_, err = Execute(t.Context(), run.Runs(run.Run{ID: "../x", Args: []string{"true"}}), place(lanes(1), Options{TempDir: t.TempDir()}))
 	if err == nil {
 		t.Error("a run id with a slash was accepted")
 	}
-	_, err = Execute(t.Context(), Runs(), Options{Parallel: -1})
+	_, err = Execute(t.Context(), run.Runs(), Options{Parallel: -1})
 	if err == nil {
 		t.Error("a negative Parallel was accepted")
 	}
-	_, err = Execute(t.Context(), Runs(), Options{Request: pack.Request{GPUs: 1}})
+	_, err = Execute(t.Context(), run.Runs(), Options{Request: pack.Request{GPUs: 1}})
 	if err == nil {
 		t.Error("a request for a GPU without a Topology was accepted")
 	}
-	_, err = Execute(t.Context(), Runs(), Options{Topology: pack.Topology{CPUs: []pack.CPU{{ID: 0}}}, Request: pack.Request{GPUs: 1}})
+	_, err = Execute(t.Context(), run.Runs(), Options{Topology: pack.Topology{CPUs: []pack.CPU{{ID: 0}}}, Request: pack.Request{GPUs: 1}})
 	if err == nil || !errors.Is(err, pack.ErrNeverFits) {
 		t.Errorf("a request for a GPU on a node without one: %v, want ErrNeverFits", err)
 	}
@@ -719,7 +720,7 @@ func TestSourceError(t *testing.T) {
 
 func TestInvalidCPUIsASetupError(t *testing.T) {
 	topo := pack.Topology{CPUs: []pack.CPU{{ID: 1000}}}
-	sum, err := Execute(t.Context(), Runs(shell("true", "true")...), Options{Topology: topo, Request: pack.Request{CPUs: 1}, TempDir: t.TempDir()})
+	sum, err := Execute(t.Context(), run.Runs(shell("true", "true")...), Options{Topology: topo, Request: pack.Request{CPUs: 1}, TempDir: t.TempDir()})
 	if err == nil || sum.Runs != 0 {
 		t.Errorf("err %v, summary %+v; want a setup error and no run", err, sum)
 	}
@@ -777,7 +778,7 @@ func TestRunStartingAsTheSweepStops(t *testing.T) {
 		p.waitExit()
 		reason := e.unwatch(st)
 		exit := p.finish()
-		if reason != Interrupted || exit.signal != "SIGTERM" {
+		if reason != run.Interrupted || exit.signal != "SIGTERM" {
 			t.Errorf("reason %q, signal %q; want interrupted by SIGTERM", reason, exit.signal)
 		}
 		if len(e.stops) != 0 {
@@ -796,13 +797,13 @@ func TestStartErrorsKeepTheirType(t *testing.T) {
 		gone := filepath.Join(dir, "gone")
 		os.WriteFile(gone, []byte("#!/bin/sh\n"), 0o755)
 		_, events, err := execute(t, t.Context(), lanes(1), Options{},
-			Run{ID: "missing", Args: []string{"no-such-program-x"}},
-			Run{ID: "not-executable", Args: []string{notExec}},
+			run.Run{ID: "missing", Args: []string{"no-such-program-x"}},
+			run.Run{ID: "not-executable", Args: []string{notExec}},
 		)
 		if err != nil || len(events) != 2 {
 			t.Fatalf("%v, %d events", err, len(events))
 		}
-		if ev := events[0]; !errors.Is(ev.Err, exec.ErrNotFound) || ev.ExitCode != -1 || ev.Reason != Failed {
+		if ev := events[0]; !errors.Is(ev.Err, exec.ErrNotFound) || ev.ExitCode != -1 || ev.Reason != run.Failed {
 			t.Errorf("missing program: err %v, exit %d, %s; want exec.ErrNotFound, -1, failed", ev.Err, ev.ExitCode, ev.Reason)
 		}
 		if ev := events[1]; !errors.Is(ev.Err, fs.ErrPermission) {

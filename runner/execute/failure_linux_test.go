@@ -13,6 +13,7 @@ import (
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // TestFailureClasses: real processes that fail in every way a CPU-only
@@ -49,7 +50,7 @@ func TestFailureClasses(t *testing.T) {
 	if err != nil || len(events) != len(cases) {
 		t.Fatalf("%v, %d events", err, len(events))
 	}
-	byID := map[string]Event{}
+	byID := map[string]run.Event{}
 	for _, ev := range events {
 		byID[ev.Run.ID] = ev
 	}
@@ -134,8 +135,8 @@ func TestRetryBackoffDoubles(t *testing.T) {
 		if want := backoff << (i - 1); gap < want {
 			t.Errorf("retry %d started %v after the attempt before ended, want at least %v", i, gap, want)
 		}
-		if events[i].Slot.Index != events[0].Slot.Index {
-			t.Errorf("retry %d in lane %d, not %d", i, events[i].Slot.Index, events[0].Slot.Index)
+		if events[i].Lane != events[0].Lane {
+			t.Errorf("retry %d in lane %d, not %d", i, events[i].Lane, events[0].Lane)
 		}
 	}
 }
@@ -166,13 +167,13 @@ func TestHostOOM(t *testing.T) {
 	}
 	// Retried (only when asked), with half as much memory again when the
 	// run asked for some.
-	retried := Run{ID: "retried", Args: []string{"bash", "-c", `test "$NODEPACK_ATTEMPT" -ge 2 && exit 0; ` + lines[0]}, Request: request("mem=1GiB cpus=0")}
+	retried := run.Run{ID: "retried", Args: []string{"bash", "-c", `test "$NODEPACK_ATTEMPT" -ge 2 && exit 0; ` + lines[0]}, Request: request("mem=1GiB cpus=0")}
 	topo := pack.Topology{CPUs: allowedCPUs(t), Memory: 8 << 30}
 	_, evs, err = execute(t, t.Context(), func(o *Options) { o.Topology = topo }, Options{OOMKills: count, Retry: map[failure.Class]int{failure.HostOOM: 1}}, retried)
-	if err != nil || len(evs) != 2 || evs[0].Class != failure.HostOOM || evs[1].Reason != OK || evs[1].Slot.Request.Mem != 3<<29 {
+	if err != nil || len(evs) != 2 || evs[0].Class != failure.HostOOM || evs[1].Reason != run.OK || evs[1].Place.Request.Mem != 3<<29 {
 		t.Errorf("retry with more memory: %v, %d events", err, len(evs))
 		for _, ev := range evs {
-			t.Logf("attempt %d: %s %s, request %v", ev.Attempt, ev.Reason, ev.Class, ev.Slot.Request)
+			t.Logf("attempt %d: %s %s, request %v", ev.Attempt, ev.Reason, ev.Class, ev.Place.Request)
 		}
 	}
 	// Without the count the same death is a signal: nothing else tells
@@ -243,11 +244,11 @@ func oomKillCount(path string) (uint64, bool) {
 // share them), with its attempts counted across the placements.
 func TestCUDAOOMRetryAsksForMore(t *testing.T) {
 	topo := fourGPUs(t)
-	oom := Run{ID: "oom", Args: []string{"bash", "-c", `test "$NODEPACK_ATTEMPT" -ge 4 || { echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB' >&2; exit 1; }`},
+	oom := run.Run{ID: "oom", Args: []string{"bash", "-c", `test "$NODEPACK_ATTEMPT" -ge 4 || { echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB' >&2; exit 1; }`},
 		Request: request("gpu_mem=16GiB cpus=0")}
-	runs := []Run{oom}
+	runs := []run.Run{oom}
 	for i := range 6 {
-		runs = append(runs, Run{ID: "share" + strconv.Itoa(i), Args: []string{"sleep", "0.2"}, Request: request("gpu_mem=16GiB cpus=0")})
+		runs = append(runs, run.Run{ID: "share" + strconv.Itoa(i), Args: []string{"sleep", "0.2"}, Request: request("gpu_mem=16GiB cpus=0")})
 	}
 	_, events, err := execute(t, t.Context(), func(o *Options) { o.Topology = topo }, Options{Retry: map[failure.Class]int{failure.CUDAOOM: 3}}, runs...)
 	if err != nil {
@@ -258,7 +259,7 @@ func TestCUDAOOMRetryAsksForMore(t *testing.T) {
 		if ev.Run.ID != "oom" {
 			continue
 		}
-		got = append(got, fmt.Sprintf("%d:%s:%s", ev.Attempt, ev.Slot.Request, ev.Reason))
+		got = append(got, fmt.Sprintf("%d:%s:%s", ev.Attempt, ev.Place.Request, ev.Reason))
 		if ev.Attempt < 4 && (ev.Class != failure.CUDAOOM || !ev.Retry) {
 			t.Errorf("attempt %d: class %s, retry %v", ev.Attempt, ev.Class, ev.Retry)
 		}
@@ -278,9 +279,9 @@ func TestGPUFaultTakesTheGPUOut(t *testing.T) {
 	release, faulted := filepath.Join(dir, "release"), filepath.Join(dir, "faulted")
 	// A run fails while its GPU is the faulted one, as a CUDA program does.
 	line := waitFor(release) + `; test "$CUDA_VISIBLE_DEVICES" != "$(cat ` + faulted + ` 2>/dev/null)" || { echo 'CUDA error: unspecified launch failure' >&2; exit 1; }`
-	var runs []Run
+	var runs []run.Run
 	for _, id := range []string{"a", "b", "c", "d", "e", "f"} {
-		runs = append(runs, Run{ID: id, Args: []string{"bash", "-c", line}, Request: request("gpus=1 cpus=0")})
+		runs = append(runs, run.Run{ID: id, Args: []string{"bash", "-c", line}, Request: request("gpus=1 cpus=0")})
 	}
 	faults := make(chan usage.GPUFault, 1)
 	out := make(chan struct{}) // closed once the GPU is out
@@ -292,14 +293,14 @@ func TestGPUFaultTakesTheGPUOut(t *testing.T) {
 		if none {
 			t.Error("no GPU left after one fault")
 		}
-	}, OnEvent: func(ev Event) {
-		if ev.Kind != Started || ev.Attempt != 1 {
+	}, OnEvent: func(ev run.Event) {
+		if ev.Kind != run.Started || ev.Attempt != 1 {
 			return
 		}
 		mu.Lock()
 		defer mu.Unlock()
 		if ev.Run.ID == "c" {
-			victim = ev.Slot.GPUs[0].UUID
+			victim = ev.Place.GPUs[0].UUID
 		}
 		if started++; started == 4 { // every GPU busy: c's GPU fails
 			os.WriteFile(faulted, []byte(victim), 0o644)
@@ -318,7 +319,7 @@ func TestGPUFaultTakesTheGPUOut(t *testing.T) {
 		t.Errorf("summary %+v", sum)
 	}
 	for _, ev := range events {
-		on := ev.Slot.GPUs[0].UUID
+		on := ev.Place.GPUs[0].UUID
 		switch {
 		case ev.Run.ID == "c" && ev.Attempt == 1:
 			if ev.Class != failure.GPUError || !ev.Retry || on != victim {
@@ -338,17 +339,17 @@ func TestNoGPULeftStopsStarting(t *testing.T) {
 	faults := make(chan usage.GPUFault, 1)
 	dir := t.TempDir()
 	release := filepath.Join(dir, "release")
-	runs := []Run{{ID: "first", Args: []string{"bash", "-c", waitFor(release)}, Request: request("gpus=1 cpus=0")}}
+	runs := []run.Run{{ID: "first", Args: []string{"bash", "-c", waitFor(release)}, Request: request("gpus=1 cpus=0")}}
 	for i := range 3 {
-		runs = append(runs, Run{ID: "later" + strconv.Itoa(i), Args: []string{"true"}, Request: request("gpus=1 cpus=0")})
+		runs = append(runs, run.Run{ID: "later" + strconv.Itoa(i), Args: []string{"true"}, Request: request("gpus=1 cpus=0")})
 	}
 	opts := Options{GPUFaults: faults, OnGPUFault: func(f usage.GPUFault, none bool) {
 		if !none {
 			t.Error("the only GPU is out, and some are left")
 		}
 		os.WriteFile(release, nil, 0o644)
-	}, OnEvent: func(ev Event) {
-		if ev.Kind == Started && ev.Run.ID == "first" {
+	}, OnEvent: func(ev run.Event) {
+		if ev.Kind == run.Started && ev.Run.ID == "first" {
 			faults <- usage.GPUFault{UUID: topo.GPUs[0].UUID, Reason: "double-bit ECC error", Time: time.Now()}
 		}
 	}}
@@ -388,7 +389,7 @@ func TestSetupFailureFailsTheAttempt(t *testing.T) {
 	out := t.TempDir()
 	runs := shell("true", "true", "true")
 	os.MkdirAll(filepath.Join(out, "runs"), 0o755)
-	if err := os.WriteFile(filepath.Join(out, "runs", runs[1].dirName()), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(out, "runs", runs[1].DirName()), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sum, events, err := execute(t, t.Context(), lanes(1), Options{OutputDir: out}, runs...)

@@ -7,6 +7,7 @@ import (
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // DefaultGrace is the grace period used when Options.Grace is zero: between
@@ -201,7 +202,7 @@ type Options struct {
 	// OnEvent, if non-nil, is called when an attempt starts and when it
 	// finishes. Calls are never concurrent; they come from the slots'
 	// goroutines, so a slow OnEvent delays the runs.
-	OnEvent func(Event)
+	OnEvent func(run.Event)
 
 	// DrainAt, if not zero, is when the sweep stops starting runs, checked at
 	// the moment of every start; TerminateAt, if not zero, is when it stops
@@ -226,84 +227,6 @@ type Options struct {
 	Sampler usage.Sampler
 }
 
-// Usage is what one attempt used.
-type Usage struct {
-	// MaxRSS is the peak resident set, in bytes, of the run's process or of
-	// the largest descendant it reaped (getrusage's ru_maxrss: one process,
-	// not the sum of the tree). Zero where the system does not report it.
-	MaxRSS uint64
-	// CPU is the user plus system time of the run's process and of every
-	// descendant that its parent reaped (escaped descendants the runner
-	// kills are not counted).
-	CPU time.Duration
-	// Sampled holds the Sampler's measurements; zero without a Sampler.
-	Sampled usage.Sampled
-}
-
-// Reason says how an attempt ended.
-type Reason string
-
-const (
-	OK          Reason = "ok"          // exit status 0
-	Failed      Reason = "failed"      // non-zero exit, death by a signal not sent by the runner, or failure to start
-	TimedOut    Reason = "timeout"     // the runner stopped it after Options.Timeout
-	Interrupted Reason = "interrupted" // the runner stopped it: the context was cancelled, Kill was called or the terminate deadline passed
-)
-
-// EventKind tells a Started event from a Finished one.
-type EventKind int
-
-const (
-	Started  EventKind = iota + 1 // the attempt's process runs
-	Finished                      // the attempt ended, or could not start
-)
-
-// String returns "started" or "finished".
-func (k EventKind) String() string {
-	switch k {
-	case Started:
-		return "started"
-	case Finished:
-		return "finished"
-	}
-	return "unknown"
-}
-
-// Event describes one attempt of one run. A Started event comes once the
-// attempt's process runs; a Finished event ends every attempt, also one
-// whose command could not start (ExitCode -1, Err set, no Started event).
-// Fields after PID are set in Finished events only.
-type Event struct {
-	Kind    EventKind
-	Run     Run
-	Attempt int       // from 1
-	Slot    pack.Slot // the lane (Index) and the placement: GPUs, CPUs and the request they serve
-	Stdout  string    // log path; empty without OutputDir
-	Stderr  string    // log path; empty without OutputDir
-	Start   time.Time // when the start began, right after the checks of MinStartInterval and the drain deadline
-	PID     int       // the run's process, also its process group id; 0 if it did not start
-
-	End      time.Time // when its process was seen to exit (or the start failed)
-	ExitCode int       // exit status; 128+N for death by signal N; -1 if it did not start
-	Signal   string    // the signal that killed the run's process ("SIGKILL"); empty if it exited
-	Reason   Reason
-	Err      error // why it did not start, or an I/O error on its output; nil otherwise
-	Retry    bool  // another attempt follows
-	Usage    Usage
-	// Class is why the attempt failed; empty when it succeeded.
-	Class failure.Class
-	// StderrTail is the last lines of a failed attempt's standard error
-	// (at most MaxTailLines, each at most MaxTailLine bytes), from its log.
-	StderrTail []string
-}
-
-// MaxTailLines and MaxTailLine bound Event.StderrTail: it goes to the
-// ledger with every failed attempt.
-const (
-	MaxTailLines = 5
-	MaxTailLine  = 300
-)
-
 // Summary is what Execute reports at the end.
 type Summary struct {
 	Runs        int // runs started (each counted once, whatever its attempts)
@@ -321,16 +244,16 @@ type Summary struct {
 	NoGPUsLeft bool
 	// Failures holds the Finished event of the last attempt of each failed
 	// run, in the order they ended; at most MaxReportedFailures of them.
-	Failures []Event
+	Failures []run.Event
 	// Stopped reports that MaxFailures stopped new runs.
 	Stopped bool
 	// Drained reports that Drain or the drain deadline stopped new runs.
 	Drained bool
 
 	Start, End time.Time
-	// SlotBusy is, per lane used, the summed time its runs' processes were
+	// LaneBusy is, per lane used, the summed time its runs' processes were
 	// alive.
-	SlotBusy []time.Duration
+	LaneBusy []time.Duration
 }
 
 // MaxReportedFailures caps Summary.Failures; Summary.Failed has the count.
@@ -343,12 +266,12 @@ func (s Summary) Wall() time.Duration { return s.End.Sub(s.Start) }
 // running processes, between 0 and 1; 0 when nothing ran.
 func (s Summary) Utilization() float64 {
 	wall := s.Wall()
-	if wall <= 0 || len(s.SlotBusy) == 0 {
+	if wall <= 0 || len(s.LaneBusy) == 0 {
 		return 0
 	}
 	var busy time.Duration
-	for _, b := range s.SlotBusy {
+	for _, b := range s.LaneBusy {
 		busy += b
 	}
-	return float64(busy) / (float64(wall) * float64(len(s.SlotBusy)))
+	return float64(busy) / (float64(wall) * float64(len(s.LaneBusy)))
 }

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // procs is the process-wide machinery, set up once by setup: the spawner
@@ -442,11 +443,11 @@ func (p *process) finish() exitInfo {
 
 // kernelUsage reads the rusage of a reaped process: it covers the process
 // and the descendants it waited for.
-func kernelUsage(ps *os.ProcessState) Usage {
+func kernelUsage(ps *os.ProcessState) run.Usage {
 	if ps == nil {
-		return Usage{}
+		return run.Usage{}
 	}
-	u := Usage{CPU: ps.UserTime() + ps.SystemTime()}
+	u := run.Usage{CPU: ps.UserTime() + ps.SystemTime()}
 	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 		u.MaxRSS = uint64(ru.Maxrss) * 1024 // kilobytes on Linux
 	}

@@ -8,12 +8,6 @@ import (
 	"sync"
 )
 
-// ErrLink is wrapped by the error for a symbolic link where nodepack
-// writes (a run's directory or log, runs/, a ledger, its lock): nodepack
-// never writes through a link it did not make, which could point its
-// writes at any file the user may write.
-var ErrLink = errors.New("a symbolic link (or not what nodepack made) where nodepack writes: remove it")
-
 // runsDir is the output directory's runs/, held open: a run's directory
 // and its files are made from it with *at calls that follow no symbolic
 // link, so a link planted in runs/, in a run's directory or in place of
@@ -74,7 +68,7 @@ func (d *runsDir) close() {
 // runDir makes the run directory name under runs/, or finds the one an
 // earlier attempt made, and returns it open; created says this call made
 // it. A directory that is a symbolic link, or not a directory, is an
-// error wrapping ErrLink.
+// error wrapping run.ErrLink.
 func (d *runsDir) runDir(name string) (dir *os.File, created bool, err error) {
 	for again := true; ; again = false {
 		runs := d.current()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nodepack/nodepack/runner/run"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,7 +60,7 @@ func openIn(dir *os.File, name string, truncate, fresh bool) (*os.File, error) {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink > 1 {
 			unix.Close(fd)
-			return nil, fmt.Errorf("%s: not a file of nodepack's own (another type, or a hard link): %w", path, ErrLink)
+			return nil, fmt.Errorf("%s: not a file of nodepack's own (another type, or a hard link): %w", path, run.ErrLink)
 		}
 	}
 	return os.NewFile(uintptr(fd), path), nil
@@ -69,7 +70,7 @@ func openIn(dir *os.File, name string, truncate, fresh bool) (*os.File, error) {
 // with O_NOFOLLOW) or something else where a directory should be.
 func linkError(path string, err error) error {
 	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-		return fmt.Errorf("%s: %w", path, ErrLink)
+		return fmt.Errorf("%s: %w", path, run.ErrLink)
 	}
 	return &fs.PathError{Op: "open", Path: path, Err: err}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources/usage"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // DefaultBackfillWait is used when Options.BackfillWait is zero.
@@ -30,13 +31,13 @@ const (
 // attempt's end, across the placements of a retry placed anew.
 type job struct {
 	key      schedule.Key
-	run      Run
+	run      run.Run
 	attempts int // this sweep's
 }
 
 // RequestOf returns what run r asks for: its own Request, else
 // o.Request.
-func (o *Options) RequestOf(r Run) pack.Request {
+func (o *Options) RequestOf(r run.Run) pack.Request {
 	if r.Request != nil {
 		return *r.Request
 	}
@@ -151,7 +152,7 @@ func (e *Execution) schedule() {
 
 // fill takes the runs the feeder has ready while the scheduler has room
 // (schedMu held).
-func (e *Execution) fill(next *chan Run) {
+func (e *Execution) fill(next *chan run.Run) {
 	for *next != nil && e.sched.Room() {
 		select {
 		case r, ok := <-*next:
@@ -169,7 +170,7 @@ func (e *Execution) fill(next *chan Run) {
 // push hands a run to the scheduler (schedMu held). A run that can never
 // fit ends the stream as a source error would: the runs before it still
 // run.
-func (e *Execution) push(r Run, next *chan Run) {
+func (e *Execution) push(r run.Run, next *chan run.Run) {
 	req := e.opts.RequestOf(r)
 	shape := ""
 	if req.AutoGPUMem {
@@ -190,7 +191,7 @@ var digits = regexp.MustCompile(`[0-9]+`)
 // shapeOf names what gpu_mem=auto measures once for all runs like r: its
 // command with every number blanked out, so that seeds and learning rates
 // share a measurement and model=big and model=small do not.
-func shapeOf(r Run) string {
+func shapeOf(r run.Run) string {
 	return digits.ReplaceAllString(strings.Join(r.Args, "\x00"), "#")
 }
 
@@ -299,12 +300,12 @@ func (e *Execution) gpuOut(f usage.GPUFault) {
 }
 
 // outcome is how the scheduler sees an attempt that ended as ev says.
-func outcome(ev Event) schedule.End {
+func outcome(ev run.Event) schedule.End {
 	end := schedule.End{Attempt: ev.Attempt, Class: string(ev.Class), Peak: peakOf(ev.Usage.Sampled)}
 	switch ev.Reason {
-	case OK:
+	case run.OK:
 		end.Outcome = schedule.Succeeded
-	case Failed, TimedOut:
+	case run.Failed, run.TimedOut:
 		end.Outcome = schedule.Failed
 	default:
 		end.Outcome = schedule.Interrupted

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // allowedCPUs returns the CPUs this process may use, as a topology's CPUs
@@ -64,13 +65,13 @@ func request(text string) *pack.Request {
 // one GPU see the same value, and a 2-GPU run gets GPUs of one NUMA node.
 func TestMixedRequestsNeverOvercommit(t *testing.T) {
 	topo := fourGPUs(t)
-	var runs []Run
+	var runs []run.Run
 	for i, text := range []string{
 		"gpus=2 cpus=0", "gpus=0.25 cpus=0", "gpus=0.25 cpus=0", "gpus=1 cpus=0", "gpus=0.25 cpus=0",
 		"gpus=2 cpus=0", "gpus=0.25 cpus=0", "gpus=0.5 cpus=0", "gpus=1 cpus=0", "gpus=0.25 cpus=0",
 		"gpus=0.25 cpus=0", "gpus=2 cpus=0", "gpus=0.5 cpus=0", "gpus=0.25 cpus=0", "gpus=1 cpus=0",
 	} {
-		runs = append(runs, Run{ID: "r" + strconv.Itoa(i), Index: i, Request: request(text),
+		runs = append(runs, run.Run{ID: "r" + strconv.Itoa(i), Index: i, Request: request(text),
 			Args: []string{"bash", "-c", "sleep 0.$((RANDOM % 3)); echo $CUDA_VISIBLE_DEVICES"}})
 	}
 	sum, events, err := execute(t, t.Context(), func(o *Options) { o.Topology, o.Parallel = topo, 16 }, Options{}, runs...)
@@ -85,20 +86,20 @@ func TestMixedRequestsNeverOvercommit(t *testing.T) {
 	var changes []change
 	for _, ev := range events {
 		r := *ev.Run.Request
-		if got, want := strings.TrimSpace(readLog(t, ev.Stdout)), strings.Join(ev.Slot.UUIDs(), ","); got != want {
+		if got, want := strings.TrimSpace(readLog(t, ev.Stdout)), strings.Join(ev.Place.UUIDs(), ","); got != want {
 			t.Errorf("%s saw CUDA_VISIBLE_DEVICES=%q, was given %q", ev.Run.ID, got, want)
 		}
 		share := r.GPUShare
 		if r.GPUs > 0 {
 			share = pack.GPUWhole
 		}
-		if len(ev.Slot.GPUs) != max(r.GPUs, 1) || ev.Slot.Request != r {
-			t.Errorf("%s asked for %v and got %d GPUs for %v", ev.Run.ID, r, len(ev.Slot.GPUs), ev.Slot.Request)
+		if len(ev.Place.GPUs) != max(r.GPUs, 1) || ev.Place.Request != r {
+			t.Errorf("%s asked for %v and got %d GPUs for %v", ev.Run.ID, r, len(ev.Place.GPUs), ev.Place.Request)
 		}
-		if r.GPUs == 2 && ev.Slot.GPUs[0].NUMA != ev.Slot.GPUs[1].NUMA {
-			t.Errorf("%s: 2 GPUs on NUMA nodes %d and %d", ev.Run.ID, ev.Slot.GPUs[0].NUMA, ev.Slot.GPUs[1].NUMA)
+		if r.GPUs == 2 && ev.Place.GPUs[0].NUMA != ev.Place.GPUs[1].NUMA {
+			t.Errorf("%s: 2 GPUs on NUMA nodes %d and %d", ev.Run.ID, ev.Place.GPUs[0].NUMA, ev.Place.GPUs[1].NUMA)
 		}
-		for _, g := range ev.Slot.GPUs {
+		for _, g := range ev.Place.GPUs {
 			changes = append(changes, change{ev.Start, share, g.UUID}, change{ev.End, -share, g.UUID})
 		}
 	}
@@ -122,9 +123,9 @@ func TestMixedRequestsNeverOvercommit(t *testing.T) {
 // once, and NODEPACK_SLOT is below it.
 func TestParallelCapsRunsAtOnce(t *testing.T) {
 	topo := pack.Topology{CPUs: allowedCPUs(t)}
-	var runs []Run
+	var runs []run.Run
 	for i := range 12 {
-		runs = append(runs, Run{ID: "r" + strconv.Itoa(i), Index: i, Args: []string{"bash", "-c", "sleep 0.05; echo $NODEPACK_SLOT"}})
+		runs = append(runs, run.Run{ID: "r" + strconv.Itoa(i), Index: i, Args: []string{"bash", "-c", "sleep 0.05; echo $NODEPACK_SLOT"}})
 	}
 	_, events, err := execute(t, t.Context(), func(o *Options) { o.Topology, o.Parallel = topo, 3 }, Options{}, runs...)
 	if err != nil || len(events) != 12 {
@@ -140,8 +141,8 @@ func TestParallelCapsRunsAtOnce(t *testing.T) {
 		if at > 3 {
 			t.Errorf("%d runs at once when %s started", at, a.Run.ID)
 		}
-		if slot, _ := strconv.Atoi(strings.TrimSpace(readLog(t, a.Stdout))); slot != a.Slot.Index || slot >= 3 {
-			t.Errorf("%s: NODEPACK_SLOT %d, event's lane %d", a.Run.ID, slot, a.Slot.Index)
+		if slot, _ := strconv.Atoi(strings.TrimSpace(readLog(t, a.Stdout))); slot != a.Lane || slot >= 3 {
+			t.Errorf("%s: NODEPACK_SLOT %d, event's lane %d", a.Run.ID, slot, a.Lane)
 		}
 	}
 }
@@ -157,18 +158,18 @@ func startOrder(t *testing.T, backfillWait time.Duration, c1 string) []string {
 	release := filepath.Join(dir, "release")
 	var mu sync.Mutex
 	var order []string
-	onEvent := func(ev Event) {
+	onEvent := func(ev run.Event) {
 		mu.Lock()
 		defer mu.Unlock()
-		if ev.Kind == Started {
+		if ev.Kind == run.Started {
 			order = append(order, ev.Run.ID)
 		}
-		strict := backfillWait < 0 && ev.Kind == Started && ev.Run.ID == "a"
-		if strict || ev.Kind == Finished && ev.Run.ID == "c1" {
+		strict := backfillWait < 0 && ev.Kind == run.Started && ev.Run.ID == "a"
+		if strict || ev.Kind == run.Finished && ev.Run.ID == "c1" {
 			os.WriteFile(release, nil, 0o644)
 		}
 	}
-	runs := []Run{
+	runs := []run.Run{
 		{ID: "a", Args: []string{"bash", "-c", waitFor(release)}, Request: request("gpus=1")},
 		{ID: "big", Args: []string{"true"}, Request: request("gpus=2")},
 		{ID: "c1", Args: []string{"bash", "-c", c1}, Request: request("gpus=1")},
@@ -237,21 +238,21 @@ func TestReadinessGate(t *testing.T) {
 	sampler := &gateSampler{started: make(chan usage.Target, 10)}
 	var mu sync.Mutex
 	starts := map[string]time.Time{}
-	onEvent := func(ev Event) {
-		if ev.Kind == Started {
+	onEvent := func(ev run.Event) {
+		if ev.Kind == run.Started {
 			mu.Lock()
 			starts[ev.Run.ID] = ev.Start
 			mu.Unlock()
 		}
 	}
-	runs := []Run{
+	runs := []run.Run{
 		{ID: "first", Args: []string{"bash", "-c", waitFor(done)}},
 		{ID: "second", Args: []string{"bash", "-c", waitFor(done)}},
 		{ID: "third", Args: []string{"bash", "-c", "touch " + done}},
 	}
 	opts := Options{Topology: topo, Request: pack.Request{GPUMem: 10 << 30}, Sampler: sampler, SettleTimeout: time.Hour,
 		OnEvent: onEvent, TempDir: dir, Parallel: 3}
-	x, err := Start(t.Context(), Runs(runs...), opts)
+	x, err := Start(t.Context(), run.Runs(runs...), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +281,7 @@ func TestReadinessGate(t *testing.T) {
 	opts.Sampler = &gateSampler{started: make(chan usage.Target, 10)}
 	os.Remove(done)
 	clear(starts)
-	sum, err = Execute(t.Context(), Runs(runs...), opts)
+	sum, err = Execute(t.Context(), run.Runs(runs...), opts)
 	if err != nil || sum.Succeeded != 3 {
 		t.Fatalf("Execute: %d of 3 succeeded, %v", sum.Succeeded, err)
 	}
@@ -298,29 +299,29 @@ func TestAutoGPUMem(t *testing.T) {
 	dir := t.TempDir()
 	done := filepath.Join(dir, "done")
 	sampler := &gateSampler{started: make(chan usage.Target, 10), peak: 8 << 30}
-	var runs []Run
+	var runs []run.Run
 	for i := range 4 {
-		runs = append(runs, Run{ID: "seed" + strconv.Itoa(i), Index: i, Args: []string{"bash", "-c", waitFor(done) + " # seed=" + strconv.Itoa(i)}})
+		runs = append(runs, run.Run{ID: "seed" + strconv.Itoa(i), Index: i, Args: []string{"bash", "-c", waitFor(done) + " # seed=" + strconv.Itoa(i)}})
 	}
-	var starts []Event
+	var starts []run.Event
 	var mu sync.Mutex
 	opts := Options{Topology: topo, Request: pack.Request{AutoGPUMem: true}, Sampler: sampler, SettleTimeout: time.Hour, TempDir: dir, Parallel: 4,
-		OnEvent: func(ev Event) {
-			if ev.Kind == Started {
+		OnEvent: func(ev run.Event) {
+			if ev.Kind == run.Started {
 				mu.Lock()
 				starts = append(starts, ev)
 				mu.Unlock()
 			}
 		}}
-	x, err := Start(t.Context(), Runs(runs...), opts)
+	x, err := Start(t.Context(), run.Runs(runs...), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	probe := <-sampler.started
 	time.Sleep(200 * time.Millisecond) // a broken probe would let the others start now
 	mu.Lock()
-	if len(starts) != 1 || starts[0].Slot.Request.GPUShare != pack.GPUWhole {
-		t.Errorf("before the first run settled: %d started, the first with %v; want it alone with its GPU", len(starts), starts[0].Slot.Request)
+	if len(starts) != 1 || starts[0].Place.Request.GPUShare != pack.GPUWhole {
+		t.Errorf("before the first run settled: %d started, the first with %v; want it alone with its GPU", len(starts), starts[0].Place.Request)
 	}
 	mu.Unlock()
 	probe.Settle.Done(8 << 30)
@@ -335,8 +336,8 @@ func TestAutoGPUMem(t *testing.T) {
 	}
 	want := uint64(8<<30 + 8<<30/10)
 	for _, ev := range starts[1:] {
-		if ev.Slot.Request.GPUMem != want || ev.Slot.Request.GPUShare != 0 {
-			t.Errorf("%s started with %v, want gpu_mem=%s", ev.Run.ID, ev.Slot.Request, pack.FormatSize(want))
+		if ev.Place.Request.GPUMem != want || ev.Place.Request.GPUShare != 0 {
+			t.Errorf("%s started with %v, want gpu_mem=%s", ev.Run.ID, ev.Place.Request, pack.FormatSize(want))
 		}
 	}
 }
@@ -346,7 +347,7 @@ func TestAutoGPUMem(t *testing.T) {
 // the runs before it ran.
 func TestRunThatNeverFitsEndsTheStream(t *testing.T) {
 	topo := pack.Topology{CPUs: allowedCPUs(t)}
-	runs := []Run{
+	runs := []run.Run{
 		{ID: "fine", Args: []string{"true"}},
 		{ID: "huge", Args: []string{"true"}, Origin: "tasks.txt:2", Request: request("gpus=1")},
 	}

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // BenchmarkStart runs `true` on two slots, with logs and a private
@@ -17,9 +19,9 @@ func BenchmarkStart(b *testing.B) {
 	if err := setup(); err != nil {
 		b.Fatal(err)
 	}
-	runs := func(yield func(Run, error) bool) {
+	runs := func(yield func(run.Run, error) bool) {
 		for i := range b.N {
-			if !yield(Run{ID: strconv.Itoa(i), Args: []string{"true"}}, nil) {
+			if !yield(run.Run{ID: strconv.Itoa(i), Args: []string{"true"}}, nil) {
 				return
 			}
 		}

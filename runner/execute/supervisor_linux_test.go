@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // TestFollowKillsWhatIsLeft: when the runner's pipe ends, the supervisor
@@ -157,11 +159,11 @@ func helperSweep(dir string) int {
 setsid bash -c 'touch setsid.$NODEPACK_RUN_ID; exec sleep 60' &
 env -u ` + sessionVar + ` bash -c 'touch scrubbed.$NODEPACK_RUN_ID; exec sleep 60' &
 wait`
-	runs := []Run{{ID: "a", Args: []string{"bash", "-c", script}, Dir: dir}, {ID: "b", Args: []string{"bash", "-c", script}, Dir: dir}}
+	runs := []run.Run{{ID: "a", Args: []string{"bash", "-c", script}, Dir: dir}, {ID: "b", Args: []string{"bash", "-c", script}, Dir: dir}}
 	if os.Getenv(spawnerEnv) != "" {
 		directLimit = 0
 	}
-	_, err := Execute(context.Background(), Runs(runs...), Options{Parallel: 2, TempDir: dir})
+	_, err := Execute(context.Background(), run.Runs(runs...), Options{Parallel: 2, TempDir: dir})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // syncedDisk is a fullDisk that remembers how much of it was synced.
@@ -34,8 +34,8 @@ func (d *syncedDisk) durable() string {
 	return string(d.b[:d.synced])
 }
 
-func finishedEvent(i int) execute.Event {
-	return execute.Event{Kind: execute.Finished, Run: execute.Run{ID: "run" + strconv.Itoa(i)}, Attempt: 1, Reason: execute.OK}
+func finishedEvent(i int) run.Event {
+	return run.Event{Kind: run.Finished, Run: run.Run{ID: "run" + strconv.Itoa(i)}, Attempt: 1, Reason: run.OK}
 }
 
 // TestPostIsDurableWhenDone: a finished record posted to the ledger is on

@@ -18,8 +18,8 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
-	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
@@ -65,7 +65,7 @@ type Record struct {
 	Index   int      `json:"index,omitempty"`
 	Origin  string   `json:"origin,omitempty"`
 	Attempt int      `json:"attempt,omitempty"`
-	Slot    *int     `json:"slot,omitempty"`
+	Lane    *int     `json:"slot,omitempty"` // its lane, NODEPACK_SLOT (the key is the variable's name)
 	GPUs    []string `json:"gpus,omitempty"` // UUIDs
 	CPUs    string   `json:"cpus,omitempty"` // "0-3,8"
 	// Request is what the attempt held its GPUs, CPUs and memory for, as
@@ -77,16 +77,16 @@ type Record struct {
 	Stderr  string `json:"stderr,omitempty"`
 
 	// Finished.
-	ExitCode    *int           `json:"exit_code,omitempty"`
-	Signal      string         `json:"signal,omitempty"`
-	Reason      execute.Reason `json:"reason,omitempty"`
-	Retry       bool           `json:"retry,omitempty"`
-	Error       string         `json:"error,omitempty"`
-	Seconds     float64        `json:"duration_s,omitempty"`
-	MaxRSS      uint64         `json:"max_rss_bytes,omitempty"`
-	CPUSeconds  float64        `json:"cpu_s,omitempty"`
-	TreeRSSPeak uint64         `json:"tree_rss_peak_bytes,omitempty"`
-	GPUUsage    []usage.GPU    `json:"gpu_usage,omitempty"`
+	ExitCode    *int        `json:"exit_code,omitempty"`
+	Signal      string      `json:"signal,omitempty"`
+	Reason      run.Reason  `json:"reason,omitempty"`
+	Retry       bool        `json:"retry,omitempty"`
+	Error       string      `json:"error,omitempty"`
+	Seconds     float64     `json:"duration_s,omitempty"`
+	MaxRSS      uint64      `json:"max_rss_bytes,omitempty"`
+	CPUSeconds  float64     `json:"cpu_s,omitempty"`
+	TreeRSSPeak uint64      `json:"tree_rss_peak_bytes,omitempty"`
+	GPUUsage    []usage.GPU `json:"gpu_usage,omitempty"`
 	// Class is why the attempt failed (see runner/failure), StderrTail
 	// the last lines of its standard error.
 	Class      failure.Class `json:"class,omitempty"`
@@ -286,13 +286,13 @@ func (log *Log) add(line []byte, off int64, no int) (*Record, error) {
 		}
 		log.Sessions = append(log.Sessions, *rec)
 		log.End = nil
-		log.GPUsOut = nil // a new session may run on another node
-		for _, run := range log.Runs {
-			run.Retired = false
+		log.GPUsOut = nil // a new session may r on another node
+		for _, r := range log.Runs {
+			r.Retired = false
 		}
 		for _, id := range rec.Retired {
-			if run := log.Runs[id]; run != nil {
-				run.Retired = true
+			if r := log.Runs[id]; r != nil {
+				r.Retired = true
 			}
 		}
 		return rec, nil
@@ -315,19 +315,19 @@ func (log *Log) add(line []byte, off int64, no int) (*Record, error) {
 	if log.End != nil {
 		return nil, fmt.Errorf("%q record after the session's end", typ)
 	}
-	if !execute.ValidID(string(h.id)) || h.attempt < 1 {
+	if !run.ValidID(string(h.id)) || h.attempt < 1 {
 		return nil, fmt.Errorf("%s record: bad run id %q or attempt %d", typ, h.id, h.attempt)
 	}
-	run := log.Runs[string(h.id)]
-	if run == nil {
+	r := log.Runs[string(h.id)]
+	if r == nil {
 		id := string(h.id)
-		run = &Run{ID: id}
-		log.Runs[id] = run
+		r = &Run{ID: id}
+		log.Runs[id] = r
 		log.Order = append(log.Order, id)
 	}
-	run.Attempts = max(run.Attempts, h.attempt)
-	run.Session = len(log.Sessions) - 1
-	run.Retired = false
+	r.Attempts = max(r.Attempts, h.attempt)
+	r.Session = len(log.Sessions) - 1
+	r.Retired = false
 	keep := func() kept {
 		if rec != nil {
 			return kept{}
@@ -335,27 +335,27 @@ func (log *Log) add(line []byte, off int64, no int) (*Record, error) {
 		return kept{off: off, n: int32(len(line)), no: int32(no)}
 	}
 	if typ == TypeStarted {
-		run.Started, run.started = rec, keep()
-		run.State = StateRunning
+		r.Started, r.started = rec, keep()
+		r.State = StateRunning
 		return rec, nil
 	}
 	if !h.exitCode {
 		return nil, errors.New("finished record without exit_code")
 	}
-	run.Finished, run.finished = rec, keep()
-	switch execute.Reason(h.reason) {
-	case execute.OK:
-		run.State = StateSucceeded
+	r.Finished, r.finished = rec, keep()
+	switch run.Reason(h.reason) {
+	case run.OK:
+		r.State = StateSucceeded
 		if log.lean {
-			run.Started, run.Finished, run.started, run.finished = nil, nil, kept{}, kept{}
+			r.Started, r.Finished, r.started, r.finished = nil, nil, kept{}, kept{}
 		}
-	case execute.Failed, execute.TimedOut:
-		run.State = StateFailed
+	case run.Failed, run.TimedOut:
+		r.State = StateFailed
 		if h.retry {
-			run.State = StateRunning // between attempts
+			r.State = StateRunning // between attempts
 		}
-	case execute.Interrupted:
-		run.State = StateInterrupted
+	case run.Interrupted:
+		r.State = StateInterrupted
 	default:
 		return nil, fmt.Errorf("finished record: unknown reason %q", h.reason)
 	}
@@ -559,7 +559,7 @@ func open(path string, restart bool, known *Log) (*Writer, error) {
 	}
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		f.Close()
-		return fail(fmt.Errorf("open ledger: %s: not a regular file: %w", path, execute.ErrLink))
+		return fail(fmt.Errorf("open ledger: %s: not a regular file: %w", path, run.ErrLink))
 	}
 	l.file = f
 	past := known
@@ -589,7 +589,7 @@ func open(path string, restart bool, known *Log) (*Writer, error) {
 // lock are never written through a link nodepack did not make.
 func linkError(path string, err error) error {
 	if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) {
-		return fmt.Errorf("%s: %w", path, execute.ErrLink)
+		return fmt.Errorf("%s: %w", path, run.ErrLink)
 	}
 	return err
 }
@@ -696,11 +696,11 @@ func (l *Writer) WriteEnd(note string, deferred int) error {
 	return l.writeNow(&Record{Type: TypeEnd, Time: time.Now().UTC(), Note: note, Deferred: deferred})
 }
 
-// Append records an execute.Event at once, synced, and returns the write's
+// Append records a run.Event at once, synced, and returns the write's
 // error: Post without the wait for the next group commit.
-func (l *Writer) Append(ev execute.Event) error { return l.writeNow(l.record(ev)) }
+func (l *Writer) Append(ev run.Event) error { return l.writeNow(l.record(ev)) }
 
-// Post records an execute.Event, for execute.Options.OnEvent: a started
+// Post records a run.Event, for execute.Options.OnEvent: a started
 // record, or a finished one. It returns at once; the record goes with the
 // next group commit, at most CommitInterval after the last one, and a
 // finished record makes that commit fsync the file. done, if not nil, is
@@ -709,7 +709,7 @@ func (l *Writer) Append(ev execute.Event) error { return l.writeNow(l.record(ev)
 // the order of the Posts, never concurrently: the place to report a run's
 // end to the user, which must not come before its record is on disk. done
 // must not call Append, WriteHeader, WriteEnd or Flush.
-func (l *Writer) Post(ev execute.Event, done func(error)) {
+func (l *Writer) Post(ev run.Event, done func(error)) {
 	rec := l.record(ev)
 	l.commits.post(l, rec, rec.Type == TypeFinished, false, done)
 }
@@ -729,21 +729,21 @@ func (l *Writer) Flush() error {
 	return l.Err()
 }
 
-// record makes an execute.Event's record.
-func (l *Writer) record(ev execute.Event) *Record {
-	slot := ev.Slot.Index
+// record makes a run.Event's record.
+func (l *Writer) record(ev run.Event) *Record {
+	slot := ev.Lane
 	rec := &Record{
-		ID: ev.Run.ID, Index: ev.Run.Index, Origin: ev.Run.Origin, Attempt: ev.Attempt, Slot: &slot,
+		ID: ev.Run.ID, Index: ev.Run.Index, Origin: ev.Run.Origin, Attempt: ev.Attempt, Lane: &slot,
 		Stdout: l.relative(ev.Stdout), Stderr: l.relative(ev.Stderr),
 	}
-	if len(ev.Slot.CPUs) > 0 || len(ev.Slot.GPUs) > 0 {
-		rec.Request = ev.Slot.Request.String()
+	if len(ev.Place.CPUs) > 0 || len(ev.Place.GPUs) > 0 {
+		rec.Request = ev.Place.Request.String()
 	}
-	if ev.Kind == execute.Started {
+	if ev.Kind == run.Started {
 		rec.Type, rec.Time = TypeStarted, ev.Start.UTC()
 		rec.Host, rec.PID = l.host, ev.PID
-		rec.GPUs = ev.Slot.UUIDs()
-		rec.CPUs = pack.FormatCPUList(ev.Slot.CPUs)
+		rec.GPUs = ev.Place.UUIDs()
+		rec.CPUs = pack.FormatCPUList(ev.Place.CPUs)
 		return rec
 	}
 	code := ev.ExitCode
@@ -945,14 +945,14 @@ type ResumeCounts struct {
 }
 
 // Resume returns the runs of runs that still have to run according to the
-// log, keyed on execute.Run.ID: those it has no record of, those interrupted or
+// log, keyed on run.Run.ID: those it has no record of, those interrupted or
 // started and never finished, and the failed ones retry says yes to (nil:
 // none; RetryAll: every one). Runs that succeeded, and the failed ones
 // retry leaves out, are skipped. counts returns the tally so far; it may
 // be called at any time.
-func (log *Log) Resume(runs iter.Seq2[execute.Run, error], retry func(*Run) bool) (pending iter.Seq2[execute.Run, error], counts func() ResumeCounts) {
+func (log *Log) Resume(runs iter.Seq2[run.Run, error], retry func(*Run) bool) (pending iter.Seq2[run.Run, error], counts func() ResumeCounts) {
 	skip, counts := log.ResumeFilter(retry)
-	pending = func(yield func(execute.Run, error) bool) {
+	pending = func(yield func(run.Run, error) bool) {
 		for run, err := range runs {
 			if err != nil {
 				yield(run, err)

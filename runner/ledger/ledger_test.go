@@ -14,7 +14,7 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 const ledgerHeader = `{"type":"header","time":"2026-01-01T00:00:00Z","format":"nodepack.ledger/v1","pid":1}` + "\n"
@@ -215,7 +215,7 @@ func TestResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	runs := execute.Runs(execute.Run{ID: "ok"}, execute.Run{ID: "bad"}, execute.Run{ID: "cut"}, execute.Run{ID: "killed"}, execute.Run{ID: "new"})
+	runs := run.Runs(run.Run{ID: "ok"}, run.Run{ID: "bad"}, run.Run{ID: "cut"}, run.Run{ID: "killed"}, run.Run{ID: "new"})
 	for _, tc := range []struct {
 		retryFailed bool
 		want        []string
@@ -294,8 +294,8 @@ func (f *fullDisk) records() (*Log, error) {
 	return Read(strings.NewReader(f.contents()), "disk")
 }
 
-func startedEvent(i int) execute.Event {
-	return execute.Event{Kind: execute.Started, Run: execute.Run{ID: "run" + strconv.Itoa(i)}, Attempt: 1, Start: time.Now(), Slot: pack.Slot{Index: 0}}
+func startedEvent(i int) run.Event {
+	return run.Event{Kind: run.Started, Run: run.Run{ID: "run" + strconv.Itoa(i)}, Attempt: 1, Start: time.Now()}
 }
 
 // TestFullDiskKeepsTheLedgerWhole: where no room can be reserved, a write
@@ -343,7 +343,7 @@ func TestFullDiskIsSeenBeforeWritesFail(t *testing.T) {
 		t.Fatalf("problem %v, want disk full", p)
 	}
 	for j := range 200 { // the running runs end
-		if err := l.Append(execute.Event{Kind: execute.Finished, Run: execute.Run{ID: "run" + strconv.Itoa(j)}, Attempt: 1, Reason: execute.OK}); err != nil {
+		if err := l.Append(run.Event{Kind: run.Finished, Run: run.Run{ID: "run" + strconv.Itoa(j)}, Attempt: 1, Reason: run.OK}); err != nil {
 			t.Fatalf("finished record %d after the problem: %v", j, err)
 		}
 	}
@@ -395,7 +395,7 @@ func TestFullDiskOnARealFileSystem(t *testing.T) {
 		t.Fatalf("after %d records: problem %v, want the full disk", i, p)
 	}
 	for j := range 100 {
-		if err := l.Append(execute.Event{Kind: execute.Finished, Run: execute.Run{ID: "run" + strconv.Itoa(j)}, Attempt: 1, Reason: execute.OK}); err != nil {
+		if err := l.Append(run.Event{Kind: run.Finished, Run: run.Run{ID: "run" + strconv.Itoa(j)}, Attempt: 1, Reason: run.OK}); err != nil {
 			t.Fatalf("finished record %d: %v", j, err)
 		}
 	}
@@ -424,7 +424,7 @@ func TestDeletedLedgerIsWrittenAgain(t *testing.T) {
 	if _, err := Open(path, false); err == nil || !strings.Contains(err.Error(), "is writing it") {
 		t.Errorf("a second writer after the delete: %v, want it refused", err)
 	}
-	if err := l.Append(execute.Event{Kind: execute.Finished, Run: execute.Run{ID: "run1"}, Attempt: 1, Reason: execute.OK}); err != nil {
+	if err := l.Append(run.Event{Kind: run.Finished, Run: run.Run{ID: "run1"}, Attempt: 1, Reason: run.OK}); err != nil {
 		t.Fatal(err)
 	}
 	if p := l.Problem(); p == nil || !strings.Contains(p.Error(), "was deleted while the sweep ran") {
@@ -509,13 +509,13 @@ func openTestLedger(t *testing.T) (*Writer, string) {
 func TestRequestAndMeasuredGPUMemory(t *testing.T) {
 	l, path := openTestLedger(t)
 	req := pack.Request{GPUMem: 12 << 30, CPUs: 2}
-	slot := pack.Slot{Index: 3, Assignment: pack.Assignment{Request: req, GPUs: []pack.GPU{{UUID: "GPU-a"}}, CPUs: []int{4, 5}, SharedGPUs: true}}
-	run := execute.Run{ID: "run1"}
+	place := pack.Assignment{Request: req, GPUs: []pack.GPU{{UUID: "GPU-a"}}, CPUs: []int{4, 5}, SharedGPUs: true}
+	r1 := run.Run{ID: "run1"}
 	start := time.Now()
-	if err := l.Append(execute.Event{Kind: execute.Started, Run: run, Attempt: 1, Start: start, Slot: slot}); err != nil {
+	if err := l.Append(run.Event{Kind: run.Started, Run: r1, Attempt: 1, Start: start, Lane: 3, Place: place}); err != nil {
 		t.Fatal(err)
 	}
-	ended := execute.Event{Kind: execute.Finished, Run: run, Attempt: 1, Start: start, End: start.Add(time.Second), Slot: slot, Reason: execute.OK}
+	ended := run.Event{Kind: run.Finished, Run: r1, Attempt: 1, Start: start, End: start.Add(time.Second), Lane: 3, Place: place, Reason: run.OK}
 	ended.Usage.Sampled.GPUs = []usage.GPU{{UUID: "GPU-a", Samples: 4, ProcessPeakMemoryBytes: 9 << 30}}
 	if err := l.Append(ended); err != nil {
 		t.Fatal(err)

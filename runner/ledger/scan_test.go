@@ -12,7 +12,7 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // TestWrittenRecordsTakeTheFastPath checks that every record a Writer
@@ -21,16 +21,16 @@ import (
 // falls back to encoding/json and a resume takes seconds again.
 func TestWrittenRecordsTakeTheFastPath(t *testing.T) {
 	l := &Writer{dir: "/out", host: "node-1"}
-	run := execute.Run{ID: "0123456789ab-2", Index: 7, Origin: "tasks.txt:3 \"quoted\" \\ tab\t é \u2028", Args: []string{"bash", "-c", "x"}}
-	slot := pack.Slot{Index: 3, Assignment: pack.Assignment{CPUs: []int{0, 1, 4}, GPUs: []pack.GPU{{Index: 0, UUID: "GPU-a"}}, Request: pack.Request{GPUs: 1, CPUs: 3}}}
+	r := run.Run{ID: "0123456789ab-2", Index: 7, Origin: "tasks.txt:3 \"quoted\" \\ tab\t é \u2028", Args: []string{"bash", "-c", "x"}}
+	slot := pack.Assignment{CPUs: []int{0, 1, 4}, GPUs: []pack.GPU{{Index: 0, UUID: "GPU-a"}}, Request: pack.Request{GPUs: 1, CPUs: 3}}
 	now := time.Date(2026, 11, 24, 1, 2, 3, 4, time.UTC)
-	events := []execute.Event{
-		{Kind: execute.Started, Run: run, Attempt: 1, Slot: slot, Stdout: "/out/runs/x/stdout.log", Stderr: "/out/runs/x/stderr.log", Start: now, PID: 42},
-		{Kind: execute.Finished, Run: run, Attempt: 1, Slot: slot, Start: now, End: now.Add(time.Second), ExitCode: 0, Reason: execute.OK},
-		{Kind: execute.Finished, Run: run, Attempt: 2, Slot: slot, Start: now, End: now.Add(time.Second), ExitCode: 137, Signal: "SIGKILL", Reason: execute.Failed, Retry: true,
-			Err: errors.New("write \"log\":\nno space"), Usage: execute.Usage{MaxRSS: 1 << 40, CPU: time.Minute, Sampled: usage.Sampled{TreeRSSPeak: 5, GPUs: []usage.GPU{{UUID: "GPU-a", ProcessPeakMemoryBytes: 9 << 30}}}}},
-		{Kind: execute.Finished, Run: run, Attempt: 3, Slot: slot, Start: now, End: now, ExitCode: -1, Reason: execute.TimedOut},
-		{Kind: execute.Finished, Run: run, Attempt: 4, Slot: slot, Start: now, End: now, ExitCode: 143, Reason: execute.Interrupted},
+	events := []run.Event{
+		{Kind: run.Started, Run: r, Attempt: 1, Lane: 3, Place: slot, Stdout: "/out/runs/x/stdout.log", Stderr: "/out/runs/x/stderr.log", Start: now, PID: 42},
+		{Kind: run.Finished, Run: r, Attempt: 1, Lane: 3, Place: slot, Start: now, End: now.Add(time.Second), ExitCode: 0, Reason: run.OK},
+		{Kind: run.Finished, Run: r, Attempt: 2, Lane: 3, Place: slot, Start: now, End: now.Add(time.Second), ExitCode: 137, Signal: "SIGKILL", Reason: run.Failed, Retry: true,
+			Err: errors.New("write \"log\":\nno space"), Usage: run.Usage{MaxRSS: 1 << 40, CPU: time.Minute, Sampled: usage.Sampled{TreeRSSPeak: 5, GPUs: []usage.GPU{{UUID: "GPU-a", ProcessPeakMemoryBytes: 9 << 30}}}}},
+		{Kind: run.Finished, Run: r, Attempt: 3, Lane: 3, Place: slot, Start: now, End: now, ExitCode: -1, Reason: run.TimedOut},
+		{Kind: run.Finished, Run: r, Attempt: 4, Lane: 3, Place: slot, Start: now, End: now, ExitCode: 143, Reason: run.Interrupted},
 	}
 	for _, ev := range events {
 		line, err := json.Marshal(l.record(ev))

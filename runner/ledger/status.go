@@ -9,8 +9,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // StatusFormat names the Status document's schema. Fields are only ever
@@ -90,7 +90,7 @@ type RunStatus struct {
 	ID       string    `json:"id"`
 	Origin   string    `json:"origin,omitempty"`
 	Attempt  int       `json:"attempt"`
-	Slot     int       `json:"slot"`
+	Lane     int       `json:"slot"` // NODEPACK_SLOT, the key its variable's name
 	GPUs     []string  `json:"gpus"`
 	CPUs     string    `json:"cpus"`
 	Host     string    `json:"host,omitempty"`
@@ -318,8 +318,8 @@ func runStatus(dir string, run *Run, now time.Time) RunStatus {
 	s := RunStatus{ID: run.ID, Attempt: run.Attempts, GPUs: []string{}}
 	if st := run.Started; st != nil {
 		s.Origin, s.GPUs, s.CPUs, s.Host, s.Started = st.Origin, st.GPUs, st.CPUs, st.Host, st.Time
-		if st.Slot != nil {
-			s.Slot = *st.Slot
+		if st.Lane != nil {
+			s.Lane = *st.Lane
 		}
 		if s.GPUs == nil {
 			s.GPUs = []string{}
@@ -338,8 +338,8 @@ func runStatus(dir string, run *Run, now time.Time) RunStatus {
 		if s.Stderr == "" {
 			s.Stdout, s.Stderr = logPath(dir, fin.Stdout), logPath(dir, fin.Stderr)
 		}
-		if s.Slot == 0 && fin.Slot != nil {
-			s.Slot = *fin.Slot
+		if s.Lane == 0 && fin.Lane != nil {
+			s.Lane = *fin.Lane
 		}
 	}
 	return s
@@ -352,7 +352,7 @@ func ClassOf(fin *Record) failure.Class {
 	if fin.Class != "" {
 		return fin.Class
 	}
-	o := failure.Outcome{Signal: fin.Signal, TimedOut: fin.Reason == execute.TimedOut, Interrupted: fin.Reason == execute.Interrupted}
+	o := failure.Outcome{Signal: fin.Signal, TimedOut: fin.Reason == run.TimedOut, Interrupted: fin.Reason == run.Interrupted}
 	if fin.ExitCode != nil {
 		o.ExitCode = *fin.ExitCode
 	}

@@ -102,7 +102,7 @@ for (const s of D.states) {
   legend.appendChild(sp);
 }
 
-// The timeline: one lane per GPU and per CPU slot, one bar per attempt
+// The timeline: one lane per GPU and per CPU lane, one bar per attempt
 // (a multi-GPU attempt also on its other GPUs' lanes). Past 20000
 // attempts, bars are pooled per lane and pixel, coloured by the worst
 // outcome in the pixel.

@@ -1,5 +1,5 @@
 // Package report writes a sweep's output directory as one self-contained
-// HTML page: a timeline of every attempt on the node's GPUs and CPU slots,
+// HTML page: a timeline of every attempt on the node's GPUs and CPU lanes,
 // the share of GPUs and CPUs in use over time, the headline numbers, and a
 // sortable, filterable table of the runs with their parameters, metrics
 // and logs. The page makes no network request of any kind (its
@@ -55,7 +55,7 @@ type attempt struct {
 	run          string
 	n            int
 	start, end   time.Time
-	slot         int
+	lane         int
 	gpus         []string
 	cpus         int
 	gpuShare     float64 // GPUs held: whole ones, or the share of one
@@ -177,8 +177,8 @@ func (r *reader) record(file string, rec *ledger.Record, size int) {
 		}
 	case ledger.TypeStarted:
 		a := &attempt{run: rec.ID, n: rec.Attempt, start: rec.Time, gpus: rec.GPUs, file: file, sessionLive: true, session: r.sessionAt}
-		if rec.Slot != nil {
-			a.slot = *rec.Slot
+		if rec.Lane != nil {
+			a.lane = *rec.Lane
 		}
 		if ids, err := pack.ParseCPUList(rec.CPUs); err == nil {
 			a.cpus = len(ids)
@@ -295,7 +295,7 @@ type document struct {
 }
 
 // compareNatural orders names with numbers in them by the numbers:
-// "CPU slot 2" before "CPU slot 10".
+// "CPU lane 2" before "CPU lane 10".
 func compareNatural(a, b string) int {
 	for a != "" && b != "" {
 		da, db := digits(a), digits(b)
@@ -344,7 +344,7 @@ func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Option
 	for i, r := range table.Rows {
 		rowOf[r.ID] = i
 	}
-	// Lanes: the node's GPUs in its order, then the CPU slots.
+	// Lanes: the node's GPUs in its order, then the CPU lanes.
 	laneOf := map[string]int{}
 	lane := func(name string) int {
 		if i, ok := laneOf[name]; ok {
@@ -381,7 +381,7 @@ func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Option
 		name := strings.TrimSuffix(strings.TrimPrefix(a.file, "ledger-"), ".jsonl")
 		return "shard " + strings.Replace(name, "-of-", "/", 1) + " "
 	}
-	slotName := func(a *attempt) string { return fmt.Sprintf("%sCPU slot %d", shardOf(a), a.slot) }
+	slotName := func(a *attempt) string { return fmt.Sprintf("%sCPU lane %d", shardOf(a), a.lane) }
 	gpuName := func(a *attempt, g string) string { return shardOf(a) + "GPU " + g }
 	slotSet := map[string]bool{}
 	for _, a := range attempts {

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // Source kinds, as a [Definition] names them.
@@ -69,7 +69,7 @@ func (d Definition) Label() string {
 			}
 		}
 	}
-	if label = execute.SafeName(label, 32); label == "" {
+	if label = run.SafeName(label, 32); label == "" {
 		label = d.Kind
 	}
 	return label

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // maxRuns bounds the runs one sweep or grid may describe, so that a typo
@@ -23,11 +23,11 @@ const maxRuns = 1_000_000_000
 // runs every entry once, keeps every shard, and makes {run_dir} an error.
 type Options struct {
 	// Reps runs every entry Reps times in a row, as reps 0 … Reps-1
-	// (NODEPACK_REP, the {rep} placeholder, execute.Run.Rep). Zero or less means 1.
+	// (NODEPACK_REP, the {rep} placeholder, run.Run.Rep). Zero or less means 1.
 	// Rep 0 has the ID the entry has without Reps, so raising Reps later
 	// keeps the IDs of the runs already done.
 	Reps int
-	// Shard keeps only the runs of one shard. Positions (execute.Run.Index) and IDs
+	// Shard keeps only the runs of one shard. Positions (run.Run.Index) and IDs
 	// are those of the whole source, so every shard agrees on them.
 	Shard Shard
 	// OutputDir is the output directory the runs will have
@@ -40,7 +40,7 @@ type Options struct {
 	Request pack.Request
 	// Rules give requests to the runs of a sweep, grid or params file by
 	// their values; the first that matches a run sets its
-	// execute.Run.Request, unless the run has one of its own (a params
+	// run.Run.Request, unless the run has one of its own (a params
 	// line's "nodepack" object).
 	Rules []Rule
 
@@ -58,14 +58,14 @@ type entry struct {
 	env    []string            // environment the source adds (part of the ID)
 	dir    string
 	origin string
-	name   string // execute.Run.Name
+	name   string // run.Run.Name
 	// describe, if not nil, gives origin and name when a run of the entry
 	// is yielded: a task line's are made only then.
 	describe interface {
 		origin() string
 		name() string
 	}
-	params json.RawMessage // execute.Run.Params
+	params json.RawMessage // run.Run.Params
 
 	match   func(key string) (string, bool) // the entry's parameter values, for Rules; nil for none
 	request *pack.Request                   // the entry's own request; nil for none
@@ -87,7 +87,7 @@ func newExpander(opts Options) *expander {
 
 // expand yields the runs of e that belong to the shard; it returns false
 // when yield asked to stop or an error was yielded.
-func (x *expander) expand(e *entry, yield func(execute.Run, error) bool) bool {
+func (x *expander) expand(e *entry, yield func(run.Run, error) bool) bool {
 	request := e.request
 	if request == nil && e.match != nil {
 		for i := range x.opts.Rules {
@@ -144,17 +144,17 @@ func (x *expander) expand(e *entry, yield func(execute.Run, error) bool) bool {
 					case placeholderRunID:
 						return id
 					case placeholderRunDir:
-						return execute.RunDir(x.opts.OutputDir, execute.Run{ID: id, Name: e.name})
+						return run.Dir(x.opts.OutputDir, run.Run{ID: id, Name: e.name})
 					}
 					return e.value(name)
 				})
 			}
 		}
 		if err := checkArgv(args); err != nil {
-			yield(execute.Run{}, fmt.Errorf("%s: %w", e.origin, err))
+			yield(run.Run{}, fmt.Errorf("%s: %w", e.origin, err))
 			return false
 		}
-		run := execute.Run{
+		r := run.Run{
 			ID:      id,
 			Index:   index,
 			Rep:     rep,
@@ -166,7 +166,7 @@ func (x *expander) expand(e *entry, yield func(execute.Run, error) bool) bool {
 			Params:  e.params,
 			Request: request,
 		}
-		if !yield(run, nil) {
+		if !yield(r, nil) {
 			return false
 		}
 	}
@@ -218,9 +218,9 @@ func paramsObject(keys []string, values []json.RawMessage) json.RawMessage {
 	return b.Bytes()
 }
 
-// configName names a configuration by its key=value pairs, for execute.Run.Name.
+// configName names a configuration by its key=value pairs, for run.Run.Name.
 func configName(pairs []string) string {
-	return execute.SafeName(strings.Join(pairs, ","), execute.MaxNameBytes)
+	return run.SafeName(strings.Join(pairs, ","), run.MaxNameBytes)
 }
 
 // checkArgv rejects an argv the kernel would refuse to start.
@@ -245,15 +245,15 @@ func checkArgv(args []string) error {
 // with one rep and no Env it is the ID ReadTaskFile gave it); its Index is
 // its position among all repeated runs; and its Env gains NODEPACK_REP.
 // The sequence is consumed lazily and stops at the first error.
-func Expand(runs iter.Seq2[execute.Run, error], opts Options) iter.Seq2[execute.Run, error] {
-	return func(yield func(execute.Run, error) bool) {
+func Expand(runs iter.Seq2[run.Run, error], opts Options) iter.Seq2[run.Run, error] {
+	return func(yield func(run.Run, error) bool) {
 		x := newExpander(opts)
-		for run, err := range runs {
+		for r, err := range runs {
 			if err != nil {
-				yield(execute.Run{}, err)
+				yield(run.Run{}, err)
 				return
 			}
-			e := entry{plain: run.Args, env: run.Env, dir: run.Dir, origin: run.Origin, name: run.Name, params: run.Params, request: run.Request}
+			e := entry{plain: r.Args, env: r.Env, dir: r.Dir, origin: r.Origin, name: r.Name, params: r.Params, request: r.Request}
 			if !x.expand(&e, yield) {
 				return
 			}

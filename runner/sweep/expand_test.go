@@ -8,10 +8,10 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
-func ids(t *testing.T, seq iter.Seq2[execute.Run, error]) []string {
+func ids(t *testing.T, seq iter.Seq2[run.Run, error]) []string {
 	t.Helper()
 	var out []string
 	for r, err := range seq {
@@ -34,7 +34,7 @@ func mustGrid(t *testing.T, yml string) *Grid {
 
 // seqOrPanic takes a source's (sequence, error) as one argument; the
 // sources in these tests are valid.
-func seqOrPanic(seq iter.Seq2[execute.Run, error], err error) iter.Seq2[execute.Run, error] {
+func seqOrPanic(seq iter.Seq2[run.Run, error], err error) iter.Seq2[run.Run, error] {
 	if err != nil {
 		panic(err)
 	}
@@ -91,10 +91,10 @@ func TestIDsFollowContent(t *testing.T) {
 		}
 	})
 	t.Run("added environment is part of the ID", func(t *testing.T) {
-		run := execute.Run{Args: []string{"p"}}
-		withEnv := run
+		r := run.Run{Args: []string{"p"}}
+		withEnv := r
 		withEnv.Env = []string{"X=1"}
-		got := ids(t, Expand(execute.Runs(run, withEnv), Options{}))
+		got := ids(t, Expand(run.Runs(r, withEnv), Options{}))
 		if got[0] == got[1] || strings.Contains(got[1], "-") {
 			t.Errorf("IDs %q: the env should make a different ID, not a repeat", got)
 		}

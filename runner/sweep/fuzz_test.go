@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // fuzzRunLimit bounds the runs a fuzz input is expanded into.
@@ -40,7 +40,7 @@ func FuzzParseHydra(f *testing.F) {
 			if err != nil {
 				return // an argv the kernel would refuse, e.g. with a NUL
 			}
-			if len(r.Args) != 3 || !execute.ValidID(r.ID) {
+			if len(r.Args) != 3 || !run.ValidID(r.ID) {
 				t.Fatalf("run %d: argv %q, id %q", n, r.Args, r.ID)
 			}
 			if n++; n == fuzzRunLimit {

@@ -9,7 +9,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -217,7 +217,7 @@ func (g *Grid) Len() int { return g.total }
 // The error reports a placeholder that is neither a key nor built in
 // ({rep}, {index}, {run_id}, {run_dir}), or malformed braces, as
 // "command argv[i]:col". Built-in names win over keys of the same name.
-func (g *Grid) Runs(command []string, opts Options) (iter.Seq2[execute.Run, error], error) {
+func (g *Grid) Runs(command []string, opts Options) (iter.Seq2[run.Run, error], error) {
 	index := make(map[string]int, len(g.keys))
 	for i, k := range g.keys {
 		index[k.name] = i
@@ -230,7 +230,7 @@ func (g *Grid) Runs(command []string, opts Options) (iter.Seq2[execute.Run, erro
 	for i, k := range g.keys {
 		keys[i] = k.name
 	}
-	return func(yield func(execute.Run, error) bool) {
+	return func(yield func(run.Run, error) bool) {
 		x := newExpander(opts)
 		values := make([]string, len(g.keys))
 		raws := make([]json.RawMessage, len(g.keys))

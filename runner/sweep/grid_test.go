@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
-func gridRuns(t *testing.T, yml string, command []string, opts Options) []execute.Run {
+func gridRuns(t *testing.T, yml string, command []string, opts Options) []run.Run {
 	t.Helper()
 	g, err := ReadGrid(strings.NewReader(yml), "params.yml")
 	if err != nil {
@@ -18,7 +18,7 @@ func gridRuns(t *testing.T, yml string, command []string, opts Options) []execut
 	if err != nil {
 		t.Fatal(err)
 	}
-	var runs []execute.Run
+	var runs []run.Run
 	for r, err := range seq {
 		if err != nil {
 			t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // Hydra is a command line whose Hydra-style sweep overrides expand into
@@ -124,7 +124,7 @@ func (s *Hydra) Len() int { return s.total }
 // overrides, its Name the same as key=value pairs, and its Params every
 // override's key with its value, typed as Hydra would read it (see
 // [hydraJSON]). The only error is a {run_dir} without opts.OutputDir.
-func (s *Hydra) Runs(opts Options) (iter.Seq2[execute.Run, error], error) {
+func (s *Hydra) Runs(opts Options) (iter.Seq2[run.Run, error], error) {
 	for i, a := range s.args {
 		if a.fixed != nil {
 			if err := checkRunDir(a.fixed, opts); err != nil {
@@ -144,7 +144,7 @@ func (s *Hydra) Runs(opts Options) (iter.Seq2[execute.Run, error], error) {
 			keys = append(keys, a.key())
 		}
 	}
-	return func(yield func(execute.Run, error) bool) {
+	return func(yield func(run.Run, error) bool) {
 		x := newExpander(opts)
 		odometer(s.sizes, func(digits []int) bool {
 			e := entry{args: make([]argTemplate, len(s.args)), value: func(string) string { return "" }}

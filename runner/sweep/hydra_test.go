@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // argvs returns the argv of each run, elements joined by spaces.
-func argvs(runs []execute.Run) []string {
+func argvs(runs []run.Run) []string {
 	var out []string
 	for _, r := range runs {
 		out = append(out, strings.Join(r.Args, " "))
@@ -159,7 +159,7 @@ func TestSweepRunDirNeedsAnOutputDirectory(t *testing.T) {
 	}
 	runs := collect(t, s, Options{OutputDir: "/out"})
 	for _, r := range runs {
-		if want := "--out=/out/runs/" + r.Name + "-" + r.ID; r.Args[1] != want || r.Args[1] != "--out="+execute.RunDir("/out", r) {
+		if want := "--out=/out/runs/" + r.Name + "-" + r.ID; r.Args[1] != want || r.Args[1] != "--out="+run.Dir("/out", r) {
 			t.Errorf("run %s: %q, want %s", r.ID, r.Args, want)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // TestRunNamesAndParams: every source gives each run a readable Name,
@@ -24,7 +24,7 @@ func TestRunNamesAndParams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var jsonl []execute.Run
+	var jsonl []run.Run
 	for r, err := range params {
 		if err != nil {
 			t.Fatal(err)
@@ -34,7 +34,7 @@ func TestRunNamesAndParams(t *testing.T) {
 	tasks := shellRuns(t, "python train.py --seed=3 > out.txt\n")
 	tests := []struct {
 		description string
-		run         execute.Run
+		run         run.Run
 		name        string
 		params      string
 	}{
@@ -50,7 +50,7 @@ func TestRunNamesAndParams(t *testing.T) {
 			if tc.run.Name != tc.name || string(tc.run.Params) != tc.params {
 				t.Errorf("name %q params %s; want %q %s", tc.run.Name, tc.run.Params, tc.name, tc.params)
 			}
-			if dir := execute.RunDir("/out", tc.run); !strings.HasSuffix(dir, "-"+tc.run.ID) && tc.name != "" {
+			if dir := run.Dir("/out", tc.run); !strings.HasSuffix(dir, "-"+tc.run.ID) && tc.name != "" {
 				t.Errorf("RunDir %s does not end in the run's id", dir)
 			}
 		})
@@ -60,9 +60,9 @@ func TestRunNamesAndParams(t *testing.T) {
 	}
 }
 
-func shellRuns(t *testing.T, tasks string) []execute.Run {
+func shellRuns(t *testing.T, tasks string) []run.Run {
 	t.Helper()
-	var runs []execute.Run
+	var runs []run.Run
 	for r, err := range ReadTaskFile(strings.NewReader(tasks), "tasks.txt", pack.Request{}) {
 		if err != nil {
 			t.Fatal(err)

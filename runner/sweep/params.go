@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // MaxParamsLineBytes is the longest params-file line ReadParams accepts.
@@ -38,12 +38,12 @@ const MaxParamsLineBytes = 1 << 20
 // placeholder the object has no value for, a line longer than
 // [MaxParamsLineBytes]. The reader is consumed lazily, one line per run,
 // so a file of a million lines starts its first run at once.
-func ReadParams(r io.Reader, name string, command []string, opts Options) (iter.Seq2[execute.Run, error], error) {
+func ReadParams(r io.Reader, name string, command []string, opts Options) (iter.Seq2[run.Run, error], error) {
 	cmd, err := parseCommand(command, opts, func(string) bool { return true })
 	if err != nil {
 		return nil, err
 	}
-	return func(yield func(execute.Run, error) bool) {
+	return func(yield func(run.Run, error) bool) {
 		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 0, 64<<10), MaxParamsLineBytes+2)
 		x := newExpander(opts)
@@ -71,14 +71,14 @@ func ReadParams(r io.Reader, name string, command []string, opts Options) (iter.
 				} else {
 					err = fmt.Errorf("%s:%d: %w", name, line, err)
 				}
-				yield(execute.Run{}, err)
+				yield(run.Run{}, err)
 				return
 			}
 			e.request = nil
 			if i := slices.Index(keys, ParamsRequestKey); i >= 0 {
 				r, err := paramsRequest(raws[i], opts.Request)
 				if err != nil {
-					yield(execute.Run{}, fmt.Errorf("%s:%d: %w", name, line, err))
+					yield(run.Run{}, fmt.Errorf("%s:%d: %w", name, line, err))
 					return
 				}
 				e.request = &r
@@ -90,7 +90,7 @@ func ReadParams(r io.Reader, name string, command []string, opts Options) (iter.
 			}
 			for k := range cmd.used {
 				if _, ok := values[k]; !ok {
-					yield(execute.Run{}, fmt.Errorf("%s:%d: no value for placeholder {%s}", name, line, k))
+					yield(run.Run{}, fmt.Errorf("%s:%d: no value for placeholder {%s}", name, line, k))
 					return
 				}
 			}
@@ -112,7 +112,7 @@ func ReadParams(r io.Reader, name string, command []string, opts Options) (iter.
 			if errors.Is(err, bufio.ErrTooLong) {
 				err = fmt.Errorf("line is longer than %d bytes", MaxParamsLineBytes)
 			}
-			yield(execute.Run{}, fmt.Errorf("%s:%d: %w", name, line+1, err))
+			yield(run.Run{}, fmt.Errorf("%s:%d: %w", name, line+1, err))
 		}
 	}, nil
 }

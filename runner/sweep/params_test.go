@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
-func paramsRuns(t *testing.T, text string, command []string, opts Options) ([]execute.Run, error) {
+func paramsRuns(t *testing.T, text string, command []string, opts Options) ([]run.Run, error) {
 	t.Helper()
 	seq, err := ReadParams(strings.NewReader(text), "runs.jsonl", command, opts)
 	if err != nil {

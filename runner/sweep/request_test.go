@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // requestsOf opens spec, scans it, and returns each run's argv (joined by
@@ -21,7 +21,7 @@ func requestsOf(t *testing.T, spec Spec) (map[string]string, error) {
 	}
 	defer src.Close()
 	got := map[string]string{}
-	err = src.Scan(func(run execute.Run) error {
+	err = src.Scan(func(run run.Run) error {
 		req := spec.Request
 		if run.Request != nil {
 			req = *run.Request

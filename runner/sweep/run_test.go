@@ -9,12 +9,12 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
-func readAll(t *testing.T, text string) ([]execute.Run, error) {
+func readAll(t *testing.T, text string) ([]run.Run, error) {
 	t.Helper()
-	var runs []execute.Run
+	var runs []run.Run
 	for run, err := range ReadTaskFile(strings.NewReader(text), "tasks.txt", pack.Request{}) {
 		if err != nil {
 			return runs, err
@@ -41,7 +41,7 @@ func TestReadTaskFile(t *testing.T) {
 		if r.Index != i {
 			t.Errorf("run %d: Index = %d", i, r.Index)
 		}
-		if !execute.ValidID(r.ID) {
+		if !run.ValidID(r.ID) {
 			t.Errorf("run %d: ID %q is not a valid file name", i, r.ID)
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 func TestParseShard(t *testing.T) {
@@ -40,7 +40,7 @@ func TestShardsPartitionTheRuns(t *testing.T) {
 	}
 	all := collect(t, sweep, Options{Reps: 2})
 	for _, count := range []int{1, 2, 3, 5, 28, 40} {
-		var union []execute.Run
+		var union []run.Run
 		for i := range count {
 			sh := Shard{Index: i, Count: count}
 			runs := collect(t, sweep, Options{Reps: 2, Shard: sh})
@@ -54,20 +54,20 @@ func TestShardsPartitionTheRuns(t *testing.T) {
 			}
 			union = append(union, runs...)
 		}
-		slices.SortFunc(union, func(a, b execute.Run) int { return a.Index - b.Index })
-		if !slices.EqualFunc(union, all, func(a, b execute.Run) bool { return a.ID == b.ID && a.Index == b.Index && slices.Equal(a.Args, b.Args) }) {
+		slices.SortFunc(union, func(a, b run.Run) int { return a.Index - b.Index })
+		if !slices.EqualFunc(union, all, func(a, b run.Run) bool { return a.ID == b.ID && a.Index == b.Index && slices.Equal(a.Args, b.Args) }) {
 			t.Errorf("%d shards together are not the %d runs once each", count, len(all))
 		}
 	}
 }
 
-func collect(t *testing.T, s *Hydra, opts Options) []execute.Run {
+func collect(t *testing.T, s *Hydra, opts Options) []run.Run {
 	t.Helper()
 	seq, err := s.Runs(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var runs []execute.Run
+	var runs []run.Run
 	for r, err := range seq {
 		if err != nil {
 			t.Fatal(err)

@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
-
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // BenchmarkSourceStream streams a 1,000,000-line params file and task file
@@ -49,16 +48,16 @@ func BenchmarkSourceStream(b *testing.B) {
 	opts := Options{Shard: Shard{Index: 0, Count: 2}, OutputDir: "/out"}
 	for _, tc := range []struct {
 		name string
-		open func(f *os.File) iter.Seq2[execute.Run, error]
+		open func(f *os.File) iter.Seq2[run.Run, error]
 	}{
-		{"params", func(f *os.File) iter.Seq2[execute.Run, error] {
+		{"params", func(f *os.File) iter.Seq2[run.Run, error] {
 			seq, err := ReadParams(bufio.NewReaderSize(f, 1<<20), "runs.jsonl", []string{"python", "train.py", "--out={run_dir}"}, opts)
 			if err != nil {
 				b.Fatal(err)
 			}
 			return seq
 		}},
-		{"taskfile", func(f *os.File) iter.Seq2[execute.Run, error] {
+		{"taskfile", func(f *os.File) iter.Seq2[run.Run, error] {
 			return Expand(ReadTaskFile(bufio.NewReaderSize(f, 1<<20), "tasks.txt", pack.Request{}), opts)
 		}},
 	} {

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // Spec says where a sweep's runs come from: a task file, or a command
@@ -246,7 +246,7 @@ func (src *Source) options(shard Shard) Options {
 
 // Runs streams the runs of one shard (the zero Shard is all of them), from
 // the start each time it is called.
-func (src *Source) Runs(shard Shard) iter.Seq2[execute.Run, error] {
+func (src *Source) Runs(shard Shard) iter.Seq2[run.Run, error] {
 	return src.runs(src.options(shard), nil)
 }
 
@@ -255,7 +255,7 @@ func (src *Source) Runs(shard Shard) iter.Seq2[execute.Run, error] {
 // returns true: a resume leaves out what its ledger says is done without
 // making each such run (its name, origin, environment), which for a
 // million runs done before is most of the wait for the first new one.
-func (src *Source) RunsExcept(shard Shard, skip func(id string) bool) iter.Seq2[execute.Run, error] {
+func (src *Source) RunsExcept(shard Shard, skip func(id string) bool) iter.Seq2[run.Run, error] {
 	opts := src.options(shard)
 	opts.skip = skip
 	return src.runs(opts, nil)
@@ -263,9 +263,9 @@ func (src *Source) RunsExcept(shard Shard, skip func(id string) bool) iter.Seq2[
 
 // runs streams the runs for opts, counting each rule's matches in hits
 // when it is not nil.
-func (src *Source) runs(opts Options, hits []int) iter.Seq2[execute.Run, error] {
+func (src *Source) runs(opts Options, hits []int) iter.Seq2[run.Run, error] {
 	opts.hits = hits
-	var runs iter.Seq2[execute.Run, error]
+	var runs iter.Seq2[run.Run, error]
 	var err error
 	switch src.spec.Kind() {
 	case KindSweep:
@@ -278,7 +278,7 @@ func (src *Source) runs(opts Options, hits []int) iter.Seq2[execute.Run, error] 
 		runs = expandTasks(src.input.reader(), src.input.label, src.spec.Request, opts)
 	}
 	if err != nil {
-		return func(yield func(execute.Run, error) bool) { yield(execute.Run{}, err) }
+		return func(yield func(run.Run, error) bool) { yield(run.Run{}, err) }
 	}
 	return runs
 }
@@ -299,7 +299,7 @@ var SkipRest = errors.New("skip the remaining runs")
 // the runs it knows are still part of the sweep and check their requests;
 // an error it returns ends the scan, and SkipRest ends the walk of a
 // sweep or a grid without rules (elsewhere it only stops the calls).
-func (src *Source) Scan(seen func(run execute.Run) error) error {
+func (src *Source) Scan(seen func(run run.Run) error) error {
 	kind, reps := src.spec.Kind(), max(src.spec.Reps, 1)
 	perRep := 0
 	switch kind {

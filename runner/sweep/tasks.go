@@ -10,7 +10,7 @@ import (
 	"strconv"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // utf8BOM is the byte order mark some editors put at the start of a UTF-8
@@ -47,13 +47,13 @@ const MaxLineBytes = 128<<10 - 1
 // containing a NUL byte or starting with - or + (which bash -c would take
 // for an option of its own), or a read error, ends the sequence with an
 // error that names the file and line. The reader is consumed lazily, one line per run.
-func ReadTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[execute.Run, error] {
-	return func(yield func(execute.Run, error) bool) {
+func ReadTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[run.Run, error] {
+	return func(yield func(run.Run, error) bool) {
 		var ids idSet
 		index := 0
 		err := taskLines(r, name, base, func(l *taskLine) bool {
 			args := l.args()
-			run := execute.Run{
+			run := run.Run{
 				ID:      ids.next(args),
 				Index:   index,
 				Args:    args,
@@ -65,7 +65,7 @@ func ReadTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[execute
 			return yield(run, nil)
 		})
 		if err != nil {
-			yield(execute.Run{}, err)
+			yield(run.Run{}, err)
 		}
 	}
 }
@@ -74,15 +74,15 @@ func ReadTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[execute
 // runs in between: a line's origin and name are made only for the runs
 // that are yielded, so that a resume skips a million lines it ran before
 // in a fraction of the time.
-func expandTasks(r io.Reader, name string, base pack.Request, opts Options) iter.Seq2[execute.Run, error] {
-	return func(yield func(execute.Run, error) bool) {
+func expandTasks(r io.Reader, name string, base pack.Request, opts Options) iter.Seq2[run.Run, error] {
+	return func(yield func(run.Run, error) bool) {
 		x := newExpander(opts)
 		err := taskLines(r, name, base, func(l *taskLine) bool {
 			e := entry{plain: l.args(), request: l.request, describe: l}
 			return x.expand(&e, yield)
 		})
 		if err != nil {
-			yield(execute.Run{}, err)
+			yield(run.Run{}, err)
 		}
 	}
 }
@@ -100,7 +100,7 @@ func (l *taskLine) args() []string { return []string{"bash", "-c", string(l.text
 func (l *taskLine) origin() string { return l.file + ":" + strconv.Itoa(l.no) }
 
 func (l *taskLine) name() string {
-	return execute.SafeName(string(bytes.TrimSpace(l.text)), execute.MaxNameBytes)
+	return run.SafeName(string(bytes.TrimSpace(l.text)), run.MaxNameBytes)
 }
 
 // taskLines calls f with every command of a task file, as ReadTaskFile

@@ -9,12 +9,12 @@ import (
 	"testing"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // runsOf collects a sequence: the runs, and the error that ended it.
-func runsOf(seq iter.Seq2[execute.Run, error]) ([]execute.Run, error) {
-	var runs []execute.Run
+func runsOf(seq iter.Seq2[run.Run, error]) ([]run.Run, error) {
+	var runs []run.Run
 	for run, err := range seq {
 		if err != nil {
 			return runs, err
@@ -91,7 +91,7 @@ func TestRunsExceptLeavesOutWhatSkipSays(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var want []execute.Run
+			var want []run.Run
 			var allIDs []string
 			for i, run := range all {
 				allIDs = append(allIDs, run.ID)

@@ -1,0 +1,94 @@
+package run
+
+import (
+	"time"
+
+	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/resources/usage"
+	"github.com/nodepack/nodepack/runner/failure"
+)
+
+// Usage is what one attempt used.
+type Usage struct {
+	// MaxRSS is the peak resident set, in bytes, of the run's process or of
+	// the largest descendant it reaped (getrusage's ru_maxrss: one process,
+	// not the sum of the tree). Zero where the system does not report it.
+	MaxRSS uint64
+	// CPU is the user plus system time of the run's process and of every
+	// descendant that its parent reaped (escaped descendants the runner
+	// kills are not counted).
+	CPU time.Duration
+	// Sampled holds the sampler's measurements; zero without one.
+	Sampled usage.Sampled
+}
+
+// Reason says how an attempt ended.
+type Reason string
+
+const (
+	OK          Reason = "ok"          // exit status 0
+	Failed      Reason = "failed"      // non-zero exit, death by a signal not sent by the runner, or failure to start
+	TimedOut    Reason = "timeout"     // the runner stopped it after its time limit
+	Interrupted Reason = "interrupted" // the runner stopped it: the context was cancelled, Kill was called or the terminate deadline passed
+)
+
+// EventKind tells a Started event from a Finished one.
+type EventKind int
+
+const (
+	Started  EventKind = iota + 1 // the attempt's process runs
+	Finished                      // the attempt ended, or could not start
+)
+
+// String returns "started" or "finished".
+func (k EventKind) String() string {
+	switch k {
+	case Started:
+		return "started"
+	case Finished:
+		return "finished"
+	}
+	return "unknown"
+}
+
+// Event describes one attempt of one run. A Started event comes once the
+// attempt's process runs; a Finished event ends every attempt, also one
+// whose command could not start (ExitCode -1, Err set, no Started event).
+// Fields after PID are set in Finished events only.
+type Event struct {
+	Kind    EventKind
+	Run     Run
+	Attempt int             // from 1
+	Lane    int             // the place among those running at once, from 0 (NODEPACK_SLOT)
+	Place   pack.Assignment // its GPUs, CPUs and the request they serve
+	Stdout  string          // log path; empty without OutputDir
+	Stderr  string          // log path; empty without OutputDir
+	Start   time.Time       // when the start began, right after the last checks (the start interval, the drain deadline)
+	PID     int             // the run's process, also its process group id; 0 if it did not start
+
+	End      time.Time // when its process was seen to exit (or the start failed)
+	ExitCode int       // exit status; 128+N for death by signal N; -1 if it did not start
+	Signal   string    // the signal that killed the run's process ("SIGKILL"); empty if it exited
+	Reason   Reason
+	Err      error // why it did not start, or an I/O error on its output; nil otherwise
+	Retry    bool  // another attempt follows
+	Usage    Usage
+	// Class is why the attempt failed; empty when it succeeded.
+	Class failure.Class
+	// StderrTail is the last lines of a failed attempt's standard error
+	// (at most MaxTailLines, each at most MaxTailLine bytes), from its log.
+	StderrTail []string
+}
+
+// MaxTailLines and MaxTailLine bound Event.StderrTail: it goes to the
+// ledger with every failed attempt.
+const (
+	MaxTailLines = 5
+	MaxTailLine  = 300
+)
+
+// ExitSignalBase is how shells report a death by signal N: exit status
+// 128+N, since a process's own exit status uses only 7 bits of the byte.
+// Event.ExitCode follows it, and so does nodepack's own exit status when a
+// signal stops it.
+const ExitSignalBase = 128
