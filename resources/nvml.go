@@ -24,9 +24,13 @@ import (
 // even Shutdown (the process dies with a symbol lookup error), and functions
 // newer drivers added are looked up before they are called.
 
+// newNVML returns the system's libnvidia-ml; tests put go-nvml's mock
+// in its place.
+var newNVML = func() nvml.Interface { return nvml.New() }
+
 // probeNVML detects GPUs through the system's libnvidia-ml.
 func probeNVML(root fs.FS) ([]GPU, []string) {
-	return nvmlGPUs(nvml.New(), root)
+	return nvmlGPUs(newNVML(), root)
 }
 
 // nvmlGPUs lists the GPUs lib can see, in NVML index order. It never fails:
@@ -175,7 +179,7 @@ func cString(b []int8) string {
 
 // openGPUReader opens NVML for sampling; nil without a driver.
 func openGPUReader() gpuReader {
-	if r := newNVMLReader(nvml.New()); r != nil {
+	if r := newNVMLReader(newNVML()); r != nil {
 		return r
 	}
 	return nil
@@ -262,7 +266,7 @@ func (r *nvmlReader) close() { r.lib.Shutdown() }
 // when NVML cannot watch any of them (no driver, no event support), and
 // then nothing is reported.
 func WatchGPUFaults(ctx context.Context, uuids []string) <-chan usage.GPUFault {
-	return watchGPUFaults(ctx, nvml.New(), uuids)
+	return watchGPUFaults(ctx, newNVML(), uuids)
 }
 
 // applicationXids are the Xid errors that the application on the GPU

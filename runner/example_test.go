@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
@@ -25,9 +24,8 @@ func Example() {
 	opts := runner.Options{
 		Source: sweep.Spec{TaskFile: tasks},
 		Output: filepath.Join(dir, "out"),
-		// One slot; a real plan comes from pack.NewPlan on the node that
-		// resources.Detect describes.
-		Plan: pack.Plan{Slots: []pack.Slot{{Index: 0}}},
+		// No Topology: the runs are not placed, and one per CPU runs at
+		// once. Package nodepack places them on this node's GPUs and CPUs.
 	}
 	for _, lines := range []string{"echo a\necho b\necho c\n", "echo a\necho b\necho c\necho d\n"} {
 		if err := os.WriteFile(tasks, []byte(lines), 0o644); err != nil {
@@ -45,8 +43,12 @@ func Example() {
 			sw.Close()
 			return
 		}
-		outcome := session.Wait()
+		outcome, err := session.Wait()
 		sw.Close()
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
 		fmt.Printf("%d ran, %d succeeded, %d skipped as done before: %s\n",
 			outcome.Summary.Runs, outcome.Summary.Succeeded, outcome.Resumed.SkippedSucceeded, outcome.Note)
 	}

@@ -71,9 +71,9 @@ func TestGPUFaultIsRecorded(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("no note of the fault")
 	}
-	o := session.Wait()
-	if o.Summary.Succeeded != 2 || len(o.Summary.GPUsOut) != 1 {
-		t.Fatalf("outcome %+v", o.Summary)
+	o, err := session.Wait()
+	if err != nil || o.Summary.Succeeded != 2 || len(o.Summary.GPUsOut) != 1 {
+		t.Fatalf("outcome %+v, %v", o.Summary, err)
 	}
 	st, err := ledger.ReadStatus(out, time.Now())
 	if err != nil {

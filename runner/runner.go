@@ -678,7 +678,7 @@ func (r *Session) Running() int { return r.x.Running() }
 // second Ctrl-C.
 func (r *Session) Kill() { r.x.Kill() }
 
-// Outcome is how a session ended.
+// Outcome is how a session ended: data, also when Wait returns an error.
 type Outcome struct {
 	Summary execute.Summary
 	Resumed ledger.ResumeCounts // what the session did with the runs the ledger knew
@@ -690,31 +690,45 @@ type Outcome struct {
 	// Interrupt is what stopped the sweep, when its context was cancelled
 	// with an Interrupt as the cause.
 	Interrupt *Interrupt
-	// Err is the runner's error: a cancellation, a kill, a bad run
-	// further down the source, a run that could not be set up.
-	Err error
-	// LedgerErr is the ledger's write error: records after it are lost.
-	LedgerErr error
-	// Problem is why the sweep stopped starting runs for its ledger's sake
-	// (a deleted ledger, a full disk); nil when it did not.
-	Problem error
 	// Requeued says the batch system was asked to run the job again;
 	// RequeueExit is the exit status that asks it (Grid Engine's 99), or 0.
-	// RequeueErr says why a requeue that was due failed.
 	Requeued    bool
 	RequeueExit int
-	RequeueErr  error
 }
+
+// LedgerError is (or is joined in) Wait's error when the ledger could not
+// be kept as it should. Lost says records after Err are lost (a write
+// failed); else none is, and the sweep stopped starting runs for its
+// ledger's sake (it was deleted, its disk is full).
+type LedgerError struct {
+	Err  error
+	Lost bool
+}
+
+func (e *LedgerError) Error() string { return e.Err.Error() }
+func (e *LedgerError) Unwrap() error { return e.Err }
+
+// RequeueError is joined in Wait's error when a requeue that was due
+// failed: the job will not run again by itself.
+type RequeueError struct{ Err error }
+
+func (e *RequeueError) Error() string { return e.Err.Error() }
+func (e *RequeueError) Unwrap() error { return e.Err }
 
 // Wait waits for the session to end, writes the ledger's end record,
 // asks the batch system for a requeue when one is due, and says how it
-// ended.
-func (r *Session) Wait() Outcome {
+// ended. Its error is nil when the runner, the ledger and the requeue did
+// their part (a run's failure is data, in Outcome.Summary); else it joins,
+// in this order, the runner's error (the context's cancellation, a kill, a
+// bad run further down the source, a run that could not be set up, as
+// execute.Execution.Wait says), a *LedgerError and a *RequeueError.
+func (r *Session) Wait() (Outcome, error) {
 	sum, err := r.x.Wait()
 	close(r.follow)
 	defer r.ledger.Close()
 	r.ledger.Flush() // every event recorded and passed on
-	o := Outcome{Summary: sum, Resumed: r.resume(), Err: err, LedgerErr: r.ledger.Err(), Problem: r.ledger.Problem()}
+	lost, problem := r.ledger.Err(), r.ledger.Problem()
+	o := Outcome{Summary: sum, Resumed: r.resume()}
 	var in Interrupt
 	if errors.As(context.Cause(r.ctx), &in) && r.ctx.Err() != nil {
 		o.Interrupt = &in
@@ -724,8 +738,8 @@ func (r *Session) Wait() Outcome {
 	switch {
 	case o.Interrupt != nil:
 		o.Note = in.Error()
-	case o.Problem != nil:
-		o.Note = stopNote(o.Problem)
+	case problem != nil:
+		o.Note = stopNote(problem)
 	case diskFull(err):
 		o.Note = stopNote(err) // the disk a run's directory and logs are on
 	case sum.Drained:
@@ -733,17 +747,26 @@ func (r *Session) Wait() Outcome {
 	case err != nil:
 		o.Note = "stopped: " + err.Error()
 	}
-	if o.LedgerErr == nil {
-		if err := r.ledger.WriteEnd(o.Note, o.Left); err != nil {
-			o.LedgerErr = err
-		}
+	if lost == nil {
+		lost = r.ledger.WriteEnd(o.Note, o.Left)
 	}
+	var requeueErr error
 	warned := o.Interrupt != nil && o.Interrupt.Requeue
-	if r.s.opts.Requeue && (warned || sum.Drained && o.Problem == nil) && o.Left != 0 && o.LedgerErr == nil {
-		o.RequeueExit, o.RequeueErr = batch.Requeue(r.s.opts.Job)
-		o.Requeued = o.RequeueErr == nil
+	if r.s.opts.Requeue && (warned || sum.Drained && problem == nil) && o.Left != 0 && lost == nil {
+		o.RequeueExit, requeueErr = batch.Requeue(r.s.opts.Job)
+		o.Requeued = requeueErr == nil
 	}
-	return o
+	errs := []error{err}
+	switch {
+	case lost != nil:
+		errs = append(errs, &LedgerError{Err: lost, Lost: true})
+	case problem != nil:
+		errs = append(errs, &LedgerError{Err: problem})
+	}
+	if requeueErr != nil {
+		errs = append(errs, &RequeueError{requeueErr})
+	}
+	return o, errors.Join(errs...)
 }
 
 // stopNote is the end record's note of a session stopped by err.

@@ -9,12 +9,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/nodepack/nodepack"
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources"
 	"github.com/nodepack/nodepack/resources/batch"
@@ -268,16 +268,13 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	o.OnNote = func(line string) { printNotes(errOut, []string{line}) }
 	sw, node, err := o.prepare(ctx, fs.Args(), args)
-	if sampler, ok := o.Execute.Sampler.(*resources.UsageSampler); ok {
-		defer sampler.Close()
-	}
 	if err != nil {
 		return usageErrorf(errOut, "run", "%v", err)
 	}
 	defer sw.Close()
 	if o.DryRun {
 		printNotes(errOut, sw.Notes())
-		return dryRun(sw, &o.Execute, o.JSON, outOut, errOut)
+		return dryRun(sw.Sweep, &o.Execute, o.JSON, outOut, errOut)
 	}
 	fmt.Fprintf(errOut, "nodepack: output %s (nodepack status %s)\n", termSafe(sw.Output()), shellWord(sw.Output()))
 	printWarnings(errOut, node.Warnings)
@@ -288,7 +285,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	shardTotal, _ := sw.Total()
 	progress = newProgress(errOut, shardTotal, sw.Done(), o.Quiet)
-	return o.run(ctx, sw, progress, errOut)
+	return o.run(ctx, sw.Sweep, progress, errOut)
 }
 
 // consoleWait is how long nodepack waits for its own output to be written
@@ -297,7 +294,7 @@ const consoleWait = 2 * time.Second
 
 // prepare checks everything before anything starts: the node, the plan,
 // and what runner.Prepare checks.
-func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*runner.Sweep, resources.Node, error) {
+func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*nodepack.Sweep, resources.Node, error) {
 	var node resources.Node
 	if err := o.finish(positional); err != nil {
 		return nil, node, err
@@ -335,22 +332,21 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*r
 	o.Version, o.Command = nodepackVersion(), append([]string{"nodepack", "run"}, args...)
 	o.Source.CheckShell = true
 	o.CheckPrograms = !o.DryRun // a dry run may list runs for another machine
-	if o.SampleInterval > 0 {
-		o.Execute.Sampler = resources.NewUsageSampler(o.SampleInterval)
+	interval := o.SampleInterval
+	if interval == 0 {
+		interval = -1 // --sample-interval 0: not measured
 	}
-	if !o.DryRun {
-		o.Execute.OOMKills = resources.OOMKills() // nil where no cgroup counts them
-		if err := o.enforceMem(); err != nil {
-			return nil, node, err
-		}
-		if len(topo.GPUs) > 0 {
-			o.Execute.GPUFaults = resources.WatchGPUFaults(ctx, physicalGPUs(topo)) // nil without NVML events
-		}
+	// The node wired as every embedder gets it: the sampler, the OOM
+	// counter, memory cgroups for --enforce-mem, the GPU-fault watcher.
+	sw, err := nodepack.Prepare(ctx, nodepack.Options{Options: o.Options, Node: &node, SampleInterval: interval})
+	var memErr *nodepack.MemLimitError
+	if errors.As(err, &memErr) {
+		return nil, node, fmt.Errorf("--enforce-mem: no memory cgroup can be made here (%v), and --sample-interval 0 turns off the sampler that would check the runs instead", memErr.Why)
 	}
-	sw, err := runner.Prepare(o.Options)
 	if err != nil {
 		return nil, node, err
 	}
+	o.memNote = o.enforceMemNote(sw.MemCgroup, sw.NoMemCgroup)
 	planOpts.Runs, _ = sw.Total()
 	if o.Plan, err = runPlanFor(topo, planOpts); err != nil {
 		sw.Close()
@@ -360,27 +356,22 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*r
 	return sw, node, nil
 }
 
-// enforceMem finds how --enforce-mem can hold the runs to their mem: a
-// memory cgroup to make groups in, else the sampler.
-func (o *runOptions) enforceMem() error {
+// enforceMemNote says how --enforce-mem holds the runs to their mem: in
+// memory cgroups in dir, else (none for whyNot) by the sampler's checks;
+// "" without it.
+func (o *runOptions) enforceMemNote(dir string, whyNot error) string {
 	if !o.Execute.EnforceMem {
-		return nil
+		return ""
 	}
-	dir, whyNot := resources.RunMemoryCgroups()
-	o.Execute.MemCgroup = dir
-	switch {
-	case dir != "":
-		o.memNote = "--enforce-mem: a run that asks for mem runs in a memory cgroup of its own in " + dir + ", limited to it"
-	case o.Execute.Sampler == nil:
-		return fmt.Errorf("--enforce-mem: no memory cgroup can be made here (%v), and --sample-interval 0 turns off the sampler that would check the runs instead", whyNot)
-	default:
-		o.memNote = fmt.Sprintf("--enforce-mem: no memory cgroup can be made here (%v): nodepack checks the memory of a run that asks for mem every %v, and kills it when it is over", whyNot, execute.MemCheckInterval)
+	note := "--enforce-mem: a run that asks for mem runs in a memory cgroup of its own in " + dir + ", limited to it"
+	if dir == "" {
+		note = fmt.Sprintf("--enforce-mem: no memory cgroup can be made here (%v): nodepack checks the memory of a run that asks for mem every %v, and kills it when it is over", whyNot, execute.MemCheckInterval)
 	}
 	if o.Plan.Request.Mem == 0 {
 		// Said, lest a user take the flag alone for a limit on every run.
-		o.memNote += "; runs ask for no mem unless their lines say mem= (or give --mem-per-run), and those are not limited"
+		note += "; runs ask for no mem unless their lines say mem= (or give --mem-per-run), and those are not limited"
 	}
-	return nil
+	return note
 }
 
 // runPlanFor is the plan run starts from: opts's, or, when fewer runs of
@@ -427,10 +418,29 @@ func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progre
 	printResuming(stderr, session.Ledger().Past(), len(session.Retired()), o.RetryFailed, len(o.RetryClasses)+len(o.RetryRuns) > 0)
 	done := make(chan struct{})
 	go signals.killOnSecond(session, done)
-	out := session.Wait()
+	out, err := session.Wait()
 	close(done)
 	progress.finish()
-	return report(stderr, out, signals.signal(), o, sw.Output(), progress.failuresOnly())
+	return report(stderr, out, err, signals.signal(), o, sw.Output(), progress.failuresOnly())
+}
+
+// waitErrors splits the error of runner.Session.Wait into the runner's
+// own, the ledger's and the requeue's, which nodepack reports apart.
+func waitErrors(err error) (runErr error, ledgerErr *runner.LedgerError, requeueErr *runner.RequeueError) {
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	var rest []error
+	for _, e := range errs {
+		switch {
+		case e == nil:
+		case errors.As(e, &ledgerErr), errors.As(e, &requeueErr):
+		default:
+			rest = append(rest, e)
+		}
+	}
+	return errors.Join(rest...), ledgerErr, requeueErr
 }
 
 // report prints how the sweep ended and returns the exit status.
@@ -438,33 +448,34 @@ func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progre
 // was not given); listed says each failure was printed as it happened,
 // among few other lines (-q, or a progress bar), so the summary does not
 // list them again.
-func report(w io.Writer, out runner.Outcome, sig syscall.Signal, o *runOptions, output string, listed bool) int {
+func report(w io.Writer, out runner.Outcome, err error, sig syscall.Signal, o *runOptions, output string, listed bool) int {
 	sum := out.Summary
 	printSummary(w, sum, output, listed)
 	printSkipped(w, out.Resumed)
+	runErr, ledgerErr, requeueErr := waitErrors(err)
 	switch {
-	case out.LedgerErr != nil:
-		fmt.Fprintf(w, "nodepack: stopped starting runs: %v; the ledger holds every record written before, and a rerun runs the rest again\n", termSafe(out.LedgerErr.Error()))
-	case out.Problem != nil:
-		fmt.Fprintf(w, "nodepack: stopped starting runs: %v; rerun the same command to run the rest\n", termSafe(out.Problem.Error()))
+	case ledgerErr != nil && ledgerErr.Lost:
+		fmt.Fprintf(w, "nodepack: stopped starting runs: %v; the ledger holds every record written before, and a rerun runs the rest again\n", termSafe(ledgerErr.Error()))
+	case ledgerErr != nil:
+		fmt.Fprintf(w, "nodepack: stopped starting runs: %v; rerun the same command to run the rest\n", termSafe(ledgerErr.Error()))
 	}
 	if sig != 0 {
 		fmt.Fprintf(w, "nodepack: stopped by %s: %s interrupted; rerun the same command to run them again\n", unix.SignalName(sig), countWord(sum.Interrupted, "run"))
 	}
-	if out.Err != nil && sig == 0 {
-		fmt.Fprintf(w, "nodepack run: %s\n", termSafe(out.Err.Error()))
+	if runErr != nil && sig == 0 {
+		fmt.Fprintf(w, "nodepack run: %s\n", termSafe(runErr.Error()))
 		disk := ""
 		switch {
-		case errors.Is(out.Err, syscall.ENOSPC), errors.Is(out.Err, syscall.EDQUOT):
+		case errors.Is(runErr, syscall.ENOSPC), errors.Is(runErr, syscall.EDQUOT):
 			disk = "disk full (or a quota reached)"
-		case errors.Is(out.Err, syscall.EIO):
+		case errors.Is(runErr, syscall.EIO):
 			disk = "disk I/O error"
 		}
 		if disk != "" {
 			fmt.Fprintf(w, "nodepack: stopped starting runs: %s; the runs it stopped are interrupted, not failed: once the disk is fixed, rerun the same command to run them\n", disk)
 		}
 	}
-	if sum.Drained && out.Problem == nil && out.LedgerErr == nil && sig == 0 && out.Err == nil {
+	if sum.Drained && runErr == nil && ledgerErr == nil && sig == 0 {
 		fmt.Fprintf(w, "nodepack: stopped starting runs %v before the job's end (--stop-before): %s deferred to the requeue; rerun the same command to run them\n",
 			o.StopBefore, countWord(out.Left, "run"))
 	}
@@ -473,10 +484,10 @@ func report(w io.Writer, out runner.Outcome, sig syscall.Signal, o *runOptions, 
 		fmt.Fprintf(w, "nodepack: exiting %d so that Grid Engine reschedules job %s\n", out.RequeueExit, o.Job.JobID)
 	case out.Requeued:
 		fmt.Fprintf(w, "nodepack: requeued job %s: it resumes where this one stopped\n", o.Job.JobID)
-	case out.RequeueErr != nil:
-		fmt.Fprintf(w, "nodepack: %s\n", termSafe(out.RequeueErr.Error()))
+	case requeueErr != nil:
+		fmt.Fprintf(w, "nodepack: %s\n", termSafe(requeueErr.Error()))
 	}
-	return exitStatus(out, sig)
+	return exitStatus(out, err, sig)
 }
 
 // exitStatus is the exit status of a sweep that ended as out, stopped by
@@ -484,16 +495,17 @@ func report(w io.Writer, out runner.Outcome, sig syscall.Signal, o *runOptions, 
 // Engine's 99), 128+N for a signal, 2 when nothing ran for a bad input
 // further down the source, 1 when runs failed (now or before) or the
 // ledger could not be kept, 3 when --stop-before deferred runs, else 0.
-func exitStatus(out runner.Outcome, sig syscall.Signal) int {
+func exitStatus(out runner.Outcome, err error, sig syscall.Signal) int {
 	sum := out.Summary
+	runErr, ledgerErr, _ := waitErrors(err)
 	switch {
 	case out.Requeued && out.RequeueExit != 0:
 		return out.RequeueExit
 	case sig != 0:
 		return run.ExitSignalBase + int(sig)
-	case out.Err != nil && sum.Runs == 0:
+	case runErr != nil && sum.Runs == 0:
 		return exitUsage
-	case out.Err != nil, out.LedgerErr != nil, out.Problem != nil:
+	case runErr != nil, ledgerErr != nil:
 		return exitFailed
 	case sum.Drained && out.Left != 0:
 		return exitDeferred
@@ -633,20 +645,4 @@ func describeFailure(ev run.Event) string {
 		parts = append(parts, ev.Err.Error())
 	}
 	return strings.Join(parts, ", ")
-}
-
-// physicalGPUs lists the UUIDs of the physical GPUs of topo (a MIG
-// device's parent): NVML reports faults per physical GPU.
-func physicalGPUs(topo pack.Topology) []string {
-	var uuids []string
-	for _, g := range topo.GPUs {
-		u := g.UUID
-		if g.MIG && g.Parent != "" {
-			u = g.Parent
-		}
-		if !slices.Contains(uuids, u) {
-			uuids = append(uuids, u)
-		}
-	}
-	return uuids
 }

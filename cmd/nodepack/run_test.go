@@ -308,25 +308,28 @@ func TestExitStatus(t *testing.T) {
 	tests := []struct {
 		description string
 		out         runner.Outcome
+		err         error // Wait's
 		sig         syscall.Signal
 		want        int
 	}{
-		{"all succeeded", runner.Outcome{Summary: execute.Summary{Runs: 3, Succeeded: 3}}, 0, exitOK},
-		{"a run failed", runner.Outcome{Summary: failedRun}, 0, exitFailed},
-		{"a run failed before and was skipped", runner.Outcome{Resumed: ledger.ResumeCounts{SkippedFailed: 1}}, 0, exitFailed},
-		{"SIGTERM", runner.Outcome{Summary: failedRun}, syscall.SIGTERM, 143},
-		{"SIGHUP", runner.Outcome{}, syscall.SIGHUP, 129},
-		{"a warning and a Grid Engine requeue", runner.Outcome{Requeued: true, RequeueExit: 99}, syscall.SIGUSR2, 99},
-		{"a warning and a Slurm requeue", runner.Outcome{Requeued: true}, syscall.SIGUSR1, 138},
-		{"--stop-before deferred runs", runner.Outcome{Summary: execute.Summary{Drained: true}, Left: 3}, 0, exitDeferred},
-		{"--stop-before with nothing left", runner.Outcome{Summary: execute.Summary{Drained: true, Runs: 1, Succeeded: 1}}, 0, exitOK},
-		{"a bad line further down, nothing ran", runner.Outcome{Err: errors.New("tasks.txt:9: bad")}, 0, exitUsage},
-		{"a bad line further down after some runs", runner.Outcome{Summary: execute.Summary{Runs: 1, Succeeded: 1}, Err: errors.New("bad")}, 0, exitFailed},
-		{"the ledger could not be written", runner.Outcome{Summary: execute.Summary{Runs: 1, Succeeded: 1}, LedgerErr: errors.New("disk")}, 0, exitFailed},
-		{"the ledger was deleted", runner.Outcome{Summary: execute.Summary{Runs: 1, Succeeded: 1, Drained: true}, Left: 2, Problem: errors.New("deleted")}, 0, exitFailed},
+		{"all succeeded", runner.Outcome{Summary: execute.Summary{Runs: 3, Succeeded: 3}}, nil, 0, exitOK},
+		{"a run failed", runner.Outcome{Summary: failedRun}, nil, 0, exitFailed},
+		{"a run failed before and was skipped", runner.Outcome{Resumed: ledger.ResumeCounts{SkippedFailed: 1}}, nil, 0, exitFailed},
+		{"SIGTERM", runner.Outcome{Summary: failedRun}, errors.New("interrupted"), syscall.SIGTERM, 143},
+		{"SIGHUP", runner.Outcome{}, nil, syscall.SIGHUP, 129},
+		{"a warning and a Grid Engine requeue", runner.Outcome{Requeued: true, RequeueExit: 99}, nil, syscall.SIGUSR2, 99},
+		{"a warning and a Slurm requeue", runner.Outcome{Requeued: true}, nil, syscall.SIGUSR1, 138},
+		{"--stop-before deferred runs", runner.Outcome{Summary: execute.Summary{Drained: true}, Left: 3}, nil, 0, exitDeferred},
+		{"--stop-before with nothing left", runner.Outcome{Summary: execute.Summary{Drained: true, Runs: 1, Succeeded: 1}}, nil, 0, exitOK},
+		{"a bad line further down, nothing ran", runner.Outcome{}, errors.New("tasks.txt:9: bad"), 0, exitUsage},
+		{"a bad line further down after some runs", runner.Outcome{Summary: execute.Summary{Runs: 1, Succeeded: 1}}, errors.New("bad"), 0, exitFailed},
+		{"the ledger could not be written", runner.Outcome{Summary: execute.Summary{Runs: 1, Succeeded: 1}}, &runner.LedgerError{Err: errors.New("disk"), Lost: true}, 0, exitFailed},
+		{"the ledger was deleted", runner.Outcome{Summary: execute.Summary{Runs: 1, Succeeded: 1, Drained: true}, Left: 2}, &runner.LedgerError{Err: errors.New("deleted")}, 0, exitFailed},
+		{"the ledger was deleted, nothing ran", runner.Outcome{Summary: execute.Summary{Drained: true}, Left: 2}, errors.Join(nil, &runner.LedgerError{Err: errors.New("deleted")}), 0, exitFailed},
+		{"a requeue that failed is no failure of the sweep", runner.Outcome{Summary: execute.Summary{Drained: true, Runs: 1, Succeeded: 1}}, errors.Join(nil, &runner.RequeueError{Err: errors.New("scontrol")}), 0, exitOK},
 	}
 	for _, tc := range tests {
-		if got := exitStatus(tc.out, tc.sig); got != tc.want {
+		if got := exitStatus(tc.out, tc.err, tc.sig); got != tc.want {
 			t.Errorf("%s: exit %d, want %d", tc.description, got, tc.want)
 		}
 	}

@@ -5,6 +5,8 @@ package execute
 import (
 	"os/exec"
 	"syscall"
+
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // On systems other than Linux a run gets no CPU affinity, no process group
@@ -45,7 +47,7 @@ func (p *process) signal(sig syscall.Signal) { p.cmd.Process.Signal(sig) }
 
 func (p *process) finish() exitInfo {
 	<-p.exited
-	u := Usage{}
+	u := run.Usage{}
 	if ps := p.cmd.ProcessState; ps != nil {
 		u.CPU = ps.UserTime() + ps.SystemTime()
 	}
