@@ -64,10 +64,12 @@ type Options struct {
 // measured either.
 type MemLimitError struct{ Why error }
 
+// Error says why memory cannot be enforced, for a person.
 func (e *MemLimitError) Error() string {
 	return fmt.Sprintf("nodepack: enforce mem: no memory cgroup can be made here (%v), and the runs are not measured to check it instead", e.Why)
 }
 
+// Unwrap returns Why.
 func (e *MemLimitError) Unwrap() error { return e.Why }
 
 // Sweep is a sweep prepared on a wired node: a runner.Sweep, and what the

@@ -1,23 +1,23 @@
 package pack
 
-// PlanSchema names the plan document's format. Fields are only ever added
+// planSchema names the plan document's format. Fields are only ever added
 // to it.
-const PlanSchema = "nodepack.plan/v1"
+const planSchema = "nodepack.plan/v1"
 
 // PlanDoc is a plan as a stable JSON document, with the field names of
 // its schema (nodepack plan --json, and a ledger's header).
 type PlanDoc struct {
 	Schema   string     `json:"schema"`
-	Request  RequestDoc `json:"request"`
-	Slots    []SlotDoc  `json:"slots"`
-	Idle     IdleDoc    `json:"idle"`
+	Request  requestDoc `json:"request"`
+	Slots    []slotDoc  `json:"slots"`
+	Idle     idleDoc    `json:"idle"`
 	Warnings []string   `json:"warnings,omitempty"`
 }
 
-// RequestDoc is what each run asks for. GPUs counts a shared GPU as 1,
+// requestDoc is what each run asks for. GPUs counts a shared GPU as 1,
 // with RunsPerGPU the most runs on one GPU in the plan; CPUs is 1 for runs
 // that share CPUs (SharedCPUs).
-type RequestDoc struct {
+type requestDoc struct {
 	Text        string `json:"text"` // as ParseRequest reads it: "gpus=0.25 cpus=4"
 	GPUs        int    `json:"gpus"`
 	RunsPerGPU  int    `json:"runs_per_gpu"`
@@ -27,46 +27,46 @@ type RequestDoc struct {
 	MemBytes    uint64 `json:"mem_bytes,omitempty"`
 }
 
-// GPURef names a GPU in a plan document.
-type GPURef struct {
+// gpuRef names a GPU in a plan document.
+type gpuRef struct {
 	Index int    `json:"index"`
 	UUID  string `json:"uuid"`
 }
 
-// SlotDoc is one slot of a plan document.
-type SlotDoc struct {
+// slotDoc is one slot of a plan document.
+type slotDoc struct {
 	Slot       int      `json:"slot"`
-	GPUs       []GPURef `json:"gpus"`
+	GPUs       []gpuRef `json:"gpus"`
 	CPUs       []int    `json:"cpus"`
 	NUMA       int      `json:"numa"`
 	SharedGPUs bool     `json:"shared_gpus,omitempty"`
 	SharedCPUs bool     `json:"shared_cpus,omitempty"`
 }
 
-// IdleDoc is what no slot uses.
-type IdleDoc struct {
-	GPUs []GPURef `json:"gpus"`
+// idleDoc is what no slot uses.
+type idleDoc struct {
+	GPUs []gpuRef `json:"gpus"`
 	CPUs []int    `json:"cpus"`
 }
 
 // Doc returns the plan as a document.
 func (p Plan) Doc() PlanDoc {
 	doc := PlanDoc{
-		Schema:   PlanSchema,
+		Schema:   planSchema,
 		Request:  p.Request.doc(p.RunsPerGPU),
-		Slots:    make([]SlotDoc, len(p.Slots)),
-		Idle:     IdleDoc{GPUs: gpuRefs(p.IdleGPUs), CPUs: orEmpty(p.IdleCPUs)},
+		Slots:    make([]slotDoc, len(p.Slots)),
+		Idle:     idleDoc{GPUs: gpuRefs(p.IdleGPUs), CPUs: orEmpty(p.IdleCPUs)},
 		Warnings: p.Warnings,
 	}
 	for i, s := range p.Slots {
-		doc.Slots[i] = SlotDoc{Slot: s.Index, GPUs: gpuRefs(s.GPUs), CPUs: orEmpty(s.CPUs), NUMA: s.NUMA,
+		doc.Slots[i] = slotDoc{Slot: s.Index, GPUs: gpuRefs(s.GPUs), CPUs: orEmpty(s.CPUs), NUMA: s.NUMA,
 			SharedGPUs: s.SharedGPUs, SharedCPUs: s.SharedCPUs}
 	}
 	return doc
 }
 
-func (r Request) doc(runsPerGPU int) RequestDoc {
-	d := RequestDoc{Text: r.String(), GPUs: r.GPUs, RunsPerGPU: max(runsPerGPU, 1), GPUMemBytes: r.GPUMem,
+func (r Request) doc(runsPerGPU int) requestDoc {
+	d := requestDoc{Text: r.String(), GPUs: r.GPUs, RunsPerGPU: max(runsPerGPU, 1), GPUMemBytes: r.GPUMem,
 		CPUs: max(r.CPUs, 1), SharedCPUs: r.CPUs == 0, MemBytes: r.Mem}
 	if r.SharesGPU() {
 		d.GPUs = 1
@@ -77,10 +77,10 @@ func (r Request) doc(runsPerGPU int) RequestDoc {
 	return d
 }
 
-func gpuRefs(gpus []GPU) []GPURef {
-	refs := make([]GPURef, len(gpus))
+func gpuRefs(gpus []GPU) []gpuRef {
+	refs := make([]gpuRef, len(gpus))
 	for i, g := range gpus {
-		refs[i] = GPURef{Index: g.Index, UUID: g.UUID}
+		refs[i] = gpuRef{Index: g.Index, UUID: g.UUID}
 	}
 	return refs
 }

@@ -52,7 +52,7 @@ func Detect(ctx context.Context, o Options) (Node, error) {
 		o.GPUProbe = func() ([]GPU, []string) { return probeNVML(root) }
 	}
 
-	n := Node{Schema: Schema}
+	n := Node{Schema: schema}
 	n.Hostname, _ = os.Hostname()
 	allowed, err := o.AllowedCPUs()
 	if err != nil {
@@ -106,7 +106,7 @@ func (n *Node) limitToSlots(o Options) {
 	}
 	all := n.CPUIDs()
 	n.CPUs = firstCores(n.CPUs, slots)
-	n.CPUSource = SourceSlots
+	n.CPUSource = sourceSlots
 	slotWord, cpuWord := "slots", "CPUs"
 	if slots == 1 {
 		slotWord, cpuWord = "slot", "CPU"
@@ -169,13 +169,13 @@ func (n *Node) detectGPUs(o Options) {
 	visible, set := o.Getenv("CUDA_VISIBLE_DEVICES")
 	switch {
 	case len(gpus) > 0:
-		n.GPUSource = SourceNVML
+		n.GPUSource = sourceNVML
 		if set {
-			gpus, warnings = VisibleGPUs(gpus, visible)
+			gpus, warnings = visibleGPUs(gpus, visible)
 			n.Warnings = append(n.Warnings, warnings...)
 		}
 	case set:
-		n.GPUSource = SourceEnv
+		n.GPUSource = sourceEnv
 		if strings.TrimSpace(visible) != "" {
 			var err error
 			gpus, err = opaqueGPUs(splitEntries(visible))
@@ -184,7 +184,7 @@ func (n *Node) detectGPUs(o Options) {
 			}
 		}
 	default:
-		n.GPUSource = SourceNone
+		n.GPUSource = sourceNone
 	}
 
 	numaOf := make(map[int]int, len(n.CPUs))

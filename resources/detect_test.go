@@ -34,37 +34,37 @@ func TestDetect(t *testing.T) {
 		{
 			description: "NVML GPUs, NUMA node taken from their local CPUs",
 			opts:        Options{GPUProbe: fakeGPUs(local...)},
-			wantSource:  SourceNVML, wantGPUs: []string{"GPU-aaaa", "GPU-bbbb"}, wantCPUs: seq(0, 15),
+			wantSource:  sourceNVML, wantGPUs: []string{"GPU-aaaa", "GPU-bbbb"}, wantCPUs: seq(0, 15),
 		},
 		{
 			description: "CUDA_VISIBLE_DEVICES narrows NVML's view",
 			opts:        Options{GPUProbe: fakeGPUs(local...), Getenv: envOf(map[string]string{"CUDA_VISIBLE_DEVICES": "1"})},
-			wantSource:  SourceNVML, wantGPUs: []string{"GPU-bbbb"}, wantCPUs: seq(0, 15),
+			wantSource:  sourceNVML, wantGPUs: []string{"GPU-bbbb"}, wantCPUs: seq(0, 15),
 		},
 		{
 			description: "no driver, CUDA_VISIBLE_DEVICES set: opaque GPUs",
 			opts:        Options{GPUProbe: noDriver, Getenv: envOf(map[string]string{"CUDA_VISIBLE_DEVICES": "2,3"})},
-			wantSource:  SourceEnv, wantGPUs: []string{"2", "3"}, wantCPUs: seq(0, 15),
+			wantSource:  sourceEnv, wantGPUs: []string{"2", "3"}, wantCPUs: seq(0, 15),
 		},
 		{
 			description: "no driver, empty CUDA_VISIBLE_DEVICES: no GPUs",
 			opts:        Options{GPUProbe: noDriver, Getenv: envOf(map[string]string{"CUDA_VISIBLE_DEVICES": ""})},
-			wantSource:  SourceEnv, wantCPUs: seq(0, 15),
+			wantSource:  sourceEnv, wantCPUs: seq(0, 15),
 		},
 		{
 			description: "no driver, nothing set",
 			opts:        Options{GPUProbe: noDriver},
-			wantSource:  SourceNone, wantCPUs: seq(0, 15),
+			wantSource:  sourceNone, wantCPUs: seq(0, 15),
 		},
 		{
 			description: "--gpus none never asks the driver",
 			opts:        Options{GPUs: "none", GPUProbe: func() ([]GPU, []string) { panic("probed") }},
-			wantSource:  SourceFlag, wantCPUs: seq(0, 15),
+			wantSource:  sourceFlag, wantCPUs: seq(0, 15),
 		},
 		{
 			description: "--gpus and --cpus select",
 			opts:        Options{GPUs: "GPU-b", CPUs: "4-7", GPUProbe: fakeGPUs(local...)},
-			wantSource:  SourceFlag, wantGPUs: []string{"GPU-bbbb"}, wantCPUs: seq(4, 7),
+			wantSource:  sourceFlag, wantGPUs: []string{"GPU-bbbb"}, wantCPUs: seq(4, 7),
 		},
 		{
 			description: "bad --cpus is an error naming the entry",
@@ -99,11 +99,11 @@ func TestDetect(t *testing.T) {
 				t.Errorf("Detect = source %q gpus %v cpus %v; want %q %v %v", n.GPUSource, uuids(n.GPUs), n.CPUIDs(), tc.wantSource, tc.wantGPUs, tc.wantCPUs)
 			}
 			for _, g := range n.GPUs {
-				if tc.wantSource == SourceNVML && g.NUMA != int(g.UUID[4]-'a') {
+				if tc.wantSource == sourceNVML && g.NUMA != int(g.UUID[4]-'a') {
 					t.Errorf("gpu %s: numa %d, want it from its local cpus", g.UUID, g.NUMA)
 				}
 			}
-			if n.Schema != Schema || n.Scheduler.Kind != "none" {
+			if n.Schema != schema || n.Scheduler.Kind != "none" {
 				t.Errorf("node %+v", n)
 			}
 		})
@@ -150,13 +150,13 @@ func TestGridEngineSlots(t *testing.T) {
 		want        []int
 		wantSource  string
 	}{
-		{"NSLOTS=1: one CPU", with("NSLOTS", "1"), seq(0, 15), "", []int{0}, SourceSlots},
-		{"NSLOTS=3: a whole core, then half of the next", with("NSLOTS", "3"), seq(0, 15), "", []int{0, 1, 8}, SourceSlots},
-		{"this host's slots in PE_HOSTFILE, not the job's NSLOTS", with("NSLOTS", "6", "PE_HOSTFILE", "/spool/pe_hostfile"), seq(0, 15), "", []int{0, 1, 8, 9}, SourceSlots},
-		{"as many slots as CPUs", with("NSLOTS", "16"), seq(0, 15), "", seq(0, 15), SourceAffinity},
-		{"-binding linear:2: the mask already holds the slots", with("NSLOTS", "2"), []int{4, 12}, "", []int{4, 12}, SourceAffinity},
-		{"--cpus wins", with("NSLOTS", "1"), seq(0, 15), "2-5", seq(2, 5), SourceFlag},
-		{"not Grid Engine", map[string]string{"NSLOTS": "1"}, seq(0, 15), "", seq(0, 15), SourceAffinity},
+		{"NSLOTS=1: one CPU", with("NSLOTS", "1"), seq(0, 15), "", []int{0}, sourceSlots},
+		{"NSLOTS=3: a whole core, then half of the next", with("NSLOTS", "3"), seq(0, 15), "", []int{0, 1, 8}, sourceSlots},
+		{"this host's slots in PE_HOSTFILE, not the job's NSLOTS", with("NSLOTS", "6", "PE_HOSTFILE", "/spool/pe_hostfile"), seq(0, 15), "", []int{0, 1, 8, 9}, sourceSlots},
+		{"as many slots as CPUs", with("NSLOTS", "16"), seq(0, 15), "", seq(0, 15), sourceAffinity},
+		{"-binding linear:2: the mask already holds the slots", with("NSLOTS", "2"), []int{4, 12}, "", []int{4, 12}, sourceAffinity},
+		{"--cpus wins", with("NSLOTS", "1"), seq(0, 15), "2-5", seq(2, 5), sourceFlag},
+		{"not Grid Engine", map[string]string{"NSLOTS": "1"}, seq(0, 15), "", seq(0, 15), sourceAffinity},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
@@ -168,7 +168,7 @@ func TestGridEngineSlots(t *testing.T) {
 				t.Fatal(err)
 			}
 			warned := slices.ContainsFunc(n.Warnings, func(w string) bool { return strings.Contains(w, "-binding linear:") })
-			if !reflect.DeepEqual(n.CPUIDs(), tc.want) || n.CPUSource != tc.wantSource || warned != (tc.wantSource == SourceSlots) {
+			if !reflect.DeepEqual(n.CPUIDs(), tc.want) || n.CPUSource != tc.wantSource || warned != (tc.wantSource == sourceSlots) {
 				t.Errorf("cpus %v from %s, warnings %q; want %v from %s", n.CPUIDs(), n.CPUSource, n.Warnings, tc.want, tc.wantSource)
 			}
 		})

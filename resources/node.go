@@ -14,22 +14,23 @@ import (
 	"github.com/nodepack/nodepack/resources/batch"
 )
 
-// Schema names the version of the inventory document.
-const Schema = "nodepack.node/v1"
+// schema names the version of the inventory document.
+const schema = "nodepack.node/v1"
 
-// Where the GPU list came from (Node.GPUSource).
+// Where the GPU list came from (Node.GPUSource; Node.CPUSource may also
+// be sourceFlag).
 const (
-	SourceNVML = "nvml" // detected through NVML
-	SourceEnv  = "env"  // no driver: the entries of CUDA_VISIBLE_DEVICES, as opaque ids
-	SourceFlag = "flag" // given by the user (--gpus)
-	SourceNone = "none" // no GPUs
+	sourceNVML = "nvml" // detected through NVML
+	sourceEnv  = "env"  // no driver: the entries of CUDA_VISIBLE_DEVICES, as opaque ids
+	sourceFlag = "flag" // given by the user (--gpus)
+	sourceNone = "none" // no GPUs
 )
 
 // Where the CPU list came from (Node.CPUSource).
 const (
-	SourceAffinity = "affinity" // this process's affinity mask: what the batch system bound it to, if anything
-	SourceSlots    = "slots"    // that mask cut to the batch system's count of CPUs (Grid Engine's NSLOTS)
-	// SourceFlag: given by the user (--cpus).
+	sourceAffinity = "affinity" // this process's affinity mask: what the batch system bound it to, if anything
+	sourceSlots    = "slots"    // that mask cut to the batch system's count of CPUs (Grid Engine's NSLOTS)
+	// sourceFlag: given by the user (--cpus).
 )
 
 // Node is everything nodepack knows about the node it runs on (or plans
@@ -186,7 +187,7 @@ func (n Node) Topology() pack.Topology {
 // normalize makes the document canonical, so that writing a Node, reading it
 // back and writing it again gives the same bytes.
 func (n *Node) normalize() {
-	n.Schema = Schema
+	n.Schema = schema
 	if n.CPUs == nil {
 		n.CPUs = []CPU{}
 	}
@@ -199,10 +200,10 @@ func (n *Node) normalize() {
 		}
 	}
 	if n.CPUSource == "" {
-		n.CPUSource = SourceAffinity
+		n.CPUSource = sourceAffinity
 	}
 	if n.GPUSource == "" {
-		n.GPUSource = SourceNone
+		n.GPUSource = sourceNone
 	}
 	if n.Scheduler.Kind == "" {
 		n.Scheduler.Kind = "none"
@@ -229,11 +230,11 @@ func ReadInventory(name string) (Node, error) {
 	if err != nil {
 		return Node{}, fmt.Errorf("inventory: %w", err)
 	}
-	return ParseInventory(data, name)
+	return parseInventory(data, name)
 }
 
-// ParseInventory parses an inventory document; name is used in errors only.
-func ParseInventory(data []byte, name string) (Node, error) {
+// parseInventory parses an inventory document; name is used in errors only.
+func parseInventory(data []byte, name string) (Node, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var n Node
@@ -243,8 +244,8 @@ func ParseInventory(data []byte, name string) (Node, error) {
 	if dec.More() {
 		return Node{}, fmt.Errorf("%s: trailing data after the inventory document", name)
 	}
-	if n.Schema != Schema {
-		return Node{}, fmt.Errorf("%s: schema %q, want %q", name, n.Schema, Schema)
+	if n.Schema != schema {
+		return Node{}, fmt.Errorf("%s: schema %q, want %q", name, n.Schema, schema)
 	}
 	if err := n.validate(); err != nil {
 		return Node{}, fmt.Errorf("%s: %w", name, err)

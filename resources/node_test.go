@@ -21,7 +21,7 @@ var sampleNode = Node{
 		{Index: 1, UUID: "GPU-bbbb", Name: "A100", MemoryBytes: 40 << 30, PCIBusID: "00000000:0F:00.0", NUMA: 1, CPUs: []int{},
 			MIGEnabled: true, MIG: []MIG{{UUID: "MIG-cccc", MemoryBytes: 5 << 30}}},
 	},
-	GPUSource: SourceNVML,
+	GPUSource: sourceNVML,
 	Memory:    Memory{TotalBytes: 512 << 30, CgroupLimitBytes: 64 << 30},
 	Scheduler: batch.Job{Kind: "slurm", JobID: "42", Array: &batch.Array{Index: 1, Min: 0, Max: 2, Step: 1, Count: 3},
 		EndTime: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)},
@@ -73,7 +73,7 @@ func TestParseInventoryErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
-			_, err := ParseInventory([]byte(tc.doc), "node.json")
+			_, err := parseInventory([]byte(tc.doc), "node.json")
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "node.json") {
 				t.Errorf("ParseInventory error = %v, want one starting with the file and containing %q", err, tc.want)
 			}
@@ -87,7 +87,7 @@ func FuzzParseInventory(f *testing.F) {
 	f.Add(buf.Bytes())
 	f.Add([]byte(`{"schema":"nodepack.node/v1","cpus":[{"id":0}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		n, err := ParseInventory(data, "fuzz.json")
+		n, err := parseInventory(data, "fuzz.json")
 		if err != nil {
 			return
 		}
@@ -96,7 +96,7 @@ func FuzzParseInventory(f *testing.F) {
 		if err := n.WriteJSON(&a); err != nil {
 			t.Fatal(err)
 		}
-		m, err := ParseInventory(a.Bytes(), "again.json")
+		m, err := parseInventory(a.Bytes(), "again.json")
 		if err != nil {
 			t.Fatalf("reprinted document does not parse: %v\n%s", err, a.String())
 		}

@@ -53,7 +53,7 @@ func TestNVMLDGXA100(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.GPUSource != SourceNVML || len(n.GPUs) != 8 {
+	if n.GPUSource != sourceNVML || len(n.GPUs) != 8 {
 		t.Fatalf("source %q, %d gpus; want nvml, 8", n.GPUSource, len(n.GPUs))
 	}
 	for i, g := range n.GPUs {

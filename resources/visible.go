@@ -99,12 +99,12 @@ func splitEntries(list string) []string {
 	return entries
 }
 
-// VisibleGPUs applies a CUDA_VISIBLE_DEVICES value to the GPUs NVML shows
+// visibleGPUs applies a CUDA_VISIBLE_DEVICES value to the GPUs NVML shows
 // this process: only the devices it names stay. Like CUDA, it stops at the
 // first entry that names no device and keeps what came before; the warning
 // says so. An empty value means no GPUs. Entries naming a device twice are
 // ignored with a warning.
-func VisibleGPUs(gpus []GPU, value string) ([]GPU, []string) {
+func visibleGPUs(gpus []GPU, value string) ([]GPU, []string) {
 	if strings.TrimSpace(value) == "" {
 		return nil, nil
 	}
@@ -174,7 +174,7 @@ func (n Node) SelectGPUs(list string) (Node, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("--gpus %q: %s", list, fmt.Sprintf(format, a...))
 	}
-	n.GPUSource = SourceFlag
+	n.GPUSource = sourceFlag
 	if strings.TrimSpace(list) == "none" {
 		n.GPUs = nil
 		return n, nil
@@ -257,7 +257,7 @@ func (n Node) SelectCPUs(list string) (Node, error) {
 		cpus = append(cpus, c)
 	}
 	slices.SortFunc(cpus, func(a, b CPU) int { return a.ID - b.ID })
-	n.CPUSource = SourceFlag
+	n.CPUSource = sourceFlag
 	n.CPUs = cpus
 	n.GPUs = slices.Clone(n.GPUs)
 	for i := range n.GPUs {

@@ -54,7 +54,7 @@ func TestVisibleGPUs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
-			got, warnings := VisibleGPUs(fourGPUs, tc.value)
+			got, warnings := visibleGPUs(fourGPUs, tc.value)
 			if ids := uuids(got); !reflect.DeepEqual(ids, tc.want) {
 				t.Errorf("VisibleGPUs(%q) = %v, want %v", tc.value, ids, tc.want)
 			}
@@ -66,7 +66,7 @@ func TestVisibleGPUs(t *testing.T) {
 }
 
 func TestSelectGPUs(t *testing.T) {
-	node := Node{GPUs: fourGPUs, GPUSource: SourceNVML}
+	node := Node{GPUs: fourGPUs, GPUSource: sourceNVML}
 	tests := []struct {
 		description string
 		node        Node
@@ -97,7 +97,7 @@ func TestSelectGPUs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ids := uuids(got.GPUs); !reflect.DeepEqual(ids, tc.want) || got.GPUSource != SourceFlag {
+			if ids := uuids(got.GPUs); !reflect.DeepEqual(ids, tc.want) || got.GPUSource != sourceFlag {
 				t.Errorf("SelectGPUs(%q) = %v from %q, want %v from flag", tc.list, ids, got.GPUSource, tc.want)
 			}
 		})

@@ -15,15 +15,15 @@ import (
 	"github.com/nodepack/nodepack/runner/run"
 )
 
-// AmbiguousOutputError is FindOutput's error for a job that ran several
+// ambiguousOutputError is FindOutput's error for a job that ran several
 // sweeps (an array whose tasks each ran a sweep of their own, or several
 // sweeps in one job): Dirs are their output directories.
-type AmbiguousOutputError struct {
+type ambiguousOutputError struct {
 	Job  string
 	Dirs []string
 }
 
-func (e *AmbiguousOutputError) Error() string {
+func (e *ambiguousOutputError) Error() string {
 	return fmt.Sprintf("job %s ran %d sweeps: %s", e.Job, len(e.Dirs), strings.Join(e.Dirs, ", "))
 }
 
@@ -71,7 +71,7 @@ func FindOutput(arg string) (string, error) {
 		return found[0], nil
 	}
 	slices.Sort(found)
-	return "", &AmbiguousOutputError{Job: job, Dirs: found}
+	return "", &ambiguousOutputError{Job: job, Dirs: found}
 }
 
 // orDot is "." for the current directory's empty parent.

@@ -19,7 +19,7 @@ import (
 func writeSweepOf(t *testing.T, dir string, j batch.Job, name string, shards int) string {
 	t.Helper()
 	def := sweep.Definition{Kind: sweep.KindTasks, Source: name + ".txt", Shards: shards}
-	out := filepath.Join(dir, DefaultOutput(j, def, shards > 1))
+	out := filepath.Join(dir, defaultOutput(j, def, shards > 1))
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestFindOutput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		got, err := FindOutput(tc.arg)
-		var amb *AmbiguousOutputError
+		var amb *ambiguousOutputError
 		switch {
 		case tc.wantDirs != nil:
 			if !errors.As(err, &amb) || !slices.Equal(amb.Dirs, tc.wantDirs) {

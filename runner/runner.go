@@ -164,7 +164,7 @@ func (s *Sweep) prepare() error {
 	opts := s.opts
 	s.output = opts.Output
 	if s.output == "" {
-		s.output = DefaultOutput(opts.Job, s.def, splits(opts.Shard, opts.Job))
+		s.output = defaultOutput(opts.Job, s.def, splits(opts.Shard, opts.Job))
 		// A name nodepack chose itself, in a directory others may write:
 		// only a real directory of this user's is used (a link planted
 		// there, or a ledger that says everything succeeded, is not).
@@ -428,13 +428,13 @@ func splits(spec string, job batch.Job) bool {
 	return err == nil && sh.Count > 1
 }
 
-// DefaultOutput is the output directory of a sweep of definition def when
+// defaultOutput is the output directory of a sweep of definition def when
 // none is given: nodepack-NAME-KEY, with NAME the sweep's source or
 // script and KEY def.Key(), so that two different sweeps started in one
 // directory never share one by accident while the same sweep run again
 // (grown, or with more reps) finds its own; inside a batch job
 // nodepack-JOBID-NAME-KEY (see batch.OutputDir).
-func DefaultOutput(job batch.Job, def sweep.Definition, split bool) string {
+func defaultOutput(job batch.Job, def sweep.Definition, split bool) string {
 	return batch.OutputDir(job, split, def.Label()+"-"+def.Key())
 }
 
@@ -705,14 +705,20 @@ type LedgerError struct {
 	Lost bool
 }
 
+// Error returns Err's message.
 func (e *LedgerError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
 func (e *LedgerError) Unwrap() error { return e.Err }
 
 // RequeueError is joined in Wait's error when a requeue that was due
 // failed: the job will not run again by itself.
 type RequeueError struct{ Err error }
 
+// Error returns Err's message.
 func (e *RequeueError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
 func (e *RequeueError) Unwrap() error { return e.Err }
 
 // Wait waits for the session to end, writes the ledger's end record,

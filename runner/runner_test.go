@@ -34,7 +34,7 @@ func TestDefaultOutput(t *testing.T) {
 	none := batch.Job{Kind: batch.None}
 	dirs := map[string]string{}
 	for name, def := range map[string]sweep.Definition{"tasks": tasks, "hydra": hydra, "grid": grid, "env": withEnv} {
-		d := DefaultOutput(none, def, false)
+		d := defaultOutput(none, def, false)
 		if other, ok := dirs[d]; ok {
 			t.Errorf("%s and %s share %s", name, other, d)
 		}
@@ -52,7 +52,7 @@ func TestDefaultOutput(t *testing.T) {
 		{"in a Slurm job", batch.Job{Kind: batch.Slurm, JobID: "42"}, tasks, "nodepack-42-tasks-" + tasks.Key()},
 	}
 	for _, tc := range tests {
-		if got := DefaultOutput(tc.job, tc.def, false); got != tc.want {
+		if got := defaultOutput(tc.job, tc.def, false); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.description, got, tc.want)
 		}
 	}

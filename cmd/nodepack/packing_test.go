@@ -38,7 +38,7 @@ func fourGPUNode(t *testing.T) string {
 	if err := json.Unmarshal([]byte(stdout), &node); err != nil {
 		t.Fatal(err)
 	}
-	if node.GPUSource != resources.SourceEnv || len(node.GPUs) != 4 {
+	if node.GPUSource != "env" || len(node.GPUs) != 4 {
 		t.Skipf("GPUs from %s here: the packing tests run on fake GPUs", node.GPUSource)
 	}
 	for i := range node.GPUs {

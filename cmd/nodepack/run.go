@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodepack/nodepack"
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources"
 	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner"
@@ -122,8 +123,8 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.JSON, "json", false, "with --dry-run: print the runs as a JSON document (schema nodepack.runs/v1)")
 	addSourceFlags(fs, &o.Source, &o.RunsPerShard)
 	fs.StringVar(&o.Shard, "shard", "auto", "run only shard `I/N`: the runs whose index is I mod N; auto takes it from the array index and task rank (SLURM_ARRAY_TASK_ID, SLURM_PROCID, SGE_TASK_ID, PBS_ARRAY_INDEX, LSB_JOBINDEX); none runs all")
-	fs.DurationVar(&x.BackfillWait, "backfill-wait", execute.DefaultBackfillWait, "let smaller runs start ahead of one that does not fit yet for at most `D`, then keep what frees up for it; 0 starts runs strictly in order")
-	fs.DurationVar(&x.SettleTimeout, "settle-timeout", execute.DefaultSettleTimeout, "a run sharing a GPU by --gpu-mem-per-run keeps other runs off it until its GPU memory stops growing, or for at most `D`")
+	fs.DurationVar(&x.BackfillWait, "backfill-wait", schedule.DefaultBackfillWait, "let smaller runs start ahead of one that does not fit yet for at most `D`, then keep what frees up for it; 0 starts runs strictly in order")
+	fs.DurationVar(&x.SettleTimeout, "settle-timeout", schedule.DefaultSettleTimeout, "a run sharing a GPU by --gpu-mem-per-run keeps other runs off it until its GPU memory stops growing, or for at most `D`")
 	fs.StringVarP(&o.Output, "output", "o", "", "`DIR` for the ledger and logs (DIR/runs/<name>-<run-id>/); default nodepack-NAME-KEY, in a batch job nodepack-JOBID-NAME-KEY")
 	fs.BoolVar(&o.RetryFailed, "retry-failed", false, "when resuming, also run again the runs that failed")
 	fs.Var(classList{&o.RetryClasses}, "retry-class", "with --retry-failed, only the failed runs of failure class `CLASS` (repeatable; see nodepack retry)")

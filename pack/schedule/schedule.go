@@ -150,16 +150,19 @@ type RunError struct {
 	Err error
 }
 
+// Error returns Err's message.
 func (e *RunError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
 func (e *RunError) Unwrap() error { return e.Err }
 
 // Outcome is how an attempt ended, as far as the policy cares.
 type Outcome int
 
 const (
-	Succeeded   Outcome = iota
-	Failed              // failed or timed out: may be retried
-	Interrupted         // the sweep stopped it: never retried
+	Succeeded   Outcome = iota // exit status 0
+	Failed                     // failed or timed out: may be retried
+	Interrupted                // the sweep stopped it: never retried
 )
 
 // End is how one attempt of a placed run ended.

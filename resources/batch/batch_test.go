@@ -266,7 +266,7 @@ func TestRequeue(t *testing.T) {
 	if string(calls) != "requeue 5\n" {
 		t.Errorf("scontrol calls %q, want requeue 5", calls)
 	}
-	if exit, err := Requeue(Job{Kind: SGE, JobID: "6"}); exit != SGERequeueExit || err != nil {
+	if exit, err := Requeue(Job{Kind: SGE, JobID: "6"}); exit != sgeRequeueExit || err != nil {
 		t.Errorf("sge: exit %d, %v; want 99", exit, err)
 	}
 	fakeCommands(t, map[string]string{"scontrol": `echo "Requested operation is presently disabled" >&2; exit 1`})

@@ -2,9 +2,9 @@ package batch
 
 import "fmt"
 
-// SGERequeueExit is the exit status that makes Grid Engine reschedule a
+// sgeRequeueExit is the exit status that makes Grid Engine reschedule a
 // job (with -r y or not): the documented "rerun" convention of sge_execd.
-const SGERequeueExit = 99
+const sgeRequeueExit = 99
 
 // CanRequeue reports whether nodepack can have the batch system run j
 // again: Slurm and Grid Engine jobs.
@@ -24,7 +24,7 @@ func Requeue(j Job) (exit int, err error) {
 		}
 		return 0, nil
 	case SGE:
-		return SGERequeueExit, nil
+		return sgeRequeueExit, nil
 	}
 	return 0, fmt.Errorf("requeue: nodepack can requeue Slurm and Grid Engine jobs, not %s", Describe(j))
 }

@@ -561,7 +561,7 @@ func (e *Execution) record(i int, ev run.Event, first, halt bool) {
 			s.Classes = map[failure.Class]int{}
 		}
 		s.Classes[ev.Class]++
-		if len(s.Failures) < MaxReportedFailures {
+		if len(s.Failures) < maxReportedFailures {
 			s.Failures = append(s.Failures, ev)
 		}
 		if halt {

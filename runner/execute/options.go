@@ -73,13 +73,14 @@ type Options struct {
 	Parallel int
 	// BackfillWait bounds how long runs may start ahead of an earlier run
 	// that does not fit yet; after it, that run reserves what frees up
-	// until it fits (see pack.Queue). Zero means DefaultBackfillWait;
+	// until it fits (see pack.Queue). Zero means schedule.DefaultBackfillWait;
 	// negative means runs start strictly in order.
 	BackfillWait time.Duration
 	// SettleTimeout bounds the readiness gate: a run that shares its GPU
 	// by GPU memory keeps other runs off that GPU until its own memory
 	// there has stopped growing (the Sampler says so) or SettleTimeout
-	// has passed since it started. Zero means DefaultSettleTimeout.
+	// has passed since it started. Zero means
+	// schedule.DefaultSettleTimeout.
 	// Without a Sampler, the gate is the timeout alone.
 	SettleTimeout time.Duration
 
@@ -256,8 +257,8 @@ type Summary struct {
 	LaneBusy []time.Duration
 }
 
-// MaxReportedFailures caps Summary.Failures; Summary.Failed has the count.
-const MaxReportedFailures = 1000
+// maxReportedFailures caps Summary.Failures; Summary.Failed has the count.
+const maxReportedFailures = 1000
 
 // Wall is the time Execute took.
 func (s Summary) Wall() time.Duration { return s.End.Sub(s.Start) }

@@ -13,12 +13,6 @@ import (
 	"github.com/nodepack/nodepack/runner/run"
 )
 
-// DefaultBackfillWait is used when Options.BackfillWait is zero.
-const DefaultBackfillWait = schedule.DefaultBackfillWait
-
-// DefaultSettleTimeout is used when Options.SettleTimeout is zero.
-const DefaultSettleTimeout = schedule.DefaultSettleTimeout
-
 // settleSamples and settleInterval are the readiness gate's measure: a
 // run's GPU memory has settled when it has held for settleSamples samples
 // settleInterval apart.

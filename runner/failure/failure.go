@@ -8,7 +8,7 @@
 // (exit status, signal, who stopped the run, the kernel's OOM kill count,
 // GPU errors) and from the tail of the run's standard error, matched
 // against [Builtin] patterns and the user's own. Reading that tail is
-// [ReadTail], bounded to [TailBytes] whatever the log's size.
+// [ReadTail], bounded to [tailBytes] whatever the log's size.
 package failure
 
 import (
@@ -167,9 +167,9 @@ func Classify(o Outcome, tail []byte, patterns []Pattern) Class {
 	return Exit
 }
 
-// TailBytes bounds how much of the end of a run's standard error is read
+// tailBytes bounds how much of the end of a run's standard error is read
 // to classify a failure.
-const TailBytes = 64 << 10
+const tailBytes = 64 << 10
 
 // ReadTail returns at most the last TailBytes of the file at path after
 // offset from (where an attempt's output began, in a log that holds
@@ -185,7 +185,7 @@ func ReadTail(path string, from int64) []byte {
 	if err != nil || !st.Mode().IsRegular() {
 		return nil
 	}
-	off := max(st.Size()-TailBytes, from, 0)
+	off := max(st.Size()-tailBytes, from, 0)
 	if off >= st.Size() {
 		return nil
 	}

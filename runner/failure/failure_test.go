@@ -120,7 +120,7 @@ func TestParsePattern(t *testing.T) {
 func TestReadTailIsBounded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "stderr.log")
 	var b strings.Builder
-	for b.Len() < 3*TailBytes {
+	for b.Len() < 3*tailBytes {
 		b.WriteString("progress: step 12345 loss 0.1234\n")
 	}
 	b.WriteString(logs["torch"])
@@ -128,8 +128,8 @@ func TestReadTailIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	tail := ReadTail(path, 0)
-	if len(tail) > TailBytes || len(tail) < TailBytes-100 {
-		t.Fatalf("tail of %d bytes, want at most %d and nearly that", len(tail), TailBytes)
+	if len(tail) > tailBytes || len(tail) < tailBytes-100 {
+		t.Fatalf("tail of %d bytes, want at most %d and nearly that", len(tail), tailBytes)
 	}
 	if !strings.HasPrefix(string(tail), "progress: step") {
 		t.Errorf("tail starts inside a line: %.40q", tail)

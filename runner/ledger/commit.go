@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// CommitInterval is the least time between two group commits of a
+// commitInterval is the least time between two group commits of a
 // Writer: records posted meanwhile wait and go together. It bounds how
 // long a finished run waits to be durable, and so to be reported: at most
-// CommitInterval plus one write and fsync. A record after a quiet spell
+// commitInterval plus one write and fsync. A record after a quiet spell
 // is committed at once.
-const CommitInterval = 10 * time.Millisecond
+const commitInterval = 10 * time.Millisecond
 
 // committer is a Writer's group commit: a queue of records and the one
 // goroutine, started when records arrive and gone when none wait, that
@@ -81,7 +81,7 @@ func (c *committer) run(l *Writer) {
 			c.mu.Unlock()
 			return
 		}
-		if wait := time.Until(c.last.Add(CommitInterval)); !c.hurry && wait > 0 {
+		if wait := time.Until(c.last.Add(commitInterval)); !c.hurry && wait > 0 {
 			c.mu.Unlock()
 			if timer == nil {
 				timer = time.NewTimer(wait)

@@ -58,7 +58,7 @@ func TestPostIsDurableWhenDone(t *testing.T) {
 			if err != nil {
 				problems = append(problems, err.Error())
 			}
-			log, rerr := Read(strings.NewReader(disk.durable()), "disk")
+			log, rerr := readLedger(strings.NewReader(disk.durable()), "disk")
 			if rerr != nil || log.Runs["run"+strconv.Itoa(i)] == nil || log.Runs["run"+strconv.Itoa(i)].State != StateSucceeded {
 				problems = append(problems, "run"+strconv.Itoa(i)+" reported before it was durable")
 			}

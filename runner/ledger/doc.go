@@ -2,7 +2,7 @@
 // shard of a sweep, a session after another, each a header (who ran what
 // sweep: its [sweep.Definition]), the started and finished records of its
 // attempts, and an end record saying how it ended. [Open] locks a ledger
-// for its one [Writer]; [Read] folds one back into a [Log] of runs and
+// for its one [Writer]; [readLedger] folds one back into a [Log] of runs and
 // their states, from which a rerun resumes ([Log.Resume]); [ReadDir] reads
 // an output directory's ledgers, and [ReadStatus] says where its sweep
 // stands, from any host that sees the directory.

@@ -185,12 +185,12 @@ type Log struct {
 	each func(rec *Record, size int)
 }
 
-// Read reads a ledger. An unfinished last line is left out and
+// readLedger reads a ledger. An unfinished last line is left out and
 // counted in Torn; any other line that is not a valid record is an error
 // naming name and the line. Runs still running when the last session
 // ended are interrupted; those of a session without an end record are
 // running (the session is live, or was killed: see Stop).
-func Read(r io.Reader, name string) (*Log, error) { return read(r, name, nil, nil) }
+func readLedger(r io.Reader, name string) (*Log, error) { return read(r, name, nil, nil) }
 
 // read reads a ledger. With lean, which reads the same bytes as r, it
 // keeps the records of the runs that did not succeed only (see Run),
@@ -506,12 +506,12 @@ type ledgerFile interface {
 // the end record. It is topped up when less than half of it is left.
 const ledgerReserve = 256 << 10
 
-// LockName is the name of the lock of the ledger at path: a directory
+// lockName is the name of the lock of the ledger at path: a directory
 // beside it, which a cleanup that deletes ledger files does not remove.
-func LockName(path string) string { return path + ".lock" }
+func lockName(path string) string { return path + ".lock" }
 
 // Open opens the ledger at path for appending, creating it and its
-// directory if needed. First it takes the ledger's lock (see [LockName]):
+// directory if needed. First it takes the ledger's lock (see [lockName]):
 // if another nodepack holds it, Open fails naming its pid and host.
 // With restart, it then moves the old ledger out of the way (to
 // path.<UTC time>.bak; see Backup) and starts an empty one.
@@ -604,7 +604,7 @@ type lockOwner struct {
 // lockLedger takes the lock of the ledger at path: an exclusive flock on
 // its lock directory, whose owner file names the holder for the next one.
 func lockLedger(path string) (*os.File, error) {
-	name := LockName(path)
+	name := lockName(path)
 	if err := os.Mkdir(name, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("open ledger: lock: %w", err)
 	}
@@ -931,8 +931,8 @@ func (l *Writer) Close() error {
 	return err
 }
 
-// RetryAll is the retry of Resume that runs every failed run again.
-func RetryAll(*Run) bool { return true }
+// retryAll is the retry of Resume that runs every failed run again.
+func retryAll(*Run) bool { return true }
 
 // ResumeCounts says what a resumed sweep did with the runs its ledger
 // knew. Skipped runs do not run again; the others do.

@@ -111,7 +111,7 @@ var readers = []struct {
 	name string
 	read func(t testing.TB, text string) (*Log, error)
 }{
-	{"Read", func(t testing.TB, text string) (*Log, error) { return Read(strings.NewReader(text), "l") }},
+	{"Read", func(t testing.TB, text string) (*Log, error) { return readLedger(strings.NewReader(text), "l") }},
 	{"lean", func(t testing.TB, text string) (*Log, error) {
 		path := filepath.Join(t.TempDir(), "l")
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
@@ -164,7 +164,7 @@ func FuzzReadLedger(f *testing.F) {
 	f.Add(ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "failed", true) + ledgerHeader + ledgerStarted("a", 2))
 	f.Add("{}\n")
 	f.Fuzz(func(t *testing.T, s string) {
-		log, err := Read(strings.NewReader(s), "f")
+		log, err := readLedger(strings.NewReader(s), "f")
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "ledger f:") {
 				t.Fatalf("error without file and line: %v", err)
@@ -194,7 +194,7 @@ func FuzzReadLedger(f *testing.F) {
 		// Whatever follows a torn tail once it is completed must not change
 		// what the complete lines said.
 		if log.Torn > 0 {
-			again, err := Read(strings.NewReader(s[:log.Size]), "f")
+			again, err := readLedger(strings.NewReader(s[:log.Size]), "f")
 			if err != nil || len(again.Runs) != len(log.Runs) {
 				t.Fatalf("the complete lines alone: %v, %d runs, want %d", err, len(again.Runs), len(log.Runs))
 			}
@@ -226,7 +226,7 @@ func TestResume(t *testing.T) {
 	} {
 		var retry func(*Run) bool
 		if tc.retryFailed {
-			retry = RetryAll
+			retry = retryAll
 		}
 		pending, counts := l.Past().Resume(runs, retry)
 		var got []string
@@ -291,7 +291,7 @@ func (f *fullDisk) Truncate(size int64) error  { f.b = f.b[:size]; return nil }
 func (f *fullDisk) Close() error               { return nil }
 func (f *fullDisk) contents() string           { return string(f.b) }
 func (f *fullDisk) records() (*Log, error) {
-	return Read(strings.NewReader(f.contents()), "disk")
+	return readLedger(strings.NewReader(f.contents()), "disk")
 }
 
 func startedEvent(i int) run.Event {

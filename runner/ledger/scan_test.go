@@ -106,7 +106,7 @@ func TestLeanReadKeepsWhatAResumeAndAStatusNeed(t *testing.T) {
 		ledgerStarted("retried", 1) + ledgerFinished("retried", 1, "failed", true) + ledgerStarted("retried", 2) +
 		ledgerStarted("stopped", 1) + ledgerFinished("stopped", 1, "interrupted", false) +
 		ledgerStarted("later", 1) + ledgerFinished("later", 1, "failed", false) + ledgerEnd + ledgerHeader + ledgerStarted("later", 2) + ledgerFinished("later", 2, "ok", false)
-	full, err := Read(strings.NewReader(text), "l")
+	full, err := readLedger(strings.NewReader(text), "l")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/nodepack/nodepack/runner/run"
 )
 
-// StatusFormat names the Status document's schema. Fields are only ever
+// statusFormat names the Status document's schema. Fields are only ever
 // added to it.
-const StatusFormat = "nodepack.status/v1"
+const statusFormat = "nodepack.status/v1"
 
 // Status is where a sweep stands according to its output directory: the
 // nodepack.status/v1 document of nodepack status --json.
@@ -153,7 +153,7 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 	}
 	slices.Sort(files)
 	host, _ := os.Hostname()
-	st := &Status{Format: StatusFormat, Dir: dir, Time: now.UTC(), Running: []RunStatus{}, Failures: []RunStatus{}, Shards: []ShardStatus{}, Classes: map[failure.Class]int{}, GPUsOut: []GPUOut{}}
+	st := &Status{Format: statusFormat, Dir: dir, Time: now.UTC(), Running: []RunStatus{}, Failures: []RunStatus{}, Shards: []ShardStatus{}, Classes: map[failure.Class]int{}, GPUsOut: []GPUOut{}}
 	total, totalKnown := 0, true
 	left := 0 // runs not finished for good: pending, running, interrupted
 	for _, file := range files {

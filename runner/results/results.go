@@ -27,10 +27,10 @@ import (
 	"github.com/nodepack/nodepack/runner/ledger"
 )
 
-// MetricsFile is the file in its run directory ($NODEPACK_RUN_DIR) where a
+// metricsFile is the file in its run directory ($NODEPACK_RUN_DIR) where a
 // run may report its metrics: one flat JSON object, the last one written
 // wins.
-const MetricsFile = "metrics.json"
+const metricsFile = "metrics.json"
 
 // Metric takes a metric from a run's standard output: the last match of
 // Pattern, its first group when it has one.
@@ -154,7 +154,7 @@ func readRow(dir string, run *ledger.Run, metrics []Metric) (row Row, paramOrder
 	if row.Params, paramOrder, err = readObject(dir, filepath.Join(runDir, "params.json")); err != nil {
 		return row, nil, err
 	}
-	if row.Metrics, _, err = readObject(dir, filepath.Join(runDir, MetricsFile)); err != nil {
+	if row.Metrics, _, err = readObject(dir, filepath.Join(runDir, metricsFile)); err != nil {
 		// A run writes its metrics itself: a broken file is its problem,
 		// said in the table rather than stopping it.
 		row.Metrics = map[string]json.RawMessage{"metrics_error": quote(err.Error())}

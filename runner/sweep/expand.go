@@ -18,10 +18,10 @@ import (
 // such as range(0, 1e12) is an input error rather than a hang.
 const maxRuns = 1_000_000_000
 
-// Options say how a source turns its entries (task-file lines, sweep
+// expandOptions say how a source turns its entries (task-file lines, sweep
 // combinations, grid combinations, params lines) into runs. The zero value
 // runs every entry once, keeps every shard, and makes {run_dir} an error.
-type Options struct {
+type expandOptions struct {
 	// Reps runs every entry Reps times in a row, as reps 0 … Reps-1
 	// (NODEPACK_REP, the {rep} placeholder, run.Run.Rep). Zero or less means 1.
 	// Rep 0 has the ID the entry has without Reps, so raising Reps later
@@ -36,13 +36,13 @@ type Options struct {
 	// error.
 	OutputDir string
 	// Request is what every run asks for unless it says otherwise: the
-	// base a params line's own request is read over (see ReadParams).
+	// base a params line's own request is read over (see readParams).
 	Request pack.Request
 	// Rules give requests to the runs of a sweep, grid or params file by
 	// their values; the first that matches a run sets its
 	// run.Run.Request, unless the run has one of its own (a params
 	// line's "nodepack" object).
-	Rules []Rule
+	Rules []requestRule
 
 	hits []int                // per rule, the runs it matched; counted when not nil
 	skip func(id string) bool // runs of the shard to leave out, when not nil
@@ -74,12 +74,12 @@ type entry struct {
 // expander numbers, names, repeats and shards the entries of one source.
 // It is not safe for concurrent use.
 type expander struct {
-	opts Options
+	opts expandOptions
 	ids  idSet
 	next int // position of the next run
 }
 
-func newExpander(opts Options) *expander {
+func newExpander(opts expandOptions) *expander {
 	x := &expander{opts: opts}
 	x.ids.reserve(opts.runs)
 	return x
@@ -229,8 +229,8 @@ func checkArgv(args []string) error {
 		return errors.New("empty command")
 	}
 	for i, a := range args {
-		if len(a) > MaxLineBytes {
-			return fmt.Errorf("argv[%d] is longer than %d bytes", i, MaxLineBytes)
+		if len(a) > maxLineBytes {
+			return fmt.Errorf("argv[%d] is longer than %d bytes", i, maxLineBytes)
 		}
 		if strings.IndexByte(a, 0) >= 0 {
 			return fmt.Errorf("argv[%d] contains a NUL byte", i)
@@ -239,13 +239,13 @@ func checkArgv(args []string) error {
 	return nil
 }
 
-// Expand repeats and shards the runs of another source, typically
-// [ReadTaskFile], as [Options] say. Each run's argv, Env, Dir and
+// expand repeats and shards the runs of another source, typically
+// readTaskFile, as expandOptions say. Each run's argv, Env, Dir and
 // Origin are kept; its ID is derived again from its argv, Env and rep (so
-// with one rep and no Env it is the ID ReadTaskFile gave it); its Index is
+// with one rep and no Env it is the ID readTaskFile gave it); its Index is
 // its position among all repeated runs; and its Env gains NODEPACK_REP.
 // The sequence is consumed lazily and stops at the first error.
-func Expand(runs iter.Seq2[run.Run, error], opts Options) iter.Seq2[run.Run, error] {
+func expand(runs iter.Seq2[run.Run, error], opts expandOptions) iter.Seq2[run.Run, error] {
 	return func(yield func(run.Run, error) bool) {
 		x := newExpander(opts)
 		for r, err := range runs {
@@ -266,7 +266,7 @@ func Expand(runs iter.Seq2[run.Run, error], opts Options) iter.Seq2[run.Run, err
 // collects the keys the command refers to. A command that uses
 // {params_json} takes all its parameters from it: every key counts as used,
 // so none is appended as --key=value.
-func parseCommand(command []string, opts Options, keys func(string) bool) (*commandTemplate, error) {
+func parseCommand(command []string, opts expandOptions, keys func(string) bool) (*commandTemplate, error) {
 	if len(command) == 0 {
 		return nil, errors.New("no command")
 	}
@@ -304,7 +304,7 @@ type commandTemplate struct {
 func (c *commandTemplate) appended(key string) bool { return !c.allParams && !c.used[key] }
 
 // checkRunDir reports a {run_dir} that cannot be filled in.
-func checkRunDir(t argTemplate, opts Options) error {
+func checkRunDir(t argTemplate, opts expandOptions) error {
 	if opts.OutputDir == "" && t.uses(func(name string) bool { return name == placeholderRunDir }) {
 		return errors.New("{run_dir} needs an output directory")
 	}
@@ -336,8 +336,8 @@ func checkValue(key, value string) error {
 	if strings.IndexByte(value, 0) >= 0 {
 		return fmt.Errorf("%s: value contains a NUL byte", key)
 	}
-	if len(value) > MaxLineBytes {
-		return fmt.Errorf("%s: value is longer than %d bytes", key, MaxLineBytes)
+	if len(value) > maxLineBytes {
+		return fmt.Errorf("%s: value is longer than %d bytes", key, maxLineBytes)
 	}
 	return nil
 }

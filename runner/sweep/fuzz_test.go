@@ -24,14 +24,14 @@ func FuzzParseHydra(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, arg string) {
-		s, err := ParseHydra([]string{"prog", arg, "z=1,2"})
+		s, err := parseHydra([]string{"prog", arg, "z=1,2"})
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "sweep") {
 				t.Errorf("error %q does not name the sweep argument", err)
 			}
 			return
 		}
-		seq, err := s.Runs(Options{OutputDir: fuzzOutputDir})
+		seq, err := s.Runs(expandOptions{OutputDir: fuzzOutputDir})
 		if err != nil {
 			t.Fatalf("Runs: %v", err)
 		}
@@ -61,14 +61,14 @@ func FuzzReadGrid(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		g, err := ReadGrid(strings.NewReader(string(data)), "params.yml")
+		g, err := readGrid(strings.NewReader(string(data)), "params.yml")
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "params.yml") {
 				t.Errorf("error %q does not name the file", err)
 			}
 			return
 		}
-		seq, err := g.Runs([]string{"p", "{rep}"}, Options{})
+		seq, err := g.Runs([]string{"p", "{rep}"}, expandOptions{})
 		if err != nil {
 			t.Fatalf("Runs: %v", err)
 		}
@@ -98,7 +98,7 @@ func FuzzReadParams(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		seq, err := ReadParams(strings.NewReader(text), "runs.jsonl", []string{"p", "{index}"}, Options{Reps: 2})
+		seq, err := readParams(strings.NewReader(text), "runs.jsonl", []string{"p", "{index}"}, expandOptions{Reps: 2})
 		if err != nil {
 			t.Fatalf("ReadParams: %v", err)
 		}
@@ -128,15 +128,15 @@ func FuzzReadTaskFile(f *testing.F) {
 	}
 	base := pack.Request{GPUs: 1, CPUs: 8}
 	f.Fuzz(func(t *testing.T, text string) {
-		// A task file's source streams what Expand(ReadTaskFile) does.
-		opts := Options{Reps: 2, Shard: Shard{Index: 0, Count: 2}}
-		want, wantErr := runsOf(Expand(ReadTaskFile(strings.NewReader(text), "tasks.txt", base), opts))
+		// A task file's source streams what expand(readTaskFile) does.
+		opts := expandOptions{Reps: 2, Shard: Shard{Index: 0, Count: 2}}
+		want, wantErr := runsOf(expand(readTaskFile(strings.NewReader(text), "tasks.txt", base), opts))
 		got, err := runsOf(expandTasks(strings.NewReader(text), "tasks.txt", base, opts))
 		if !reflect.DeepEqual(got, want) || fmt.Sprint(err) != fmt.Sprint(wantErr) {
 			t.Fatalf("the source's runs %+v %v, Expand(ReadTaskFile) %+v %v", got, err, want, wantErr)
 		}
 		n := 0
-		for r, err := range ReadTaskFile(strings.NewReader(text), "tasks.txt", base) {
+		for r, err := range readTaskFile(strings.NewReader(text), "tasks.txt", base) {
 			if err != nil {
 				if !strings.HasPrefix(err.Error(), "tasks.txt:") {
 					t.Errorf("error %q does not name file:line", err)

@@ -13,7 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Grid is a parameter grid read from YAML, as mlframework writes it: a
+// gridSweep is a parameter grid read from YAML, as mlframework writes it: a
 // mapping whose keys are parameters, in file order, and whose values are
 //
 //   - a scalar: a fixed value (gpu: -1);
@@ -25,9 +25,9 @@ import (
 // Scalars are taken as written (-1, 1e-3, and the text of a quoted string).
 // Nulls, nested mappings, nested sequences, empty lists and other tags are
 // errors naming file:line:col. The combinations are the cartesian product
-// in file order, the last key varying fastest. A Grid is immutable and
+// in file order, the last key varying fastest. A gridSweep is immutable and
 // safe for concurrent use.
-type Grid struct {
+type gridSweep struct {
 	name  string
 	keys  []gridKey
 	sizes []int
@@ -43,8 +43,8 @@ type gridKey struct {
 // yamlLine matches the position in the YAML library's error messages.
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// ReadGrid reads a grid; name is used in errors ("params.yml:3:9: …").
-func ReadGrid(r io.Reader, name string) (*Grid, error) {
+// readGrid reads a grid; name is used in errors ("params.yml:3:9: …").
+func readGrid(r io.Reader, name string) (*gridSweep, error) {
 	dec := yaml.NewDecoder(r)
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -73,7 +73,7 @@ func ReadGrid(r io.Reader, name string) (*Grid, error) {
 	if len(root.Content) == 0 {
 		return nil, at(root, "empty grid")
 	}
-	g := &Grid{name: name}
+	g := &gridSweep{name: name}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		kn, vn := resolve(root.Content[i]), resolve(root.Content[i+1])
@@ -204,7 +204,7 @@ func gridRange(key string, n *yaml.Node, at func(*yaml.Node, string, ...any) err
 }
 
 // Len returns the number of combinations (runs per rep).
-func (g *Grid) Len() int { return g.total }
+func (g *gridSweep) Len() int { return g.total }
 
 // Runs returns the runs of the grid for a command, combination by
 // combination, each repeated opts.Reps times. Each combination appends
@@ -217,7 +217,7 @@ func (g *Grid) Len() int { return g.total }
 // The error reports a placeholder that is neither a key nor built in
 // ({rep}, {index}, {run_id}, {run_dir}), or malformed braces, as
 // "command argv[i]:col". Built-in names win over keys of the same name.
-func (g *Grid) Runs(command []string, opts Options) (iter.Seq2[run.Run, error], error) {
+func (g *gridSweep) Runs(command []string, opts expandOptions) (iter.Seq2[run.Run, error], error) {
 	index := make(map[string]int, len(g.keys))
 	for i, k := range g.keys {
 		index[k.name] = i

@@ -8,9 +8,9 @@ import (
 	"github.com/nodepack/nodepack/runner/run"
 )
 
-func gridRuns(t *testing.T, yml string, command []string, opts Options) []run.Run {
+func gridRuns(t *testing.T, yml string, command []string, opts expandOptions) []run.Run {
 	t.Helper()
-	g, err := ReadGrid(strings.NewReader(yml), "params.yml")
+	g, err := readGrid(strings.NewReader(yml), "params.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func gridRuns(t *testing.T, yml string, command []string, opts Options) []run.Ru
 // TestGridMLFramework is the issue's promise: mlframework's grid gives
 // exactly six runs with --gpu=-1 --batchsize=… --epoch=… in file order.
 func TestGridMLFramework(t *testing.T) {
-	runs := gridRuns(t, "gpu: -1\nbatchsize: [100, 500]\nepoch: !!python/tuple [5,20,5]\n", []string{"python", "train_mnist.py"}, Options{})
+	runs := gridRuns(t, "gpu: -1\nbatchsize: [100, 500]\nepoch: !!python/tuple [5,20,5]\n", []string{"python", "train_mnist.py"}, expandOptions{})
 	want := []string{
 		"python train_mnist.py --gpu=-1 --batchsize=100 --epoch=5",
 		"python train_mnist.py --gpu=-1 --batchsize=100 --epoch=10",
@@ -73,7 +73,7 @@ func TestGridValues(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
-			if got := argvs(gridRuns(t, tc.yml, tc.command, Options{})); !slices.Equal(got, tc.want) {
+			if got := argvs(gridRuns(t, tc.yml, tc.command, expandOptions{})); !slices.Equal(got, tc.want) {
 				t.Errorf("runs = %q, want %q", got, tc.want)
 			}
 		})
@@ -104,7 +104,7 @@ func TestGridErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
-			_, err := ReadGrid(strings.NewReader(tc.yml), "params.yml")
+			_, err := readGrid(strings.NewReader(tc.yml), "params.yml")
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("ReadGrid(%q) error = %v, want %q", tc.yml, err, tc.want)
 			}
@@ -113,7 +113,7 @@ func TestGridErrors(t *testing.T) {
 }
 
 func TestGridCommandErrors(t *testing.T) {
-	g, err := ReadGrid(strings.NewReader("lr: [1, 2]\n"), "params.yml")
+	g, err := readGrid(strings.NewReader("lr: [1, 2]\n"), "params.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestGridCommandErrors(t *testing.T) {
 		{[]string{"p", `{"x": 1}`}, `command argv[1]:1: unknown placeholder {"x": 1}`},
 		{[]string{"p", "{run_dir}"}, "{run_dir} needs an output directory"},
 	} {
-		if _, err := g.Runs(tc.command, Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := g.Runs(tc.command, expandOptions{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Runs(%q) error = %v, want %q", tc.command, err, tc.want)
 		}
 	}

@@ -11,16 +11,16 @@ import (
 	"github.com/nodepack/nodepack/runner/run"
 )
 
-// Hydra is a command line whose Hydra-style sweep overrides expand into
-// runs, as Hydra's basic sweeper expands them with --multirun: the
+// hydraSweep is a command line whose hydraSweep-style sweep overrides expand into
+// runs, as hydraSweep's basic sweeper expands them with --multirun: the
 // cartesian product of the swept overrides in argument order, the last one
 // varying fastest, every other argument left as it is. Each run's argv
 // carries one value per swept override (model=convnet, +iteration=0), so a
-// Hydra app sees what the basic sweeper would have given it, and it is
+// hydraSweep app sees what the basic sweeper would have given it, and it is
 // started directly, without a shell.
 //
 // An argument after the first (the program) is an override when it reads
-// [~|+|++]KEY=VALUE with KEY a Hydra key (letters, digits, _, ., /, @, :;
+// [~|+|++]KEY=VALUE with KEY a hydraSweep key (letters, digits, _, ., /, @, :;
 // not starting with a digit), so --lr=0.1 or a-b=1 are not overrides. Its
 // VALUE is a sweep when it is
 //
@@ -35,21 +35,21 @@ import (
 // ('a,b' or "a,b", with the quotes, which the shell passes on when written
 // key="'a,b'"), a list [a,b], a dict {a:1}, an interpolation, or another
 // function call such as int(3). Elements of a sweep are passed as written,
-// with the whitespace around them trimmed and quotes kept (Hydra removes
+// with the whitespace around them trimmed and quotes kept (hydraSweep removes
 // them when it parses the single override). A range's values are printed
 // as Python prints them: 0, 1, 2 for integer ranges; 0.0, 0.25, 1e-05 when
 // any bound is a float. Float ranges are exact on the decimals as written.
 //
 // Not supported, and an error rather than a silent literal: interval(),
-// glob() (needs Hydra's config groups), shuffle(), sort(), tag(), a sweep
+// glob() (needs hydraSweep's config groups), shuffle(), sort(), tag(), a sweep
 // inside a sweep, and a cast (int, float, str, bool, json_str) of a sweep.
 // Unbalanced quotes, brackets or parentheses and empty elements (a,,b) are
-// errors too, as they are for Hydra.
+// errors too, as they are for hydraSweep.
 //
 // Arguments may hold the built-in placeholders {rep}, {index}, {run_id} and
 // {run_dir} ("${" starts a literal interpolation; "{{" and "}}" are
-// braces). A Hydra is immutable and safe for concurrent use.
-type Hydra struct {
+// braces). A hydraSweep is immutable and safe for concurrent use.
+type hydraSweep struct {
 	args  []sweepArg
 	sizes []int // values of each swept argument, in order
 	total int
@@ -88,13 +88,13 @@ func (a *sweepArg) at(i int) argTemplate {
 	return append(argTemplate{{text: a.prefix}}, a.values[i]...)
 }
 
-// ParseHydra parses a command line (program first) with sweep overrides.
+// parseHydra parses a command line (program first) with sweep overrides.
 // An error names the argument as argv[i] and the byte column in it.
-func ParseHydra(args []string) (*Hydra, error) {
+func parseHydra(args []string) (*hydraSweep, error) {
 	if len(args) == 0 {
 		return nil, errors.New("sweep: no command")
 	}
-	s := &Hydra{args: make([]sweepArg, len(args))}
+	s := &hydraSweep{args: make([]sweepArg, len(args))}
 	for i, a := range args {
 		arg, err := parseSweepArg(a, i == 0)
 		if err != nil {
@@ -117,14 +117,14 @@ func ParseHydra(args []string) (*Hydra, error) {
 }
 
 // Len returns the number of combinations (runs per rep).
-func (s *Hydra) Len() int { return s.total }
+func (s *hydraSweep) Len() int { return s.total }
 
 // Runs returns the runs of the sweep in order: combination by combination,
 // each repeated opts.Reps times. Its Origin lists the combination's swept
 // overrides, its Name the same as key=value pairs, and its Params every
 // override's key with its value, typed as Hydra would read it (see
 // [hydraJSON]). The only error is a {run_dir} without opts.OutputDir.
-func (s *Hydra) Runs(opts Options) (iter.Seq2[run.Run, error], error) {
+func (s *hydraSweep) Runs(opts expandOptions) (iter.Seq2[run.Run, error], error) {
 	for i, a := range s.args {
 		if a.fixed != nil {
 			if err := checkRunDir(a.fixed, opts); err != nil {
@@ -190,7 +190,7 @@ func (s *Hydra) Runs(opts Options) (iter.Seq2[run.Run, error], error) {
 
 // Template returns the sweep's command with each swept value written as
 // {sweep}: the same for a sweep that only gained or lost values.
-func (s *Hydra) Template() []string {
+func (s *hydraSweep) Template() []string {
 	out := make([]string, len(s.args))
 	for i := range s.args {
 		a := &s.args[i]

@@ -23,11 +23,11 @@ func argvs(runs []run.Run) []string {
 // +iteration=range(2)) gives exactly the four runs Hydra's basic sweeper
 // gives, each with one value per override and everything else untouched.
 func TestSweepClusterduck(t *testing.T) {
-	s, err := ParseHydra([]string{"python", "train.py", "model=convnet,transformer", "+iteration=range(2)", "lr=0.1"})
+	s, err := parseHydra([]string{"python", "train.py", "model=convnet,transformer", "+iteration=range(2)", "lr=0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := collect(t, s, Options{})
+	runs := collect(t, s, expandOptions{})
 	want := []string{
 		"python train.py model=convnet +iteration=0 lr=0.1",
 		"python train.py model=convnet +iteration=1 lr=0.1",
@@ -83,12 +83,12 @@ func TestSweepValues(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
-			s, err := ParseHydra([]string{"prog", tc.override})
+			s, err := parseHydra([]string{"prog", tc.override})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var got []string
-			for _, r := range collect(t, s, Options{}) {
+			for _, r := range collect(t, s, expandOptions{}) {
 				got = append(got, r.Args[1])
 			}
 			if !slices.Equal(got, tc.want) {
@@ -99,11 +99,11 @@ func TestSweepValues(t *testing.T) {
 }
 
 func TestSweepProgramIsNeverAnOverride(t *testing.T) {
-	s, err := ParseHydra([]string{"A=1,2", "x=1,2"})
+	s, err := parseHydra([]string{"A=1,2", "x=1,2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := argvs(collect(t, s, Options{})); !slices.Equal(got, []string{"A=1,2 x=1", "A=1,2 x=2"}) {
+	if got := argvs(collect(t, s, expandOptions{})); !slices.Equal(got, []string{"A=1,2 x=1", "A=1,2 x=2"}) {
 		t.Errorf("runs = %q", got)
 	}
 }
@@ -138,7 +138,7 @@ func TestSweepErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
 			args := append([]string{"prog"}, strings.Fields(tc.arg)...)
-			_, err := ParseHydra(args)
+			_, err := parseHydra(args)
 			if tc.want == "" {
 				tc.want = "more than"
 			}
@@ -150,14 +150,14 @@ func TestSweepErrors(t *testing.T) {
 }
 
 func TestSweepRunDirNeedsAnOutputDirectory(t *testing.T) {
-	s, err := ParseHydra([]string{"prog", "--out={run_dir}", "a=1,2"})
+	s, err := parseHydra([]string{"prog", "--out={run_dir}", "a=1,2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Runs(Options{}); err == nil || !strings.Contains(err.Error(), "{run_dir} needs an output directory") {
+	if _, err := s.Runs(expandOptions{}); err == nil || !strings.Contains(err.Error(), "{run_dir} needs an output directory") {
 		t.Errorf("Runs without RunDir: %v", err)
 	}
-	runs := collect(t, s, Options{OutputDir: "/out"})
+	runs := collect(t, s, expandOptions{OutputDir: "/out"})
 	for _, r := range runs {
 		if want := "--out=/out/runs/" + r.Name + "-" + r.ID; r.Args[1] != want || r.Args[1] != "--out="+run.Dir("/out", r) {
 			t.Errorf("run %s: %q, want %s", r.ID, r.Args, want)

@@ -14,13 +14,13 @@ import (
 // shared by its reps, and its parameters as a typed JSON object.
 func TestRunNamesAndParams(t *testing.T) {
 	grid := gridRuns(t, "gpu: -1\nlr: [0.1, 1e-3]\nhex: 0x1f\nname: \"1\"\namp: [true]\nepoch: !!python/tuple [0.5, 1.0, 0.5]\n",
-		[]string{"p"}, Options{Reps: 2})
-	sweep, err := ParseHydra([]string{"python", "train.py", "model=a,b", "+iteration=range(2)", "lr=0.1", "flag=True", "s='x,y'"})
+		[]string{"p"}, expandOptions{Reps: 2})
+	sweep, err := parseHydra([]string{"python", "train.py", "model=a,b", "+iteration=range(2)", "lr=0.1", "flag=True", "s='x,y'"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hydra := collect(t, sweep, Options{})
-	params, err := ReadParams(strings.NewReader(`{"lr": 0.1, "layers": [64, 32], "note": "a/b"}`+"\n"), "runs.jsonl", []string{"p"}, Options{})
+	hydra := collect(t, sweep, expandOptions{})
+	params, err := readParams(strings.NewReader(`{"lr": 0.1, "layers": [64, 32], "note": "a/b"}`+"\n"), "runs.jsonl", []string{"p"}, expandOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestRunNamesAndParams(t *testing.T) {
 func shellRuns(t *testing.T, tasks string) []run.Run {
 	t.Helper()
 	var runs []run.Run
-	for r, err := range ReadTaskFile(strings.NewReader(tasks), "tasks.txt", pack.Request{}) {
+	for r, err := range readTaskFile(strings.NewReader(tasks), "tasks.txt", pack.Request{}) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,10 +15,10 @@ import (
 	"github.com/nodepack/nodepack/runner/run"
 )
 
-// MaxParamsLineBytes is the longest params-file line ReadParams accepts.
-const MaxParamsLineBytes = 1 << 20
+// maxParamsLineBytes is the longest params-file line readParams accepts.
+const maxParamsLineBytes = 1 << 20
 
-// ReadParams returns the runs of a params file, as LudwigCluster's
+// readParams returns the runs of a params file, as LudwigCluster's
 // param2val lists are written: one JSON object per line, each like one
 // combination of a grid. Blank lines and lines starting with '#' are
 // skipped. For each object the runs get the command with --key=value
@@ -27,7 +27,7 @@ const MaxParamsLineBytes = 1 << 20
 // value is its text, byte for byte (no shell sees it); any other value is
 // its JSON text (3, 1e-3, true, null, [1,2]).
 //
-// A key "nodepack" ([ParamsRequestKey]) holds the run's request, not a
+// A key "nodepack" ([paramsRequestKey]) holds the run's request, not a
 // parameter: {"lr": 0.1, "nodepack": {"gpus": 2, "cpus": 16}} asks for 2
 // GPUs and 16 CPUs, read as [pack.ParseRequest] reads "gpus=2 cpus=16"
 // over opts.Request. Other lines match opts.Rules.
@@ -36,16 +36,16 @@ const MaxParamsLineBytes = 1 << 20
 // the file end the sequence and name file:line:col: a line that is not one
 // JSON object, a duplicate or unusable key, a value with a NUL byte, a
 // placeholder the object has no value for, a line longer than
-// [MaxParamsLineBytes]. The reader is consumed lazily, one line per run,
+// [maxParamsLineBytes]. The reader is consumed lazily, one line per run,
 // so a file of a million lines starts its first run at once.
-func ReadParams(r io.Reader, name string, command []string, opts Options) (iter.Seq2[run.Run, error], error) {
+func readParams(r io.Reader, name string, command []string, opts expandOptions) (iter.Seq2[run.Run, error], error) {
 	cmd, err := parseCommand(command, opts, func(string) bool { return true })
 	if err != nil {
 		return nil, err
 	}
 	return func(yield func(run.Run, error) bool) {
 		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 0, 64<<10), MaxParamsLineBytes+2)
+		sc.Buffer(make([]byte, 0, 64<<10), maxParamsLineBytes+2)
 		x := newExpander(opts)
 		var values map[string]string
 		e := entry{
@@ -75,7 +75,7 @@ func ReadParams(r io.Reader, name string, command []string, opts Options) (iter.
 				return
 			}
 			e.request = nil
-			if i := slices.Index(keys, ParamsRequestKey); i >= 0 {
+			if i := slices.Index(keys, paramsRequestKey); i >= 0 {
 				r, err := paramsRequest(raws[i], opts.Request)
 				if err != nil {
 					yield(run.Run{}, fmt.Errorf("%s:%d: %w", name, line, err))
@@ -110,7 +110,7 @@ func ReadParams(r io.Reader, name string, command []string, opts Options) (iter.
 		}
 		if err := sc.Err(); err != nil {
 			if errors.Is(err, bufio.ErrTooLong) {
-				err = fmt.Errorf("line is longer than %d bytes", MaxParamsLineBytes)
+				err = fmt.Errorf("line is longer than %d bytes", maxParamsLineBytes)
 			}
 			yield(run.Run{}, fmt.Errorf("%s:%d: %w", name, line+1, err))
 		}

@@ -8,9 +8,9 @@ import (
 	"github.com/nodepack/nodepack/runner/run"
 )
 
-func paramsRuns(t *testing.T, text string, command []string, opts Options) ([]run.Run, error) {
+func paramsRuns(t *testing.T, text string, command []string, opts expandOptions) ([]run.Run, error) {
 	t.Helper()
-	seq, err := ReadParams(strings.NewReader(text), "runs.jsonl", command, opts)
+	seq, err := readParams(strings.NewReader(text), "runs.jsonl", command, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +21,7 @@ func TestReadParams(t *testing.T) {
 	text := `{"seed": 1, "lr": 1e-3, "name": "a b;$(touch pwned) *", "tags": [1, "x"], "ok": true, "none": null}` + "\n" +
 		"\n# a comment\n" +
 		`{"lr": 0.1, "name": "line\nbreak", "seed": 2}` + "\n"
-	runs, err := paramsRuns(t, text, []string{"train", "--name={name}"}, Options{Reps: 2})
+	runs, err := paramsRuns(t, text, []string{"train", "--name={name}"}, expandOptions{Reps: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,14 +63,14 @@ func TestReadParamsErrors(t *testing.T) {
 		{"key with braces", `{"{a}": 1}` + "\n", nil, `runs.jsonl:1:2: key "{a}"`},
 		{"NUL in a value", `{"a": "x\u0000"}` + "\n", nil, "runs.jsonl:1:7: a: value contains a NUL byte"},
 		{"missing placeholder value on a later line", `{"seed": 1}` + "\n" + `{"lr": 2}` + "\n", []string{"p", "{seed}"}, "runs.jsonl:2: no value for placeholder {seed}"},
-		{"line too long", `{"a": "` + strings.Repeat("x", MaxParamsLineBytes) + `"}` + "\n", nil, "runs.jsonl:1: line is longer than"},
+		{"line too long", `{"a": "` + strings.Repeat("x", maxParamsLineBytes) + `"}` + "\n", nil, "runs.jsonl:1: line is longer than"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
 			if tc.command == nil {
 				tc.command = []string{"p"}
 			}
-			_, err := paramsRuns(t, tc.text, tc.command, Options{})
+			_, err := paramsRuns(t, tc.text, tc.command, expandOptions{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error = %v, want %q", err, tc.want)
 			}

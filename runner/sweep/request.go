@@ -10,59 +10,59 @@ import (
 	"github.com/nodepack/nodepack/pack"
 )
 
-// DirectivePrefix starts a task-file line that sets the requests of the
+// directivePrefix starts a task-file line that sets the requests of the
 // lines after it, until the next such line: "#nodepack gpus=2 cpus=16".
 // "#nodepack" alone (or "#nodepack default") goes back to the default.
-const DirectivePrefix = "#nodepack"
+const directivePrefix = "#nodepack"
 
-// ParamsRequestKey is the key of a params-file object that holds the
+// paramsRequestKey is the key of a params-file object that holds the
 // run's request, {"nodepack": {"gpus": 2, "cpus": 16}}. It is not a
 // parameter: it is not passed to the command, not part of the run's ID
 // and not written to params.json.
-const ParamsRequestKey = "nodepack"
+const paramsRequestKey = "nodepack"
 
-// Rule gives a request to the runs of a sweep, grid or params file whose
+// requestRule gives a request to the runs of a sweep, grid or params file whose
 // values match: "model=big: gpus=2 cpus=16" matches runs whose model is
 // big; "*: gpus=0.25" matches every run. The first rule that matches a
 // run gives its request.
-type Rule struct {
+type requestRule struct {
 	Text    string
 	Match   [][2]string // key, value; all must match; none for "*"
 	Request pack.Request
 }
 
-// ParseRule reads a rule, MATCH: REQUEST, with MATCH a comma-separated
+// parseRule reads a rule, MATCH: REQUEST, with MATCH a comma-separated
 // list of key=value (or *) and REQUEST as [pack.ParseRequest] reads it
 // over base.
-func ParseRule(text string, base pack.Request) (Rule, error) {
+func parseRule(text string, base pack.Request) (requestRule, error) {
 	i := strings.LastIndexByte(text, ':')
 	if i < 0 {
-		return Rule{}, fmt.Errorf("--request %q: want MATCH: REQUEST, e.g. 'model=big: gpus=2' or '*: gpus=0.25'", text)
+		return requestRule{}, fmt.Errorf("--request %q: want MATCH: REQUEST, e.g. 'model=big: gpus=2' or '*: gpus=0.25'", text)
 	}
 	match, reqText := strings.TrimSpace(text[:i]), strings.TrimSpace(text[i+1:])
-	rule := Rule{Text: text}
+	rule := requestRule{Text: text}
 	if match != "*" {
 		for pair := range strings.SplitSeq(match, ",") {
 			k, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
 			if !ok || k == "" || v == "" {
-				return Rule{}, fmt.Errorf("--request %q: %q: want key=value to match, or *", text, pair)
+				return requestRule{}, fmt.Errorf("--request %q: %q: want key=value to match, or *", text, pair)
 			}
 			rule.Match = append(rule.Match, [2]string{k, v})
 		}
 	}
 	if reqText == "" {
-		return Rule{}, fmt.Errorf("--request %q: no request after the colon", text)
+		return requestRule{}, fmt.Errorf("--request %q: no request after the colon", text)
 	}
 	r, err := pack.ParseRequest(reqText, base)
 	if err != nil {
-		return Rule{}, fmt.Errorf("--request %q: %w", text, err)
+		return requestRule{}, fmt.Errorf("--request %q: %w", text, err)
 	}
 	rule.Request = r
 	return rule, nil
 }
 
 // matches reports whether a run whose values value gives matches r.
-func (r *Rule) matches(value func(key string) (string, bool)) bool {
+func (r *requestRule) matches(value func(key string) (string, bool)) bool {
 	for _, kv := range r.Match {
 		if v, ok := value(kv[0]); !ok || v != kv[1] {
 			return false
@@ -71,11 +71,11 @@ func (r *Rule) matches(value func(key string) (string, bool)) bool {
 	return true
 }
 
-// directive reads a task-file line that starts with DirectivePrefix: the
+// directive reads a task-file line that starts with directivePrefix: the
 // request of the lines after it over base, or nil for the default. ok is
 // false for a comment that only looks like one ("#nodepacker").
 func directive(line []byte, base pack.Request) (req *pack.Request, ok bool, err error) {
-	rest, found := bytes.CutPrefix(line, []byte(DirectivePrefix))
+	rest, found := bytes.CutPrefix(line, []byte(directivePrefix))
 	if !found || len(rest) > 0 && rest[0] != ' ' && rest[0] != '\t' {
 		return nil, false, nil
 	}
@@ -85,29 +85,29 @@ func directive(line []byte, base pack.Request) (req *pack.Request, ok bool, err 
 	}
 	r, err := pack.ParseRequest(text, base)
 	if err != nil {
-		return nil, true, fmt.Errorf("%s: %w", DirectivePrefix, err)
+		return nil, true, fmt.Errorf("%s: %w", directivePrefix, err)
 	}
 	return &r, true, nil
 }
 
 // paramsRequest reads the request of a params-file line, the object under
-// ParamsRequestKey, over base: {"gpus": 2, "cpus": 16, "gpu_mem": "12GiB"}.
+// paramsRequestKey, over base: {"gpus": 2, "cpus": 16, "gpu_mem": "12GiB"}.
 func paramsRequest(raw json.RawMessage, base pack.Request) (pack.Request, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return base, fmt.Errorf("%q: want an object such as {\"gpus\": 2, \"cpus\": 16}", ParamsRequestKey)
+		return base, fmt.Errorf("%q: want an object such as {\"gpus\": 2, \"cpus\": 16}", paramsRequestKey)
 	}
 	var words []string
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return base, fmt.Errorf("%q: %w", ParamsRequestKey, err)
+			return base, fmt.Errorf("%q: %w", paramsRequestKey, err)
 		}
 		key := tok.(string)
 		var value any
 		if err := dec.Decode(&value); err != nil {
-			return base, fmt.Errorf("%q: %s: %w", ParamsRequestKey, key, err)
+			return base, fmt.Errorf("%q: %s: %w", paramsRequestKey, key, err)
 		}
 		var text string
 		switch v := value.(type) {
@@ -116,16 +116,16 @@ func paramsRequest(raw json.RawMessage, base pack.Request) (pack.Request, error)
 		case string:
 			text = v
 		default:
-			return base, fmt.Errorf("%q: %s: want a number or a string", ParamsRequestKey, key)
+			return base, fmt.Errorf("%q: %s: want a number or a string", paramsRequestKey, key)
 		}
 		if strings.ContainsAny(text, " \t,=") || text == "" {
-			return base, fmt.Errorf("%q: %s: %q is not a value", ParamsRequestKey, key, text)
+			return base, fmt.Errorf("%q: %s: %q is not a value", paramsRequestKey, key, text)
 		}
 		words = append(words, key+"="+text)
 	}
 	r, err := pack.ParseRequest(strings.Join(words, " "), base)
 	if err != nil {
-		return base, fmt.Errorf("%q: %w", ParamsRequestKey, err)
+		return base, fmt.Errorf("%q: %w", paramsRequestKey, err)
 	}
 	return r, nil
 }

@@ -130,11 +130,11 @@ func TestRequestsFromEverySource(t *testing.T) {
 // run's ID nor its params, so asking for more GPUs does not make it
 // another run.
 func TestParamsRequestIsNoParameter(t *testing.T) {
-	plain, err := paramsRuns(t, `{"lr": 0.1}`, []string{"train"}, Options{})
+	plain, err := paramsRuns(t, `{"lr": 0.1}`, []string{"train"}, expandOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	asking, err := paramsRuns(t, `{"lr": 0.1, "nodepack": {"gpus": 2}}`, []string{"train"}, Options{})
+	asking, err := paramsRuns(t, `{"lr": 0.1, "nodepack": {"gpus": 2}}`, []string{"train"}, expandOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

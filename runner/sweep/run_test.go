@@ -15,7 +15,7 @@ import (
 func readAll(t *testing.T, text string) ([]run.Run, error) {
 	t.Helper()
 	var runs []run.Run
-	for run, err := range ReadTaskFile(strings.NewReader(text), "tasks.txt", pack.Request{}) {
+	for run, err := range readTaskFile(strings.NewReader(text), "tasks.txt", pack.Request{}) {
 		if err != nil {
 			return runs, err
 		}
@@ -62,7 +62,7 @@ func TestReadTaskFileErrors(t *testing.T) {
 	tests := []struct {
 		name, text, want string
 	}{
-		{"too long", "echo ok\n" + strings.Repeat("x", MaxLineBytes+1) + "\n", "tasks.txt:2: line is longer than"},
+		{"too long", "echo ok\n" + strings.Repeat("x", maxLineBytes+1) + "\n", "tasks.txt:2: line is longer than"},
 		{"nul", "echo ok\n\necho \x00\n", "tasks.txt:3: line contains a NUL byte"},
 		{"an option of bash's own", "echo ok\n--version\n", "tasks.txt:2: the line starts with '-': bash -c would read it as an option"},
 		{"a + option", "echo ok\n+x echo\n", "tasks.txt:2: the line starts with '+'"},
@@ -79,7 +79,7 @@ func TestReadTaskFileErrors(t *testing.T) {
 		})
 	}
 	// The longest allowed line and invalid UTF-8 are accepted.
-	if _, err := readAll(t, strings.Repeat("y", MaxLineBytes)+"\necho \xff\xfe\n"); err != nil {
+	if _, err := readAll(t, strings.Repeat("y", maxLineBytes)+"\necho \xff\xfe\n"); err != nil {
 		t.Errorf("err = %v, want nil", err)
 	}
 }
@@ -100,7 +100,7 @@ func (r *endlessReader) Read(p []byte) (int, error) {
 func TestReadTaskFileIsLazy(t *testing.T) {
 	r := &endlessReader{}
 	n := 0
-	for _, err := range ReadTaskFile(r, "endless", pack.Request{}) {
+	for _, err := range readTaskFile(r, "endless", pack.Request{}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +118,7 @@ type failingReader struct{}
 func (failingReader) Read([]byte) (int, error) { return 0, io.ErrUnexpectedEOF }
 
 func TestReadTaskFileReadError(t *testing.T) {
-	for _, err := range ReadTaskFile(failingReader{}, "in", pack.Request{}) {
+	for _, err := range readTaskFile(failingReader{}, "in", pack.Request{}) {
 		if !errors.Is(err, io.ErrUnexpectedEOF) || !strings.HasPrefix(err.Error(), "in:1: ") {
 			t.Errorf("err = %v, want in:1: …unexpected EOF", err)
 		}

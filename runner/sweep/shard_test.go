@@ -34,16 +34,16 @@ func TestParseShard(t *testing.T) {
 // run exactly once, that Size counts them, and that IDs and indices do not
 // depend on the shard.
 func TestShardsPartitionTheRuns(t *testing.T) {
-	sweep, err := ParseHydra([]string{"prog", "a=range(7)", "b=x,y"})
+	sweep, err := parseHydra([]string{"prog", "a=range(7)", "b=x,y"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := collect(t, sweep, Options{Reps: 2})
+	all := collect(t, sweep, expandOptions{Reps: 2})
 	for _, count := range []int{1, 2, 3, 5, 28, 40} {
 		var union []run.Run
 		for i := range count {
 			sh := Shard{Index: i, Count: count}
-			runs := collect(t, sweep, Options{Reps: 2, Shard: sh})
+			runs := collect(t, sweep, expandOptions{Reps: 2, Shard: sh})
 			if len(runs) != sh.Size(len(all)) {
 				t.Errorf("shard %v: %d runs, Size says %d", sh, len(runs), sh.Size(len(all)))
 			}
@@ -61,7 +61,7 @@ func TestShardsPartitionTheRuns(t *testing.T) {
 	}
 }
 
-func collect(t *testing.T, s *Hydra, opts Options) []run.Run {
+func collect(t *testing.T, s *hydraSweep, opts expandOptions) []run.Run {
 	t.Helper()
 	seq, err := s.Runs(opts)
 	if err != nil {

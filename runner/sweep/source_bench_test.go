@@ -45,20 +45,20 @@ func BenchmarkSourceStream(b *testing.B) {
 	tasks := write("tasks.txt", func(w *bufio.Writer, i int) {
 		fmt.Fprintf(w, "python train.py --seed=%d --lr=%g\n", i, 1/float64(i+1))
 	})
-	opts := Options{Shard: Shard{Index: 0, Count: 2}, OutputDir: "/out"}
+	opts := expandOptions{Shard: Shard{Index: 0, Count: 2}, OutputDir: "/out"}
 	for _, tc := range []struct {
 		name string
 		open func(f *os.File) iter.Seq2[run.Run, error]
 	}{
 		{"params", func(f *os.File) iter.Seq2[run.Run, error] {
-			seq, err := ReadParams(bufio.NewReaderSize(f, 1<<20), "runs.jsonl", []string{"python", "train.py", "--out={run_dir}"}, opts)
+			seq, err := readParams(bufio.NewReaderSize(f, 1<<20), "runs.jsonl", []string{"python", "train.py", "--out={run_dir}"}, opts)
 			if err != nil {
 				b.Fatal(err)
 			}
 			return seq
 		}},
 		{"taskfile", func(f *os.File) iter.Seq2[run.Run, error] {
-			return Expand(ReadTaskFile(bufio.NewReaderSize(f, 1<<20), "tasks.txt", pack.Request{}), opts)
+			return expand(readTaskFile(bufio.NewReaderSize(f, 1<<20), "tasks.txt", pack.Request{}), opts)
 		}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {

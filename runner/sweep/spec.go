@@ -44,7 +44,7 @@ type Spec struct {
 	// are read over (keys they do not name keep its values).
 	Request pack.Request
 	// Requests are rules, "MATCH: REQUEST", that give runs of a sweep,
-	// grid or params file requests by their values (see ParseRule); the
+	// grid or params file requests by their values (see parseRule); the
 	// first that matches a run applies. A rule that matches no run is an
 	// error of Scan.
 	Requests []string
@@ -86,9 +86,9 @@ type Source struct {
 	notes      []string
 	total      int
 	input      *input // the task or params file
-	hydra      *Hydra
-	grid       *Grid
-	rules      []Rule
+	hydra      *hydraSweep
+	grid       *gridSweep
+	rules      []requestRule
 }
 
 // maxTotalRuns bounds a sweep, reps included, so that a typo is an input
@@ -123,10 +123,10 @@ func (s Spec) Open() (*Source, error) {
 	}
 	src := &Source{spec: s, definition: Definition{Kind: s.Kind(), Reps: max(s.Reps, 1)}}
 	if len(s.Requests) > 0 && s.Kind() == KindTasks {
-		return nil, fmt.Errorf("--request goes with --sweep, --grid and --params: a task file sets requests with %s lines", DirectivePrefix)
+		return nil, fmt.Errorf("--request goes with --sweep, --grid and --params: a task file sets requests with %s lines", directivePrefix)
 	}
 	for _, text := range s.Requests {
-		rule, err := ParseRule(text, s.Request)
+		rule, err := parseRule(text, s.Request)
 		if err != nil {
 			return nil, err
 		}
@@ -145,7 +145,7 @@ func (s Spec) Open() (*Source, error) {
 		src.input, src.definition.Source = in, sourceName(s.TaskFile)
 	case KindSweep:
 		command := src.dropMultirun(s.Command)
-		h, err := ParseHydra(command)
+		h, err := parseHydra(command)
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +158,7 @@ func (s Spec) Open() (*Source, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--grid: %w", err)
 		}
-		g, err := ReadGrid(in.reader(), s.Grid)
+		g, err := readGrid(in.reader(), s.Grid)
 		in.Close()
 		if err != nil {
 			return nil, err
@@ -168,7 +168,7 @@ func (s Spec) Open() (*Source, error) {
 		}
 		src.grid, src.definition.Source, src.definition.Command = g, sourceName(s.Grid), s.Command
 	case KindParams:
-		if _, err := ReadParams(strings.NewReader(""), s.Params, s.Command, opts); err != nil {
+		if _, err := readParams(strings.NewReader(""), s.Params, s.Command, opts); err != nil {
 			return nil, fmt.Errorf("%s: %w", s.Params, err)
 		}
 		in, err := openInput(s.Params)
@@ -236,8 +236,8 @@ func (src *Source) Program() string {
 }
 
 // options are the expander's options for a shard.
-func (src *Source) options(shard Shard) Options {
-	opts := Options{Reps: src.spec.Reps, Shard: shard, Request: src.spec.Request, Rules: src.rules, runs: src.total}
+func (src *Source) options(shard Shard) expandOptions {
+	opts := expandOptions{Reps: src.spec.Reps, Shard: shard, Request: src.spec.Request, Rules: src.rules, runs: src.total}
 	if src.spec.OutputDir != "" {
 		opts.OutputDir, _ = filepath.Abs(src.spec.OutputDir)
 	}
@@ -263,7 +263,7 @@ func (src *Source) RunsExcept(shard Shard, skip func(id string) bool) iter.Seq2[
 
 // runs streams the runs for opts, counting each rule's matches in hits
 // when it is not nil.
-func (src *Source) runs(opts Options, hits []int) iter.Seq2[run.Run, error] {
+func (src *Source) runs(opts expandOptions, hits []int) iter.Seq2[run.Run, error] {
 	opts.hits = hits
 	var runs iter.Seq2[run.Run, error]
 	var err error
@@ -273,7 +273,7 @@ func (src *Source) runs(opts Options, hits []int) iter.Seq2[run.Run, error] {
 	case KindGrid:
 		runs, err = src.grid.Runs(src.spec.Command, opts)
 	case KindParams:
-		runs, err = ReadParams(src.input.reader(), src.input.label, src.spec.Command, opts)
+		runs, err = readParams(src.input.reader(), src.input.label, src.spec.Command, opts)
 	default:
 		runs = expandTasks(src.input.reader(), src.input.label, src.spec.Request, opts)
 	}

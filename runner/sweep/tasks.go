@@ -17,19 +17,19 @@ import (
 // file; it is not part of the first line.
 var utf8BOM = []byte("\xef\xbb\xbf")
 
-// MaxLineBytes is the longest task-file line ReadTaskFile accepts: the
+// maxLineBytes is the longest task-file line readTaskFile accepts: the
 // kernel's limit on one execve argument (MAX_ARG_STRLEN, 128 KiB with its
 // terminating NUL). A longer command could never start, so it is an input
 // error; such a command belongs in a script.
-const MaxLineBytes = 128<<10 - 1
+const maxLineBytes = 128<<10 - 1
 
-// ReadTaskFile returns the runs of a task file: one shell command per line,
+// readTaskFile returns the runs of a task file: one shell command per line,
 // run as ["bash", "-c", line]. Blank lines and lines whose first non-blank
 // character is '#' are skipped; a trailing "\r" and a UTF-8 byte order mark
 // at the start of the file are dropped. name is used in
 // Origin ("name:line") and in errors.
 //
-// A line "#nodepack REQUEST" ([DirectivePrefix]) gives the lines after it,
+// A line "#nodepack REQUEST" ([directivePrefix]) gives the lines after it,
 // until the next such line, the request REQUEST as [pack.ParseRequest]
 // reads it over base ("#nodepack gpus=2 cpus=16"; keys it does not name
 // keep base's): their Run.Request. "#nodepack" alone goes back to none,
@@ -43,11 +43,11 @@ const MaxLineBytes = 128<<10 - 1
 // repeats costs a few tens of bytes of memory per distinct line.
 //
 // Bytes are passed to bash as they are: invalid UTF-8 is accepted, since file
-// names in a command need not be UTF-8. A line longer than [MaxLineBytes],
+// names in a command need not be UTF-8. A line longer than [maxLineBytes],
 // containing a NUL byte or starting with - or + (which bash -c would take
 // for an option of its own), or a read error, ends the sequence with an
 // error that names the file and line. The reader is consumed lazily, one line per run.
-func ReadTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[run.Run, error] {
+func readTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[run.Run, error] {
 	return func(yield func(run.Run, error) bool) {
 		var ids idSet
 		index := 0
@@ -70,11 +70,11 @@ func ReadTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[run.Run
 	}
 }
 
-// expandTasks is Expand(ReadTaskFile(r, name, base), opts) without the
+// expandTasks is expand(readTaskFile(r, name, base), opts) without the
 // runs in between: a line's origin and name are made only for the runs
 // that are yielded, so that a resume skips a million lines it ran before
 // in a fraction of the time.
-func expandTasks(r io.Reader, name string, base pack.Request, opts Options) iter.Seq2[run.Run, error] {
+func expandTasks(r io.Reader, name string, base pack.Request, opts expandOptions) iter.Seq2[run.Run, error] {
 	return func(yield func(run.Run, error) bool) {
 		x := newExpander(opts)
 		err := taskLines(r, name, base, func(l *taskLine) bool {
@@ -103,12 +103,12 @@ func (l *taskLine) name() string {
 	return run.SafeName(string(bytes.TrimSpace(l.text)), run.MaxNameBytes)
 }
 
-// taskLines calls f with every command of a task file, as ReadTaskFile
+// taskLines calls f with every command of a task file, as readTaskFile
 // describes them, until f returns false; it returns the error that ends
 // the file early, naming its line.
 func taskLines(r io.Reader, name string, base pack.Request, f func(l *taskLine) bool) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), MaxLineBytes+2) // room for "\r\n"
+	sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes+2) // room for "\r\n"
 	l := taskLine{file: name}
 	for sc.Scan() {
 		l.no++
@@ -130,8 +130,8 @@ func taskLines(r io.Reader, name string, base pack.Request, f func(l *taskLine) 
 		if len(trimmed) == 0 {
 			continue
 		}
-		if len(text) > MaxLineBytes {
-			return fmt.Errorf("%s:%d: line is longer than %d bytes", name, l.no, MaxLineBytes)
+		if len(text) > maxLineBytes {
+			return fmt.Errorf("%s:%d: line is longer than %d bytes", name, l.no, maxLineBytes)
 		}
 		if bytes.IndexByte(text, 0) >= 0 {
 			return fmt.Errorf("%s:%d: line contains a NUL byte", name, l.no)
@@ -148,7 +148,7 @@ func taskLines(r io.Reader, name string, base pack.Request, f func(l *taskLine) 
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			err = fmt.Errorf("line is longer than %d bytes", MaxLineBytes)
+			err = fmt.Errorf("line is longer than %d bytes", maxLineBytes)
 		}
 		return fmt.Errorf("%s:%d: %w", name, l.no+1, err)
 	}

@@ -26,23 +26,23 @@ func runsOf(seq iter.Seq2[run.Run, error]) ([]run.Run, error) {
 
 // TestSourceTasksAreExpandedTaskFiles checks that a task file's source
 // (which makes a line's origin and name only for the runs it yields)
-// streams exactly what Expand(ReadTaskFile) does, errors included.
+// streams exactly what expand(readTaskFile) does, errors included.
 func TestSourceTasksAreExpandedTaskFiles(t *testing.T) {
 	const tasks = "\xef\xbb\xbfecho a\n\n# a comment\n#nodepack cpus=2\necho  b  \necho a\n#nodepack\n  ./train.sh --seed=1\r\n"
 	base := pack.Request{CPUs: 1}
 	for _, tc := range []struct {
 		desc  string
 		text  string
-		opts  Options
+		opts  expandOptions
 		fails bool
 	}{
-		{"one rep, every shard", tasks, Options{}, false},
-		{"reps and a shard", tasks, Options{Reps: 3, Shard: Shard{Index: 1, Count: 2}}, false},
-		{"a bad line after good ones", tasks + "echo c\n#nodepack gpus=x\n", Options{Reps: 2}, true},
-		{"a NUL byte", tasks + "a\x00b\n", Options{}, true},
+		{"one rep, every shard", tasks, expandOptions{}, false},
+		{"reps and a shard", tasks, expandOptions{Reps: 3, Shard: Shard{Index: 1, Count: 2}}, false},
+		{"a bad line after good ones", tasks + "echo c\n#nodepack gpus=x\n", expandOptions{Reps: 2}, true},
+		{"a NUL byte", tasks + "a\x00b\n", expandOptions{}, true},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			want, wantErr := runsOf(Expand(ReadTaskFile(strings.NewReader(tc.text), "t.txt", base), tc.opts))
+			want, wantErr := runsOf(expand(readTaskFile(strings.NewReader(tc.text), "t.txt", base), tc.opts))
 			got, err := runsOf(expandTasks(strings.NewReader(tc.text), "t.txt", base, tc.opts))
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("runs\n%+v\nwant\n%+v", got, want)
