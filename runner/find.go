@@ -33,9 +33,9 @@ func (e *ambiguousOutputError) Error() string {
 // JOBID alone (in the current directory); the result is the one output
 // directory beside it, named nodepack-*, whose ledgers record that job as
 // the one that started them (its id, its array's id, or the label its
-// default output directory carries: see batch.Label). DefaultOutput names
+// default output directory carries: see batch.Label). defaultOutput names
 // such a directory nodepack-JOBID-NAME-KEY, so a job's id alone finds it.
-// A job that ran several sweeps is an *AmbiguousOutputError listing them.
+// A job that ran several sweeps is an error listing them.
 // When nothing matches, FindOutput returns arg unchanged: reading it then
 // says what is missing.
 func FindOutput(arg string) (string, error) {

@@ -171,7 +171,7 @@ func Classify(o Outcome, tail []byte, patterns []Pattern) Class {
 // to classify a failure.
 const tailBytes = 64 << 10
 
-// ReadTail returns at most the last TailBytes of the file at path after
+// ReadTail returns at most the last tailBytes of the file at path after
 // offset from (where an attempt's output began, in a log that holds
 // earlier attempts too), from the start of a line; nil if it cannot be
 // read.

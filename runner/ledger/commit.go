@@ -35,7 +35,7 @@ type queued struct {
 }
 
 // post queues rec (nil: only a commit point); fsync asks the commit to
-// sync the file, now to skip the wait for CommitInterval.
+// sync the file, now to skip the wait for commitInterval.
 func (c *committer) post(l *Writer, rec *Record, fsync, now bool, done func(error)) {
 	// The record is encoded by the committer, not here: a run's slot is
 	// given to the next run once its end is posted.

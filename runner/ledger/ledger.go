@@ -32,7 +32,7 @@ const (
 	TypeStarted  = "started"  // an attempt's process runs
 	TypeFinished = "finished" // an attempt ended
 	TypeEnd      = "end"      // the session ended without being killed
-	TypeGPUOut   = "gpu_out"  // a GPU reported a fault and was taken out of use
+	typeGPUOut   = "gpu_out"  // a GPU reported a fault and was taken out of use
 )
 
 // Record is one line of a ledger: a JSON object whose "type" says
@@ -265,7 +265,7 @@ func (log *Log) add(line []byte, off int64, no int) (*Record, error) {
 		h, fast = scanHead(line)
 	}
 	var rec *Record
-	if !fast || string(h.typ) == TypeHeader || string(h.typ) == TypeEnd || string(h.typ) == TypeGPUOut {
+	if !fast || string(h.typ) == TypeHeader || string(h.typ) == TypeEnd || string(h.typ) == typeGPUOut {
 		rec = new(Record)
 		if err := json.Unmarshal(line, rec); err != nil {
 			return nil, fmt.Errorf("not a record: %w", err)
@@ -302,7 +302,7 @@ func (log *Log) add(line []byte, off int64, no int) (*Record, error) {
 		}
 		log.End = rec
 		return rec, nil
-	case TypeGPUOut:
+	case typeGPUOut:
 		if len(rec.GPUs) != 1 {
 			return nil, errors.New("gpu_out record without its GPU")
 		}
@@ -457,7 +457,7 @@ func readLean(path string) (*Log, error) {
 
 // Writer appends the record of a sweep to a ledger file: one JSON line per
 // record. Records are written in group commits: those that arrive within
-// CommitInterval of the last commit wait and go together, in one write,
+// commitInterval of the last commit wait and go together, in one write,
 // followed by one fsync when any of them is a finished attempt (see Post).
 // Open one per shard: a ledger has one writer, and Open locks it against a
 // second one. Its methods may be called concurrently.
@@ -702,7 +702,7 @@ func (l *Writer) Append(ev run.Event) error { return l.writeNow(l.record(ev)) }
 
 // Post records a run.Event, for execute.Options.OnEvent: a started
 // record, or a finished one. It returns at once; the record goes with the
-// next group commit, at most CommitInterval after the last one, and a
+// next group commit, at most commitInterval after the last one, and a
 // finished record makes that commit fsync the file. done, if not nil, is
 // called once the record is durable (a started record: written), or with
 // the error that lost it; it is called from the committing goroutine, in
@@ -717,7 +717,7 @@ func (l *Writer) Post(ev run.Event, done func(error)) {
 // PostGPUOut records that a GPU reported fault f and was taken out of use,
 // synced with the next commit; done is called as Post's.
 func (l *Writer) PostGPUOut(f usage.GPUFault, done func(error)) {
-	rec := &Record{Type: TypeGPUOut, Time: f.Time.UTC(), GPUs: []string{f.UUID}, Note: f.Reason}
+	rec := &Record{Type: typeGPUOut, Time: f.Time.UTC(), GPUs: []string{f.UUID}, Note: f.Reason}
 	l.commits.post(l, rec, true, true, done)
 }
 
@@ -947,7 +947,7 @@ type ResumeCounts struct {
 // Resume returns the runs of runs that still have to run according to the
 // log, keyed on run.Run.ID: those it has no record of, those interrupted or
 // started and never finished, and the failed ones retry says yes to (nil:
-// none; RetryAll: every one). Runs that succeeded, and the failed ones
+// none; retryAll: every one). Runs that succeeded, and the failed ones
 // retry leaves out, are skipped. counts returns the tally so far; it may
 // be called at any time.
 func (log *Log) Resume(runs iter.Seq2[run.Run, error], retry func(*Run) bool) (pending iter.Seq2[run.Run, error], counts func() ResumeCounts) {

@@ -56,7 +56,7 @@ const (
 	ShardRunning    = "running"     // its nodepack is alive on this host
 	ShardEnded      = "ended"       // it wrote its end record
 	ShardGone       = "gone"        // its nodepack, on this host, ended without an end record
-	ShardUnknown    = "unknown"     // running on another host, or gone there
+	shardUnknown    = "unknown"     // running on another host, or gone there
 	ShardOtherSweep = "other sweep" // it holds another sweep than the newest ledger: not counted
 )
 
@@ -65,7 +65,7 @@ type ShardStatus struct {
 	File     string    `json:"file"`
 	Index    int       `json:"index"`
 	Count    int       `json:"count"`
-	State    string    `json:"state"`           // ShardRunning, ShardEnded, ShardGone, ShardUnknown or ShardOtherSweep
+	State    string    `json:"state"`           // ShardRunning, ShardEnded, ShardGone, shardUnknown or ShardOtherSweep
 	Sweep    string    `json:"sweep,omitempty"` // the key of the sweep's definition
 	Host     string    `json:"host"`
 	PID      int       `json:"pid"`
@@ -178,7 +178,7 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 		case h.Host == host:
 			sh.State = ShardRunning
 		default:
-			sh.State = ShardUnknown
+			sh.State = shardUnknown
 		}
 		if otherSweep(h, *current) {
 			sh.State = ShardOtherSweep
@@ -221,7 +221,7 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 				finished++
 			}
 		}
-		if sh.State == ShardRunning || sh.State == ShardUnknown {
+		if sh.State == ShardRunning || sh.State == shardUnknown {
 			if elapsed := now.Sub(h.Time).Hours(); elapsed > 0 && finished > 0 {
 				st.RunsPerHour += float64(finished) / elapsed
 			}
