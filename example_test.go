@@ -4,38 +4,29 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/nodepack/nodepack"
 	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
-// Example runs a resumable sweep on this node, wired as the nodepack
-// command wires it, then the same sweep again: the ledger in the output
-// directory has every run done, so none runs twice.
+// Example runs a Hydra sweep of three seeds on this node, wired as the
+// nodepack command wires it, and resumes it: the second call finds every
+// run done in the output directory's ledger.
 func Example() {
-	dir, err := os.MkdirTemp("", "nodepack-example-")
+	out, err := os.MkdirTemp("", "nodepack-example-")
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer os.RemoveAll(dir)
-	tasks := filepath.Join(dir, "tasks.txt")
-	if err := os.WriteFile(tasks, []byte("echo a\necho b\necho c\n"), 0o644); err != nil {
-		fmt.Println(err)
-		return
-	}
-	opts := nodepack.Options{Options: runner.Options{Source: sweep.Spec{TaskFile: tasks}, Output: filepath.Join(dir, "out")}}
+	defer os.RemoveAll(out)
+	opts := nodepack.Options{Options: runner.Options{Output: out,
+		Source: sweep.Spec{Hydra: true, Command: []string{"echo", "seed=1,2,3"}}}}
 	for range 2 {
 		o, err := nodepack.Run(context.Background(), opts)
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		fmt.Printf("%d ran, %d succeeded, %d skipped as done before\n", o.Summary.Runs, o.Summary.Succeeded, o.Resumed.SkippedSucceeded)
+		fmt.Printf("%d ran, %d skipped as done before, error %v\n", o.Summary.Succeeded, o.Resumed.SkippedSucceeded, err)
 	}
 	// Output:
-	// 3 ran, 3 succeeded, 0 skipped as done before
-	// 0 ran, 0 succeeded, 3 skipped as done before
+	// 3 ran, 0 skipped as done before, error <nil>
+	// 0 ran, 3 skipped as done before, error <nil>
 }

@@ -31,7 +31,7 @@ func dgxServer() *dgxa100.Server {
 		dev.GetCpuAffinityFunc = func(numCPUs int) ([]uint, nvml.Return) {
 			mask := make([]uint, (numCPUs+63)/64)
 			for _, base := range []int{16 * i, 128 + 16*i} {
-				for c := base; c < base+16; c++ {
+				for c := base; c < min(base+16, numCPUs); c++ {
 					mask[c/64] |= 1 << (c % 64)
 				}
 			}

@@ -4,7 +4,6 @@ package resources_test
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,7 +26,8 @@ import (
 )
 
 // TestWiredNodeLearnsGPUMemory is the embedder's one call, nodepack.Run,
-// on go-nvml's DGX A100 mock narrowed to one 40 GiB GPU, where every run's
+// on go-nvml's DGX A100 mock narrowed to GPU 0 (40 GiB; its local CPUs
+// those of this machine among 0-15 and 128-143), where every run's
 // processes use 6 GiB of it: three gpu_mem=auto runs, of which the first
 // has the GPU alone and is measured by the sampler the call wired, and the
 // next ones share the GPU by what it used plus a margin (6.6 GiB), the
@@ -36,30 +36,13 @@ import (
 func TestWiredNodeLearnsGPUMemory(t *testing.T) {
 	const used = 6 << 30
 	var watched atomic.Int32 // GPUs the fault watcher registered for
-	server := dgxa100.New()
-	for i, d := range server.Devices {
+	server := resources.MockDGX()
+	for _, d := range server.Devices {
 		d := d.(*dgxa100.Device)
 		uuid := d.UUID
 		d.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
 			return runsOn(uuid, used), nvml.SUCCESS
 		}
-		// What the mock lacks: a PCI bus id, and every CPU of this machine
-		// local to every GPU.
-		d.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
-			var p nvml.PciInfo
-			for j, c := range fmt.Sprintf("%08X:%02X:00.0", 0, 7+16*i) {
-				p.BusId[j] = int8(c)
-			}
-			return p, nvml.SUCCESS
-		}
-		d.GetCpuAffinityFunc = func(numCPUs int) ([]uint, nvml.Return) {
-			mask := make([]uint, (numCPUs+63)/64)
-			for c := range numCPUs {
-				mask[c/64] |= 1 << (c % 64)
-			}
-			return mask, nvml.SUCCESS
-		}
-		d.GetNumaNodeIdFunc = func() (int, nvml.Return) { return 0, nvml.SUCCESS }
 		d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 50}, nvml.SUCCESS }
 		d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return nvml.EventTypeXidCriticalError, nvml.SUCCESS }
 		d.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { watched.Add(1); return nvml.SUCCESS }
