@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # report.sh: the report and the results table of a big sweep: a ledger of
 # RUNS runs (1% failed; written by bench/mkledger as a sweep would leave
-# it, spread over two CPU slots), then `nodepack report` and `nodepack
+# it, spread over two CPU lanes), then `nodepack report` and `nodepack
 # status --runs` on it: time, peak RSS and the page's size, ROUNDS times
 # (the median is printed).
 #

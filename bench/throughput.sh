@@ -14,8 +14,8 @@
 # of $TMPDIR (default /tmp), which adds that file system's cost of creating
 # a directory and two files per run (on ext4 it varies a lot with what was
 # deleted just before). Besides wall and CPU time (user+system of the tool
-# and everything it started) it prints nodepack's slot refill gap: from the
-# end of a run to the start of the next in the same slot, from the ledger.
+# and everything it started) it prints nodepack's lane refill gap: from the
+# end of a run to the start of the next in the same lane (NODEPACK_SLOT), from the ledger.
 # GNU parallel is installed with apt when missing (or set PARALLEL_BIN).
 # NODEPACK overrides the binary. With go on PATH it also times
 # bench/goexec, a bare Go os/exec loop that does nothing but run the lines:
@@ -138,5 +138,5 @@ if "goexec" in med:
     w, c = med["nodepack-tmpfs"]
     print(f"{labels['goexec']}: {xw / gw:.2f}x xargs throughput, {gc / xc:.2f}x its CPU per run; "
           f"nodepack (tmpfs) {gw / w:.2f}x its throughput, {c / gc:.2f}x its CPU per run")
-print(f"slot refill gap (tmpfs, {len(gaps)} gaps): p50 {q(0.5):.3f} ms, p99 {q(0.99):.3f} ms, max {gaps[-1] * 1e3:.3f} ms")
+print(f"lane refill gap (tmpfs, {len(gaps)} gaps): p50 {q(0.5):.3f} ms, p99 {q(0.99):.3f} ms, max {gaps[-1] * 1e3:.3f} ms")
 EOF
