@@ -212,7 +212,6 @@ type Scheduler struct {
 	learned map[string]uint64  // shape → GPU memory, margin included
 	relearn bool
 	faults  map[string]bool
-	shapes  map[Key]string // runs not placed yet: their auto shape
 
 	failed   int
 	stopped  bool // MaxFailures

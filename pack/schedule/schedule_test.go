@@ -298,6 +298,26 @@ func TestPolicy(t *testing.T) {
 			},
 		},
 		{
+			name: "fault/refused",
+			desc: "a waiting run that the GPUs left after a fault can never serve is refused (a *RunError), and the runs behind it still start",
+			cfg:  Config{Topology: node(1, 8, 2, 40<<30, 0), BackfillWait: -1},
+			runs: []simRun{
+				{req: oneGPU, dur: 10 * sec},
+				{req: oneGPU, dur: 10 * sec},
+				{req: twoGPUs, dur: 10 * sec},
+				{req: oneGPU, dur: 10 * sec},
+			},
+			actions: []at{{5 * sec, func(s *Scheduler) { s.Fault("GPU-1") }}},
+			check: func(t *testing.T, r simResult) {
+				if len(r.refused) != 1 || !strings.HasPrefix(r.refused[0], "5s r2: ") || !strings.Contains(r.refused[0], "never fits") {
+					t.Errorf("refused %q; want r2, the 2-GPU run, as the fault came at 5s", r.refused)
+				}
+				if !slices.Contains(r.starts, "10s r3 lane0 GPU-0 [gpus=1 cpus=4] #1") {
+					t.Errorf("starts %q; want r3 on GPU-0 at 10s", r.starts)
+				}
+			},
+		},
+		{
 			name: "max-failures",
 			desc: "once MaxFailures runs have failed nothing more starts",
 			cfg:  Config{Topology: fourCPUs, Parallel: 1, MaxFailures: 2},

@@ -293,9 +293,10 @@ func (e *Execution) gpuOut(f usage.GPUFault) {
 	e.signal()
 }
 
-// outcome is how the scheduler sees an attempt that ended as ev says.
+// outcome is how the scheduler sees an attempt that ended as ev says;
+// the caller sets End.Attempt (this sweep's count, not ev's) and NoRetry.
 func outcome(ev run.Event) schedule.End {
-	end := schedule.End{Attempt: ev.Attempt, Class: string(ev.Class), Peak: peakOf(ev.Usage.Sampled)}
+	end := schedule.End{Class: string(ev.Class), Peak: peakOf(ev.Usage.Sampled)}
 	switch ev.Reason {
 	case run.OK:
 		end.Outcome = schedule.Succeeded
