@@ -31,7 +31,7 @@ import (
 // processes use 6 GiB of it: three gpu_mem=auto runs, of which the first
 // has the GPU alone and is measured by the sampler the call wired, and the
 // next ones share the GPU by what it used plus a margin (6.6 GiB), the
-// second starting while the first still runs. Without the wiring (no
+// second starting while the first still runs (the first waits for it). Without the wiring (no
 // sampler) gpu_mem=auto cannot even be asked for.
 func TestWiredNodeLearnsGPUMemory(t *testing.T) {
 	const used = 6 << 30
@@ -64,7 +64,12 @@ func TestWiredNodeLearnsGPUMemory(t *testing.T) {
 	}
 	dir := t.TempDir()
 	tasks := filepath.Join(dir, "tasks.txt")
-	if err := os.WriteFile(tasks, []byte("sleep 5 # 1\nsleep 5 # 2\nsleep 5 # 3\n"), 0o644); err != nil {
+	// Every run waits for GO, which the test makes once the second run
+	// has started (or gives up after a minute): it holds its GPU until
+	// the others have joined it, whatever the load on the machine.
+	goFile := filepath.Join(dir, "GO")
+	wait := "for i in $(seq 600); do [ -e " + goFile + " ] && exit 0; sleep 0.1; done; exit 1 #"
+	if err := os.WriteFile(tasks, []byte(wait+" 1\n"+wait+" 2\n"+wait+" 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
@@ -79,6 +84,9 @@ func TestWiredNodeLearnsGPUMemory(t *testing.T) {
 				defer mu.Unlock()
 				if ev.Kind == run.Started {
 					started[ev.Run.Index] = ev
+					if ev.Run.Index == 1 {
+						os.WriteFile(goFile, nil, 0o644)
+					}
 				} else {
 					ended[ev.Run.Index] = ev
 				}
@@ -112,7 +120,7 @@ func TestWiredNodeLearnsGPUMemory(t *testing.T) {
 }
 
 // runsOn lists the processes of nodepack runs (NODEPACK_RUN_ID in their
-// environment) whose CUDA_VISIBLE_DEVICES is uuid, each using bytes of
+// environment; bash, the runs' own process) whose CUDA_VISIBLE_DEVICES is uuid, each using bytes of
 // GPU memory: what NVML reports for the processes on a GPU.
 func runsOn(uuid string, bytes uint64) []nvml.ProcessInfo {
 	var procs []nvml.ProcessInfo
@@ -125,6 +133,9 @@ func runsOn(uuid string, bytes uint64) []nvml.ProcessInfo {
 		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
 		if err != nil || !bytesHas(env, "NODEPACK_RUN_ID=") || !bytesHas(env, "CUDA_VISIBLE_DEVICES="+uuid+"\x00") {
 			continue
+		}
+		if comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm")); string(comm) != "bash\n" {
+			continue // the run's own process, not the sleeps it starts
 		}
 		procs = append(procs, nvml.ProcessInfo{Pid: uint32(pid), UsedGpuMemory: bytes})
 	}
