@@ -603,7 +603,7 @@ func printSummary(w io.Writer, s execute.Summary, output string, listed bool) {
 	if s.Interrupted > 0 {
 		fmt.Fprintf(w, ", %d interrupted", s.Interrupted)
 	}
-	fmt.Fprintf(w, "; %s in %v, slots %.0f%% busy\n", countWord(s.Attempts, "attempt"), s.Wall().Round(time.Millisecond), 100*s.Utilization())
+	fmt.Fprintf(w, "; %s in %v, lanes %.0f%% busy\n", countWord(s.Attempts, "attempt"), s.Wall().Round(time.Millisecond), 100*s.Utilization())
 	if s.Stopped {
 		fmt.Fprintf(w, "nodepack: stopped starting runs after %s (--max-failures/--fail-fast)\n", countWord(s.Failed, "failure"))
 	}

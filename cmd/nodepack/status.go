@@ -22,7 +22,7 @@ const statusUsage = `Usage: nodepack status [--json] [--failed] [--watch [D]] DI
 Shows the progress of the sweep whose output directory is DIR, from its
 ledgers (all shards together), while it runs or after: how many runs are
 pending, running, succeeded, failed and interrupted; the running ones with
-their slot, GPUs, CPUs and time so far; the failed ones with why they
+their lane, GPUs, CPUs and time so far; the failed ones with why they
 failed (their class: cuda-oom, host-oom, gpu-error, disk-full, io-error,
 setup, not-found, timeout, signal or exit), exit code, attempts, the last
 lines of their stderr and their log; the GPUs taken out of use after a

@@ -145,7 +145,7 @@ func TestAffinityInPlaceFromFirstInstruction(t *testing.T) {
 		}
 	}
 	if wrong > 0 {
-		t.Errorf("%d of 200 runs were not pinned to their slot's CPU", wrong)
+		t.Errorf("%d of 200 runs were not pinned to their lane's CPU", wrong)
 	}
 	// The runner's own threads keep the process's mask: a thread that
 	// started a run directly has it back, and only the spawners stay
