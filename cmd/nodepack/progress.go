@@ -119,8 +119,9 @@ func (p *progress) line(ev run.Event) string {
 func (p *progress) live(w io.Writer, b []byte) (int, error) {
 	// One line of a run's output: shown, not acted on by the terminal.
 	line := b
-	if text := string(bytes.TrimSuffix(b, []byte("\n"))); termSafe(text) != text {
-		line = []byte(termSafe(text) + "\n")
+	text := string(bytes.TrimSuffix(b, []byte("\n")))
+	if safe := termSafe(text); safe != text {
+		line = []byte(safe + "\n")
 	}
 	if p.bar != nil {
 		p.mu.Lock()
