@@ -58,7 +58,10 @@ func TestWiredNodeLearnsGPUMemory(t *testing.T) {
 		}, nvml.SUCCESS
 	}
 	defer resources.UseNVML(server)()
-	node, err := resources.Detect(t.Context(), resources.Options{GPUs: "0"})
+	// The mock, not this machine's CUDA_VISIBLE_DEVICES or batch job, says
+	// which GPUs there are.
+	noEnv := func(string) (string, bool) { return "", false }
+	node, err := resources.Detect(t.Context(), resources.Options{GPUs: "0", Getenv: noEnv})
 	if err != nil || len(node.GPUs) != 1 {
 		t.Fatalf("detect: %v, %d GPUs", err, len(node.GPUs))
 	}
