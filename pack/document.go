@@ -49,14 +49,17 @@ type idleDoc struct {
 	CPUs []int    `json:"cpus"`
 }
 
-// Doc returns the plan as a document.
+// Doc returns the plan as a document, its warnings worded with Options'
+// fields (see [Note]).
 func (p Plan) Doc() PlanDoc {
 	doc := PlanDoc{
-		Schema:   planSchema,
-		Request:  p.Request.doc(p.RunsPerGPU),
-		Slots:    make([]slotDoc, len(p.Slots)),
-		Idle:     idleDoc{GPUs: gpuRefs(p.IdleGPUs), CPUs: orEmpty(p.IdleCPUs)},
-		Warnings: p.Warnings,
+		Schema:  planSchema,
+		Request: p.Request.doc(p.RunsPerGPU),
+		Slots:   make([]slotDoc, len(p.Slots)),
+		Idle:    idleDoc{GPUs: gpuRefs(p.IdleGPUs), CPUs: orEmpty(p.IdleCPUs)},
+	}
+	for _, w := range p.Warnings {
+		doc.Warnings = append(doc.Warnings, w.String())
 	}
 	for i, s := range p.Slots {
 		doc.Slots[i] = slotDoc{Slot: s.Index, GPUs: gpuRefs(s.GPUs), CPUs: orEmpty(s.CPUs), NUMA: s.NUMA,

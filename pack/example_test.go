@@ -54,9 +54,18 @@ func ExampleFitError() {
 	var fe *pack.FitError
 	if errors.As(err, &fe) {
 		fmt.Println(err)
+		// A command line words the settings as the flags that give them.
+		flags := map[string]string{"Parallel": "--parallel", "GPUsPerRun": "--gpus-per-run", "RunsPerGPU": "--runs-per-gpu"}
+		fmt.Println(fe.Words(func(s pack.Setting) string { return flags[s.Field] + " " + s.Value }))
+		for _, fix := range fe.Fixes {
+			fmt.Println("fix:", fix)
+		}
 	}
 	// Output:
+	// Parallel=3 does not fit 2 GPUs with GPUsPerRun=1: use Parallel=2, or RunsPerGPU=2 with Parallel=4
 	// --parallel 3 does not fit 2 GPUs with --gpus-per-run 1: use --parallel 2, or --runs-per-gpu 2 with --parallel 4
+	// fix: [Parallel=2]
+	// fix: [RunsPerGPU=2 Parallel=4]
 }
 
 // Heterogeneous runs: each run takes what it needs when it starts and gives

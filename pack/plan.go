@@ -8,56 +8,54 @@ import (
 )
 
 // Options says what each run of a sweep asks for by default, and how
-// many run at once: the flags of the command line, laid out by [NewPlan].
-// Each field stands for the flag named in its comment; zero means its
-// default, so the zero Options asks for one run per GPU (or MIG device),
-// or one run per physical core on a node without GPUs, with the CPUs
-// split evenly.
+// many run at once, in the terms people choose a layout in (runs per GPU,
+// a share, GPU memory), which [NewPlan] resolves into a [Request] and a
+// number of runs at once for a topology. Zero means a field's default, so
+// the zero Options asks for one run per GPU (or MIG device), or one run
+// per physical core on a node without GPUs, with the CPUs split evenly.
+// Errors and warnings about Options name the fields as [Setting]s.
 type Options struct {
-	// Parallel is the number of runs at once (--parallel). Default: the GPUs
-	// (or MIG devices) divided by GPUsPerRun, times the runs that share one;
-	// on a node without GPUs, the number of physical cores; in either case
-	// no more than CPUsPerRun allows, when it is given.
+	// Parallel is the number of runs at once. Default: the GPUs (or MIG
+	// devices) divided by GPUsPerRun, times the runs that share one; on a
+	// node without GPUs, the number of physical cores; in either case no
+	// more than CPUsPerRun and Mem allow, when they are given.
 	Parallel int
 
-	// GPUsPerRun is the number of GPUs each run has to itself
-	// (--gpus-per-run N). Default: 1 on a node with GPUs, unless the runs
-	// share GPUs (GPUShare, RunsPerGPU, GPUMem). Values above 1 exclude
-	// sharing.
+	// GPUsPerRun is the number of GPUs each run has to itself. Default: 1
+	// on a node with GPUs, unless the runs share GPUs (GPUShare,
+	// RunsPerGPU, GPUMem). Values above 1 exclude sharing.
 	GPUsPerRun int
 
-	// GPUShare is the share of one GPU each run gets, in thousandths
-	// (--gpus-per-run 0.25 is 250); the runs share GPUs.
+	// GPUShare is the share of one GPU each run gets, in thousandths (250
+	// is a quarter); the runs share GPUs.
 	GPUShare int
 
-	// RunsPerGPU is the number of runs that share one GPU (--runs-per-gpu
-	// K), a share of 1/K each. Default: 1.
+	// RunsPerGPU is the number of runs that share one GPU, a share of 1/K
+	// each. Default: 1.
 	RunsPerGPU int
 
-	// GPUMem is the GPU memory each run needs (--gpu-mem-per-run): the
-	// runs share GPUs as long as their memory fits (see [Request]).
-	// AutoGPUMem measures it instead (--gpu-mem-per-run auto).
+	// GPUMem is the GPU memory each run needs: the runs share GPUs as long
+	// as their memory fits (see [Request]). AutoGPUMem measures it instead.
 	GPUMem     uint64
 	AutoGPUMem bool
 
-	// CPUsPerRun is the number of CPUs per run (--cpus-per-run). Default: the
-	// allowed CPUs split evenly among the runs, in whole cores when there
-	// are at least as many cores as runs. If there are fewer CPUs than runs,
-	// the default lets runs share CPUs (see [Plan]); an explicit value that
+	// CPUsPerRun is the number of CPUs per run. Default: the allowed CPUs
+	// split evenly among the runs, in whole cores when there are at least
+	// as many cores as runs. If there are fewer CPUs than runs, the
+	// default lets runs share CPUs (see [Plan]); an explicit value that
 	// does not fit is an error. With AutoGPUMem, where the number of runs
 	// per GPU is not known before they run, the default is a quarter of
 	// the CPUs per GPU.
 	CPUsPerRun int
 
-	// Mem is the host memory each run needs (--mem-per-run); zero means
-	// runs start whatever their memory.
+	// Mem is the host memory each run needs; zero means runs start
+	// whatever their memory.
 	Mem uint64
 
-	// Runs, unlike the fields above no flag, is how many runs the sweep
-	// has, when known: the first wave is no more than that, so the plan
-	// lays out no more slots (--parallel 1000000 for 4 runs lays out 4),
-	// while its Request, checks and warnings are those of Parallel runs.
-	// Zero means not known.
+	// Runs is how many runs the sweep has, when known: the first wave is
+	// no more than that, so the plan lays out no more slots (Parallel
+	// 1000000 for 4 runs lays out 4), while its Request, checks and
+	// warnings are those of Parallel runs. Zero means not known.
 	Runs int
 }
 
@@ -79,8 +77,9 @@ type Plan struct {
 	IdleCPUs []int
 
 	// Warnings describe compromises the plan made instead of failing, such
-	// as runs sharing CPUs. They are full sentences for a person.
-	Warnings []string
+	// as runs sharing CPUs: sentences for a person, naming the settings
+	// that made them.
+	Warnings []Note
 
 	// Request is what each run asks for: the Options with their defaults
 	// filled in. When runs share CPUs, Request.CPUs is 0.
@@ -90,23 +89,126 @@ type Plan struct {
 	RunsPerGPU int
 }
 
-// FitError reports Options that do not fit a topology, or are invalid. Its
-// message is written for the person who typed the flags: it names the flags
-// and, where there are any, the nearest choices that fit, as in
-//
-//	--parallel 12 does not fit 8 GPUs with --gpus-per-run 1: use --parallel 8, or --runs-per-gpu 2 with --parallel 16
-type FitError struct {
-	Problem     string   // what does not fit, naming the flags
-	Suggestions []string // nearest valid flag choices; may be empty
+// Setting is one field of [Options] with the value it was given, as plain
+// data, for a caller to word in its own terms (a command line, as the flag
+// it binds to the field). Field is the field's name: "Parallel",
+// "GPUsPerRun", "GPUShare", "RunsPerGPU", "GPUMem", "CPUsPerRun" or
+// "Mem" (AutoGPUMem is GPUMem with Value "auto"). Value is the value as
+// text ("12", "0.25", "12GiB"), or "" where the field is meant whatever
+// its value.
+type Setting struct {
+	Field string
+	Value string
 }
 
-// Error returns the problem, then the suggestions, if any.
-func (e *FitError) Error() string {
-	if len(e.Suggestions) == 0 {
-		return e.Problem
+// String returns "Field=Value", or Field alone without a value.
+func (s Setting) String() string {
+	if s.Value == "" {
+		return s.Field
 	}
-	return e.Problem + ": use " + strings.Join(e.Suggestions, ", or ")
+	return s.Field + "=" + s.Value
 }
+
+// Note is a sentence about [Options] for a person, with the settings it
+// speaks of left open: Text has a %s for each of Settings, in order.
+type Note struct {
+	Text     string
+	Settings []Setting
+}
+
+// Words returns the sentence with each setting worded by word, which is
+// [Setting.String] when nil.
+func (n Note) Words(word func(Setting) string) string {
+	if word == nil {
+		word = Setting.String
+	}
+	args := make([]any, len(n.Settings))
+	for i, s := range n.Settings {
+		args[i] = word(s)
+	}
+	return fmt.Sprintf(n.Text, args...)
+}
+
+// String returns the sentence with the settings worded as Options' fields.
+func (n Note) String() string { return n.Words(nil) }
+
+// FitError reports Options that do not fit a topology, or are invalid, as
+// data: the problem, naming the settings at fault, and the nearest
+// choices that fit. Its Error words them as Options' fields; a command
+// line words them as its flags with [FitError.Words]:
+//
+//	Parallel=12 does not fit 8 GPUs with GPUsPerRun=1: use Parallel=8, or RunsPerGPU=2 with Parallel=16
+type FitError struct {
+	Problem Note
+	// Fixes are the nearest choices that fit, nearest first: each is the
+	// settings to give together. May be empty.
+	Fixes [][]Setting
+}
+
+// Error returns [FitError.Words] with the settings worded as Options' fields.
+func (e *FitError) Error() string { return e.Words(nil) }
+
+// Words returns the problem, then the fixes, if any, with each setting
+// worded by word (Setting.String when nil).
+func (e *FitError) Words(word func(Setting) string) string {
+	if word == nil {
+		word = Setting.String
+	}
+	s := e.Problem.Words(word)
+	for i, fix := range e.Fixes {
+		if i == 0 {
+			s += ": use "
+		} else {
+			s += ", or "
+		}
+		for j, set := range fix {
+			if j > 0 {
+				s += " with "
+			}
+			s += word(set)
+		}
+	}
+	return s
+}
+
+// The Fields of Settings.
+const (
+	fieldParallel   = "Parallel"
+	fieldGPUs       = "GPUsPerRun"
+	fieldShare      = "GPUShare"
+	fieldRunsPerGPU = "RunsPerGPU"
+	fieldGPUMem     = "GPUMem"
+	fieldCPUs       = "CPUsPerRun"
+	fieldMem        = "Mem"
+)
+
+// note makes a Note of a format and its arguments: each Setting among
+// args (formatted with %s) is left open, the rest are written in.
+func note(format string, args ...any) Note {
+	const open = "\x00"
+	var n Note
+	filled := make([]any, len(args))
+	for i, a := range args {
+		if s, ok := a.(Setting); ok {
+			n.Settings = append(n.Settings, s)
+			filled[i] = open
+			continue
+		}
+		filled[i] = a
+	}
+	text := strings.ReplaceAll(fmt.Sprintf(format, filled...), "%", "%%")
+	n.Text = strings.ReplaceAll(text, open, "%s")
+	return n
+}
+
+// fitError is a FitError of a problem made by note, and its fixes.
+func fitError(problem Note, fixes ...[]Setting) *FitError {
+	return &FitError{Problem: problem, Fixes: fixes}
+}
+
+func set(field string, value int) Setting { return Setting{field, strconv.Itoa(value)} }
+
+func fix(s ...Setting) []Setting { return s }
 
 // NewPlan lays out o.Parallel runs of one request on t: it resolves the
 // defaults of o and makes that many requests of a fresh [Allocator], so
@@ -172,8 +274,8 @@ func NewPlan(t Topology, o Options) (Plan, error) {
 	}
 	p.IdleGPUs, _ = a.Free()
 	if o.Parallel == 0 && o.CPUsPerRun > 0 && len(p.IdleGPUs) > 0 && len(a.units) > 0 {
-		p.Warnings = append(p.Warnings, fmt.Sprintf("--cpus-per-run %d leaves room for %s at once on %s: %s idle",
-			o.CPUsPerRun, plural(parallel, "run"), plural(len(a.cpus), "CPU"), plural(len(p.IdleGPUs), "GPU")))
+		p.Warnings = append(p.Warnings, note("%s leaves room for %s at once on %s: %s idle",
+			set(fieldCPUs, o.CPUsPerRun), plural(parallel, "run"), plural(len(a.cpus), "CPU"), plural(len(p.IdleGPUs), "GPU")))
 	}
 	used := make(map[int]bool, len(a.cpus))
 	for _, s := range p.Slots {
@@ -190,224 +292,244 @@ func NewPlan(t Topology, o Options) (Plan, error) {
 }
 
 // sharingWarning says that parallel runs at once share ncpus CPUs, up to
-// most on one, and what made them that many: the --parallel the user gave,
-// the runs per GPU the user asked for, or the node itself (more GPUs, one
-// run each, than CPUs). It names only flags the user gave.
-func sharingWarning(o Options, parallel, ncpus, gpus, most int) string {
+// most on one, and what made them that many: the Parallel the caller gave,
+// the runs per GPU the caller asked for, or the node itself (more GPUs,
+// one run each, than CPUs). It names only settings the caller gave.
+func sharingWarning(o Options, parallel, ncpus, gpus, most int) Note {
 	shared := fmt.Sprintf("share %s, up to %d on one CPU", plural(ncpus, "CPU"), most)
+	var by Setting
 	switch {
 	case o.Parallel > 0:
-		return fmt.Sprintf("--parallel %d: %d runs at once %s; lower --parallel to give each run CPUs of its own", o.Parallel, parallel, shared)
+		p := set(fieldParallel, o.Parallel)
+		return note("%s: %d runs at once %s; lower %s to give each run CPUs of its own", p, parallel, shared, Setting{Field: fieldParallel})
 	case o.RunsPerGPU > 1:
-		return fmt.Sprintf("--runs-per-gpu %d on %s: %d runs at once %s; --cpus-per-run 1 gives each run a CPU of its own, with fewer at once", o.RunsPerGPU, plural(gpus, "GPU"), parallel, shared)
+		by = set(fieldRunsPerGPU, o.RunsPerGPU)
 	case o.GPUShare > 0:
-		return fmt.Sprintf("--gpus-per-run %s on %s: %d runs at once %s; --cpus-per-run 1 gives each run a CPU of its own, with fewer at once", formatShare(o.GPUShare), plural(gpus, "GPU"), parallel, shared)
+		by = Setting{fieldShare, formatShare(o.GPUShare)}
 	case o.GPUMem > 0:
-		return fmt.Sprintf("--gpu-mem-per-run %s on %s: %d runs at once %s; --cpus-per-run 1 gives each run a CPU of its own, with fewer at once", FormatSize(o.GPUMem), plural(gpus, "GPU"), parallel, shared)
+		by = Setting{fieldGPUMem, FormatSize(o.GPUMem)}
+	default:
+		return note("this node has more GPUs than CPUs: its %d runs at once (one per GPU) %s", parallel, shared)
 	}
-	return fmt.Sprintf("this node has more GPUs than CPUs: its %d runs at once (one per GPU) %s", parallel, shared)
+	return note("%s on %s: %d runs at once %s; %s gives each run a CPU of its own, with fewer at once", by, plural(gpus, "GPU"), parallel, shared, set(fieldCPUs, 1))
 }
 
 // resolve fills in the defaults of o and checks that o fits the node.
 func (a *Allocator) resolve(o Options) (parallel int, r Request, err error) {
-	for _, f := range []struct {
-		flag  string
-		value int
-	}{
-		{"--parallel", o.Parallel},
-		{"--gpus-per-run", o.GPUsPerRun},
-		{"--runs-per-gpu", o.RunsPerGPU},
-		{"--cpus-per-run", o.CPUsPerRun},
-	} {
-		if f.value < 0 {
-			return 0, r, &FitError{Problem: fmt.Sprintf("%s %d: must not be negative", f.flag, f.value)}
-		}
+	r, k, err := o.request()
+	if err != nil {
+		return 0, r, err
 	}
-	gpus, k := o.GPUsPerRun, max(o.RunsPerGPU, 1)
-	switch {
-	case gpus > 1 && k > 1:
-		return 0, r, &FitError{
-			Problem:     fmt.Sprintf("--gpus-per-run %d and --runs-per-gpu %d exclude each other", gpus, k),
-			Suggestions: []string{flag("--gpus-per-run", gpus), flag("--runs-per-gpu", k)},
-		}
-	case o.GPUShare > 0 && (gpus > 0 || k > 1):
-		return 0, r, &FitError{Problem: fmt.Sprintf("--gpus-per-run %s and --runs-per-gpu %d say the same thing twice: give one", formatShare(o.GPUShare), k)}
-	case o.GPUShare < 0 || o.GPUShare >= GPUWhole:
-		return 0, r, &FitError{Problem: fmt.Sprintf("--gpus-per-run %s: a share is of one GPU, between 0 and 1", formatShare(o.GPUShare))}
-	case k > GPUWhole:
-		return 0, r, &FitError{Problem: fmt.Sprintf("--runs-per-gpu %d: at most %d runs share one GPU", k, GPUWhole)}
-	case o.AutoGPUMem && o.GPUMem > 0:
-		return 0, r, &FitError{Problem: "--gpu-mem-per-run is a size or auto, not both"}
-	case (o.AutoGPUMem || o.GPUMem > 0) && gpus > 1:
-		return 0, r, &FitError{Problem: fmt.Sprintf("--gpu-mem-per-run shares GPUs by memory: it excludes --gpus-per-run %d", gpus)}
-	}
-	r = Request{GPUs: gpus, GPUShare: o.GPUShare, GPUMem: o.GPUMem, AutoGPUMem: o.AutoGPUMem, Mem: o.Mem}
-	if k > 1 {
-		r.GPUShare = GPUWhole / k
-	}
-	sharing := r.GPUShare > 0 || r.GPUMem > 0 || r.AutoGPUMem
-	if sharing {
-		r.GPUs = 0
-	}
-
 	parallel = o.Parallel
-	perGPU := 1 // runs on one GPU in the first wave
 	if len(a.units) == 0 {
-		switch {
-		case gpus > 0:
-			return 0, r, &FitError{Problem: flag("--gpus-per-run", gpus) + " does not fit a node without GPUs"}
-		case k > 1:
-			return 0, r, &FitError{Problem: flag("--runs-per-gpu", k) + " does not fit a node without GPUs"}
-		case o.GPUShare > 0:
-			return 0, r, &FitError{Problem: "--gpus-per-run " + formatShare(o.GPUShare) + " does not fit a node without GPUs"}
-		case r.GPUMem > 0 || r.AutoGPUMem:
-			return 0, r, &FitError{Problem: "--gpu-mem-per-run does not fit a node without GPUs"}
+		if r.UsesGPU() || o.GPUsPerRun > 0 {
+			return 0, r, fitError(note("%s does not fit a node without GPUs", o.gpuSetting(r, k)))
 		}
 		if parallel == 0 {
 			parallel = len(a.cores)
 		}
 	} else {
-		if !sharing {
-			r.GPUs = max(gpus, 1)
-		}
-		units := len(a.units)
-		if r.GPUs > 1 {
-			units = a.nwhole // a MIG device is never combined with others
-		}
-		if r.GPUs > units {
-			return 0, r, a.tooManyGPUs(r.GPUs, o.Parallel)
-		}
-		var capacity int
-		switch {
-		case r.GPUMem > 0:
-			if err := a.checkFits(r); err != nil {
-				return 0, r, &FitError{Problem: "--gpu-mem-per-run " + FormatSize(r.GPUMem) + ": " + strings.TrimSuffix(err.Error(), ": "+ErrNeverFits.Error())}
-			}
-			for _, u := range a.units {
-				n := int(u.usable / r.GPUMem)
-				if r.GPUShare > 0 {
-					n = min(n, GPUWhole/r.GPUShare)
-				}
-				capacity += n
-				perGPU = max(perGPU, n)
-			}
-		case r.AutoGPUMem:
-			capacity = units
-		case r.GPUShare > 0:
-			perGPU = GPUWhole / r.GPUShare
-			if k > 1 {
-				perGPU = k
-			}
-			capacity = units * perGPU
-		case r.GPUs > 1:
-			capacity = a.closeGPUsCapacity(r)
-		default:
-			capacity = units
-		}
-		if parallel == 0 {
-			parallel = capacity
-		}
-		if parallel > capacity {
-			return 0, r, a.tooParallel(parallel, r, k, capacity)
+		if parallel, err = a.gpuParallel(o, &r, k); err != nil {
+			return 0, r, err
 		}
 	}
-	if r.Mem > 0 {
-		if err := a.checkFits(Request{Mem: r.Mem}); err != nil {
-			return 0, r, &FitError{Problem: "--mem-per-run " + FormatSize(r.Mem) + ": " + strings.TrimSuffix(err.Error(), ": "+ErrNeverFits.Error())}
-		}
-		if most := int(a.memory / r.Mem); parallel > most {
-			if o.Parallel > 0 {
-				return 0, r, &FitError{
-					Problem:     fmt.Sprintf("--mem-per-run %s with --parallel %d needs %s, the node has %s", FormatSize(r.Mem), parallel, FormatSize(r.Mem*uint64(parallel)), FormatSize(a.memory)),
-					Suggestions: []string{flag("--parallel", most)},
-				}
-			}
-			parallel = most
-		}
+	if parallel, err = a.memParallel(o, r, parallel); err != nil {
+		return 0, r, err
 	}
+	r.CPUs, parallel, err = a.cpusPerRun(o, r, parallel)
+	return parallel, r, err
+}
 
+// request checks o on its own and returns the Request it makes, and the
+// runs that share one GPU (RunsPerGPU, at least 1). GPUs is left 0 for
+// the node to decide.
+func (o Options) request() (Request, int, error) {
+	for _, f := range []Setting{
+		set(fieldParallel, o.Parallel), set(fieldGPUs, o.GPUsPerRun),
+		set(fieldRunsPerGPU, o.RunsPerGPU), set(fieldCPUs, o.CPUsPerRun),
+	} {
+		if f.Value[0] == '-' {
+			return Request{}, 0, fitError(note("%s: must not be negative", f))
+		}
+	}
+	gpus, k := o.GPUsPerRun, max(o.RunsPerGPU, 1)
+	share := Setting{fieldShare, formatShare(o.GPUShare)}
+	switch {
+	case gpus > 1 && k > 1:
+		return Request{}, 0, fitError(note("%s and %s exclude each other", set(fieldGPUs, gpus), set(fieldRunsPerGPU, k)),
+			fix(set(fieldGPUs, gpus)), fix(set(fieldRunsPerGPU, k)))
+	case o.GPUShare > 0 && (gpus > 0 || k > 1):
+		return Request{}, 0, fitError(note("%s and %s say the same thing twice: give one", share, set(fieldRunsPerGPU, k)))
+	case o.GPUShare < 0 || o.GPUShare >= GPUWhole:
+		return Request{}, 0, fitError(note("%s: a share is of one GPU, between 0 and 1", share))
+	case k > GPUWhole:
+		return Request{}, 0, fitError(note("%s: at most %d runs share one GPU", set(fieldRunsPerGPU, k), GPUWhole))
+	case o.AutoGPUMem && o.GPUMem > 0:
+		return Request{}, 0, fitError(note("%s is a size or auto, not both", Setting{Field: fieldGPUMem}))
+	case (o.AutoGPUMem || o.GPUMem > 0) && gpus > 1:
+		return Request{}, 0, fitError(note("%s shares GPUs by memory: it excludes %s", Setting{Field: fieldGPUMem}, set(fieldGPUs, gpus)))
+	}
+	r := Request{GPUs: gpus, GPUShare: o.GPUShare, GPUMem: o.GPUMem, AutoGPUMem: o.AutoGPUMem, Mem: o.Mem}
+	if k > 1 {
+		r.GPUShare = GPUWhole / k
+	}
+	if r.GPUShare > 0 || r.GPUMem > 0 || r.AutoGPUMem {
+		r.GPUs = 0
+	}
+	return r, k, nil
+}
+
+// gpuSetting is the setting that asks r's GPUs, as o gave it: with k runs
+// per GPU.
+func (o Options) gpuSetting(r Request, k int) Setting {
+	switch {
+	case r.GPUMem > 0:
+		return Setting{fieldGPUMem, FormatSize(r.GPUMem)}
+	case r.AutoGPUMem:
+		return Setting{fieldGPUMem, "auto"}
+	case k > 1:
+		return set(fieldRunsPerGPU, k)
+	case r.GPUShare > 0:
+		return Setting{fieldShare, formatShare(r.GPUShare)}
+	}
+	return set(fieldGPUs, max(r.GPUs, o.GPUsPerRun, 1))
+}
+
+// gpuParallel fills in r's GPUs on a node with GPUs and returns the runs
+// at once: o.Parallel, or as many as the GPUs hold.
+func (a *Allocator) gpuParallel(o Options, r *Request, k int) (int, error) {
+	if !r.SharesGPU() {
+		r.GPUs = max(r.GPUs, 1)
+	}
+	units := len(a.units)
+	if r.GPUs > 1 {
+		units = a.nwhole // a MIG device is never combined with others
+	}
+	if r.GPUs > units {
+		return 0, a.tooManyGPUs(r.GPUs, o.Parallel)
+	}
+	var capacity int
+	switch {
+	case r.GPUMem > 0:
+		if err := a.checkFits(*r); err != nil {
+			return 0, fitError(note("%s: %s", o.gpuSetting(*r, k), strings.TrimSuffix(err.Error(), ": "+ErrNeverFits.Error())))
+		}
+		for _, u := range a.units {
+			n := int(u.usable / r.GPUMem)
+			if r.GPUShare > 0 {
+				n = min(n, GPUWhole/r.GPUShare)
+			}
+			capacity += n
+		}
+	case r.AutoGPUMem:
+		capacity = units
+	case r.GPUShare > 0:
+		perGPU := GPUWhole / r.GPUShare
+		if k > 1 {
+			perGPU = k
+		}
+		capacity = units * perGPU
+	case r.GPUs > 1:
+		capacity = a.closeGPUsCapacity(*r)
+	default:
+		capacity = units
+	}
+	switch {
+	case o.Parallel == 0:
+		return capacity, nil
+	case o.Parallel > capacity:
+		return 0, a.tooParallel(o.Parallel, *r, o.gpuSetting(*r, k), capacity)
+	}
+	return o.Parallel, nil
+}
+
+// memParallel checks r's host memory against the node: it lowers the
+// default parallel to what the memory holds, and refuses a Parallel it
+// does not hold.
+func (a *Allocator) memParallel(o Options, r Request, parallel int) (int, error) {
+	if r.Mem == 0 {
+		return parallel, nil
+	}
+	mem := Setting{fieldMem, FormatSize(r.Mem)}
+	if err := a.checkFits(Request{Mem: r.Mem}); err != nil {
+		return 0, fitError(note("%s: %s", mem, strings.TrimSuffix(err.Error(), ": "+ErrNeverFits.Error())))
+	}
+	most := int(a.memory / r.Mem)
+	switch {
+	case parallel <= most:
+		return parallel, nil
+	case o.Parallel > 0:
+		return 0, fitError(note("%s with %s needs %s, the node has %s", mem, set(fieldParallel, parallel), FormatSize(r.Mem*uint64(parallel)), FormatSize(a.memory)),
+			fix(set(fieldParallel, most)))
+	}
+	return most, nil
+}
+
+// cpusPerRun returns the CPUs each of parallel runs of r gets, 0 when
+// more runs than CPUs share them, and the runs at once: without a
+// Parallel, no more than o.CPUsPerRun allow.
+func (a *Allocator) cpusPerRun(o Options, r Request, parallel int) (cpus, n int, err error) {
 	ncpus := len(a.cpus)
-	cpus := o.CPUsPerRun
+	cpus = o.CPUsPerRun
 	if o.Parallel == 0 && cpus > 0 && cpus <= ncpus && parallel*cpus > ncpus {
-		// No --parallel: as many runs as the CPUs per run allow.
+		// No Parallel: as many runs as the CPUs per run allow.
 		parallel = ncpus / cpus
 	}
 	switch {
 	case cpus > ncpus:
-		fe := &FitError{Problem: fmt.Sprintf("--cpus-per-run %d does not fit %s", cpus, plural(ncpus, "CPU"))}
+		most := fix(set(fieldCPUs, ncpus))
 		if parallel > 1 {
-			fe.Suggestions = append(fe.Suggestions, flag("--cpus-per-run", ncpus)+" with --parallel 1")
-		} else {
-			fe.Suggestions = append(fe.Suggestions, flag("--cpus-per-run", ncpus))
+			most = append(most, set(fieldParallel, 1))
 		}
-		return 0, r, fe
+		return 0, 0, fitError(note("%s does not fit %s", set(fieldCPUs, cpus), plural(ncpus, "CPU")), most)
 	case cpus > 0 && parallel*cpus > ncpus:
-		fe := &FitError{Problem: fmt.Sprintf("--cpus-per-run %d with --parallel %d needs %d CPUs, the node has %d",
-			cpus, parallel, parallel*cpus, ncpus)}
+		fe := fitError(note("%s with %s needs %d CPUs, the node has %d", set(fieldCPUs, cpus), set(fieldParallel, parallel), parallel*cpus, ncpus))
 		if c := ncpus / parallel; c >= 1 {
-			fe.Suggestions = append(fe.Suggestions, flag("--cpus-per-run", c))
+			fe.Fixes = append(fe.Fixes, fix(set(fieldCPUs, c)))
 		}
-		fe.Suggestions = append(fe.Suggestions, flag("--parallel", ncpus/cpus))
-		return 0, r, fe
+		fe.Fixes = append(fe.Fixes, fix(set(fieldParallel, ncpus/cpus)))
+		return 0, 0, fe
 	case cpus == 0 && r.AutoGPUMem:
 		cpus = max(a.defaultCPUs(len(a.units))/4, 1)
 	case cpus == 0 && parallel <= ncpus:
 		cpus = a.defaultCPUs(parallel)
 	}
-	r.CPUs = cpus // 0 when more runs than CPUs: they share CPUs
-	return parallel, r, nil
+	return cpus, parallel, nil // cpus is 0 when more runs than CPUs: they share CPUs
 }
 
-// tooManyGPUs explains a --gpus-per-run larger than the node.
+// tooManyGPUs explains a GPUsPerRun larger than the node.
 func (a *Allocator) tooManyGPUs(gpus, parallel int) *FitError {
 	if a.nwhole == 0 {
-		return &FitError{
-			Problem:     fmt.Sprintf("--gpus-per-run %d does not fit %s (a run gets at most one)", gpus, a.unitsPhrase(1)),
-			Suggestions: []string{"--gpus-per-run 1"},
-		}
+		return fitError(note("%s does not fit %s (a run gets at most one)", set(fieldGPUs, gpus), a.unitsPhrase(1)),
+			fix(set(fieldGPUs, 1)))
 	}
-	s := flag("--gpus-per-run", a.nwhole)
+	most := fix(set(fieldGPUs, a.nwhole))
 	if parallel > 1 {
-		s += " with --parallel 1"
+		most = append(most, set(fieldParallel, 1))
 	}
-	return &FitError{
-		Problem:     fmt.Sprintf("--gpus-per-run %d does not fit %s", gpus, a.unitsPhrase(gpus)),
-		Suggestions: []string{s},
-	}
+	return fitError(note("%s does not fit %s", set(fieldGPUs, gpus), a.unitsPhrase(gpus)), most)
 }
 
-// tooParallel explains a --parallel above capacity, suggesting the largest
-// --parallel that fits and the nearest change of GPUs per run or runs per
-// GPU that fits the asked --parallel.
-func (a *Allocator) tooParallel(parallel int, r Request, k, capacity int) *FitError {
-	var with string
-	switch {
-	case r.GPUMem > 0:
-		with = "--gpu-mem-per-run " + FormatSize(r.GPUMem)
-	case r.AutoGPUMem:
-		with = "--gpu-mem-per-run auto (one run per GPU until the first are measured)"
-	case r.GPUShare > 0 && k > 1:
-		with = flag("--runs-per-gpu", k)
-	case r.GPUShare > 0:
-		with = "--gpus-per-run " + formatShare(r.GPUShare)
-	default:
-		with = flag("--gpus-per-run", r.GPUs)
-	}
+// tooParallel explains a Parallel above capacity, for runs asking for r
+// as with says, suggesting the largest Parallel that fits and the nearest
+// change of GPUs per run or runs per GPU that fits the asked Parallel.
+func (a *Allocator) tooParallel(parallel int, r Request, with Setting, capacity int) *FitError {
 	gpus := max(r.GPUs, 1)
-	fe := &FitError{
-		Problem:     fmt.Sprintf("--parallel %d does not fit %s with %s", parallel, a.unitsPhrase(gpus), with),
-		Suggestions: []string{flag("--parallel", capacity)},
+	text := "%s does not fit %s with %s"
+	if r.AutoGPUMem {
+		text += " (one run per GPU until the first are measured)"
 	}
+	fe := fitError(note(text, set(fieldParallel, parallel), a.unitsPhrase(gpus), with), fix(set(fieldParallel, capacity)))
 	if r.GPUMem > 0 || r.AutoGPUMem {
 		return fe
 	}
 	if g := a.nwhole / parallel; gpus > 1 && g >= 1 {
-		fe.Suggestions = append(fe.Suggestions, fmt.Sprintf("%s with %s", flag("--gpus-per-run", g), flag("--parallel", parallel)))
+		fe.Fixes = append(fe.Fixes, fix(set(fieldGPUs, g), set(fieldParallel, parallel)))
 		return fe
 	}
 	units := len(a.units)
 	n := (parallel + units - 1) / units // runs per GPU so that parallel fits
-	fe.Suggestions = append(fe.Suggestions, fmt.Sprintf("%s with %s", flag("--runs-per-gpu", n), flag("--parallel", n*units)))
+	fe.Fixes = append(fe.Fixes, fix(set(fieldRunsPerGPU, n), set(fieldParallel, n*units)))
 	return fe
 }
 
@@ -432,8 +554,6 @@ func plural(n int, noun string) string {
 	}
 	return strconv.Itoa(n) + " " + noun + "s"
 }
-
-func flag(name string, value int) string { return name + " " + strconv.Itoa(value) }
 
 // defaultCPUs splits the allowed CPUs evenly among parallel runs: whole
 // cores each when every core has the same number of threads and there are

@@ -199,7 +199,7 @@ func TestNewPlan(t *testing.T) {
 				t.Errorf("IdleCPUs = %q, want %q", got, tc.wantIdleCPUs)
 			}
 			if len(p.Warnings) != 0 {
-				t.Errorf("Warnings = %q, want none", p.Warnings)
+				t.Errorf("Warnings = %q, want none", texts(p.Warnings))
 			}
 			checkPlan(t, tc.topo, p)
 		})
@@ -282,7 +282,7 @@ func TestNewPlanSharedCPUs(t *testing.T) {
 				"GPU-dgx-6 | 0 | numa -1 shared-gpu shared-cpu", "GPU-dgx-6 | 16 | numa -1 shared-gpu shared-cpu",
 				"GPU-dgx-7 | 32 | numa -1 shared-gpu shared-cpu", "GPU-dgx-7 | 48 | numa -1 shared-gpu shared-cpu",
 			},
-			wantWarning: "--parallel 16: 16 runs at once share 8 CPUs, up to 2 on one CPU; lower --parallel to give each run CPUs of its own",
+			wantWarning: "Parallel=16: 16 runs at once share 8 CPUs, up to 2 on one CPU; lower Parallel to give each run CPUs of its own",
 		},
 		{
 			description: "laptop, 6 runs on one GPU and 4 CPUs: no CPU serves more than one run above another",
@@ -296,13 +296,13 @@ func TestNewPlanSharedCPUs(t *testing.T) {
 				"GPU-laptop-0 | 0 | numa 0 shared-gpu shared-cpu",
 				"GPU-laptop-0 | 1 | numa 0 shared-gpu shared-cpu",
 			},
-			wantWarning: "--runs-per-gpu 6 on 1 GPU: 6 runs at once share 4 CPUs, up to 2 on one CPU; --cpus-per-run 1 gives each run a CPU of its own, with fewer at once",
+			wantWarning: "RunsPerGPU=6 on 1 GPU: 6 runs at once share 4 CPUs, up to 2 on one CPU; CPUsPerRun=1 gives each run a CPU of its own, with fewer at once",
 		},
 		{
 			description: "CPU-only node, 40 runs on 32 CPUs",
 			topo:        topoCPUOnly,
 			opts:        Options{Parallel: 40},
-			wantWarning: "--parallel 40: 40 runs at once share 32 CPUs, up to 2 on one CPU; lower --parallel to give each run CPUs of its own",
+			wantWarning: "Parallel=40: 40 runs at once share 32 CPUs, up to 2 on one CPU; lower Parallel to give each run CPUs of its own",
 		},
 		{
 			description: "the node causes it: four GPUs, one run each, on two CPUs; no flag is named",
@@ -314,7 +314,7 @@ func TestNewPlanSharedCPUs(t *testing.T) {
 			description: "--gpus-per-run 0.5 causes it: eight runs on four GPUs and four CPUs",
 			topo:        Topology{CPUs: topoFourGPU.CPUs[:4], GPUs: topoFourGPU.GPUs},
 			opts:        Options{GPUShare: 500},
-			wantWarning: "--gpus-per-run 0.5 on 4 GPUs: 8 runs at once share 4 CPUs, up to 2 on one CPU; --cpus-per-run 1 gives each run a CPU of its own, with fewer at once",
+			wantWarning: "GPUShare=0.5 on 4 GPUs: 8 runs at once share 4 CPUs, up to 2 on one CPU; CPUsPerRun=1 gives each run a CPU of its own, with fewer at once",
 		},
 	}
 	for _, tc := range tests {
@@ -332,8 +332,8 @@ func TestNewPlanSharedCPUs(t *testing.T) {
 					t.Errorf("NewPlan(%+v) slots:\n%s\nwant:\n%s", tc.opts, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 				}
 			}
-			if !slices.Equal(p.Warnings, []string{tc.wantWarning}) {
-				t.Errorf("Warnings = %q, want %q", p.Warnings, tc.wantWarning)
+			if got := texts(p.Warnings); !slices.Equal(got, []string{tc.wantWarning}) {
+				t.Errorf("Warnings = %q, want %q", got, tc.wantWarning)
 			}
 			if p.Request.CPUs != 0 {
 				t.Errorf("Request.CPUs = %d, want 0 (a shared CPU)", p.Request.CPUs)
@@ -354,85 +354,85 @@ func TestNewPlanFitError(t *testing.T) {
 			description: "more runs than GPUs",
 			topo:        topoDGXA100,
 			opts:        Options{Parallel: 12},
-			want:        "--parallel 12 does not fit 8 GPUs with --gpus-per-run 1: use --parallel 8, or --runs-per-gpu 2 with --parallel 16",
+			want:        "Parallel=12 does not fit 8 GPUs with GPUsPerRun=1: use Parallel=8, or RunsPerGPU=2 with Parallel=16",
 		},
 		{
 			description: "more runs than GPU shares",
 			topo:        topoDGXA100,
 			opts:        Options{Parallel: 20, RunsPerGPU: 2},
-			want:        "--parallel 20 does not fit 8 GPUs with --runs-per-gpu 2: use --parallel 16, or --runs-per-gpu 3 with --parallel 24",
+			want:        "Parallel=20 does not fit 8 GPUs with RunsPerGPU=2: use Parallel=16, or RunsPerGPU=3 with Parallel=24",
 		},
 		{
 			description: "too many runs of 2 GPUs",
 			topo:        topoDGXA100,
 			opts:        Options{Parallel: 8, GPUsPerRun: 2},
-			want:        "--parallel 8 does not fit 8 GPUs with --gpus-per-run 2: use --parallel 4, or --gpus-per-run 1 with --parallel 8",
+			want:        "Parallel=8 does not fit 8 GPUs with GPUsPerRun=2: use Parallel=4, or GPUsPerRun=1 with Parallel=8",
 		},
 		{
 			description: "more GPUs per run than the node has",
 			topo:        topoDGXA100,
 			opts:        Options{GPUsPerRun: 16},
-			want:        "--gpus-per-run 16 does not fit 8 GPUs: use --gpus-per-run 8",
+			want:        "GPUsPerRun=16 does not fit 8 GPUs: use GPUsPerRun=8",
 		},
 		{
 			description: "more GPUs per run than the node has, with --parallel",
 			topo:        topoFourGPU,
 			opts:        Options{GPUsPerRun: 5, Parallel: 2},
-			want:        "--gpus-per-run 5 does not fit 4 GPUs: use --gpus-per-run 4 with --parallel 1",
+			want:        "GPUsPerRun=5 does not fit 4 GPUs: use GPUsPerRun=4 with Parallel=1",
 		},
 		{
 			description: "GPUs per run and runs per GPU together",
 			topo:        topoDGXA100,
 			opts:        Options{GPUsPerRun: 2, RunsPerGPU: 2},
-			want:        "--gpus-per-run 2 and --runs-per-gpu 2 exclude each other: use --gpus-per-run 2, or --runs-per-gpu 2",
+			want:        "GPUsPerRun=2 and RunsPerGPU=2 exclude each other: use GPUsPerRun=2, or RunsPerGPU=2",
 		},
 		{
 			description: "2 MIG devices per run",
 			topo:        topoMIG,
 			opts:        Options{GPUsPerRun: 2},
-			want:        "--gpus-per-run 2 does not fit 14 MIG devices (a run gets at most one): use --gpus-per-run 1",
+			want:        "GPUsPerRun=2 does not fit 14 MIG devices (a run gets at most one): use GPUsPerRun=1",
 		},
 		{
 			description: "more runs than MIG devices",
 			topo:        topoMIG,
 			opts:        Options{Parallel: 20},
-			want:        "--parallel 20 does not fit 14 MIG devices with --gpus-per-run 1: use --parallel 14, or --runs-per-gpu 2 with --parallel 28",
+			want:        "Parallel=20 does not fit 14 MIG devices with GPUsPerRun=1: use Parallel=14, or RunsPerGPU=2 with Parallel=28",
 		},
 		{
 			description: "GPUs asked of a CPU-only node",
 			topo:        topoCPUOnly,
 			opts:        Options{GPUsPerRun: 1},
-			want:        "--gpus-per-run 1 does not fit a node without GPUs",
+			want:        "GPUsPerRun=1 does not fit a node without GPUs",
 		},
 		{
 			description: "runs per GPU on a CPU-only node",
 			topo:        topoCPUOnly,
 			opts:        Options{RunsPerGPU: 2},
-			want:        "--runs-per-gpu 2 does not fit a node without GPUs",
+			want:        "RunsPerGPU=2 does not fit a node without GPUs",
 		},
 		{
 			description: "explicit CPUs per run that do not fit an explicit parallelism",
 			topo:        topoDGXA100,
 			opts:        Options{Parallel: 8, CPUsPerRun: 40},
-			want:        "--cpus-per-run 40 with --parallel 8 needs 320 CPUs, the node has 256: use --cpus-per-run 32, or --parallel 6",
+			want:        "CPUsPerRun=40 with Parallel=8 needs 320 CPUs, the node has 256: use CPUsPerRun=32, or Parallel=6",
 		},
 		{
 			description: "explicit CPUs per run above the node",
 			topo:        topoDGXA100,
 			opts:        Options{CPUsPerRun: 300},
-			want:        "--cpus-per-run 300 does not fit 256 CPUs: use --cpus-per-run 256 with --parallel 1",
+			want:        "CPUsPerRun=300 does not fit 256 CPUs: use CPUsPerRun=256 with Parallel=1",
 		},
 		{
 			description: "explicit CPUs per run on a CPU-only node with more runs than CPUs",
 			topo:        topoCPUOnly,
 			opts:        Options{Parallel: 40, CPUsPerRun: 1},
-			want:        "--cpus-per-run 1 with --parallel 40 needs 40 CPUs, the node has 32: use --parallel 32",
+			want:        "CPUsPerRun=1 with Parallel=40 needs 40 CPUs, the node has 32: use Parallel=32",
 		},
 		{
 			description: "negative value",
 			topo:        topoDGXA100,
 			opts:        Options{Parallel: -1},
-			want:        "--parallel -1: must not be negative",
+			want:        "Parallel=-1: must not be negative",
 		},
 	}
 	for _, tc := range tests {
@@ -463,7 +463,7 @@ func TestCPUsPerRunSetsTheDefaultParallelism(t *testing.T) {
 	}{
 		{"2 CPUs, no GPUs, 2 CPUs per run: one run at a time", twoCPUs, Options{CPUsPerRun: 2}, 1, ""},
 		{"32 CPUs, no GPUs, 5 CPUs per run", topoCPUOnly, Options{CPUsPerRun: 5}, 6, ""},
-		{"DGX A100, 40 CPUs per run: 6 of 8 GPUs used", topoDGXA100, Options{CPUsPerRun: 40}, 6, "--cpus-per-run 40 leaves room for 6 runs at once on 256 CPUs: 2 GPUs idle"},
+		{"DGX A100, 40 CPUs per run: 6 of 8 GPUs used", topoDGXA100, Options{CPUsPerRun: 40}, 6, "CPUsPerRun=40 leaves room for 6 runs at once on 256 CPUs: 2 GPUs idle"},
 		{"DGX A100, 32 CPUs per run: every GPU", topoDGXA100, Options{CPUsPerRun: 32}, 8, ""},
 	}
 	for _, tc := range tests {
@@ -475,7 +475,7 @@ func TestCPUsPerRunSetsTheDefaultParallelism(t *testing.T) {
 			if len(p.Slots) != tc.wantSlots || p.Request.CPUs != tc.opts.CPUsPerRun {
 				t.Errorf("%d slots of %d CPUs, want %d of %d", len(p.Slots), p.Request.CPUs, tc.wantSlots, tc.opts.CPUsPerRun)
 			}
-			if got := strings.Join(p.Warnings, "; "); got != tc.wantWarning {
+			if got := strings.Join(texts(p.Warnings), "; "); got != tc.wantWarning {
 				t.Errorf("warnings %q, want %q", got, tc.wantWarning)
 			}
 		})
@@ -683,15 +683,15 @@ func TestNewPlanSharing(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{topoDGXA100, Options{GPUShare: 250, RunsPerGPU: 2}, "--gpus-per-run 0.25 and --runs-per-gpu 2 say the same thing twice: give one"},
-		{topoDGXA100, Options{RunsPerGPU: 1001}, "--runs-per-gpu 1001: at most 1000 runs share one GPU"},
-		{topoDGXA100, Options{GPUMem: 1 << 30}, "--gpu-mem-per-run 1GiB: the GPUs' memory is not known (no NVML), so gpu_mem cannot be granted"},
-		{dgx40, Options{GPUMem: 39 << 30}, "--gpu-mem-per-run 39GiB: a run sharing a GPU may claim at most 38GiB of its memory (40GiB less 2GiB headroom)"},
-		{dgx40, Options{GPUMem: 12 << 30, Parallel: 30}, "--parallel 30 does not fit 8 GPUs with --gpu-mem-per-run 12GiB: use --parallel 24"},
-		{dgx40, Options{GPUMem: 12 << 30, GPUsPerRun: 2}, "--gpu-mem-per-run shares GPUs by memory: it excludes --gpus-per-run 2"},
-		{topoCPUOnly, Options{GPUShare: 500}, "--gpus-per-run 0.5 does not fit a node without GPUs"},
-		{topoCPUOnly, Options{Mem: 1 << 30}, "--mem-per-run 1GiB: the node's memory is not known, so mem cannot be granted"},
-		{Topology{CPUs: topoCPUOnly.CPUs, Memory: 64 << 30}, Options{Mem: 20 << 30, Parallel: 4}, "--mem-per-run 20GiB with --parallel 4 needs 80GiB, the node has 64GiB: use --parallel 3"},
+		{topoDGXA100, Options{GPUShare: 250, RunsPerGPU: 2}, "GPUShare=0.25 and RunsPerGPU=2 say the same thing twice: give one"},
+		{topoDGXA100, Options{RunsPerGPU: 1001}, "RunsPerGPU=1001: at most 1000 runs share one GPU"},
+		{topoDGXA100, Options{GPUMem: 1 << 30}, "GPUMem=1GiB: the GPUs' memory is not known (no NVML), so gpu_mem cannot be granted"},
+		{dgx40, Options{GPUMem: 39 << 30}, "GPUMem=39GiB: a run sharing a GPU may claim at most 38GiB of its memory (40GiB less 2GiB headroom)"},
+		{dgx40, Options{GPUMem: 12 << 30, Parallel: 30}, "Parallel=30 does not fit 8 GPUs with GPUMem=12GiB: use Parallel=24"},
+		{dgx40, Options{GPUMem: 12 << 30, GPUsPerRun: 2}, "GPUMem shares GPUs by memory: it excludes GPUsPerRun=2"},
+		{topoCPUOnly, Options{GPUShare: 500}, "GPUShare=0.5 does not fit a node without GPUs"},
+		{topoCPUOnly, Options{Mem: 1 << 30}, "Mem=1GiB: the node's memory is not known, so mem cannot be granted"},
+		{Topology{CPUs: topoCPUOnly.CPUs, Memory: 64 << 30}, Options{Mem: 20 << 30, Parallel: 4}, "Mem=20GiB with Parallel=4 needs 80GiB, the node has 64GiB: use Parallel=3"},
 	} {
 		_, err := NewPlan(tc.topo, tc.opts)
 		var fe *FitError
@@ -749,8 +749,8 @@ func TestNewPlanRunsCutsTheFirstWave(t *testing.T) {
 					t.Errorf("slot %d: %s, want %s", i, got, want)
 				}
 			}
-			if tc.opts.Parallel == whole.Parallel && !slices.Equal(p.Warnings, full.Warnings) {
-				t.Errorf("warnings %q, want %q", p.Warnings, full.Warnings)
+			if tc.opts.Parallel == whole.Parallel && !slices.Equal(texts(p.Warnings), texts(full.Warnings)) {
+				t.Errorf("warnings %q, want %q", texts(p.Warnings), texts(full.Warnings))
 			}
 		})
 	}
@@ -758,7 +758,16 @@ func TestNewPlanRunsCutsTheFirstWave(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("--parallel 1000000: 1000000 runs at once share %d CPUs, up to %d on one CPU", len(topoCPUOnly.CPUs), (1_000_000+len(topoCPUOnly.CPUs)-1)/len(topoCPUOnly.CPUs)); len(p.Warnings) != 1 || !strings.HasPrefix(p.Warnings[0], want) {
-		t.Errorf("warnings %q, want %q…", p.Warnings, want)
+	if want := fmt.Sprintf("Parallel=1000000: 1000000 runs at once share %d CPUs, up to %d on one CPU", len(topoCPUOnly.CPUs), (1_000_000+len(topoCPUOnly.CPUs)-1)/len(topoCPUOnly.CPUs)); len(p.Warnings) != 1 || !strings.HasPrefix(p.Warnings[0].String(), want) {
+		t.Errorf("warnings %q, want %q…", texts(p.Warnings), want)
 	}
+}
+
+// texts returns the notes worded with Options' fields.
+func texts(notes []Note) []string {
+	var s []string
+	for _, n := range notes {
+		s = append(s, n.String())
+	}
+	return s
 }

@@ -172,7 +172,7 @@ func (n Node) Select(gpus, cpus string) (Node, error) {
 // CUDA_VISIBLE_DEVICES, any bad entry is an error that names it.
 func (n Node) SelectGPUs(list string) (Node, error) {
 	bad := func(format string, a ...any) error {
-		return fmt.Errorf("--gpus %q: %s", list, fmt.Sprintf(format, a...))
+		return fmt.Errorf("gpus %q: %s", list, fmt.Sprintf(format, a...))
 	}
 	n.GPUSource = sourceFlag
 	if strings.TrimSpace(list) == "none" {
@@ -239,10 +239,10 @@ func (n Node) describeGPUs() string {
 func (n Node) SelectCPUs(list string) (Node, error) {
 	ids, err := pack.ParseCPUList(strings.TrimSpace(list))
 	if err != nil {
-		return n, fmt.Errorf("--cpus: %w", err)
+		return n, fmt.Errorf("cpus: %w", err)
 	}
 	if len(ids) == 0 {
-		return n, fmt.Errorf("--cpus %q: no cpus", list)
+		return n, fmt.Errorf("cpus %q: no cpus", list)
 	}
 	byID := make(map[int]CPU, len(n.CPUs))
 	for _, c := range n.CPUs {
@@ -252,7 +252,7 @@ func (n Node) SelectCPUs(list string) (Node, error) {
 	for _, id := range ids {
 		c, ok := byID[id]
 		if !ok {
-			return n, fmt.Errorf("--cpus %q: cpu %d is not allowed here (allowed: %s)", list, id, pack.FormatCPUList(n.CPUIDs()))
+			return n, fmt.Errorf("cpus %q: cpu %d is not allowed here (allowed: %s)", list, id, pack.FormatCPUList(n.CPUIDs()))
 		}
 		cpus = append(cpus, c)
 	}

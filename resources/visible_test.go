@@ -89,7 +89,7 @@ func TestSelectGPUs(t *testing.T) {
 		t.Run(tc.description, func(t *testing.T) {
 			got, err := tc.node.SelectGPUs(tc.list)
 			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "--gpus") {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.HasPrefix(err.Error(), `gpus "`) {
 					t.Fatalf("SelectGPUs(%q) error = %v, want one containing %q", tc.list, err, tc.wantErr)
 				}
 				return
@@ -124,7 +124,7 @@ func TestSelectCPUs(t *testing.T) {
 		{"5", "cpu 5 is not allowed here (allowed: 0-3)"},
 		{"", "no cpus"},
 	} {
-		if _, err := node.SelectCPUs(bad.list); err == nil || !strings.Contains(err.Error(), bad.want) || !strings.HasPrefix(err.Error(), "--cpus") {
+		if _, err := node.SelectCPUs(bad.list); err == nil || !strings.Contains(err.Error(), bad.want) || !strings.HasPrefix(err.Error(), "cpus") {
 			t.Errorf("SelectCPUs(%q) error = %v, want one containing %q", bad.list, err, bad.want)
 		}
 	}

@@ -137,10 +137,10 @@ func Prepare(opts Options) (*Sweep, error) {
 		return nil, errors.New("retry classes and runs choose among the failed runs: they go with RetryFailed")
 	}
 	if opts.Restart && opts.RetryFailed {
-		return nil, errors.New("--restart reruns everything: --retry-failed goes with a resume")
+		return nil, errors.New("a restart reruns everything: retrying failed runs goes with a resume")
 	}
 	if opts.Requeue && !batch.CanRequeue(opts.Job) {
-		return nil, fmt.Errorf("--requeue: nodepack can requeue Slurm and Grid Engine jobs, not %s", batch.Describe(opts.Job))
+		return nil, fmt.Errorf("requeue: nodepack can requeue Slurm and Grid Engine jobs, not %s", batch.Describe(opts.Job))
 	}
 	if opts.Source.Request == (pack.Request{}) {
 		// Directives and rules are read over what runs ask for by default.
@@ -194,7 +194,7 @@ func (s *Sweep) prepare() error {
 	if opts.StopBefore > 0 {
 		end, from, err := batch.EndTime(opts.Job)
 		if err != nil {
-			return fmt.Errorf("--stop-before: %w", err)
+			return fmt.Errorf("stop before: %w", err)
 		}
 		s.end = end
 		s.notes = append(s.notes, fmt.Sprintf("the job ends at %s (%s): runs start until %s", end.Format(time.DateTime), from, end.Add(-opts.StopBefore).Format(time.DateTime)))
@@ -310,7 +310,7 @@ func (s *Sweep) scan() error {
 		return err
 	}
 	if s.from != "" {
-		s.notes = append(s.notes, fmt.Sprintf("shard %s from %s: runs %d, %d, %d, …; --shard none runs them all",
+		s.notes = append(s.notes, fmt.Sprintf("shard %s from %s: runs %d, %d, %d, …; shard none runs them all",
 			s.shard, s.from, s.shard.Index, s.shard.Index+s.shard.Count, s.shard.Index+2*s.shard.Count))
 	}
 	if s.shareCPU > 0 {
@@ -325,7 +325,7 @@ func (s *Sweep) scan() error {
 	if m := s.opts.RunsPerShard; m > 0 && s.shard.Count > 1 {
 		total := s.source.Total()
 		if need := (total + m - 1) / m; need != s.shard.Count {
-			s.notes = append(s.notes, fmt.Sprintf("%d shards for %d runs, not %d as --runs-per-shard %d would give: each shard runs about %d",
+			s.notes = append(s.notes, fmt.Sprintf("%d shards for %d runs, not %d as %d runs per shard would give: each shard runs about %d",
 				s.shard.Count, total, need, m, (total+s.shard.Count-1)/s.shard.Count))
 		}
 	}
@@ -396,7 +396,7 @@ func (s *Sweep) requestCheck() func(run.Run) error {
 // what chose it.
 func chooseShard(spec string, job batch.Job, total, runsPerShard int) (sweep.Shard, string, error) {
 	if runsPerShard < 0 {
-		return sweep.Shard{}, "", fmt.Errorf("--runs-per-shard %d: must not be negative", runsPerShard)
+		return sweep.Shard{}, "", fmt.Errorf("runs per shard %d: must not be negative", runsPerShard)
 	}
 	switch spec {
 	case "none":
@@ -404,15 +404,15 @@ func chooseShard(spec string, job batch.Job, total, runsPerShard int) (sweep.Sha
 	case "", "auto":
 		p, err := job.Place(total, runsPerShard)
 		if err != nil {
-			return sweep.Shard{}, "", fmt.Errorf("--shard auto: %w", err)
+			return sweep.Shard{}, "", fmt.Errorf("shard auto: %w", err)
 		}
 		return sweep.Shard{Index: p.Index, Count: max(p.Count, 1)}, p.From, nil
 	}
 	sh, err := sweep.ParseShard(spec)
 	if err != nil {
-		return sweep.Shard{}, "", fmt.Errorf("--shard: %w", err)
+		return sweep.Shard{}, "", fmt.Errorf("shard: %w", err)
 	}
-	return sh, "--shard " + spec, nil
+	return sh, "shard " + spec, nil
 }
 
 // splits says, before the runs are counted, whether the shard spec will
@@ -440,8 +440,21 @@ func defaultOutput(job batch.Job, def sweep.Definition, split bool) string {
 
 // anotherSweep is the error for a directory that holds a different sweep.
 func anotherSweep(dir string, what []string) error {
-	return fmt.Errorf("%s holds another sweep: %s; --restart starts over (the old ledger is kept as a backup), or choose another -o",
-		dir, strings.Join(what, "; "))
+	return &ConflictError{Dir: dir, Changes: what}
+}
+
+// ConflictError is Prepare's error for an output directory that holds
+// another sweep: Changes say how it differs from this one, for a person.
+// Options.Restart starts over there; another Output leaves it be.
+type ConflictError struct {
+	Dir     string
+	Changes []string
+}
+
+// Error names the directory and the changes, and what to do.
+func (e *ConflictError) Error() string {
+	return e.Dir + " holds another sweep: " + strings.Join(e.Changes, "; ") +
+		"; a restart starts over (the old ledger is kept as a backup), or choose another output directory"
 }
 
 // checkProgram checks that the program every run starts can be found: a
@@ -450,7 +463,7 @@ func checkProgram(wrap []string, src *sweep.Source) error {
 	what, name := "the command", src.Program()
 	switch {
 	case len(wrap) > 0:
-		what, name = "--wrap", wrap[0]
+		what, name = "the wrapper", wrap[0]
 	case src.Spec().Kind() == sweep.KindTasks:
 		what = "task files run with bash"
 	}
@@ -749,7 +762,7 @@ func (r *Session) Wait() (Outcome, error) {
 	case diskFull(err):
 		o.Note = stopNote(err) // the disk a run's directory and logs are on
 	case sum.Drained:
-		o.Note = "stopped before the job's end (--stop-before)"
+		o.Note = "stopped before the job's end, leaving the runs time to finish"
 	case err != nil:
 		o.Note = "stopped: " + err.Error()
 	}

@@ -89,8 +89,8 @@ func TestPrepareRefuses(t *testing.T) {
 		want        string
 	}{
 		{"another sweep in the directory", Options{Source: sweep.Spec{Grid: grid, Command: []string{"echo"}}, Output: out, Plan: oneSlot},
-			out + " holds another sweep: the source was a task file, now a --grid file"},
-		{"restart and retry-failed", Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, Restart: true, RetryFailed: true}, "--restart reruns everything"},
+			out + " holds another sweep: the source was a task file, now a grid file"},
+		{"restart and retry-failed", Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, Restart: true, RetryFailed: true}, "a restart reruns everything"},
 		{"requeue outside a batch job", Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, Requeue: true}, "not a run outside a batch job"},
 		{"a run that asks for more than the node has", Options{Source: sweep.Spec{TaskFile: big}, Output: filepath.Join(dir, "o3"),
 			Execute: execute.Options{Topology: twoCPUs, Request: pack.Request{CPUs: 1}}},
@@ -99,7 +99,7 @@ func TestPrepareRefuses(t *testing.T) {
 			"big.txt:3: gpus=0 cpus=4: nothing to place it on"},
 		{"a rule that matches no run", Options{Source: sweep.Spec{Grid: grid, Command: []string{"echo"}, Requests: []string{"a=3: cpus=1"}},
 			Output: filepath.Join(dir, "o5"), Execute: execute.Options{Topology: twoCPUs}},
-			`--request "a=3: cpus=1" matches no run of ` + grid},
+			`request rule "a=3: cpus=1" matches no run of ` + grid},
 		{"a missing program", Options{Source: sweep.Spec{Hydra: true, Command: []string{"no-such-program-x", "a=1,2"}}, Output: filepath.Join(dir, "o2"), Plan: oneSlot, CheckPrograms: true},
 			`program "no-such-program-x" not found`},
 	}

@@ -142,6 +142,7 @@ func (f failPatterns) Set(s string) error {
 	if err != nil {
 		return err
 	}
+	p.Source = "--fail-pattern"
 	*f.p = append(*f.p, p)
 	return nil
 }

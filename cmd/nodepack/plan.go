@@ -49,6 +49,60 @@ type packOptions struct {
 	pack.Options
 }
 
+// optionFlags names the flag AddFlags binds to each field of
+// pack.Options, for wording pack's settings (pack.Setting) as flags.
+var optionFlags = map[string]string{
+	"Parallel":   "--parallel",
+	"GPUsPerRun": "--gpus-per-run",
+	"GPUShare":   "--gpus-per-run",
+	"RunsPerGPU": "--runs-per-gpu",
+	"GPUMem":     "--gpu-mem-per-run",
+	"CPUsPerRun": "--cpus-per-run",
+	"Mem":        "--mem-per-run",
+}
+
+// flagWord words a setting of pack.Options as the flag that gives it:
+// "--parallel 12".
+func flagWord(s pack.Setting) string {
+	f, ok := optionFlags[s.Field]
+	if !ok {
+		f = s.Field
+	}
+	if s.Value == "" {
+		return f
+	}
+	return f + " " + s.Value
+}
+
+// newPlan is pack.NewPlan worded for the command line: a *pack.FitError
+// and the plan's warnings name flags.
+func newPlan(topo pack.Topology, opts pack.Options) (pack.Plan, error) {
+	plan, err := pack.NewPlan(topo, opts)
+	var fe *pack.FitError
+	if errors.As(err, &fe) {
+		return plan, errors.New(strings.Replace(err.Error(), fe.Error(), fe.Words(flagWord), 1))
+	}
+	for i, w := range plan.Warnings {
+		plan.Warnings[i] = wordedNote(w.Words(flagWord))
+	}
+	return plan, err
+}
+
+// wordedNote is a note for the plan's warnings whose words are all
+// written in: it opens no setting.
+func wordedNote(text string) pack.Note {
+	return pack.Note{Text: strings.ReplaceAll(text, "%", "%%")}
+}
+
+// noteTexts returns the notes as text, as newPlan worded them.
+func noteTexts(notes []pack.Note) []string {
+	texts := make([]string, len(notes))
+	for i, n := range notes {
+		texts[i] = n.String()
+	}
+	return texts
+}
+
 func (o *packOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVarP(&o.Parallel, "parallel", "j", 0, "`N` runs at once (default: plan lays out one per GPU or MIG device, else one per physical core; run starts as many as the runs' requests fit)")
 	fs.Var(gpusValue{&o.Options}, "gpus-per-run", "GPUs each run gets: a number `G` of its own, or a share of one such as 0.25 or 1/4 (default 1 when there are GPUs)")
@@ -161,7 +215,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErrorf(stderr, "plan", "%v", err)
 	}
-	plan, err := pack.NewPlan(node.Topology(), o.Options)
+	plan, err := newPlan(node.Topology(), o.Options)
 	if err != nil {
 		return usageErrorf(stderr, "plan", "%v", err)
 	}
@@ -174,11 +228,11 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		runs = runsPlan(total, o.RunsPerShard)
 		runs.Requests = requests
 		if o.RunsPerShard > 0 && o.RunsPerShard%len(plan.Slots) != 0 {
-			plan.Warnings = append(plan.Warnings, fmt.Sprintf("%d runs per shard on %d slots: the last wave of each shard leaves slots idle; a multiple of %d keeps them busy",
-				o.RunsPerShard, len(plan.Slots), len(plan.Slots)))
+			plan.Warnings = append(plan.Warnings, wordedNote(fmt.Sprintf("%d runs per shard on %d slots: the last wave of each shard leaves slots idle; a multiple of %d keeps them busy",
+				o.RunsPerShard, len(plan.Slots), len(plan.Slots))))
 		}
 	}
-	printWarnings(stderr, plan.Warnings)
+	printWarnings(stderr, noteTexts(plan.Warnings))
 	if o.JSON {
 		return writeJSON(stdout, stderr, planDoc{PlanDoc: plan.Doc(), Runs: runs})
 	}

@@ -2,10 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources"
+	"github.com/spf13/pflag"
 )
 
 func readPlan(t *testing.T, stdout string) planDoc {
@@ -153,6 +156,36 @@ func TestPlanTable(t *testing.T) {
 	for _, want := range []string{"SLOT", "0:GPU-1a2b3c00", "2 slots; each run: 2 GPUs", "idle:"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+// TestOptionFlagsCoverPackOptions: every field of pack.Options that a
+// flag gives has its flag in optionFlags, so that a *pack.FitError or a
+// plan warning naming it reaches the terminal as the flag the user typed;
+// a field added to pack.Options without a flag here fails this test.
+func TestOptionFlagsCoverPackOptions(t *testing.T) {
+	fs := pflag.NewFlagSet("plan", pflag.ContinueOnError)
+	var o packOptions
+	o.AddFlags(fs)
+	typ := reflect.TypeFor[pack.Options]()
+	for i := range typ.NumField() {
+		name := typ.Field(i).Name
+		if name == "Runs" || name == "AutoGPUMem" { // no flag; AutoGPUMem is GPUMem "auto"
+			continue
+		}
+		flag, ok := optionFlags[name]
+		if !ok {
+			t.Errorf("pack.Options.%s has no flag in optionFlags", name)
+			continue
+		}
+		if fs.Lookup(strings.TrimPrefix(flag, "--")) == nil {
+			t.Errorf("optionFlags[%q] = %s, which packOptions does not bind", name, flag)
+		}
+	}
+	for field := range optionFlags {
+		if _, ok := typ.FieldByName(field); !ok {
+			t.Errorf("optionFlags names %s, which pack.Options does not have", field)
 		}
 	}
 }

@@ -54,7 +54,7 @@ func TestRequeueOutsideABatchJob(t *testing.T) {
 	dir := t.TempDir()
 	tasks := writeFile(t, dir, "tasks.txt", "true\n")
 	code, _, stderr := runCLI(t, "run", "--gpus", "none", "-o", filepath.Join(dir, "out"), "--requeue", tasks)
-	if code != exitUsage || !strings.Contains(stderr, "--requeue: nodepack can requeue Slurm and Grid Engine jobs") {
+	if code != exitUsage || !strings.Contains(stderr, "requeue: nodepack can requeue Slurm and Grid Engine jobs") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/sweep"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 )
@@ -173,6 +174,14 @@ func (o *runOptions) finish(args []string) error {
 	if o.JSON && !o.DryRun {
 		return errors.New("--json goes with --dry-run")
 	}
+	if o.Restart && o.RetryFailed {
+		return errors.New("--restart reruns everything: --retry-failed goes with a resume")
+	}
+	if o.Shard != "auto" && o.Shard != "none" {
+		if _, err := sweep.ParseShard(o.Shard); err != nil {
+			return fmt.Errorf("--shard: %w", err)
+		}
+	}
 	if o.FailFast {
 		x.MaxFailures = 1
 	}
@@ -279,7 +288,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(errOut, "nodepack: output %s (nodepack status %s)\n", termSafe(sw.Output()), shellWord(sw.Output()))
 	printWarnings(errOut, node.Warnings)
-	printWarnings(errOut, o.Plan.Warnings)
+	printWarnings(errOut, noteTexts(o.Plan.Warnings))
 	printNotes(errOut, sw.Notes())
 	if o.memNote != "" {
 		printNotes(errOut, []string{o.memNote})
@@ -344,6 +353,11 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*n
 	if errors.As(err, &memErr) {
 		return nil, node, fmt.Errorf("--enforce-mem: no memory cgroup can be made here (%v), and --sample-interval 0 turns off the sampler that would check the runs instead", memErr.Why)
 	}
+	var conflict *runner.ConflictError
+	if errors.As(err, &conflict) {
+		return nil, node, fmt.Errorf("%s holds another sweep: %s; --restart starts over (the old ledger is kept as a backup), or choose another -o",
+			conflict.Dir, strings.Join(conflict.Changes, "; "))
+	}
 	if err != nil {
 		return nil, node, err
 	}
@@ -381,18 +395,18 @@ func (o *runOptions) enforceMemNote(dir string, whyNot error) string {
 // ask for less than the default (task-file directives, --request) fill
 // what the default's runs leave; plan keeps it an error.
 func runPlanFor(topo pack.Topology, opts pack.Options) (pack.Plan, error) {
-	plan, err := pack.NewPlan(topo, opts)
+	plan, err := newPlan(topo, opts)
 	if err == nil || opts.Parallel == 0 {
 		return plan, err
 	}
 	capped := opts
 	capped.Parallel = 0
-	fallback, err2 := pack.NewPlan(topo, capped)
+	fallback, err2 := newPlan(topo, capped)
 	if err2 != nil || fallback.Parallel >= opts.Parallel {
 		return plan, err
 	}
-	fallback.Warnings = append(fallback.Warnings, fmt.Sprintf("--parallel %d: %d runs asking for %s fit at once; runs asking for less fill the rest, up to %d",
-		opts.Parallel, fallback.Parallel, describeRequest(fallback.Request, fallback.RunsPerGPU), opts.Parallel))
+	fallback.Warnings = append(fallback.Warnings, wordedNote(fmt.Sprintf("--parallel %d: %d runs asking for %s fit at once; runs asking for less fill the rest, up to %d",
+		opts.Parallel, fallback.Parallel, describeRequest(fallback.Request, fallback.RunsPerGPU), opts.Parallel)))
 	return fallback, nil
 }
 

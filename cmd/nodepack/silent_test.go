@@ -108,11 +108,11 @@ func TestOutputDirectoryHoldsOneSweep(t *testing.T) {
 		args        []string
 		want        string
 	}{
-		{"a sweep where a grid ran", []string{"--sweep", "--", "echo", "a=1,2"}, "the source was a --grid file, now a --sweep command"},
-		{"a task file where a grid ran", []string{tasks}, "the source was a --grid file, now a task file"},
+		{"a sweep where a grid ran", []string{"--sweep", "--", "echo", "a=1,2"}, "the source was a grid file, now a sweep command"},
+		{"a task file where a grid ran", []string{tasks}, "the source was a grid file, now a task file"},
 		{"another command", []string{"--grid", grid, "--", "printf", "%s"}, `the command was ["echo"], now ["printf" "%s"]`},
-		{"--env added", []string{"--env", "X=1", "--grid", grid, "--", "echo"}, `--env was none, now ["X=1"]`},
-		{"--wrap added", []string{"--wrap", "env", "--grid", grid, "--", "echo"}, `--wrap was none, now ["env"]`},
+		{"--env added", []string{"--env", "X=1", "--grid", grid, "--", "echo"}, `the environment was none, now ["X=1"]`},
+		{"--wrap added", []string{"--wrap", "env", "--grid", grid, "--", "echo"}, `the wrapper was none, now ["env"]`},
 		{"sharded where it was not", []string{"--shard", "0/2", "--grid", grid, "--", "echo"}, "the sweep had 1 shards, now 2"},
 	}
 	for _, tc := range refusals {
@@ -191,7 +191,7 @@ func TestChangedEnvIsNoSilentSkip(t *testing.T) {
 	out := filepath.Join(dir, "out")
 	runCLI(t, "run", "-q", "--gpus", "none", "-o", out, "--env", "X=first", tasks)
 	code, _, stderr := runCLI(t, "run", "-q", "--gpus", "none", "-o", out, "--env", "X=second", tasks)
-	if code != exitUsage || !strings.Contains(stderr, `--env was ["X=first"], now ["X=second"]`) {
+	if code != exitUsage || !strings.Contains(stderr, `the environment was ["X=first"], now ["X=second"]`) {
 		t.Errorf("same -o, another --env: exit %d, %q", code, stderr)
 	}
 }
@@ -326,7 +326,7 @@ func TestChecksBeforeStart(t *testing.T) {
 		args        []string
 		want        string
 	}{
-		{"missing --wrap program", []string{"--wrap", "no-such-wrapper-x --", good}, `--wrap: program "no-such-wrapper-x" not found`},
+		{"missing --wrap program", []string{"--wrap", "no-such-wrapper-x --", good}, `the wrapper: program "no-such-wrapper-x" not found`},
 		{"missing command", []string{"--sweep", "--", "no-such-program-x", "a=1,2"}, `the command: program "no-such-program-x" not found`},
 		{"unparsable task line", []string{badLine}, "bad.txt:2: bash cannot parse this line: unexpected EOF while looking for matching"},
 		{"inventory CPUs not allowed here", []string{"--inventory", inv, good}, "--inventory: CPUs 4095 are not among the CPUs this process may use here"},

@@ -33,6 +33,10 @@ func sourceArgs(spec *sweep.Spec, args []string) error {
 		return fmt.Errorf("--reps %d: want at least 1", spec.Reps)
 	}
 	if spec.Hydra || spec.Grid != "" || spec.Params != "" {
+		if len(args) == 0 && spec.TaskFile == "" {
+			kind := spec.Kind()
+			return fmt.Errorf("--%s needs the command after --, e.g. --%s -- python train.py", kind, kind)
+		}
 		spec.Command = args
 		return nil
 	}

@@ -116,8 +116,6 @@ type Config struct {
 	RetryBackoff time.Duration
 	// MaxFailures stops starting once that many runs have failed; 0: never.
 	MaxFailures int
-	// DrainAt and TerminateAt are the first deadlines (see SetDeadlines).
-	DrainAt, TerminateAt time.Time
 }
 
 // Key names a run in a Scheduler: Add gives them out from 0, in order.
@@ -272,8 +270,6 @@ func New(cfg Config, now time.Time) (*Scheduler, error) {
 		holds:    map[string]int{},
 		learned:  map[string]uint64{},
 		faults:   map[string]bool{},
-		drainAt:  cfg.DrainAt,
-		termAt:   cfg.TerminateAt,
 	}
 	if s.settle <= 0 {
 		s.settle = DefaultSettleTimeout
@@ -732,8 +728,9 @@ func (s *Scheduler) faulted(as pack.Assignment) bool {
 	return false
 }
 
-// SetDeadlines moves the deadlines: nothing starts at or after drainAt,
-// and at terminateAt Next says Terminate. Zero means never. A deadline
+// SetDeadlines sets the deadlines, the only way to: nothing starts at or
+// after drainAt, and at terminateAt Next says Terminate. Zero means never
+// (a new Scheduler has none). Called again, it moves them: a deadline
 // that has passed already did what it does, and moving it undoes nothing.
 func (s *Scheduler) SetDeadlines(drainAt, terminateAt time.Time) {
 	s.drainAt, s.termAt = drainAt, terminateAt

@@ -332,8 +332,11 @@ func TestPolicy(t *testing.T) {
 		{
 			name: "deadlines",
 			desc: "nothing starts at or after the drain deadline; at the terminate deadline Next says so",
-			cfg:  Config{Topology: fourCPUs, Parallel: 1, DrainAt: simStart.Add(25 * sec), TerminateAt: simStart.Add(50 * sec)},
+			cfg:  Config{Topology: fourCPUs, Parallel: 1},
 			runs: runsOf(5, bare, 20*sec),
+			actions: []at{{0, func(s *Scheduler) {
+				s.SetDeadlines(simStart.Add(25*sec), simStart.Add(50*sec))
+			}}},
 			check: func(t *testing.T, r simResult) {
 				if len(r.starts) != 2 || !r.drained || r.terminated != -1 {
 					t.Errorf("starts %q, drained %v, terminated at %v; want 2 starts, a drain, and the sweep over before the terminate deadline", r.starts, r.drained, r.terminated)

@@ -69,7 +69,7 @@ func arrayPosition(kind string, a Array, total, runsPerShard int) (pos, count in
 	}
 	if a.Count > 0 {
 		if n := (a.Max-a.Min)/a.Step + 1; a.Max < a.Min || n != a.Count {
-			return 0, 0, "", fmt.Errorf("%s=%d: the array %d-%d:%d has %d tasks, not the %d the scheduler counts (a list such as 1,5,7 has no order to shard by): use --shard I/N",
+			return 0, 0, "", fmt.Errorf("%s=%d: the array %d-%d:%d has %d tasks, not the %d the scheduler counts (a list such as 1,5,7 has no order to shard by): give the shard as I/N",
 				v, a.Index, a.Min, a.Max, a.Step, max(n, 0), a.Count)
 		}
 		if a.Index < a.Min || a.Index > a.Max || (a.Index-a.Min)%a.Step != 0 {
@@ -78,10 +78,10 @@ func arrayPosition(kind string, a Array, total, runsPerShard int) (pos, count in
 		return (a.Index - a.Min) / a.Step, a.Count, fmt.Sprintf("%s=%d of %d-%d", v, a.Index, a.Min, a.Max), nil
 	}
 	if runsPerShard <= 0 {
-		return 0, 0, "", fmt.Errorf("%s=%d: the scheduler does not tell the array's size: give --runs-per-shard M (and submit the array nodepack plan --runs-per-shard M prints) or --shard I/N", v, a.Index)
+		return 0, 0, "", fmt.Errorf("%s=%d: the scheduler does not tell the array's size: give the runs per shard (and submit the array a plan of them prints) or the shard as I/N", v, a.Index)
 	}
 	if total < 0 {
-		return 0, 0, "", fmt.Errorf("%s=%d: --runs-per-shard needs a source whose size is known: use --shard I/N", v, a.Index)
+		return 0, 0, "", fmt.Errorf("%s=%d: runs per shard need a source whose size is known: give the shard as I/N", v, a.Index)
 	}
 	first, ok := arrayFirstIndex[kind]
 	if !ok {
@@ -92,7 +92,7 @@ func arrayPosition(kind string, a Array, total, runsPerShard int) (pos, count in
 	if a.Index < first || (a.Index-first)%a.Step != 0 || pos >= count {
 		return 0, 0, "", fmt.Errorf("%s=%d is not one of the %d array tasks for %d runs at %d per shard (%s)", v, a.Index, count, total, runsPerShard, SubmitLine(count))
 	}
-	return pos, count, fmt.Sprintf("%s=%d of %d tasks (--runs-per-shard %d)", v, a.Index, count, runsPerShard), nil
+	return pos, count, fmt.Sprintf("%s=%d of %d tasks (%d runs per shard)", v, a.Index, count, runsPerShard), nil
 }
 
 // SubmitLine says how to submit an array of n tasks to each scheduler.

@@ -246,6 +246,7 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 	if err != nil {
 		return nil, fmt.Errorf("execute: %w", err)
 	}
+	sched.SetDeadlines(opts.DrainAt, opts.TerminateAt)
 	if opts.EnforceMem && opts.MemCgroup == "" && opts.Sampler == nil {
 		return nil, errors.New("execute: enforce mem needs a memory cgroup to make groups in or a Sampler to check the runs' memory")
 	}

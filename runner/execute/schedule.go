@@ -55,8 +55,6 @@ func (o *Options) policy(parallel int) schedule.Config {
 		Retries:       o.Retries,
 		RetryBackoff:  o.RetryBackoff,
 		MaxFailures:   o.MaxFailures,
-		DrainAt:       o.DrainAt,
-		TerminateAt:   o.TerminateAt,
 	}
 	if len(o.Retry) > 0 {
 		c.Retry = make(map[string]int, len(o.Retry))

@@ -90,8 +90,8 @@ type Pattern struct {
 	Source string // where the message comes from, for people
 }
 
-// ParsePattern reads a user's pattern written CLASS=REGEX (the flag
-// --fail-pattern). Only the classes a log can show may be given one:
+// ParsePattern reads a user's pattern written CLASS=REGEX; its Source
+// says so, for a caller to name where it was given. Only the classes a log can show may be given one:
 // cuda-oom, gpu-error, disk-full, host-oom and not-found.
 func ParsePattern(s string) (Pattern, error) {
 	name, expr, ok := strings.Cut(s, "=")
@@ -110,7 +110,7 @@ func ParsePattern(s string) (Pattern, error) {
 	if err != nil {
 		return Pattern{}, fmt.Errorf("failure pattern %q: %w", s, err)
 	}
-	return Pattern{Class: c, Regexp: re, Source: "--fail-pattern"}, nil
+	return Pattern{Class: c, Regexp: re, Source: "a user's pattern"}, nil
 }
 
 // Outcome is what the runner saw of a failed attempt.

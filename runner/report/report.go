@@ -665,7 +665,7 @@ func gaps(util [][3]float64, span int64, node nodeInfo, attempts []*attempt, t0 
 		if to-from < minLen {
 			return
 		}
-		cause := "fewer runs ran than the node had room for: the cap on runs at once (--parallel, the CPUs), runs waiting for what others held (GPUs reserved for a large run, memory), or retries waiting"
+		cause := "fewer runs ran than the node had room for: the cap on runs at once (the parallel setting, the CPUs), runs waiting for what others held (GPUs reserved for a large run, memory), or retries waiting"
 		switch {
 		case !live(from, to):
 			cause = "no nodepack ran the sweep (between a stop and its resume)"

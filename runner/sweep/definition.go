@@ -95,8 +95,8 @@ func (d Definition) Changes(earlier Definition) []string {
 	if d.Kind == earlier.Kind {
 		compare("the command", earlier.Command, d.Command)
 	}
-	compare("--env", earlier.Env, d.Env)
-	compare("--wrap", earlier.Wrap, d.Wrap)
+	compare("the environment", earlier.Env, d.Env)
+	compare("the wrapper", earlier.Wrap, d.Wrap)
 	if max(d.Shards, 1) != max(earlier.Shards, 1) {
 		changes = append(changes, fmt.Sprintf("the sweep had %d shards, now %d", max(earlier.Shards, 1), max(d.Shards, 1)))
 	}
@@ -108,11 +108,11 @@ func kindPhrase(kind string) string {
 	case KindTasks:
 		return "a task file"
 	case KindSweep:
-		return "a --sweep command"
+		return "a sweep command"
 	case KindGrid:
-		return "a --grid file"
+		return "a grid file"
 	case KindParams:
-		return "a --params file"
+		return "a params file"
 	}
 	return "unknown (" + kind + ")"
 }
@@ -121,9 +121,9 @@ func kindPhrase(kind string) string {
 func sourceNoun(kind string) string {
 	switch kind {
 	case KindGrid:
-		return "--grid file"
+		return "grid file"
 	case KindParams:
-		return "--params file"
+		return "params file"
 	}
 	return "task file"
 }

@@ -37,7 +37,7 @@ type requestRule struct {
 func parseRule(text string, base pack.Request) (requestRule, error) {
 	i := strings.LastIndexByte(text, ':')
 	if i < 0 {
-		return requestRule{}, fmt.Errorf("--request %q: want MATCH: REQUEST, e.g. 'model=big: gpus=2' or '*: gpus=0.25'", text)
+		return requestRule{}, fmt.Errorf("request rule %q: want MATCH: REQUEST, e.g. 'model=big: gpus=2' or '*: gpus=0.25'", text)
 	}
 	match, reqText := strings.TrimSpace(text[:i]), strings.TrimSpace(text[i+1:])
 	rule := requestRule{Text: text}
@@ -45,17 +45,17 @@ func parseRule(text string, base pack.Request) (requestRule, error) {
 		for pair := range strings.SplitSeq(match, ",") {
 			k, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
 			if !ok || k == "" || v == "" {
-				return requestRule{}, fmt.Errorf("--request %q: %q: want key=value to match, or *", text, pair)
+				return requestRule{}, fmt.Errorf("request rule %q: %q: want key=value to match, or *", text, pair)
 			}
 			rule.Match = append(rule.Match, [2]string{k, v})
 		}
 	}
 	if reqText == "" {
-		return requestRule{}, fmt.Errorf("--request %q: no request after the colon", text)
+		return requestRule{}, fmt.Errorf("request rule %q: no request after the colon", text)
 	}
 	r, err := pack.ParseRequest(reqText, base)
 	if err != nil {
-		return requestRule{}, fmt.Errorf("--request %q: %w", text, err)
+		return requestRule{}, fmt.Errorf("request rule %q: %w", text, err)
 	}
 	rule.Request = r
 	return rule, nil

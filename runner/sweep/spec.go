@@ -109,21 +109,21 @@ func (s Spec) Open() (*Source, error) {
 	}
 	switch {
 	case n > 1:
-		return nil, errors.New("a task file, --sweep, --grid and --params exclude each other")
+		return nil, errors.New("a task file, a sweep, a grid and params exclude each other: give one source")
 	case n == 0:
-		return nil, errors.New("no source: want a TASKFILE (or - for standard input), or --sweep, --grid or --params with the command after --")
+		return nil, errors.New("no source: want a task file, or a sweep, a grid or params with a command")
 	case s.TaskFile == "" && len(s.Command) == 0:
 		kind := s.Kind()
-		return nil, fmt.Errorf("--%s needs the command after --, e.g. --%s -- python train.py", kind, kind)
+		return nil, fmt.Errorf("a %s needs a command to run", kind)
 	case s.TaskFile != "" && len(s.Command) > 0:
 		return nil, fmt.Errorf("a task file takes no command: got %q", s.Command)
 	}
 	if s.Reps < 0 {
-		return nil, fmt.Errorf("--reps %d: want at least 1", s.Reps)
+		return nil, fmt.Errorf("reps %d: want at least 1", s.Reps)
 	}
 	src := &Source{spec: s, definition: Definition{Kind: s.Kind(), Reps: max(s.Reps, 1)}}
 	if len(s.Requests) > 0 && s.Kind() == KindTasks {
-		return nil, fmt.Errorf("--request goes with --sweep, --grid and --params: a task file sets requests with %s lines", directivePrefix)
+		return nil, fmt.Errorf("request rules go with a sweep, a grid or params: a task file sets requests with %s lines", directivePrefix)
 	}
 	for _, text := range s.Requests {
 		rule, err := parseRule(text, s.Request)
@@ -156,7 +156,7 @@ func (s Spec) Open() (*Source, error) {
 	case KindGrid:
 		in, err := openInput(s.Grid)
 		if err != nil {
-			return nil, fmt.Errorf("--grid: %w", err)
+			return nil, fmt.Errorf("grid: %w", err)
 		}
 		g, err := readGrid(in.reader(), s.Grid)
 		in.Close()
@@ -173,7 +173,7 @@ func (s Spec) Open() (*Source, error) {
 		}
 		in, err := openInput(s.Params)
 		if err != nil {
-			return nil, fmt.Errorf("--params: %w", err)
+			return nil, fmt.Errorf("params: %w", err)
 		}
 		src.input, src.definition.Source, src.definition.Command = in, sourceName(s.Params), s.Command
 	}
@@ -309,7 +309,7 @@ func (src *Source) Scan(seen func(run run.Run) error) error {
 		perRep = src.grid.Len()
 	}
 	if perRep > 0 && perRep > maxTotalRuns/reps {
-		return fmt.Errorf("--reps %d: %d × %d runs, more than %d", reps, perRep, reps, maxTotalRuns)
+		return fmt.Errorf("reps %d: %d × %d runs, more than %d", reps, perRep, reps, maxTotalRuns)
 	}
 	if perRep > 0 && seen == nil && len(src.rules) == 0 {
 		src.total = perRep * reps
@@ -359,7 +359,7 @@ func (src *Source) Scan(seen func(run run.Run) error) error {
 	}
 	for i, r := range src.rules {
 		if hits[i] == 0 {
-			return fmt.Errorf("--request %q %w of %s: check its keys and values", r.Text, errRuleUnmatched, src.spec.Name())
+			return fmt.Errorf("request rule %q %w of %s: check its keys and values", r.Text, errRuleUnmatched, src.spec.Name())
 		}
 	}
 	src.total = n
