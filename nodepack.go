@@ -106,6 +106,9 @@ func Prepare(ctx context.Context, opts Options) (*Sweep, error) {
 	if len(x.Topology.CPUs) == 0 && len(x.Topology.GPUs) == 0 {
 		x.Topology = s.Node.Topology()
 	}
+	if opts.Source.GPUMemory == 0 {
+		opts.Source.GPUMemory = x.Topology.GPUMemory()
+	}
 	if opts.Job == (batch.Job{}) {
 		opts.Job = batch.Detect(os.LookupEnv)
 	}

@@ -122,7 +122,7 @@ func ExampleQueue() {
 		{"mlp-3", "gpus=0.5 cpus=2"},
 		{"preprocess", "gpus=0 cpus=2"},
 	} {
-		r, err := pack.ParseRequest(run.request, pack.Request{})
+		r, err := pack.ParseRequest(run.request, pack.Request{}, 0)
 		if err != nil {
 			fmt.Println(err)
 			return

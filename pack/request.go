@@ -152,7 +152,13 @@ func formatShare(s int) string {
 // the text sets gpus but not cpus, the CPUs follow the GPUs: base's CPUs
 // per GPU times the new number (or share) of GPUs, at least 1, so that
 // with 16 CPUs per GPU by default, gpus=2 gets 32 and gpus=0.25 gets 4.
-func ParseRequest(text string, base Request) (Request, error) {
+// When it sets gpu_mem alone, the CPUs follow the memory: base's CPUs per
+// GPU times the part of gpuMemory (the memory runs may share on one of
+// the node's GPUs, [Topology.GPUMemory]; 0 when unknown, and then base's
+// CPUs stay) that gpu_mem is, so that 10GiB of a GPU whose runs may share
+// 76GiB gets 2 of its 16 CPUs; gpu_mem=auto gets a quarter of a GPU's
+// CPUs until it is measured, as the runs of --gpu-mem-per-run auto do.
+func ParseRequest(text string, base Request, gpuMemory uint64) (Request, error) {
 	r := base
 	gpusGiven, gpuMemGiven, cpusGiven := false, false, false
 	words := strings.FieldsFunc(text, func(c rune) bool { return c == ' ' || c == '\t' || c == ',' })
@@ -208,8 +214,11 @@ func ParseRequest(text string, base Request) (Request, error) {
 	case gpusGiven && r.GPUs == 0 && r.GPUShare == 0 && !gpuMemGiven:
 		r.GPUMem, r.AutoGPUMem = 0, false
 	}
-	if gpusGiven && !cpusGiven {
+	switch {
+	case gpusGiven && !cpusGiven:
 		r.CPUs = scaleCPUs(base, r)
+	case gpuMemGiven && !cpusGiven:
+		r.CPUs = memoryCPUs(base, r, gpuMemory)
 	}
 	if err := r.Validate(); err != nil {
 		return base, err
@@ -224,6 +233,35 @@ func scaleCPUs(base, r Request) int {
 		return base.CPUs
 	}
 	return max(base.CPUs*to/from, 1)
+}
+
+// memoryCPUs gives r, which shares a GPU by memory alone, base's CPUs per
+// GPU for the part of gpuMemory it asks for (a quarter of them for
+// AutoGPUMem), at least 1; base's CPUs when either is unknown. A base that
+// shares by memory itself scales by the two requests' memory.
+func memoryCPUs(base, r Request, gpuMemory uint64) int {
+	amount := base.gpuAmount()
+	switch {
+	case base.CPUs == 0:
+		return 0
+	case amount == 0 && base.GPUMem > 0 && r.GPUMem > 0:
+		return clampCPUs(uint64(base.CPUs)*r.GPUMem/base.GPUMem, base.CPUs*max(int(gpuMemory/base.GPUMem), 1))
+	case amount == 0:
+		return base.CPUs
+	}
+	perGPU := base.CPUs * GPUWhole / amount
+	switch {
+	case r.AutoGPUMem:
+		return max(perGPU/4, 1)
+	case gpuMemory == 0:
+		return base.CPUs
+	}
+	return clampCPUs(uint64(perGPU)*r.GPUMem/gpuMemory, perGPU)
+}
+
+// clampCPUs keeps n between 1 and most.
+func clampCPUs(n uint64, most int) int {
+	return int(max(min(n, uint64(most)), 1))
 }
 
 // gpuAmount is how much GPU the request asks for, in thousandths.

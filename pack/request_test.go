@@ -29,7 +29,8 @@ func TestParseRequest(t *testing.T) {
 		{"gpu_mem with GPUs of its own", "gpus=2 gpu_mem=40GiB", base, Request{GPUs: 2, GPUMem: 40 << 30, CPUs: 32}, ""},
 		{"gpus=0 drops the base's gpu_mem", "gpus=0", Request{GPUMem: 1 << 30, CPUs: 2}, Request{CPUs: 2}, ""},
 		{"gpus=2 drops the base's auto", "gpus=2", Request{AutoGPUMem: true, CPUs: 4}, Request{GPUs: 2, CPUs: 4}, ""},
-		{"auto", "gpu_mem=auto", base, Request{AutoGPUMem: true, CPUs: 16}, ""},
+		{"auto gets a quarter of a GPU's CPUs", "gpu_mem=auto", base, Request{AutoGPUMem: true, CPUs: 4}, ""},
+		{"auto with CPUs given", "gpu_mem=auto cpus=16", base, Request{AutoGPUMem: true, CPUs: 16}, ""},
 		{"commas and host memory", "gpus=1,cpus=2,mem=32G", base, Request{GPUs: 1, CPUs: 2, Mem: 32 << 30}, ""},
 		{"a shared CPU", "cpus=0", base, Request{GPUs: 1}, ""},
 		{"no base CPUs to scale", "gpus=2", Request{GPUs: 1}, Request{GPUs: 2}, ""},
@@ -51,7 +52,7 @@ func TestParseRequest(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
-			got, err := ParseRequest(tc.text, tc.base)
+			got, err := ParseRequest(tc.text, tc.base, 0)
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("ParseRequest(%q) error = %v, want %q", tc.text, err, tc.wantErr)
@@ -65,11 +66,59 @@ func TestParseRequest(t *testing.T) {
 				t.Fatalf("ParseRequest(%q) = %+v, %v; want %+v", tc.text, got, err, tc.want)
 			}
 			// String writes what ParseRequest reads back.
-			again, err := ParseRequest(got.String(), Request{})
+			again, err := ParseRequest(got.String(), Request{}, 0)
 			if err != nil || again != got {
 				t.Errorf("ParseRequest(%q) = %+v, %v; want %+v", got.String(), again, err, got)
 			}
 		})
+	}
+}
+
+// TestParseRequestFollowsMemory: a run that shares a GPU by gpu_mem alone
+// and does not say cpus gets the CPUs of the part of a GPU its memory is,
+// as --gpu-mem-per-run's runs do, so that runs sharing a GPU by memory are
+// not held apart by CPUs they never asked for.
+func TestParseRequestFollowsMemory(t *testing.T) {
+	const gib = 1 << 30
+	base := Request{GPUs: 1, CPUs: 16}
+	tests := []struct {
+		description string
+		text        string
+		base        Request
+		gpuMemory   uint64
+		want        Request
+	}{
+		{"10GiB of 76GiB: 2 of 16 CPUs", "gpu_mem=10GiB", base, 76 * gib, Request{GPUMem: 10 * gib, CPUs: 2}},
+		{"half the memory: half the CPUs", "gpu_mem=38GiB", base, 76 * gib, Request{GPUMem: 38 * gib, CPUs: 8}},
+		{"a sliver: at least one CPU", "gpu_mem=512MiB", base, 76 * gib, Request{GPUMem: 512 << 20, CPUs: 1}},
+		{"more than a GPU has: no more than its CPUs", "gpu_mem=100GiB", base, 76 * gib, Request{GPUMem: 100 * gib, CPUs: 16}},
+		{"CPUs given win", "gpu_mem=10GiB cpus=6", base, 76 * gib, Request{GPUMem: 10 * gib, CPUs: 6}},
+		{"memory unknown: the base's CPUs", "gpu_mem=10GiB", base, 0, Request{GPUMem: 10 * gib, CPUs: 16}},
+		{"from two GPUs' CPUs, per GPU", "gpu_mem=19GiB", Request{GPUs: 2, CPUs: 32}, 76 * gib, Request{GPUMem: 19 * gib, CPUs: 4}},
+		{"from a share's CPUs, per GPU", "gpu_mem=19GiB", Request{GPUShare: 250, CPUs: 4}, 76 * gib, Request{GPUMem: 19 * gib, CPUs: 4}},
+		{"from a memory base: by the two memories", "gpu_mem=20GiB", Request{GPUMem: 10 * gib, CPUs: 2}, 76 * gib, Request{GPUMem: 20 * gib, CPUs: 4}},
+		{"a shared CPU stays shared", "gpu_mem=10GiB", Request{GPUs: 1}, 76 * gib, Request{GPUMem: 10 * gib}},
+		{"a share with memory follows the share", "gpus=0.5 gpu_mem=10GiB", base, 76 * gib, Request{GPUShare: 500, GPUMem: 10 * gib, CPUs: 8}},
+		{"auto: a quarter, whatever the memory", "gpu_mem=auto", base, 76 * gib, Request{AutoGPUMem: true, CPUs: 4}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			got, err := ParseRequest(tc.text, tc.base, tc.gpuMemory)
+			if err != nil || got != tc.want {
+				t.Fatalf("ParseRequest(%q, %+v, %s) = %+v, %v; want %+v", tc.text, tc.base, FormatSize(tc.gpuMemory), got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTopologyGPUMemory(t *testing.T) {
+	const gib = 1 << 30
+	topo := Topology{GPUs: []GPU{{UUID: "GPU-a", MemoryBytes: 80 * gib}, {UUID: "GPU-b", MemoryBytes: 40 * gib}, {UUID: "GPU-c"}}}
+	if got, want := topo.GPUMemory(), uint64(38*gib); got != want {
+		t.Errorf("GPUMemory = %s, want %s: the smallest GPU that reports memory, less 5%%", FormatSize(got), FormatSize(want))
+	}
+	if got := (Topology{GPUs: []GPU{{UUID: "GPU-c"}}}).GPUMemory(); got != 0 {
+		t.Errorf("GPUMemory with no memory known = %d, want 0", got)
 	}
 }
 
@@ -142,7 +191,7 @@ func FuzzParseRequest(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		r, err := ParseRequest(text, Request{GPUs: 1, CPUs: 8})
+		r, err := ParseRequest(text, Request{GPUs: 1, CPUs: 8}, 0)
 		keys := map[string]bool{}
 		for _, w := range strings.FieldsFunc(text, func(c rune) bool { return c == ' ' || c == '\t' || c == ',' }) {
 			k, _, _ := strings.Cut(w, "=")
@@ -157,7 +206,7 @@ func FuzzParseRequest(f *testing.F) {
 		if err := r.Validate(); err != nil {
 			t.Fatalf("ParseRequest(%q) = %+v, which is invalid: %v", text, r, err)
 		}
-		again, err := ParseRequest(r.String(), Request{})
+		again, err := ParseRequest(r.String(), Request{}, 0)
 		if err != nil || again != r {
 			t.Fatalf("ParseRequest(%q) = %+v; its String %q reads back as %+v, %v", text, r, r.String(), again, err)
 		}

@@ -42,6 +42,22 @@ type Topology struct {
 	Memory uint64
 }
 
+// GPUMemory is the GPU memory that runs sharing a GPU by memory may claim
+// on the node's smallest GPU that reports its memory: its memory less
+// [GPUMemHeadroom]. 0 when no GPU reports it.
+func (t Topology) GPUMemory() uint64 {
+	var least uint64
+	for _, g := range t.GPUs {
+		if g.MemoryBytes == 0 {
+			continue
+		}
+		if m := g.MemoryBytes - min(GPUMemHeadroom(g.MemoryBytes), g.MemoryBytes); least == 0 || m < least {
+			least = m
+		}
+	}
+	return least
+}
+
 // Assignment is what one run gets: its GPUs, its CPUs (ascending) and the
 // NUMA node they come from (-1 when unknown or mixed), for the Request it
 // was allocated for.

@@ -127,11 +127,11 @@ func TestMixedRequestsEndToEnd(t *testing.T) {
 			t.Fatalf("%s: %s", id, run.State)
 		}
 		started := run.Started
-		asked, err := pack.ParseRequest(want[filepath.Base(started.Origin)], pack.Request{})
+		asked, err := pack.ParseRequest(want[filepath.Base(started.Origin)], pack.Request{}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := pack.ParseRequest(started.Request, pack.Request{}); err != nil || got != asked {
+		if got, err := pack.ParseRequest(started.Request, pack.Request{}, 0); err != nil || got != asked {
 			t.Errorf("%s (%s) ran with %q, its directive asks for %v", id, started.Origin, started.Request, asked)
 		}
 		if printed := strings.TrimSpace(readRunFile(t, out, started.Stdout)); printed != strings.Join(started.GPUs, ",") {

@@ -130,7 +130,7 @@ func (v gpusValue) Set(s string) error {
 		v.o.GPUsPerRun, v.o.GPUShare = 0, 0
 		return nil
 	}
-	r, err := pack.ParseRequest("gpus="+s, pack.Request{})
+	r, err := pack.ParseRequest("gpus="+s, pack.Request{}, 0)
 	if err != nil {
 		return errors.New(strings.TrimPrefix(err.Error(), "gpus="+s+": "))
 	}
@@ -251,7 +251,7 @@ func (o *planOptions) countRuns(args []string, topo pack.Topology, base pack.Req
 	if err := sourceArgs(&o.Source, args); err != nil {
 		return 0, nil, err
 	}
-	o.Source.Request = base
+	o.Source.Request, o.Source.GPUMemory = base, topo.GPUMemory()
 	src, err := o.Source.Open()
 	if err != nil {
 		return 0, nil, err

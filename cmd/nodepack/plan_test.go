@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -186,6 +188,28 @@ func TestOptionFlagsCoverPackOptions(t *testing.T) {
 	for field := range optionFlags {
 		if _, ok := typ.FieldByName(field); !ok {
 			t.Errorf("optionFlags names %s, which pack.Options does not have", field)
+		}
+	}
+}
+
+// TestPlanMemorySharersGetTheirPartOfCPUs: runs that share a GPU by
+// gpu_mem alone (a task file's #nodepack line, no cpus) get CPUs in
+// proportion to their part of the GPU's memory, as --gpu-mem-per-run's
+// runs do; before, they kept a whole GPU's 32 CPUs, and on a real H100
+// node two such runs never ran at once.
+func TestPlanMemorySharersGetTheirPartOfCPUs(t *testing.T) {
+	tasks := filepath.Join(t.TempDir(), "tasks.txt")
+	if err := os.WriteFile(tasks, []byte("#nodepack gpu_mem=10GiB\necho a\necho b\n#nodepack gpu_mem=auto\necho c\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "plan", "--inventory", "../../examples/inventories/dgx-a100.json", tasks)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	// 80 GB A100s, 76 GiB of each shareable, 32 CPUs per GPU: 10GiB is 4.
+	for _, want := range []string{"2  gpu_mem=10GiB cpus=4 ", "1  gpu_mem=auto cpus=8 "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("plan lacks %q:\n%s", want, stdout)
 		}
 	}
 }

@@ -59,7 +59,7 @@ func Example_mixedRequests() {
 		topo.GPUs = append(topo.GPUs, pack.GPU{Index: i, UUID: fmt.Sprintf("GPU-%d", i), NUMA: -1})
 	}
 	ask := func(text string) *pack.Request {
-		r, err := pack.ParseRequest(text, pack.Request{})
+		r, err := pack.ParseRequest(text, pack.Request{}, 0)
 		if err != nil {
 			panic(err)
 		}

@@ -52,7 +52,7 @@ func waitFor(file string) string {
 }
 
 func request(text string) *pack.Request {
-	r, err := pack.ParseRequest(text, pack.Request{})
+	r, err := pack.ParseRequest(text, pack.Request{}, 0)
 	if err != nil {
 		panic(err)
 	}

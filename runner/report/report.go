@@ -185,7 +185,7 @@ func (r *reader) record(file string, rec *ledger.Record, size int) {
 		}
 		a.cpus = max(a.cpus, 1)
 		a.gpuShare = float64(len(rec.GPUs))
-		if q, err := pack.ParseRequest(rec.Request, pack.Request{}); err == nil && q.GPUs == 0 && q.GPUShare > 0 && len(rec.GPUs) == 1 {
+		if q, err := pack.ParseRequest(rec.Request, pack.Request{}, 0); err == nil && q.GPUs == 0 && q.GPUShare > 0 && len(rec.GPUs) == 1 {
 			a.gpuShare = float64(q.GPUShare) / pack.GPUWhole
 		}
 		r.open[attemptKey{rec.ID, rec.Attempt}] = a

@@ -38,6 +38,9 @@ type expandOptions struct {
 	// Request is what every run asks for unless it says otherwise: the
 	// base a params line's own request is read over (see readParams).
 	Request pack.Request
+	// GPUMemory is what Spec.GPUMemory says, for the requests read over
+	// Request.
+	GPUMemory uint64
 	// Rules give requests to the runs of a sweep, grid or params file by
 	// their values; the first that matches a run sets its
 	// run.Run.Request, unless the run has one of its own (a params

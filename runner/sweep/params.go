@@ -76,7 +76,7 @@ func readParams(r io.Reader, name string, command []string, opts expandOptions) 
 			}
 			e.request = nil
 			if i := slices.Index(keys, paramsRequestKey); i >= 0 {
-				r, err := paramsRequest(raws[i], opts.Request)
+				r, err := paramsRequest(raws[i], opts.Request, opts.GPUMemory)
 				if err != nil {
 					yield(run.Run{}, fmt.Errorf("%s:%d: %w", name, line, err))
 					return

@@ -33,8 +33,8 @@ type requestRule struct {
 
 // parseRule reads a rule, MATCH: REQUEST, with MATCH a comma-separated
 // list of key=value (or *) and REQUEST as [pack.ParseRequest] reads it
-// over base.
-func parseRule(text string, base pack.Request) (requestRule, error) {
+// over base on GPUs of gpuMemory.
+func parseRule(text string, base pack.Request, gpuMemory uint64) (requestRule, error) {
 	i := strings.LastIndexByte(text, ':')
 	if i < 0 {
 		return requestRule{}, fmt.Errorf("request rule %q: want MATCH: REQUEST, e.g. 'model=big: gpus=2' or '*: gpus=0.25'", text)
@@ -53,7 +53,7 @@ func parseRule(text string, base pack.Request) (requestRule, error) {
 	if reqText == "" {
 		return requestRule{}, fmt.Errorf("request rule %q: no request after the colon", text)
 	}
-	r, err := pack.ParseRequest(reqText, base)
+	r, err := pack.ParseRequest(reqText, base, gpuMemory)
 	if err != nil {
 		return requestRule{}, fmt.Errorf("request rule %q: %w", text, err)
 	}
@@ -72,9 +72,10 @@ func (r *requestRule) matches(value func(key string) (string, bool)) bool {
 }
 
 // directive reads a task-file line that starts with directivePrefix: the
-// request of the lines after it over base, or nil for the default. ok is
-// false for a comment that only looks like one ("#nodepacker").
-func directive(line []byte, base pack.Request) (req *pack.Request, ok bool, err error) {
+// request of the lines after it over base on GPUs of gpuMemory, or nil for
+// the default. ok is false for a comment that only looks like one
+// ("#nodepacker").
+func directive(line []byte, base pack.Request, gpuMemory uint64) (req *pack.Request, ok bool, err error) {
 	rest, found := bytes.CutPrefix(line, []byte(directivePrefix))
 	if !found || len(rest) > 0 && rest[0] != ' ' && rest[0] != '\t' {
 		return nil, false, nil
@@ -83,7 +84,7 @@ func directive(line []byte, base pack.Request) (req *pack.Request, ok bool, err 
 	if text == "" || text == "default" {
 		return nil, true, nil
 	}
-	r, err := pack.ParseRequest(text, base)
+	r, err := pack.ParseRequest(text, base, gpuMemory)
 	if err != nil {
 		return nil, true, fmt.Errorf("%s: %w", directivePrefix, err)
 	}
@@ -91,8 +92,9 @@ func directive(line []byte, base pack.Request) (req *pack.Request, ok bool, err 
 }
 
 // paramsRequest reads the request of a params-file line, the object under
-// paramsRequestKey, over base: {"gpus": 2, "cpus": 16, "gpu_mem": "12GiB"}.
-func paramsRequest(raw json.RawMessage, base pack.Request) (pack.Request, error) {
+// paramsRequestKey, over base on GPUs of gpuMemory: {"gpus": 2, "cpus":
+// 16, "gpu_mem": "12GiB"}.
+func paramsRequest(raw json.RawMessage, base pack.Request, gpuMemory uint64) (pack.Request, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
@@ -123,7 +125,7 @@ func paramsRequest(raw json.RawMessage, base pack.Request) (pack.Request, error)
 		}
 		words = append(words, key+"="+text)
 	}
-	r, err := pack.ParseRequest(strings.Join(words, " "), base)
+	r, err := pack.ParseRequest(strings.Join(words, " "), base, gpuMemory)
 	if err != nil {
 		return base, fmt.Errorf("%q: %w", paramsRequestKey, err)
 	}

@@ -43,6 +43,12 @@ type Spec struct {
 	// base that task-file directives, params-file requests and Requests
 	// are read over (keys they do not name keep its values).
 	Request pack.Request
+	// GPUMemory is the GPU memory runs may share on one of the node's
+	// GPUs ([pack.Topology.GPUMemory]): a run that asks for gpu_mem but
+	// not for cpus gets the CPUs of the part of a GPU that is (see
+	// [pack.ParseRequest]). 0 when unknown: such a run keeps Request's
+	// CPUs.
+	GPUMemory uint64
 	// Requests are rules, "MATCH: REQUEST", that give runs of a sweep,
 	// grid or params file requests by their values (see parseRule); the
 	// first that matches a run applies. A rule that matches no run is an
@@ -126,7 +132,7 @@ func (s Spec) Open() (*Source, error) {
 		return nil, fmt.Errorf("request rules go with a sweep, a grid or params: a task file sets requests with %s lines", directivePrefix)
 	}
 	for _, text := range s.Requests {
-		rule, err := parseRule(text, s.Request)
+		rule, err := parseRule(text, s.Request, s.GPUMemory)
 		if err != nil {
 			return nil, err
 		}
@@ -237,7 +243,7 @@ func (src *Source) Program() string {
 
 // options are the expander's options for a shard.
 func (src *Source) options(shard Shard) expandOptions {
-	opts := expandOptions{Reps: src.spec.Reps, Shard: shard, Request: src.spec.Request, Rules: src.rules, runs: src.total}
+	opts := expandOptions{Reps: src.spec.Reps, Shard: shard, Request: src.spec.Request, GPUMemory: src.spec.GPUMemory, Rules: src.rules, runs: src.total}
 	if src.spec.OutputDir != "" {
 		opts.OutputDir, _ = filepath.Abs(src.spec.OutputDir)
 	}

@@ -51,7 +51,7 @@ func readTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[run.Run
 	return func(yield func(run.Run, error) bool) {
 		var ids idSet
 		index := 0
-		err := taskLines(r, name, base, func(l *taskLine) bool {
+		err := taskLines(r, name, base, 0, func(l *taskLine) bool {
 			args := l.args()
 			run := run.Run{
 				ID:      ids.next(args),
@@ -77,7 +77,7 @@ func readTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[run.Run
 func expandTasks(r io.Reader, name string, base pack.Request, opts expandOptions) iter.Seq2[run.Run, error] {
 	return func(yield func(run.Run, error) bool) {
 		x := newExpander(opts)
-		err := taskLines(r, name, base, func(l *taskLine) bool {
+		err := taskLines(r, name, base, opts.GPUMemory, func(l *taskLine) bool {
 			e := entry{plain: l.args(), request: l.request, describe: l}
 			return x.expand(&e, yield)
 		})
@@ -106,7 +106,7 @@ func (l *taskLine) name() string {
 // taskLines calls f with every command of a task file, as readTaskFile
 // describes them, until f returns false; it returns the error that ends
 // the file early, naming its line.
-func taskLines(r io.Reader, name string, base pack.Request, f func(l *taskLine) bool) error {
+func taskLines(r io.Reader, name string, base pack.Request, gpuMemory uint64, f func(l *taskLine) bool) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes+2) // room for "\r\n"
 	l := taskLine{file: name}
@@ -118,7 +118,7 @@ func taskLines(r io.Reader, name string, base pack.Request, f func(l *taskLine) 
 		}
 		trimmed := bytes.TrimSpace(text)
 		if len(trimmed) > 0 && trimmed[0] == '#' {
-			r, ok, err := directive(trimmed, base)
+			r, ok, err := directive(trimmed, base, gpuMemory)
 			if err != nil {
 				return fmt.Errorf("%s:%d: %w", name, l.no, err)
 			}
