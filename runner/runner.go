@@ -207,6 +207,22 @@ func (s *Sweep) prepare() error {
 // without the runs that left it, or nothing at all when the directory
 // holds another sweep.
 func (s *Sweep) scan() error {
+	past, err := s.walk()
+	if err != nil {
+		return err
+	}
+	s.past = past
+	if s.shard, s.from, err = chooseShard(s.opts.Shard, s.opts.Job, s.source.Total(), s.opts.RunsPerShard); err != nil {
+		return err
+	}
+	s.shardNotes()
+	return s.resume()
+}
+
+// walk walks the source, checking every run's own request, and reads the
+// output directory's ledgers meanwhile: it returns them with every run of
+// the source seen in them.
+func (s *Sweep) walk() (*ledger.Dir, error) {
 	spec := s.source.Spec()
 	check := s.requestCheck()
 	// A sweep or a grid without rules gives its runs no request and was
@@ -255,7 +271,7 @@ func (s *Sweep) scan() error {
 		readPast()
 		ready = true
 		if pastErr != nil {
-			return pastErr
+			return nil, pastErr
 		}
 		if known := past.Known(); known > 0 {
 			seen = func(run run.Run) error {
@@ -300,15 +316,14 @@ func (s *Sweep) scan() error {
 		see()
 	}
 	if pastErr != nil {
-		return pastErr
+		return nil, pastErr
 	}
-	if err != nil {
-		return err
-	}
-	s.past = past
-	if s.shard, s.from, err = chooseShard(s.opts.Shard, s.opts.Job, s.source.Total(), s.opts.RunsPerShard); err != nil {
-		return err
-	}
+	return past, err
+}
+
+// shardNotes says which shard this is and where that came from, and what
+// in the runs' requests or the shard count a user may not expect.
+func (s *Sweep) shardNotes() {
 	if s.from != "" {
 		s.notes = append(s.notes, fmt.Sprintf("shard %s from %s: runs %d, %d, %d, …; shard none runs them all",
 			s.shard, s.from, s.shard.Index, s.shard.Index+s.shard.Count, s.shard.Index+2*s.shard.Count))
@@ -329,6 +344,11 @@ func (s *Sweep) scan() error {
 				s.shard.Count, total, need, m, (total+s.shard.Count-1)/s.shard.Count))
 		}
 	}
+}
+
+// resume finds this shard's ledger in the output directory, refuses one
+// of another sweep, and counts the runs it holds as done.
+func (s *Sweep) resume() error {
 	s.def.Shards = s.shard.Count
 	file := ledger.FileName(s.shard.Index, s.shard.Count)
 	s.ledger = filepath.Join(s.output, file)

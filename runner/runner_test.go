@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
@@ -191,4 +193,90 @@ func TestLeftIsWhatARerunRuns(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMetricsInTheLedger: what a run appends to $NODEPACK_METRICS goes to
+// its finished record (last values, with metrics.json's on top, and a
+// curve of a few points), with its params in its started record, so the
+// results table needs no file of the run's; a run whose nodepack was
+// killed before it ended (no finished record) is read from its files, and
+// shows the same.
+func TestMetricsInTheLedger(t *testing.T) {
+	dir := t.TempDir()
+	params := filepath.Join(dir, "p.jsonl")
+	os.WriteFile(params, []byte(`{"lr": 0.1}`+"\n"+`{"lr": 0.01}`+"\n"), 0o644)
+	out := filepath.Join(dir, "out")
+	script := filepath.Join(dir, "train.sh")
+	os.WriteFile(script, []byte(`lr=${1#--lr=}
+for i in $(seq 1 40); do echo "{\"step\": $((i*10)), \"loss\": $(awk "BEGIN{print $lr / $i}")}" >> "$NODEPACK_METRICS"; done
+echo 'not json' >> "$NODEPACK_METRICS"
+[ "$lr" = 0.1 ] && echo '{"acc": 0.9}' > "$NODEPACK_RUN_DIR/metrics.json"
+true
+`), 0o644)
+	opts := Options{Source: sweep.Spec{Params: params, Command: []string{"bash", script}}, Output: out, Plan: oneSlot,
+		Execute: execute.Options{Parallel: 1, TempDir: dir}}
+	sw, err := Prepare(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, err := sw.Start(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := session.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	sw.Close()
+	log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range log.Order {
+		r := log.Runs[id]
+		if r.Started.Params == nil || r.Finished.Metrics == nil || r.Finished.Curves == nil || r.Finished.MetricsSkipped != 1 {
+			t.Fatalf("run %s: params %s, metrics %s, curves %s, skipped %d", id, r.Started.Params, r.Finished.Metrics, r.Finished.Curves, r.Finished.MetricsSkipped)
+		}
+		var curves map[string][][2]float64
+		if err := json.Unmarshal(r.Finished.Curves, &curves); err != nil || len(curves["loss"]) > 12 || curves["loss"][len(curves["loss"])-1][0] != 400 {
+			t.Errorf("run %s: curves %s (%v): want at most 12 points, the last at step 400", id, r.Finished.Curves, err)
+		}
+	}
+	// The table from the records alone: the runs' params.json may go.
+	fromRecords, err := results.Read(out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, row := range fromRecords.Rows {
+		got[string(row.Params["lr"])] = string(row.Metrics["loss"]) + " " + string(row.Metrics["acc"])
+	}
+	if got["0.1"] != "0.0025 0.9" || got["0.01"] != "0.00025 " {
+		t.Errorf("loss and acc by lr: %v", got)
+	}
+	// As a kill -9 leaves it: no finished records. The files say the same.
+	var kept []string
+	for _, line := range strings.SplitAfter(readText(t, filepath.Join(out, ledger.FileName(0, 1))), "\n") {
+		if !strings.Contains(line, `"type":"finished"`) && !strings.Contains(line, `"type":"end"`) {
+			kept = append(kept, line)
+		}
+	}
+	os.WriteFile(filepath.Join(out, ledger.FileName(0, 1)), []byte(strings.Join(kept, "")), 0o644)
+	fromFiles, err := results.Read(out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range fromFiles.Rows {
+		if want := got[string(row.Params["lr"])]; string(row.Metrics["loss"])+" "+string(row.Metrics["acc"]) != want {
+			t.Errorf("killed: lr %s: loss and acc %s %s, want %s", row.Params["lr"], row.Metrics["loss"], row.Metrics["acc"], want)
+		}
+	}
+}
+
+func readText(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -430,6 +430,7 @@ var layers = map[string]int{
 	"resources/batch": 1,
 	"resources/usage": 1,
 	"runner/failure":  1,
+	"runner/metrics":  1,
 	"runner/run":      2,
 	"pack":            0,
 	"pack/schedule":   1,
@@ -505,5 +506,30 @@ func TestReadmeListsEveryCommand(t *testing.T) {
 	}
 	for name := range rows {
 		t.Errorf("the README's command table lists %s, which nodepack does not have", name)
+	}
+}
+
+// TestReadmePythonRuns: every line of the README's python blocks is a
+// line of an example that the README's commands run, so the one line a
+// training script needs is run as written.
+func TestReadmePythonRuns(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("../../examples/sweeps/report_metrics.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```python\n(.*?)```").FindAllSubmatch(readme, -1)
+	if len(blocks) == 0 {
+		t.Fatal("the README has no python block")
+	}
+	for _, b := range blocks {
+		for line := range strings.Lines(string(b[1])) {
+			if !strings.Contains(string(example), strings.TrimSpace(line)) {
+				t.Errorf("README's python line %q is in no example the tests run", strings.TrimSpace(line))
+			}
+		}
 	}
 }

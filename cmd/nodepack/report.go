@@ -11,7 +11,6 @@ import (
 
 	"github.com/nodepack/nodepack/runner/ledger"
 	pagereport "github.com/nodepack/nodepack/runner/report"
-	"github.com/nodepack/nodepack/runner/results"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
@@ -52,12 +51,9 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 	var opts pagereport.Options
-	for _, f := range metricFlags {
-		m, err := results.ParseMetric(f)
-		if err != nil {
-			return usageErrorf(stderr, "report", "--%v", err)
-		}
-		opts.Metrics = append(opts.Metrics, m)
+	var err error
+	if opts.Metrics, err = metricPatterns(metricFlags); err != nil {
+		return usageErrorf(stderr, "report", "--%v", err)
 	}
 	if *out == "" {
 		*out = filepath.Join(dir, "report.html")

@@ -150,6 +150,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&x.NoThreadCaps, "no-thread-caps", false, "do not set OMP_NUM_THREADS, MKL_NUM_THREADS, … to the run's CPU count")
 	fs.StringArrayVar(&x.Env, "env", nil, "set `K=V` in every run (repeatable); K alone takes nodepack's own value of K; V may use {run_id}, {run_dir}, {index}, {rep} and {attempt}")
 	fs.StringVar(&o.Wrap, "wrap", "", "put `PREFIX` before every run, e.g. 'ch-run --set-env=config.env img --'")
+	fs.Var(metricFlag{&x.Metrics}, "metric", "a per-step metric from each run's stdout: `NAME=REGEX`, its group named value (else its first) at the step its group named step gives (else the next), recorded in the ledger with what the run appends to $NODEPACK_METRICS (repeatable)")
 	fs.BoolVar(&o.Live, "live", false, "also stream every run's output, each line prefixed with where the run comes from (tasks.txt:12)")
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "report only failures and the summary")
 	o.nodeOptions.AddFlags(fs)

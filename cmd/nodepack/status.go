@@ -253,18 +253,14 @@ func printGPUsOut(w io.Writer, gpus []ledger.GPUOut) {
 
 // printRuns prints the results table of dir.
 func printRuns(stdout, stderr io.Writer, dir, format string, metricFlags []string) int {
-	var metrics []results.Metric
-	for _, f := range metricFlags {
-		m, err := results.ParseMetric(f)
-		if err != nil {
-			return usageErrorf(stderr, "status", "--%v", err)
-		}
-		metrics = append(metrics, m)
+	patterns, err := metricPatterns(metricFlags)
+	if err != nil {
+		return usageErrorf(stderr, "status", "--%v", err)
 	}
 	if format != "csv" && format != "json" {
 		return usageErrorf(stderr, "status", "--format %q: want csv or json", format)
 	}
-	table, err := results.Read(dir, metrics)
+	table, err := results.Read(dir, patterns)
 	if err != nil {
 		return usageErrorf(stderr, "status", "%v", err)
 	}

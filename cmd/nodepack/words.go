@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"strings"
+
+	"github.com/nodepack/nodepack/runner/metrics"
 )
 
 // splitWords splits a command prefix the way a POSIX shell splits words,
@@ -61,4 +63,42 @@ func splitWords(s string) ([]string, error) {
 		return nil, errors.New("empty prefix")
 	}
 	return words, nil
+}
+
+// metricPatterns reads the --metric flags, NAME=REGEX each.
+func metricPatterns(flags []string) ([]metrics.Pattern, error) {
+	var ps []metrics.Pattern
+	for _, f := range flags {
+		p, err := metrics.ParsePattern(f)
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+// metricFlag is a repeatable --metric NAME=REGEX, read into patterns.
+type metricFlag struct{ p *[]metrics.Pattern }
+
+func (f metricFlag) String() string {
+	if f.p == nil {
+		return ""
+	}
+	var parts []string
+	for _, p := range *f.p {
+		parts = append(parts, p.Name+"="+p.Regexp.String())
+	}
+	return strings.Join(parts, " ")
+}
+
+func (f metricFlag) Type() string { return "NAME=REGEX" }
+
+func (f metricFlag) Set(s string) error {
+	p, err := metrics.ParsePattern(s)
+	if err != nil {
+		return err
+	}
+	*f.p = append(*f.p, p)
+	return nil
 }

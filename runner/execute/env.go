@@ -1,11 +1,13 @@
 package execute
 
 import (
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/run"
 )
 
@@ -132,6 +134,7 @@ func (b *envBuilder) build(a attemptEnv) []string {
 	set("NODEPACK_ATTEMPT", strconv.Itoa(a.attempt))
 	if a.runDir != "" {
 		set("NODEPACK_RUN_DIR", a.runDir)
+		set(metrics.EnvVar, filepath.Join(a.runDir, metrics.FileName))
 	}
 	set("NODEPACK_GPUS", strings.Join(indices, ","))
 	var uuids []string

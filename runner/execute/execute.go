@@ -22,6 +22,7 @@ import (
 	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/run"
 )
 
@@ -804,6 +805,9 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 		e.name(&ev, o, files.stderrFrom)
 	}
 	ev.Usage.Sampled = sampled
+	if files.runDir != "" {
+		ev.Metrics, ev.Curves, ev.MetricsSkipped = metrics.Report(files.runDir, "", ev.Stdout, e.opts.Metrics, curvePoints)
+	}
 	if ev.Reason == run.Failed && files.runDir != "" {
 		// A run whose logs could not be written fails in its own way
 		// (an echo's exit 1, a Python traceback it could not print): ask
@@ -818,6 +822,11 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 	}
 	return ev, true, nil
 }
+
+// curvePoints is how many points of each per-step metric's curve go to
+// the ledger with each attempt: enough for the report to draw its shape
+// for any run (the best runs' curves it reads whole from their files).
+const curvePoints = 12
 
 // nodeError is attempt's error for an attempt that ran, and found the
 // node's disk under its directory full or failing: the attempt is

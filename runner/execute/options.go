@@ -7,6 +7,7 @@ import (
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/run"
 )
 
@@ -83,6 +84,12 @@ type Options struct {
 	// schedule.DefaultSettleTimeout.
 	// Without a Sampler, the gate is the timeout alone.
 	SettleTimeout time.Duration
+
+	// Metrics take per-step metrics from the runs' standard output (its
+	// log: without OutputDir none is read), as each attempt ends; the
+	// metrics file NODEPACK_METRICS names is read whatever they say (see
+	// run.Event.Metrics).
+	Metrics []metrics.Pattern
 
 	// OutputDir receives <OutputDir>/runs/<run-id>/stdout.log and stderr.log.
 	// Attempt 1 truncates them; a retry appends to them after a line

@@ -75,6 +75,9 @@ type Record struct {
 	Request string `json:"request,omitempty"`
 	Stdout  string `json:"stdout,omitempty"`
 	Stderr  string `json:"stderr,omitempty"`
+	// Params (started) are the run's parameters, as its params.json has
+	// them; none for a task-file line.
+	Params json.RawMessage `json:"params,omitempty"`
 
 	// Finished.
 	ExitCode    *int        `json:"exit_code,omitempty"`
@@ -91,6 +94,12 @@ type Record struct {
 	// the last lines of its standard error.
 	Class      failure.Class `json:"class,omitempty"`
 	StderrTail []string      `json:"stderr_tail,omitempty"`
+	// Metrics, Curves and MetricsSkipped are what the run reported of its
+	// metrics by the attempt's end (see run.Event.Metrics); a ledger
+	// written before nodepack recorded them has none, not even "{}".
+	Metrics        json.RawMessage `json:"metrics,omitempty"`
+	Curves         json.RawMessage `json:"curves,omitempty"`
+	MetricsSkipped int             `json:"metrics_skipped,omitempty"`
 
 	// End.
 	Note     string `json:"note,omitempty"`     // how the session ended
@@ -744,6 +753,7 @@ func (l *Writer) record(ev run.Event) *Record {
 		rec.Host, rec.PID = l.host, ev.PID
 		rec.GPUs = ev.Place.UUIDs()
 		rec.CPUs = pack.FormatCPUList(ev.Place.CPUs)
+		rec.Params = ev.Run.Params
 		return rec
 	}
 	code := ev.ExitCode
@@ -758,6 +768,7 @@ func (l *Writer) record(ev run.Event) *Record {
 	rec.TreeRSSPeak = ev.Usage.Sampled.TreeRSSPeak
 	rec.GPUUsage = ev.Usage.Sampled.GPUs
 	rec.Class, rec.StderrTail = ev.Class, ev.StderrTail
+	rec.Metrics, rec.Curves, rec.MetricsSkipped = ev.Metrics, ev.Curves, ev.MetricsSkipped
 	return rec
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/results"
 )
 
@@ -35,7 +36,7 @@ type Options struct {
 	LogBase string
 	// Metrics adds table columns from the runs' stdout, as for the results
 	// table.
-	Metrics []results.Metric
+	Metrics []metrics.Pattern
 	// Progress, if not nil, is called now and then with the bytes of
 	// ledger read so far and their total.
 	Progress func(done, total int64)

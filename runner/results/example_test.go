@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/results"
 )
 
@@ -24,8 +25,8 @@ func ExampleRead() {
 	os.WriteFile(filepath.Join(run, "stdout.log"), []byte("epoch 1 loss=0.9\nepoch 2 loss=0.4\n"), 0o644)
 	os.WriteFile(filepath.Join(run, "metrics.json"), []byte(`{"accuracy": 0.93}`), 0o644)
 
-	loss, _ := results.ParseMetric(`loss=loss=(\S+)`)
-	table, err := results.Read(dir, []results.Metric{loss})
+	loss, _ := metrics.ParsePattern(`loss=loss=(\S+)`)
+	table, err := results.Read(dir, []metrics.Pattern{loss})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -8,53 +8,25 @@ package results
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/metrics"
 )
-
-// metricsFile is the file in its run directory ($NODEPACK_RUN_DIR) where a
-// run may report its metrics: one flat JSON object, the last one written
-// wins.
-const metricsFile = "metrics.json"
-
-// Metric takes a metric from a run's standard output: the last match of
-// Pattern, its first group when it has one.
-type Metric struct {
-	Name    string
-	Pattern *regexp.Regexp
-}
-
-// ParseMetric reads NAME=REGEX.
-func ParseMetric(s string) (Metric, error) {
-	name, expr, ok := strings.Cut(s, "=")
-	if !ok || name == "" || expr == "" {
-		return Metric{}, fmt.Errorf("metric %q: want NAME=REGEX", s)
-	}
-	re, err := regexp.Compile(expr)
-	if err != nil {
-		return Metric{}, fmt.Errorf("metric %s: %w", name, err)
-	}
-	return Metric{Name: name, Pattern: re}, nil
-}
 
 // Row is one run.
 type Row struct {
 	ID       string
+	Index    int // its place in the source, from 0
 	Origin   string
 	Params   map[string]json.RawMessage // from params.json; nil for a task-file line
 	State    ledger.State
@@ -70,8 +42,12 @@ type Row struct {
 	PeakRSS    uint64 // the largest of the sampled tree and the kernel's peak, in bytes
 	PeakGPUMem uint64 // its processes' peak GPU memory, summed over its GPUs
 	Metrics    map[string]json.RawMessage
-	Stdout     string // log paths, relative to the output directory
-	Stderr     string
+	// Curves holds the per-step metrics' curves as its last attempt's
+	// record has them, {"loss": [[step, value], …]}, a few points each;
+	// nil for none.
+	Curves json.RawMessage
+	Stdout string // log paths, relative to the output directory
+	Stderr string
 }
 
 // Table is the runs of one output directory, in the order of their first
@@ -88,12 +64,16 @@ type Table struct {
 // (a run that never started has no row), without the runs its last
 // sessions retired and without shard ledgers of another sweep; the runs a
 // killed nodepack left running are interrupted, as in nodepack status.
-func Read(dir string, metrics []Metric) (*Table, error) { return ReadEach(dir, metrics, nil) }
+// Patterns take metrics from each run's standard output as
+// metrics.Pattern says, on top of what its records say.
+func Read(dir string, patterns []metrics.Pattern) (*Table, error) {
+	return ReadEach(dir, patterns, nil)
+}
 
 // ReadEach is Read, calling each, when it is not nil, with every record
 // of every ledger in dir as ledger.SweepLogs does; Table.Files names the
 // ledgers of the sweep, whose records are the ones that count.
-func ReadEach(dir string, metrics []Metric, each func(file string, rec *ledger.Record, size int)) (*Table, error) {
+func ReadEach(dir string, patterns []metrics.Pattern, each func(file string, rec *ledger.Record, size int)) (*Table, error) {
 	logs, err := ledger.SweepLogs(dir, each)
 	if err != nil {
 		return nil, err // it names dir, or the ledger and line
@@ -107,7 +87,7 @@ func ReadEach(dir string, metrics []Metric, each func(file string, rec *ledger.R
 			if run.Retired {
 				continue
 			}
-			row, paramOrder, err := readRow(dir, run, metrics)
+			row, paramOrder, err := readRow(dir, run, patterns)
 			if err != nil {
 				return nil, err
 			}
@@ -130,15 +110,20 @@ func ReadEach(dir string, metrics []Metric, each func(file string, rec *ledger.R
 }
 
 // readRow reads one run's row from its records and its directory, and the
-// order of the keys in its params.json (the sweep's order of parameters).
-func readRow(dir string, run *ledger.Run, metrics []Metric) (row Row, paramOrder []string, err error) {
+// order of the keys in its params (the sweep's order of parameters). The
+// records of a ledger written since metrics went into them hold the run's
+// params and metrics; for older ones, the run's params.json and
+// metrics.json are read.
+func readRow(dir string, run *ledger.Run, patterns []metrics.Pattern) (row Row, paramOrder []string, err error) {
 	row = Row{ID: run.ID, State: run.State, Attempts: run.Attempts}
+	var params, final json.RawMessage
 	if s := run.Started; s != nil {
-		row.Origin, row.Start, row.GPUs, row.CPUs = s.Origin, s.Time, s.GPUs, s.CPUs
+		row.Index, row.Origin, row.Start, row.GPUs, row.CPUs = s.Index, s.Origin, s.Time, s.GPUs, s.CPUs
 		row.Stdout, row.Stderr = s.Stdout, s.Stderr
+		params = s.Params
 	}
 	if f := run.Finished; f != nil && (run.Started == nil || f.Attempt >= run.Started.Attempt) {
-		row.Origin = cmp.Or(row.Origin, f.Origin)
+		row.Index, row.Origin = cmp.Or(row.Index, f.Index), cmp.Or(row.Origin, f.Origin)
 		row.End, row.Seconds, row.ExitCode, row.Signal = f.Time, f.Seconds, f.ExitCode, f.Signal
 		row.Class = string(f.Class)
 		row.PeakRSS = max(f.TreeRSSPeak, f.MaxRSS)
@@ -146,85 +131,60 @@ func readRow(dir string, run *ledger.Run, metrics []Metric) (row Row, paramOrder
 			row.PeakGPUMem += g.ProcessPeakMemoryBytes
 		}
 		row.Stdout, row.Stderr = cmp.Or(row.Stdout, f.Stdout), cmp.Or(row.Stderr, f.Stderr)
+		final, row.Curves = f.Metrics, f.Curves
+	}
+	if params != nil {
+		if row.Params, paramOrder, err = metrics.ParseObject(params); err != nil {
+			return row, nil, fmt.Errorf("results: run %s: params: %w", row.ID, err)
+		}
+	}
+	if final != nil {
+		if row.Metrics, _, err = metrics.ParseObject(final); err != nil {
+			return row, nil, fmt.Errorf("results: run %s: metrics: %w", row.ID, err)
+		}
 	}
 	if row.Stdout == "" {
-		return row, nil, nil // no logs: nothing more to read
+		return row, paramOrder, nil // no logs: nothing more to read
 	}
 	runDir := filepath.Dir(row.Stdout)
-	if row.Params, paramOrder, err = readObject(dir, filepath.Join(runDir, "params.json")); err != nil {
-		return row, nil, err
-	}
-	if row.Metrics, _, err = readObject(dir, filepath.Join(runDir, metricsFile)); err != nil {
-		// A run writes its metrics itself: a broken file is its problem,
-		// said in the table rather than stopping it.
-		row.Metrics = map[string]json.RawMessage{"metrics_error": quote(err.Error())}
-	}
-	if len(metrics) > 0 {
-		found, err := grep(filepath.Join(dir, row.Stdout), metrics)
-		if err != nil {
+	if params == nil && final == nil {
+		// A ledger from before params and metrics went into its records,
+		// or a run still running: its files say.
+		if row.Params, paramOrder, err = metrics.ReadObject(dir, filepath.Join(runDir, "params.json")); err != nil {
 			return row, nil, err
 		}
-		for name, v := range found {
+	}
+	if final == nil {
+		if row.Metrics, err = runMetrics(dir, runDir); err != nil {
+			return row, nil, err
+		}
+	}
+	if len(patterns) > 0 {
+		var s metrics.Summary
+		r := metrics.Reader{Path: filepath.Join(dir, row.Stdout), Patterns: patterns}
+		if err := r.Read(true, s.Add); err != nil {
+			return row, nil, fmt.Errorf("results: %w", err)
+		}
+		names, values := s.Final()
+		for i, name := range names {
 			if row.Metrics == nil {
 				row.Metrics = map[string]json.RawMessage{}
 			}
-			row.Metrics[name] = v
+			row.Metrics[name] = values[i]
 		}
 	}
 	return row, paramOrder, nil
 }
 
-// readObject reads a flat JSON object from the file at path in dir, and
-// its keys in the order the file has them (the last of a repeated key
-// wins); a missing file is nil. Errors name path.
-func readObject(dir, path string) (map[string]json.RawMessage, []string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, path))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, nil
+// runMetrics reads what a run without a finished record of its metrics
+// reported so far: its metrics file's last values, metrics.json on top.
+func runMetrics(dir, runDir string) (map[string]json.RawMessage, error) {
+	final, _, _ := metrics.Report(dir, runDir, "", nil, 0)
+	m, _, err := metrics.ParseObject(final)
+	if len(m) == 0 {
+		m = nil
 	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("results: %w", err)
-	}
-	bad := func(err error) (map[string]json.RawMessage, []string, error) {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF // the object ended early
-		}
-		return nil, nil, fmt.Errorf("%s: want one JSON object: %w", path, err)
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return bad(cmp.Or(err, errors.New("not an object")))
-	}
-	m := map[string]json.RawMessage{}
-	var keys []string
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return bad(err)
-		}
-		k := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return bad(err)
-		}
-		if (v[0] == '[' || v[0] == '{') && bytes.ContainsAny(v, "\n\r\t ") {
-			var c bytes.Buffer
-			if json.Compact(&c, v) == nil {
-				v = c.Bytes() // one line in a CSV cell
-			}
-		}
-		if _, ok := m[k]; !ok {
-			keys = append(keys, k)
-		}
-		m[k] = v
-	}
-	if _, err := dec.Token(); err != nil {
-		return bad(err)
-	}
-	if dec.More() {
-		return bad(errors.New("more after the object"))
-	}
-	return m, keys, nil
+	return m, err
 }
 
 // sortedKeys is m's keys: those in order first, in that order, then the
@@ -244,59 +204,6 @@ func sortedKeys(m map[string]json.RawMessage, order []string) []string {
 	}
 	slices.Sort(rest)
 	return append(keys, rest...)
-}
-
-// grep finds the last match of each metric's pattern in a log.
-func grep(path string, metrics []Metric) (map[string]json.RawMessage, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("results: %w", err)
-	}
-	defer f.Close()
-	found := map[string]json.RawMessage{}
-	br := bufio.NewReaderSize(f, 64<<10)
-	for {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			// A line longer than 64 KiB is no metric's: skip the rest of
-			// it, and keep reading the lines after it.
-			for err == bufio.ErrBufferFull {
-				_, err = br.ReadSlice('\n')
-			}
-			continue
-		}
-		for _, m := range metrics {
-			sub := m.Pattern.FindSubmatch(bytes.TrimRight(line, "\r\n"))
-			if sub == nil {
-				continue
-			}
-			v := sub[0]
-			if len(sub) > 1 {
-				v = sub[1]
-			}
-			found[m.Name] = value(string(v))
-		}
-		if err == io.EOF {
-			return found, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("results: %s: %w", path, err)
-		}
-	}
-}
-
-// value is a matched text as JSON: a number when it reads as one.
-func value(s string) json.RawMessage {
-	if f, err := strconv.ParseFloat(s, 64); err == nil && !strings.ContainsAny(s, "xXpP_") {
-		b, err := json.Marshal(f)
-		if err == nil {
-			return b
-		}
-	}
-	return quote(s)
 }
 
 func quote(s string) json.RawMessage {

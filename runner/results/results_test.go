@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/metrics"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -63,11 +64,11 @@ func sweepDir(t *testing.T) string {
 // testdata (go test -update rewrites it after a change made on purpose).
 func TestGolden(t *testing.T) {
 	dir := sweepDir(t)
-	loss, err := ParseMetric(`loss=loss=(\S+)`)
+	loss, err := metrics.ParsePattern(`loss=loss=(\S+)`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	table, err := Read(dir, []Metric{loss})
+	table, err := Read(dir, []metrics.Pattern{loss})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,14 +104,6 @@ func TestGolden(t *testing.T) {
 	for _, r := range rows {
 		if len(r) != len(table.Columns()) {
 			t.Errorf("row %v has %d keys, want every column (%d)", r["id"], len(r), len(table.Columns()))
-		}
-	}
-}
-
-func TestParseMetric(t *testing.T) {
-	for _, bad := range []string{"loss", "=x", "loss=", "loss=("} {
-		if _, err := ParseMetric(bad); err == nil {
-			t.Errorf("ParseMetric(%q) took it", bad)
 		}
 	}
 }
@@ -154,8 +147,8 @@ func TestWhatCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	loss, _ := ParseMetric(`loss=loss=(\S+)`)
-	table, err := Read(dir, []Metric{loss})
+	loss, _ := metrics.ParsePattern(`loss=loss=(\S+)`)
+	table, err := Read(dir, []metrics.Pattern{loss})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
@@ -78,6 +79,17 @@ type Event struct {
 	// StderrTail is the last lines of a failed attempt's standard error
 	// (at most MaxTailLines, each at most MaxTailLine bytes), from its log.
 	StderrTail []string
+	// Metrics is what the run reported of its metrics by the attempt's
+	// end, one JSON object: the last value of each per-step metric (its
+	// metrics file's lines, and its standard output's matches), with the
+	// values of its metrics.json on top; "{}" when it reported none, nil
+	// when nothing was read (no run directory). Curves is each per-step
+	// metric's curve, {"loss": [[step, value], …]}, thinned to a few
+	// points; MetricsSkipped counts the lines of the metrics file that
+	// were not a JSON object or too long.
+	Metrics        json.RawMessage
+	Curves         json.RawMessage
+	MetricsSkipped int
 }
 
 // MaxTailLines and MaxTailLine bound Event.StderrTail: it goes to the
