@@ -337,7 +337,8 @@ func TestReadmeCommands(t *testing.T) {
 const helpExampleSetup = `SLURM_JOB_ID=123456 nodepack run -q tasks.txt
 nodepack run -q -o nodepack-out tasks.txt
 echo "test -e ran-once || { touch ran-once; echo 'CUDA error: out of memory' >&2; exit 1; }" > flaky.txt
-nodepack run -q -o flaky flaky.txt || test $? = 1`
+nodepack run -q -o flaky flaky.txt || test $? = 1
+nodepack run -q -o results --params examples/sweeps/runs.jsonl -- python3 examples/sweeps/report_metrics.py`
 
 // helpExampleEnv is extra environment for the examples that say where
 // they belong ("in sbatch").

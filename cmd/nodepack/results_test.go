@@ -2,11 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nodepack/nodepack/runner/results"
 )
 
 // TestResultsTable: after a params sweep whose values hold commas, quotes
@@ -63,7 +68,10 @@ func TestResultsTable(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ args, want string }{
-		{"--runs --format xml", `--format "xml": want csv or json`},
+		{"--runs --format xml", `--format "xml": want table, csv or json`},
+		{"--runs --sort loss:best", `want COLUMN, COLUMN:min or COLUMN:max`},
+		{"--runs --sort nosuch", `no column "nosuch"`},
+		{"--runs --top -1", `--top -1: must not be negative`},
 		{"--runs --metric loss", "want NAME=REGEX"},
 	} {
 		args := append([]string{"status"}, append(strings.Fields(tc.args), out)...)
@@ -94,3 +102,81 @@ print("ok")
 		t.Errorf("pandas: %v\n%s", err, b)
 	}
 }
+
+// runsFixture is an output directory whose ledger holds four runs with
+// their params and metrics in the records, as nodepack run writes them:
+// durations with float noise and of seconds, minutes and hours, a failed
+// run, a running one without metrics, and a parameter value that tries to
+// move the terminal's cursor.
+func runsFixture(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	rec := func(s string) string { return s + "\n" }
+	ledger := rec(`{"type":"header","time":"2026-11-24T10:00:00Z","format":"nodepack.ledger/v1","host":"vm","pid":1,"shard":{"index":0,"count":1},"total":4,"sweep":{"kind":"params","source":"p.jsonl","command":["train"],"reps":1,"shards":1}}`)
+	runs := []struct{ id, params, end, metrics string }{
+		{"aaaaaaaaaaaa", `{"lr":0.1,"model":"small"}`, `"exit_code":0,"reason":"ok","duration_s":2.2720000000000002,"max_rss_bytes":1610612736`, `{"loss":0.41,"acc":0.83}`},
+		{"bbbbbbbbbbbb", `{"lr":0.01,"model":"big\u001b[2Jx"}`, `"exit_code":0,"reason":"ok","duration_s":125.5`, `{"loss":0.2,"acc":0.9}`},
+		{"cccccccccccc", `{"lr":0.001,"model":"small"}`, `"exit_code":1,"reason":"failed","duration_s":3725,"class":"cuda-oom"`, `{"loss":"nan"}`},
+		{"dddddddddddd", `{"lr":1,"model":"big"}`, ``, ``},
+	}
+	for i, r := range runs {
+		ledger += rec(fmt.Sprintf(`{"type":"started","time":"2026-11-24T10:00:0%dZ","host":"vm","pid":%d,"id":"%s","index":%d,"origin":"/data/p.jsonl:%d","attempt":1,"slot":0,"cpus":"0","params":%s}`,
+			i+1, 10+i, r.id, i, i+1, r.params))
+		if r.end != "" {
+			ledger += rec(fmt.Sprintf(`{"type":"finished","time":"2026-11-24T10:10:0%dZ","id":"%s","index":%d,"origin":"/data/p.jsonl:%d","attempt":1,"slot":0,%s,"metrics":%s}`,
+				i+1, r.id, i, i+1, r.end, r.metrics))
+		}
+	}
+	writeFile(t, dir, "ledger.jsonl", ledger)
+	return dir
+}
+
+// TestRunsTableForPeople: on a terminal, status --runs is an aligned table
+// in input order with parameters and metrics first, human durations and
+// sizes, escaped cells, cut to the terminal's width with a note; --sort and
+// --top pick the best; CSV and JSON carry durations to the millisecond.
+func TestRunsTableForPeople(t *testing.T) {
+	dir := runsFixture(t)
+	table, err := results.Read(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	for _, width := range []int{0, 60} {
+		fmt.Fprintf(&got, "== width %d\n", width)
+		writeRunsTable(&got, table, width)
+	}
+	for _, args := range [][]string{{"--sort", "loss"}, {"--sort", "acc", "--top", "1"}, {"--sort", "lr:max", "--top", "2"}} {
+		code, stdout, stderr := runCLI(t, append(append([]string{"status", "--runs", "--format", "table"}, args...), dir)...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d, %s", args, code, stderr)
+		}
+		fmt.Fprintf(&got, "== %s\n%s", strings.Join(args, " "), stdout)
+	}
+	golden := filepath.Join("testdata", "runs-table.txt")
+	if *updateGolden {
+		os.MkdirAll("testdata", 0o755)
+		os.WriteFile(golden, []byte(got.String()), 0o644)
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != string(want) {
+		t.Errorf("the table differs from %s (go test -run TestRunsTableForPeople -update-golden rewrites it):\n%s", golden, got.String())
+	}
+	if strings.Contains(got.String(), "\x1b") {
+		t.Error("an escape sequence from a parameter reached the terminal")
+	}
+	// Piped: CSV by default, durations to the millisecond, in every format.
+	code, csvText, _ := runCLI(t, "status", "--runs", dir)
+	if code != exitOK || !strings.HasPrefix(csvText, "id,origin,lr,model,") || !strings.Contains(csvText, ",2.272,") || strings.Contains(csvText, "2.2720000000000002") {
+		t.Errorf("piped: exit %d\n%s", code, csvText)
+	}
+	code, jsonText, _ := runCLI(t, "status", "--runs", "--format", "json", dir)
+	if code != exitOK || !strings.Contains(jsonText, `"duration_s": 2.272,`) {
+		t.Errorf("json: exit %d\n%s", code, jsonText)
+	}
+}
+
+var updateGolden = flag.Bool("update-golden", false, "rewrite the golden files of cmd/nodepack's tests")

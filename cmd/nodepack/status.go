@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,7 +18,7 @@ import (
 )
 
 const statusUsage = `Usage: nodepack status [--json] [--failed] [--watch [D]] DIR
-       nodepack status --runs [--format csv|json] [--metric NAME=REGEX]... DIR
+       nodepack status --runs [--sort COLUMN[:min|max]] [--top N] [--format table|csv|json] [--metric NAME=REGEX]... DIR
 
 Shows the progress of the sweep whose output directory is DIR, from its
 ledgers (all shards together), while it runs or after: how many runs are
@@ -47,24 +48,36 @@ did (as nodepack run would exit), 2 when DIR holds no ledger or a ledger is
 corrupt; --runs exits 0 with any table.
 
 --runs prints the results table instead: one row per run that started,
-with its id, origin, each of its parameters as a column (from its
-params.json), state, failure class, attempts, its last attempt's start,
-end, duration, exit code, signal, GPUs and CPUs, its peak memory and GPU
-memory, its metrics, and its logs (relative to DIR). A run reports metrics
-by writing one flat JSON object to $NODEPACK_RUN_DIR/metrics.json (the last
-write wins); --metric NAME=REGEX adds a column with the last match in its
-stdout (the first group, if any). A parameter or metric named like a
-column gets a "param." or "metric." prefix. CSV loads with pandas'
-read_csv as it is, except that a text cell a spreadsheet would evaluate
-as a formula (it starts with =, +, -, @, a tab or a carriage return and is
-not a number) gets a leading ', so that opening the file runs nothing;
---format json writes an array of flat objects, values exact.
+in input order. On a terminal it is a table for people: where the run
+comes from, its parameters and its metrics first, then its state, time,
+attempts, peak memory and id, durations and sizes for people, cut to the
+terminal's width with a note naming the columns left out. Piped, or with
+--format csv or json, it has every column: id, origin, each parameter,
+state, failure class, attempts, the last attempt's start, end, duration
+(in seconds, to the millisecond), exit code, signal, GPUs and CPUs, peak
+memory and GPU memory, the metrics, and the logs (relative to DIR).
+--sort loss orders the runs by a metric (or a parameter, or duration_s),
+lowest first for a loss, highest first for an accuracy, as the name
+suggests (:min or :max says it), runs without a value last; --top 10 keeps
+the first ten.
+
+A run's metrics are the last values of what it appended to the file
+$NODEPACK_METRICS names (one JSON object per line, {"step": 200, "loss":
+0.41}), with its $NODEPACK_RUN_DIR/metrics.json on top; --metric
+NAME=REGEX adds one from its stdout (the group named value, else the first
+group). A parameter or metric named like a column gets a "param." or
+"metric." prefix. CSV loads with pandas' read_csv as it is, except that a
+text cell a spreadsheet would evaluate as a formula (it starts with =, +,
+-, @, a tab or a carriage return and is not a number) gets a leading ',
+so that opening the file runs nothing; --format json writes an array of
+flat objects, values exact.
 
 Examples:
   nodepack status nodepack-123456
   nodepack status --watch 10s nodepack-out
   nodepack status --failed nodepack-out
   nodepack status --json nodepack-out | jq .counts
+  nodepack status --runs --sort loss --top 10 results
   nodepack status --runs --metric 'loss=loss[=:] *([0-9.eE+-]+)' nodepack-out > runs.csv`
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -73,9 +86,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	failedOnly := fs.Bool("failed", false, "show the failed runs only: class, exit, attempts, stderr's last lines, log")
 	watch := fs.Duration("watch", 0, "refresh every `D` until interrupted (--watch alone: 2s)")
 	runs := fs.Bool("runs", false, "print a table of the runs, one row each: id, origin, each parameter, state, class, attempts, start, end, duration, exit, GPUs, CPUs, peak memory, metrics, logs")
-	format := fs.String("format", "csv", "with --runs: csv or json (an array of flat objects)")
+	var ro runsOptions
+	fs.StringVar(&ro.format, "format", "", "with --runs: table (the default on a terminal), csv (the default otherwise) or json (an array of flat objects)")
+	fs.StringVar(&ro.sort, "sort", "", "with --runs: order the runs by `COLUMN[:min|max]`, a metric, a parameter or duration_s (default: input order; min or max as the metric's name suggests, so loss lowest first, accuracy highest first)")
+	fs.IntVar(&ro.top, "top", 0, "with --runs: only the first `N` runs (after --sort)")
 	var metrics []string
-	fs.StringArrayVar(&metrics, "metric", nil, "with --runs: a column `NAME=REGEX`, the last match (its first group, if any) in each run's stdout; metrics.json in a run's directory adds its own")
+	fs.StringArrayVar(&metrics, "metric", nil, "with --runs: a metric `NAME=REGEX` from each run's stdout, its last value (the group named value, else the first), on top of what the run reported")
 	fs.Lookup("watch").NoOptDefVal = "2s"
 	if code, ok := parseFlags(fs, statusUsage, watchValue(args), stdout, stderr); !ok {
 		return code
@@ -91,7 +107,8 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 	if *runs {
-		return printRuns(stdout, stderr, dir, *format, metrics)
+		ro.dir, ro.metrics = dir, metrics
+		return printRuns(stdout, stderr, ro)
 	}
 	clear := false
 	if f, ok := stdout.(*os.File); ok && *watch > 0 && !*asJSON && term.IsTerminal(int(f.Fd())) {
@@ -251,23 +268,75 @@ func printGPUsOut(w io.Writer, gpus []ledger.GPUOut) {
 	}
 }
 
-// printRuns prints the results table of dir.
-func printRuns(stdout, stderr io.Writer, dir, format string, metricFlags []string) int {
-	patterns, err := metricPatterns(metricFlags)
+// runsOptions are status --runs' flags.
+type runsOptions struct {
+	dir, format, sort string
+	top               int
+	metrics           []string
+}
+
+// printRuns prints the results table of dir: for a person on a terminal,
+// else as CSV or JSON.
+func printRuns(stdout, stderr io.Writer, o runsOptions) int {
+	patterns, err := metricPatterns(o.metrics)
 	if err != nil {
 		return usageErrorf(stderr, "status", "--%v", err)
 	}
-	if format != "csv" && format != "json" {
-		return usageErrorf(stderr, "status", "--format %q: want csv or json", format)
+	width := 0
+	if f, ok := terminalOf(stdout); ok && term.IsTerminal(int(f.Fd())) {
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil {
+			width = w
+		}
+		if o.format == "" {
+			o.format = "table"
+		}
 	}
-	table, err := results.Read(dir, patterns)
+	switch o.format {
+	case "":
+		o.format = "csv"
+	case "table", "csv", "json":
+	default:
+		return usageErrorf(stderr, "status", "--format %q: want table, csv or json", o.format)
+	}
+	if o.top < 0 {
+		return usageErrorf(stderr, "status", "--top %d: must not be negative", o.top)
+	}
+	table, err := results.Read(o.dir, patterns)
 	if err != nil {
 		return usageErrorf(stderr, "status", "%v", err)
 	}
-	if format == "json" {
+	var order string
+	if o.sort != "" {
+		column, dir, _ := strings.Cut(o.sort, ":")
+		desc := results.HigherIsBetter(column)
+		switch dir {
+		case "":
+		case "min", "max":
+			desc = dir == "max"
+		default:
+			return usageErrorf(stderr, "status", "--sort %q: want COLUMN, COLUMN:min or COLUMN:max", o.sort)
+		}
+		if err := table.Sort(column, desc); err != nil {
+			return usageErrorf(stderr, "status", "--sort: %v", err)
+		}
+		order = fmt.Sprintf("sorted by %s, %s first", column, map[bool]string{false: "lowest", true: "highest"}[desc])
+	}
+	total := len(table.Rows)
+	if o.top > 0 && o.top < total {
+		table.Rows = table.Rows[:o.top]
+	}
+	switch o.format {
+	case "json":
 		err = table.WriteJSON(stdout)
-	} else {
+	case "csv":
 		err = table.WriteCSV(stdout)
+	default:
+		writeRunsTable(stdout, table, width)
+		note := fmt.Sprintf("%d of %d runs", len(table.Rows), total)
+		if len(table.Rows) == total {
+			note = fmt.Sprintf("%d runs", total)
+		}
+		fmt.Fprintf(stdout, "(%s, %s)\n", note, cmp.Or(termSafe(order), "in input order"))
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "nodepack status: %s\n", termSafe(err.Error()))

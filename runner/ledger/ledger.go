@@ -772,7 +772,11 @@ func (l *Writer) record(ev run.Event) *Record {
 	return rec
 }
 
-func roundSeconds(d time.Duration) float64 { return d.Round(time.Millisecond).Seconds() }
+// roundSeconds is d in seconds, to the millisecond, as the float64 that
+// prints so (Duration.Seconds of 2.272 s is 2.2720000000000002).
+func roundSeconds(d time.Duration) float64 {
+	return float64(d.Round(time.Millisecond)/time.Millisecond) / 1000
+}
 
 // relative makes a log path relative to the ledger's directory, so that a
 // reader on another machine finds it from there.

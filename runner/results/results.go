@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -50,9 +51,10 @@ type Row struct {
 	Stderr string
 }
 
-// Table is the runs of one output directory, in the order of their first
-// record in each ledger, ledgers in name order, and the parameter and
-// metric names that occur, each list in the order first seen.
+// Table is the runs of one output directory, in input order (their index
+// in the source; runs of one index in the order of their first record,
+// ledgers in name order), and the parameter and metric names that occur,
+// each list in the order first seen.
 type Table struct {
 	Params  []string
 	Metrics []string
@@ -87,7 +89,7 @@ func ReadEach(dir string, patterns []metrics.Pattern, each func(file string, rec
 			if run.Retired {
 				continue
 			}
-			row, paramOrder, err := readRow(dir, run, patterns)
+			row, paramOrder, metricOrder, err := readRow(dir, run, patterns)
 			if err != nil {
 				return nil, err
 			}
@@ -97,7 +99,7 @@ func ReadEach(dir string, patterns []metrics.Pattern, each func(file string, rec
 					t.Params = append(t.Params, k)
 				}
 			}
-			for _, k := range sortedKeys(row.Metrics, nil) {
+			for _, k := range sortedKeys(row.Metrics, metricOrder) {
 				if !seenMetric[k] {
 					seenMetric[k] = true
 					t.Metrics = append(t.Metrics, k)
@@ -106,15 +108,111 @@ func ReadEach(dir string, patterns []metrics.Pattern, each func(file string, rec
 			t.Rows = append(t.Rows, row)
 		}
 	}
+	slices.SortStableFunc(t.Rows, func(a, b Row) int { return cmp.Compare(a.Index, b.Index) })
 	return t, nil
 }
 
+// Sort orders the rows by the values of column (a metric, a parameter or
+// a column of Columns such as duration_s), lowest first or, with desc,
+// highest first. Numbers sort as numbers and come first; texts follow in
+// text order; rows without a value (or "nan") come last; ties keep their
+// order. A column the table does not have is an error.
+func (t *Table) Sort(column string, desc bool) error {
+	i := slices.Index(t.Columns(), column)
+	if i < 0 {
+		return fmt.Errorf("no column %q: the table has %s", column, strings.Join(t.Columns(), ", "))
+	}
+	type key struct {
+		kind int // 0 number, 1 text, 2 none
+		num  float64
+		text string
+	}
+	keys := make(map[string]key, len(t.Rows))
+	for _, r := range t.Rows {
+		v := t.Cells(r)[i]
+		k := key{kind: 2}
+		var s string
+		switch {
+		case len(v) == 0 || string(v) == "null":
+		case json.Unmarshal(v, &k.num) == nil:
+			k.kind = 0
+		case json.Unmarshal(v, &s) == nil && s != "nan" && s != "" || v[0] != '"':
+			k.kind, k.text = 1, cmp.Or(s, string(v))
+		}
+		keys[r.ID] = k
+	}
+	slices.SortStableFunc(t.Rows, func(a, b Row) int {
+		ka, kb := keys[a.ID], keys[b.ID]
+		if c := cmp.Compare(ka.kind, kb.kind); c != 0 || ka.kind == 2 {
+			return c
+		}
+		c := cmp.Compare(ka.num, kb.num)
+		if ka.kind == 1 {
+			c = strings.Compare(ka.text, kb.text)
+		}
+		if desc {
+			c = -c
+		}
+		return c
+	})
+	return nil
+}
+
+// HigherIsBetter says whether a metric named name is better high: names
+// of accuracy, AUC, F1, score, reward, precision, recall, BLEU, IoU and
+// mAP are; losses, errors, perplexity and the rest are better low.
+func HigherIsBetter(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range []string{"loss", "err", "perplex", "ppl", "mse", "mae", "rmse", "wer", "cer", "nll", "regret", "cost", "time"} {
+		if strings.Contains(n, w) {
+			return false
+		}
+	}
+	for _, w := range []string{"acc", "auc", "f1", "score", "reward", "return", "prec", "recall", "bleu", "rouge", "iou", "map", "r2", "success"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultMetric is the metric a reader most likely ranks the runs by: a
+// validation loss, else a loss, else the first metric with a number; ""
+// when no metric has one.
+func (t *Table) DefaultMetric() string {
+	numeric := map[string]bool{}
+	for _, r := range t.Rows {
+		for k, v := range r.Metrics {
+			var f float64
+			if !numeric[k] && json.Unmarshal(v, &f) == nil {
+				numeric[k] = true
+			}
+		}
+	}
+	for _, want := range []func(string) bool{
+		func(n string) bool {
+			n = strings.ToLower(n)
+			return strings.Contains(n, "val") && strings.Contains(n, "loss")
+		},
+		func(n string) bool { return strings.Contains(strings.ToLower(n), "loss") },
+		func(string) bool { return true },
+	} {
+		for _, m := range t.Metrics {
+			if numeric[m] && want(m) {
+				return m
+			}
+		}
+	}
+	return ""
+}
+
 // readRow reads one run's row from its records and its directory, and the
-// order of the keys in its params (the sweep's order of parameters). The
+// order of the keys in its params (the sweep's order of parameters) and
+// in its metrics (the order the run reported them in). The
 // records of a ledger written since metrics went into them hold the run's
 // params and metrics; for older ones, the run's params.json and
 // metrics.json are read.
-func readRow(dir string, run *ledger.Run, patterns []metrics.Pattern) (row Row, paramOrder []string, err error) {
+func readRow(dir string, run *ledger.Run, patterns []metrics.Pattern) (row Row, paramOrder, metricOrder []string, err error) {
 	row = Row{ID: run.ID, State: run.State, Attempts: run.Attempts}
 	var params, final json.RawMessage
 	if s := run.Started; s != nil {
@@ -135,35 +233,35 @@ func readRow(dir string, run *ledger.Run, patterns []metrics.Pattern) (row Row, 
 	}
 	if params != nil {
 		if row.Params, paramOrder, err = metrics.ParseObject(params); err != nil {
-			return row, nil, fmt.Errorf("results: run %s: params: %w", row.ID, err)
+			return row, nil, nil, fmt.Errorf("results: run %s: params: %w", row.ID, err)
 		}
 	}
 	if final != nil {
-		if row.Metrics, _, err = metrics.ParseObject(final); err != nil {
-			return row, nil, fmt.Errorf("results: run %s: metrics: %w", row.ID, err)
+		if row.Metrics, metricOrder, err = metrics.ParseObject(final); err != nil {
+			return row, nil, nil, fmt.Errorf("results: run %s: metrics: %w", row.ID, err)
 		}
 	}
 	if row.Stdout == "" {
-		return row, paramOrder, nil // no logs: nothing more to read
+		return row, paramOrder, metricOrder, nil // no logs: nothing more to read
 	}
 	runDir := filepath.Dir(row.Stdout)
 	if params == nil && final == nil {
 		// A ledger from before params and metrics went into its records,
 		// or a run still running: its files say.
 		if row.Params, paramOrder, err = metrics.ReadObject(dir, filepath.Join(runDir, "params.json")); err != nil {
-			return row, nil, err
+			return row, nil, nil, err
 		}
 	}
 	if final == nil {
 		if row.Metrics, err = runMetrics(dir, runDir); err != nil {
-			return row, nil, err
+			return row, nil, nil, err
 		}
 	}
 	if len(patterns) > 0 {
 		var s metrics.Summary
 		r := metrics.Reader{Path: filepath.Join(dir, row.Stdout), Patterns: patterns}
 		if err := r.Read(true, s.Add); err != nil {
-			return row, nil, fmt.Errorf("results: %w", err)
+			return row, nil, nil, fmt.Errorf("results: %w", err)
 		}
 		names, values := s.Final()
 		for i, name := range names {
@@ -173,7 +271,7 @@ func readRow(dir string, run *ledger.Run, patterns []metrics.Pattern) (row Row, 
 			row.Metrics[name] = values[i]
 		}
 	}
-	return row, paramOrder, nil
+	return row, paramOrder, metricOrder, nil
 }
 
 // runMetrics reads what a run without a finished record of its metrics
@@ -205,6 +303,10 @@ func sortedKeys(m map[string]json.RawMessage, order []string) []string {
 	slices.Sort(rest)
 	return append(keys, rest...)
 }
+
+// RoundMillis rounds seconds to the millisecond, and to the float64 that
+// prints so: 2.272, not 2.2720000000000002.
+func RoundMillis(seconds float64) float64 { return math.Round(seconds*1000) / 1000 }
 
 func quote(s string) json.RawMessage {
 	b, _ := json.Marshal(s)
@@ -267,7 +369,7 @@ func (t *Table) Cells(r Row) []json.RawMessage {
 		exit = num(float64(*r.ExitCode), true)
 	}
 	out = append(out, str(string(r.State)), str(r.Class), num(float64(r.Attempts), true), when(r.Start), when(r.End),
-		num(r.Seconds, !r.End.IsZero()), exit, str(r.Signal), str(strings.Join(r.GPUs, ",")), str(r.CPUs),
+		num(RoundMillis(r.Seconds), !r.End.IsZero()), exit, str(r.Signal), str(strings.Join(r.GPUs, ",")), str(r.CPUs),
 		num(float64(r.PeakRSS), r.PeakRSS > 0), num(float64(r.PeakGPUMem), r.PeakGPUMem > 0))
 	for _, k := range t.Metrics {
 		out = append(out, r.Metrics[k])

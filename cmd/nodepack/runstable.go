@@ -1,0 +1,218 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/results"
+)
+
+// maxCell is the widest a cell of the runs table gets, in characters;
+// longer values are cut with "…".
+const maxCell = 28
+
+// runsColumn is one column of the runs table as a person reads it.
+type runsColumn struct {
+	name  string
+	right bool // numbers: aligned right
+	cell  func(r results.Row) string
+}
+
+// runsColumns are the columns of the runs table for people: where the run
+// comes from, its parameters and metrics, then how it went, its use and
+// its id.
+func runsColumns(t *results.Table) []runsColumn {
+	cols := []runsColumn{{name: "run", cell: func(r results.Row) string {
+		if r.Origin == "" {
+			return r.ID
+		}
+		// The file's name and line: the whole path is in the CSV.
+		if i := strings.LastIndexByte(r.Origin, ':'); i > 0 {
+			return filepath.Base(r.Origin[:i]) + r.Origin[i:]
+		}
+		return r.Origin
+	}}}
+	value := func(v json.RawMessage) (string, bool) {
+		if len(v) == 0 || string(v) == "null" {
+			return "", false
+		}
+		var f float64
+		if json.Unmarshal(v, &f) == nil {
+			return strconv.FormatFloat(f, 'g', 6, 64), true
+		}
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			return s, s == "nan" || s == "inf" || s == "-inf" // a metric that diverged
+		}
+		return string(v), false
+	}
+	for _, group := range []struct {
+		names []string
+		get   func(r results.Row, k string) json.RawMessage
+	}{
+		{t.Params, func(r results.Row, k string) json.RawMessage { return r.Params[k] }},
+		{t.Metrics, func(r results.Row, k string) json.RawMessage { return r.Metrics[k] }},
+	} {
+		for _, k := range group.names {
+			right := true
+			for _, r := range t.Rows {
+				if s, num := value(group.get(r, k)); s != "" && !num {
+					right = false
+					break
+				}
+			}
+			cols = append(cols, runsColumn{name: k, right: right, cell: func(r results.Row) string {
+				s, _ := value(group.get(r, k))
+				return s
+			}})
+		}
+	}
+	return append(cols,
+		runsColumn{name: "state", cell: func(r results.Row) string {
+			if r.State == ledger.StateFailed && r.Class != "" {
+				return "failed (" + r.Class + ")"
+			}
+			return string(r.State)
+		}},
+		runsColumn{name: "time", right: true, cell: func(r results.Row) string {
+			if r.End.IsZero() {
+				return ""
+			}
+			return humanSeconds(r.Seconds)
+		}},
+		runsColumn{name: "tries", right: true, cell: func(r results.Row) string { return strconv.Itoa(r.Attempts) }},
+		runsColumn{name: "mem", right: true, cell: func(r results.Row) string { return humanBytes(r.PeakRSS) }},
+		runsColumn{name: "gpu mem", right: true, cell: func(r results.Row) string { return humanBytes(r.PeakGPUMem) }},
+		runsColumn{name: "id", cell: func(r results.Row) string { return r.ID }},
+	)
+}
+
+// writeRunsTable writes t's rows as an aligned table, no wider than width
+// characters (0: no limit): the columns that do not fit are left out and
+// named in a note. Every cell is made safe for a terminal.
+func writeRunsTable(w io.Writer, t *results.Table, width int) {
+	cols := runsColumns(t)
+	cells := make([][]string, len(t.Rows))
+	widths := make([]int, len(cols))
+	for j, c := range cols {
+		widths[j] = utf8.RuneCountInString(c.name)
+	}
+	used := make([]bool, len(cols))
+	for i, r := range t.Rows {
+		cells[i] = make([]string, len(cols))
+		for j, c := range cols {
+			s := termSafe(c.cell(r))
+			if utf8.RuneCountInString(s) > maxCell {
+				s = string([]rune(s)[:maxCell-1]) + "…"
+			}
+			cells[i][j] = s
+			widths[j] = max(widths[j], utf8.RuneCountInString(s))
+			used[j] = used[j] || s != ""
+		}
+	}
+	// A column empty in every row (GPU memory on a node without GPUs)
+	// says nothing.
+	for j := len(cols) - 1; j > 0; j-- {
+		if !used[j] && len(t.Rows) > 0 {
+			cols = slices.Delete(cols, j, j+1)
+			widths = slices.Delete(widths, j, j+1)
+			for i := range cells {
+				cells[i] = slices.Delete(cells[i], j, j+1)
+			}
+		}
+	}
+	shown, total := 0, 0
+	for j := range cols {
+		need := widths[j] + 2
+		if j == 0 {
+			need = widths[j]
+		}
+		if width > 0 && j > 0 && total+need > width {
+			break
+		}
+		total += need
+		shown++
+	}
+	pad := func(b *strings.Builder, s string, w int, right bool) {
+		gap := strings.Repeat(" ", w-utf8.RuneCountInString(s))
+		if right {
+			b.WriteString(gap + s)
+		} else {
+			b.WriteString(s + gap)
+		}
+	}
+	line := func(get func(j int) string) {
+		var b strings.Builder
+		for j := range shown {
+			if j > 0 {
+				b.WriteString("  ")
+			}
+			last := j == shown-1
+			if last && !cols[j].right {
+				b.WriteString(get(j))
+				continue
+			}
+			pad(&b, get(j), widths[j], cols[j].right)
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	}
+	line(func(j int) string { return termSafe(cols[j].name) })
+	for i := range cells {
+		line(func(j int) string { return cells[i][j] })
+	}
+	if shown < len(cols) {
+		var names []string
+		for _, c := range cols[shown:] {
+			names = append(names, termSafe(c.name))
+		}
+		fmt.Fprintf(w, "(%d more columns, cut to the terminal's %d characters: %s; --format csv has them all)\n",
+			len(cols)-shown, width, strings.Join(names, ", "))
+	}
+}
+
+// humanSeconds writes a duration for people: 850ms, 12.3s, 4m05s, 2h03m.
+func humanSeconds(s float64) string {
+	d := time.Duration(results.RoundMillis(s) * float64(time.Second))
+	switch {
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + "s"
+	case d < time.Hour:
+		d = d.Round(time.Second)
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	d = d.Round(time.Minute)
+	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// humanBytes writes a size for people, "" for none: 512MiB, 1.5GiB.
+func humanBytes(b uint64) string {
+	if b == 0 {
+		return ""
+	}
+	if b >= 10<<30 || b < 1<<30 {
+		return pack.FormatSize(roundSize(b))
+	}
+	return strconv.FormatFloat(float64(b)/(1<<30), 'f', 1, 64) + "GiB"
+}
+
+// roundSize keeps the two leading units of b, so that FormatSize writes
+// 512MiB rather than 536870913B.
+func roundSize(b uint64) uint64 {
+	for unit := uint64(1 << 40); unit >= 1<<10; unit >>= 10 {
+		if b >= unit {
+			return (b + unit/2) / unit * unit
+		}
+	}
+	return b
+}
