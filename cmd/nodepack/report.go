@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nodepack/nodepack/runner/ledger"
@@ -16,10 +17,20 @@ import (
 	"golang.org/x/term"
 )
 
-const reportUsage = `Usage: nodepack report [-o FILE.html] [--metric NAME=REGEX]... DIR
+const reportUsage = `Usage: nodepack report [-o FILE.html] [--metric NAME[:min|max]] [--metric NAME=REGEX]... DIR
 
 Writes the sweep in the output directory DIR as one self-contained HTML
-page (DIR/report.html unless -o says otherwise): a timeline with one lane
+page (DIR/report.html unless -o says otherwise). First, which config won:
+the best runs by a metric (--metric loss:min, or one the page chooses and
+names: a validation loss, a loss, else the first metric the runs report),
+with their parameters and their learning curves (the metric against its
+step, read whole from their metrics files; hover any run elsewhere for
+its own); for each parameter, the metric against its values (a scatter
+for numbers, log-scaled where they span decades, a strip per value for
+categories); and a parallel-coordinates view of every run's parameters
+and metric. The page switches metric and direction itself, and its
+address can name a view (report.html#metric=acc:max&sort=lr:desc&filter=adam).
+Then how the node was used: a timeline with one lane
 per GPU (or MIG device) and per CPU lane and one bar per attempt, coloured
 by outcome and failure class (hover for the run, its parameters, exit and
 duration; a dashed line links a retry to the attempt before); the share of
@@ -33,13 +44,14 @@ Exit status 0, or 2 when DIR holds no ledger or a ledger is corrupt.
 
 Examples:
   nodepack report nodepack-out
+  nodepack report --metric loss:min results
   nodepack report -o /tmp/sweep.html --metric 'loss=loss=(\S+)' nodepack-out`
 
 func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("report", pflag.ContinueOnError)
 	out := fs.StringP("output", "o", "", "write the page to `FILE` (default DIR/report.html)")
 	var metricFlags []string
-	fs.StringArrayVar(&metricFlags, "metric", nil, "a table column `NAME=REGEX`: the last match (its first group) in each run's stdout")
+	fs.StringArrayVar(&metricFlags, "metric", nil, "`NAME[:min|max]`: rank the runs by that metric, lowest or highest first (default: a validation loss, a loss, else the first metric, as its name suggests); NAME=REGEX: a per-step metric from each run's stdout (repeatable)")
 	if code, ok := parseFlags(fs, reportUsage, args, stdout, stderr); !ok {
 		return code
 	}
@@ -51,8 +63,19 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 	var opts pagereport.Options
+	var patterns []string
+	for _, f := range metricFlags {
+		if strings.Contains(f, "=") {
+			patterns = append(patterns, f)
+			continue
+		}
+		if opts.Rank != "" {
+			return usageErrorf(stderr, "report", "--metric %s and --metric %s: the page ranks the runs by one metric", opts.Rank, f)
+		}
+		opts.Rank = f
+	}
 	var err error
-	if opts.Metrics, err = metricPatterns(metricFlags); err != nil {
+	if opts.Metrics, err = metricPatterns(patterns); err != nil {
 		return usageErrorf(stderr, "report", "--%v", err)
 	}
 	if *out == "" {

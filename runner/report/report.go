@@ -34,9 +34,13 @@ type Options struct {
 	// LogBase is the output directory as the page should reach it: a path
 	// relative to where the page is saved ("" when it is in the directory).
 	LogBase string
-	// Metrics adds table columns from the runs' stdout, as for the results
+	// Metrics adds metrics from the runs' stdout, as for the results
 	// table.
 	Metrics []metrics.Pattern
+	// Rank is the metric the page ranks the runs by: "loss", "loss:min" or
+	// "acc:max"; empty chooses one (a validation loss, a loss, else the
+	// first metric), in the direction its name suggests, and says why.
+	Rank string
 	// Progress, if not nil, is called now and then with the bytes of
 	// ledger read so far and their total.
 	Progress func(done, total int64)
@@ -84,7 +88,17 @@ func Write(w io.Writer, dir string, opts Options) (Summary, error) {
 		opts.Progress(r.total, r.total)
 	}
 	attempts := r.finish(table)
+	rank, err := rankBy(table, opts.Rank)
+	if err != nil {
+		return Summary{}, err
+	}
 	doc := build(table, attempts, r.node, opts)
+	doc.Rank = rank
+	doc.Best = best(table, rank, bestRuns)
+	for _, i := range doc.Best {
+		doc.BestCurves = append(doc.BestCurves, bestCurve(dir, table.Rows[i], rank.Metric, opts.Metrics))
+	}
+	doc.Curves, doc.AllCurves = hoverCurves(table, rank.Metric, doc.Best)
 	data, err := json.Marshal(doc) // escapes <, > and &: safe inside <script>
 	if err != nil {
 		return Summary{}, fmt.Errorf("report data: %w", err)
@@ -293,6 +307,20 @@ type document struct {
 	LogBase string              `json:"logBase"`
 	Links   []int               `json:"links"` // the columns that are log paths
 	Times   []int               `json:"times"` // the columns that are times, ms after T0
+	// Params and Metrics are how many of the columns after the first
+	// (origin) are parameters, then metrics.
+	Params  int `json:"params"`
+	Metrics int `json:"metrics"`
+	// Rank is the metric the runs are ranked by; Best the rows of the
+	// best runs, best first, and BestCurves their curves of it, read
+	// whole; Curves every row's curve of it as its record has it (a few
+	// points; null for none), for a hover; AllCurves false when only the
+	// best rows have theirs (the page would be too big).
+	Rank       ranking           `json:"rank"`
+	Best       []int             `json:"best"`
+	BestCurves [][][2]float64    `json:"bestCurves"`
+	Curves     []json.RawMessage `json:"curves"`
+	AllCurves  bool              `json:"allCurves"`
 }
 
 // compareNatural orders names with numbers in them by the numbers:
@@ -471,6 +499,7 @@ func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Option
 	// milliseconds after t0, and one column with the run's log directory
 	// in place of the two log paths.
 	doc.Rows, doc.Cols = tableRows(table, t0)
+	doc.Params, doc.Metrics = len(table.Params), len(table.Metrics)
 	for i, c := range doc.Cols {
 		switch c {
 		case "logs":
@@ -483,43 +512,41 @@ func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Option
 }
 
 // tableRows is the table's cells, row by row, and their columns: those
-// of the results table, with start and end as milliseconds after t0, and
-// one column with the run's log directory in place of the two log paths.
+// of the results table in the order tableColumns gives, with start and end
+// as milliseconds after t0, and one column with the run's log directory in
+// place of the two log paths.
 func tableRows(t *results.Table, t0 time.Time) ([][]json.RawMessage, []string) {
-	var cols []string
-	var keep []int // the table's column of each of ours but the last
-	for i, c := range t.Columns() {
-		switch c {
-		case "stdout", "stderr":
-		default:
-			cols = append(cols, c)
-			keep = append(keep, i)
-		}
-	}
-	cols = append(cols, "logs")
+	cols, from := tableColumns(t)
 	rows := make([][]json.RawMessage, len(t.Rows))
 	for i, r := range t.Rows {
 		cells := t.Cells(r)
 		row := make([]json.RawMessage, 0, len(cols))
-		for j, k := range keep {
-			switch cols[j] {
-			case "start":
+		for j, k := range from {
+			switch {
+			case cols[j] == "start":
 				row = append(row, sinceT0(r.Start, t0))
-			case "end":
+			case cols[j] == "end":
 				row = append(row, sinceT0(r.End, t0))
+			case cols[j] == "state":
+				row = append(row, quoteJSON(stateName(r)))
+			case k < 0: // logs
+				if r.Stdout == "" {
+					row = append(row, nil)
+					continue
+				}
+				row = append(row, quoteJSON(filepath.ToSlash(filepath.Dir(r.Stdout))))
 			default:
 				row = append(row, cells[k])
 			}
 		}
-		if r.Stdout != "" {
-			b, _ := json.Marshal(filepath.ToSlash(filepath.Dir(r.Stdout)))
-			row = append(row, b)
-		} else {
-			row = append(row, nil)
-		}
 		rows[i] = row
 	}
 	return rows, cols
+}
+
+func quoteJSON(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
 }
 
 // sinceT0 is a time as milliseconds after t0; nil for none.
