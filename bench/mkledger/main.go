@@ -5,15 +5,22 @@
 // Writer from the runs the runner's own source gives, so resume and
 // status read what they would read after a real sweep.
 //
-//	go run ./bench/mkledger [-fail-every K] [-killed] TASKFILE OUTPUT N
+// With -metrics, each run also has three parameters in its started record
+// and, in its finished record, a loss and an accuracy with their curves of
+// 12 points, as a sweep whose runs report per-step metrics leaves it.
+//
+//	go run ./bench/mkledger [-fail-every K] [-killed] [-metrics] TASKFILE OUTPUT N
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
@@ -26,14 +33,15 @@ import (
 func main() {
 	failEvery := flag.Int("fail-every", 0, "make every K-th run fail (exit 1)")
 	killed := flag.Bool("killed", false, "leave the session without its end record, as a kill -9 does")
+	withMetrics := flag.Bool("metrics", false, "give every run parameters, and metrics with curves")
 	flag.Parse()
 	if flag.NArg() != 3 {
-		fmt.Fprintln(os.Stderr, "usage: mkledger [-fail-every K] [-killed] TASKFILE OUTPUT N")
+		fmt.Fprintln(os.Stderr, "usage: mkledger [-fail-every K] [-killed] [-metrics] TASKFILE OUTPUT N")
 		os.Exit(2)
 	}
 	n, err := strconv.Atoi(flag.Arg(2))
 	if err == nil {
-		err = write(flag.Arg(0), flag.Arg(1), n, *failEvery, *killed)
+		err = write(flag.Arg(0), flag.Arg(1), n, *failEvery, *killed, *withMetrics)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mkledger:", err)
@@ -41,7 +49,7 @@ func main() {
 	}
 }
 
-func write(tasks, output string, n, failEvery int, killed bool) error {
+func write(tasks, output string, n, failEvery int, killed, withMetrics bool) error {
 	output, err := filepath.Abs(output)
 	if err != nil {
 		return err
@@ -73,12 +81,18 @@ func write(tasks, output string, n, failEvery int, killed bool) error {
 		if i == n {
 			break
 		}
+		if withMetrics {
+			r.Params, _ = json.Marshal(map[string]any{"lr": []float64{1e-4, 3e-4, 1e-3, 3e-3, 1e-2}[i%5], "width": 64 << (i / 5 % 4), "opt": []string{"adam", "sgd", "lion"}[i/20%3]})
+		}
 		dir := run.Dir(output, r)
 		ev := run.Event{Kind: run.Started, Run: r, Attempt: 1, Lane: i % 2, Place: pack.Assignment{CPUs: []int{i % 2}, Request: pack.Request{CPUs: 1}},
 			Stdout: filepath.Join(dir, "stdout.log"), Stderr: filepath.Join(dir, "stderr.log"),
 			Start: start.Add(time.Duration(i) * time.Millisecond), PID: 1000 + i}
 		w.Post(ev, nil)
 		ev.Kind, ev.End, ev.Reason = run.Finished, ev.Start.Add(time.Millisecond), run.OK
+		if withMetrics {
+			ev.Metrics, ev.Curves = metricsOf(i)
+		}
 		if failEvery > 0 && i%failEvery == failEvery-1 {
 			ev.ExitCode, ev.Reason = 1, run.Failed
 		}
@@ -94,4 +108,21 @@ func write(tasks, output string, n, failEvery int, killed bool) error {
 		}
 	}
 	return w.Close()
+}
+
+// metricsOf makes run i's final loss and accuracy and their curves of 12
+// points, as metrics.Report writes them.
+func metricsOf(i int) (final, curves json.RawMessage) {
+	floor := 0.2 + float64(i%97)/100
+	var loss, acc []string
+	for k := range 12 {
+		step := k * 100
+		l := floor + 2*math.Exp(-float64(step)/300)
+		loss = append(loss, fmt.Sprintf("[%d,%.4g]", step, l))
+		acc = append(acc, fmt.Sprintf("[%d,%.4g]", step, 1-l/3))
+	}
+	l := floor + 2*math.Exp(-1100.0/300)
+	final = json.RawMessage(fmt.Sprintf(`{"loss":%.6g,"acc":%.6g}`, l, 1-l/3))
+	curves = json.RawMessage(`{"loss":[` + strings.Join(loss, ",") + `],"acc":[` + strings.Join(acc, ",") + `]}`)
+	return final, curves
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -47,6 +48,10 @@ Examples:
   nodepack report --metric loss:min results
   nodepack report -o /tmp/sweep.html --metric 'loss=loss=(\S+)' nodepack-out`
 
+// reportMemoryLimit is the soft memory limit report runs under (unless
+// GOMEMLIMIT says otherwise).
+const reportMemoryLimit = 400 << 20
+
 func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("report", pflag.ContinueOnError)
 	out := fs.StringP("output", "o", "", "write the page to `FILE` (default DIR/report.html)")
@@ -57,6 +62,13 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if fs.NArg() != 1 {
 		return usageErrorf(stderr, "report", "want one DIR, got %d arguments", fs.NArg())
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// The report holds a few hundred bytes a run and makes garbage of
+		// a kilobyte a record: a soft limit has the collector keep a
+		// million runs under half a gigabyte rather than twice what they
+		// hold.
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(reportMemoryLimit))
 	}
 	dir, ok := outputArg(stderr, "report", fs.Arg(0))
 	if !ok {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"iter"
 	"os"
@@ -190,8 +191,120 @@ type Log struct {
 	lean  bool         // keep the records of the runs that did not succeed only
 	ident os.FileInfo  // the file read, when it did not change during the read
 	// each, if not nil, is called with every record once it is folded in,
-	// and the length of its line.
-	each func(rec *Record, size int)
+	// the place of its run among the log's (-1 for a header or an end) and
+	// the length of its line.
+	each func(rec *Record, run int, size int)
+	// A streamed log (see Stream) keeps its runs slim: their ids and
+	// slims, in the order of first appearance, found by id in byID, and no
+	// record; Runs and Order are nil. scratch is the record each is called
+	// with.
+	stream  bool
+	ids     []string
+	slims   []slimRun
+	byID    idIndex
+	scratch Record
+	decoder decoder
+}
+
+// idIndex finds a run's place by its id: by a hash of the id, which takes
+// a third of a map of the ids themselves, and in full for the ids whose
+// hash another id took first.
+type idIndex struct {
+	seed     maphash.Seed
+	byHash   map[uint64]int32
+	overflow map[string]int32
+}
+
+func newIDIndex() idIndex {
+	return idIndex{seed: maphash.MakeSeed(), byHash: map[uint64]int32{}, overflow: map[string]int32{}}
+}
+
+// find returns the place of id among ids.
+func (x *idIndex) find(id string, ids []string) (int32, bool) {
+	if i, ok := x.byHash[maphash.String(x.seed, id)]; ok && ids[i] == id {
+		return i, true
+	}
+	i, ok := x.overflow[id]
+	return i, ok
+}
+
+// add notes that id is at place i.
+func (x *idIndex) add(id string, i int32) {
+	h := maphash.String(x.seed, id)
+	if _, taken := x.byHash[h]; taken {
+		x.overflow[id] = i
+		return
+	}
+	x.byHash[h] = i
+}
+
+// slimRun is what a streamed log keeps of a run besides its id: a dozen
+// bytes, where a Run takes a hundred.
+type slimRun struct {
+	attempts, session int32
+	state             uint8 // in slimStates
+	retired           bool
+}
+
+var slimStates = []State{StatePending, StateRunning, StateSucceeded, StateFailed, StateInterrupted}
+
+// run returns run i of a streamed log as a Run of its own.
+func (log *Log) run(i int) *Run {
+	s := log.slims[i]
+	return &Run{ID: log.ids[i], State: slimStates[s.state], Attempts: int(s.attempts), Session: int(s.session), Retired: s.retired}
+}
+
+// keep stores r as run i of a streamed log.
+func (log *Log) keep(i int, r *Run) {
+	state := max(slices.Index(slimStates, r.State), 0)
+	log.slims[i] = slimRun{attempts: int32(r.Attempts), session: int32(r.Session), state: uint8(state), retired: r.Retired}
+}
+
+// Len returns how many runs the log has a record of.
+func (log *Log) Len() int {
+	if log.stream {
+		return len(log.ids)
+	}
+	return len(log.Order)
+}
+
+// At returns the i-th run the log has a record of, in the order of their
+// first records. The Run is the log's own, that changes with the log,
+// except in a streamed log, which makes one for each call.
+func (log *Log) At(i int) *Run {
+	if log.stream {
+		return log.run(i)
+	}
+	return log.Runs[log.Order[i]]
+}
+
+// find returns the run with id and its place among the log's runs (-1 in
+// a log that is not streamed); nil if the log has none. A streamed log's
+// run is a copy: a change is kept with keep.
+func (log *Log) find(id string) (*Run, int) {
+	if !log.stream {
+		return log.Runs[id], -1
+	}
+	if i, ok := log.byID.find(id, log.ids); ok {
+		return log.run(int(i)), int(i)
+	}
+	return nil, -1
+}
+
+// all calls f with every run, in no particular order; what f changes is
+// kept.
+func (log *Log) all(f func(*Run)) {
+	if log.stream {
+		for i := range log.ids {
+			r := log.run(i)
+			f(r)
+			log.keep(i, r)
+		}
+		return
+	}
+	for _, r := range log.Runs {
+		f(r)
+	}
 }
 
 // readLedger reads a ledger. An unfinished last line is left out and
@@ -199,13 +312,19 @@ type Log struct {
 // naming name and the line. Runs still running when the last session
 // ended are interrupted; those of a session without an end record are
 // running (the session is live, or was killed: see Stop).
-func readLedger(r io.Reader, name string) (*Log, error) { return read(r, name, nil, nil) }
+func readLedger(r io.Reader, name string) (*Log, error) { return read(r, name, nil, nil, false) }
 
 // read reads a ledger. With lean, which reads the same bytes as r, it
 // keeps the records of the runs that did not succeed only (see Run),
-// and reads them again from lean at the end.
-func read(r io.Reader, name string, lean io.ReaderAt, each func(rec *Record, size int)) (*Log, error) {
-	log := &Log{Name: name, Runs: make(map[string]*Run), lean: lean != nil, each: each}
+// and reads them again from lean at the end. With stream, it keeps no
+// record (see Stream).
+func read(r io.Reader, name string, lean io.ReaderAt, each func(rec *Record, run int, size int), stream bool) (*Log, error) {
+	log := &Log{Name: name, lean: lean != nil, each: each, stream: stream, decoder: decoder{alias: stream}}
+	if stream {
+		log.byID = newIDIndex()
+	} else {
+		log.Runs = make(map[string]*Run)
+	}
 	br := bufio.NewReaderSize(r, 1<<20)
 	lineNo := 1
 	for ; ; lineNo++ {
@@ -225,12 +344,12 @@ func read(r io.Reader, name string, lean io.ReaderAt, each func(rec *Record, siz
 		if err != nil {
 			return nil, fmt.Errorf("read ledger %s: %w", name, err)
 		}
-		rec, err := log.add(line[:len(line)-1], log.Size, lineNo)
+		rec, at, err := log.add(line[:len(line)-1], log.Size, lineNo)
 		if err != nil {
 			return nil, fmt.Errorf("ledger %s:%d: %w", name, lineNo, err)
 		}
 		if log.each != nil && rec != nil {
-			log.each(rec, len(line))
+			log.each(rec, at, len(line))
 		}
 		log.Size += int64(len(line))
 	}
@@ -239,6 +358,9 @@ func read(r io.Reader, name string, lean io.ReaderAt, each func(rec *Record, siz
 		// status to show.
 		var buf []byte
 		for _, run := range log.Runs {
+			if run == nil {
+				continue
+			}
 			for _, k := range []struct {
 				kept *kept
 				rec  **Record
@@ -266,8 +388,19 @@ func read(r io.Reader, name string, lean io.ReaderAt, each func(rec *Record, siz
 
 // add folds one complete line, line number no at offset off, into the log,
 // and returns its record when it decoded the whole of it (a lean read
-// takes only the head of most).
-func (log *Log) add(line []byte, off int64, no int) (*Record, error) {
+// takes only the head of most) and, for a streamed log, the place of its
+// run (else -1).
+func (log *Log) add(line []byte, off int64, no int) (*Record, int, error) {
+	rec, err := log.fold(line, off, no)
+	at := -1
+	if log.stream && rec != nil && (rec.Type == TypeStarted || rec.Type == TypeFinished) {
+		_, at = log.find(rec.ID)
+	}
+	return rec, at, err
+}
+
+// fold is add without the place of the run.
+func (log *Log) fold(line []byte, off int64, no int) (*Record, error) {
 	var h head
 	fast := false
 	if log.lean {
@@ -276,8 +409,17 @@ func (log *Log) add(line []byte, off int64, no int) (*Record, error) {
 	var rec *Record
 	if !fast || string(h.typ) == TypeHeader || string(h.typ) == TypeEnd || string(h.typ) == typeGPUOut {
 		rec = new(Record)
-		if err := json.Unmarshal(line, rec); err != nil {
-			return nil, fmt.Errorf("not a record: %w", err)
+		if log.stream {
+			// The record lives until the next line: each may not keep it,
+			// and a header or an end is copied where it is kept.
+			log.scratch = Record{}
+			rec = &log.scratch
+		}
+		if !log.decoder.decode(line, rec) {
+			*rec = Record{}
+			if err := json.Unmarshal(line, rec); err != nil {
+				return nil, fmt.Errorf("not a record: %w", err)
+			}
 		}
 		h = head{typ: []byte(rec.Type), id: []byte(rec.ID), reason: []byte(rec.Reason), attempt: rec.Attempt, retry: rec.Retry, exitCode: rec.ExitCode != nil}
 	}
@@ -296,12 +438,13 @@ func (log *Log) add(line []byte, off int64, no int) (*Record, error) {
 		log.Sessions = append(log.Sessions, *rec)
 		log.End = nil
 		log.GPUsOut = nil // a new session may r on another node
-		for _, r := range log.Runs {
-			r.Retired = false
-		}
+		log.all(func(r *Run) { r.Retired = false })
 		for _, id := range rec.Retired {
-			if r := log.Runs[id]; r != nil {
+			if r, i := log.find(id); r != nil {
 				r.Retired = true
+				if i >= 0 {
+					log.keep(i, r)
+				}
 			}
 		}
 		return rec, nil
@@ -309,7 +452,8 @@ func (log *Log) add(line []byte, off int64, no int) (*Record, error) {
 		if log.End != nil {
 			return nil, errors.New("second end record in a session")
 		}
-		log.End = rec
+		end := *rec
+		log.End = &end
 		return rec, nil
 	case typeGPUOut:
 		if len(rec.GPUs) != 1 {
@@ -327,21 +471,32 @@ func (log *Log) add(line []byte, off int64, no int) (*Record, error) {
 	if !run.ValidID(string(h.id)) || h.attempt < 1 {
 		return nil, fmt.Errorf("%s record: bad run id %q or attempt %d", typ, h.id, h.attempt)
 	}
-	r := log.Runs[string(h.id)]
+	r, at := log.find(string(h.id))
 	if r == nil {
 		id := string(h.id)
-		r = &Run{ID: id}
-		log.Runs[id] = r
-		log.Order = append(log.Order, id)
+		if log.stream {
+			at = len(log.ids)
+			log.byID.add(id, int32(at))
+			log.ids, log.slims = append(log.ids, id), append(log.slims, slimRun{})
+			r = &Run{ID: id}
+		} else {
+			r = &Run{ID: id}
+			log.Runs[id] = r
+			log.Order = append(log.Order, id)
+		}
 	}
 	r.Attempts = max(r.Attempts, h.attempt)
 	r.Session = len(log.Sessions) - 1
 	r.Retired = false
 	keep := func() kept {
-		if rec != nil {
+		if rec != nil || log.stream {
 			return kept{}
 		}
 		return kept{off: off, n: int32(len(line)), no: int32(no)}
+	}
+	if log.stream {
+		// Keep no record (the one read is scratch), and the run slim.
+		defer func() { log.keep(at, r) }()
 	}
 	if typ == TypeStarted {
 		r.Started, r.started = rec, keep()
@@ -375,11 +530,11 @@ func (log *Log) add(line []byte, off int64, no int) (*Record, error) {
 // interrupted: for a session known to be over (it wrote its end record, or
 // its process is gone).
 func (log *Log) MarkInterrupted() {
-	for _, run := range log.Runs {
+	log.all(func(run *Run) {
 		if run.State == StateRunning {
 			run.State = StateInterrupted
 		}
-	}
+	})
 }
 
 // Live reports whether the last session has not written its end record.
@@ -397,11 +552,11 @@ func (log *Log) Header() Record {
 // state; retired runs are left out.
 func (log *Log) Count() map[State]int {
 	counts := make(map[State]int)
-	for _, run := range log.Runs {
+	log.all(func(run *Run) {
 		if !run.Retired {
 			counts[run.State]++
 		}
-	}
+	})
 	return counts
 }
 
@@ -409,8 +564,11 @@ func (log *Log) Count() map[State]int {
 // lists them in Retired does: Count and Members leave them out.
 func (log *Log) Retire(ids []string) {
 	for _, id := range ids {
-		if run := log.Runs[id]; run != nil {
+		if run, i := log.find(id); run != nil {
 			run.Retired = true
+			if i >= 0 {
+				log.keep(i, run)
+			}
 		}
 	}
 }
@@ -419,26 +577,28 @@ func (log *Log) Retire(ids []string) {
 // knows: all but the retired ones.
 func (log *Log) Members() int {
 	n := 0
-	for _, run := range log.Runs {
+	log.all(func(run *Run) {
 		if !run.Retired {
 			n++
 		}
-	}
+	})
 	return n
 }
 
 // ReadFile reads the ledger at path; see Read.
-func ReadFile(path string) (*Log, error) { return readFile(path, nil) }
+func ReadFile(path string) (*Log, error) { return readFile(path, nil, false) }
 
 // readFile is ReadFile, calling each (when not nil) with every record in
-// the order of the file, once it is checked, and the length of its line.
-func readFile(path string, each func(rec *Record, size int)) (*Log, error) {
+// the order of the file, once it is checked, the place of its run among
+// the log's (see Stream) and the length of its line; with stream, it keeps
+// no record.
+func readFile(path string, each func(rec *Record, run int, size int), stream bool) (*Log, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return read(f, path, nil, each)
+	return read(f, path, nil, each, stream)
 }
 
 // readLean reads the ledger at path for a resume or a status, keeping the
@@ -454,7 +614,7 @@ func readLean(path string) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	log, err := read(f, path, f, nil)
+	log, err := read(f, path, f, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -574,7 +734,7 @@ func open(path string, restart bool, known *Log) (*Writer, error) {
 	past := known
 	if st, err := f.Stat(); err != nil || known == nil || known.ident == nil || !os.SameFile(known.ident, st) ||
 		st.Size() != known.Size+known.Torn || !st.ModTime().Equal(known.ident.ModTime()) {
-		if past, err = read(f, path, f, nil); err != nil {
+		if past, err = read(f, path, f, nil, false); err != nil {
 			return fail(err)
 		}
 	}

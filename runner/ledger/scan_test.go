@@ -3,6 +3,7 @@ package ledger
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -188,5 +189,117 @@ func TestOpenFromReadsAChangedLedgerAgain(t *testing.T) {
 				t.Errorf("run a %s, want %s", got, tc.state)
 			}
 		})
+	}
+}
+
+// TestWrittenRecordsDecodeFast: every started and finished record a
+// Writer makes, with params, metrics, curves, GPU usage and the bytes a
+// command line or an error may bring, takes decodeRecord, and decodes as
+// encoding/json decodes it.
+func TestWrittenRecordsDecodeFast(t *testing.T) {
+	l := &Writer{dir: "/out", host: "node-1"}
+	r := run.Run{ID: "0123456789ab", Index: 7, Origin: "grid.yml:3 é", Args: []string{"python"}, Params: json.RawMessage(`{"lr":0.1,"model":"resnet, 50","layers":[64,128]}`)}
+	slot := pack.Assignment{CPUs: []int{0, 1, 4}, GPUs: []pack.GPU{{Index: 0, UUID: "GPU-a"}, {Index: 1, UUID: "GPU-b"}}, Request: pack.Request{GPUs: 2, CPUs: 3}}
+	now := time.Date(2026, 11, 24, 1, 2, 3, 4, time.UTC)
+	events := []run.Event{
+		{Kind: run.Started, Run: r, Attempt: 1, Lane: 3, Place: slot, Stdout: "/out/runs/x/stdout.log", Stderr: "/out/runs/x/stderr.log", Start: now, PID: 42},
+		{Kind: run.Finished, Run: r, Attempt: 1, Lane: 3, Place: slot, Start: now, End: now.Add(2272 * time.Millisecond), ExitCode: 0, Reason: run.OK,
+			Metrics: json.RawMessage(`{"loss":0.41,"acc":"nan"}`), Curves: json.RawMessage(`{"loss":[[0,2.2],[100,1.6]]}`), MetricsSkipped: 2,
+			Usage: run.Usage{MaxRSS: 1 << 40, CPU: time.Minute, Sampled: usage.Sampled{TreeRSSPeak: 5, GPUs: []usage.GPU{{UUID: "GPU-a", ProcessPeakMemoryBytes: 9 << 30}}}}},
+		{Kind: run.Finished, Run: r, Attempt: 2, Lane: 0, Place: slot, Start: now, End: now, ExitCode: 137, Signal: "SIGKILL", Reason: run.Failed, Retry: true,
+			Class: "host-oom", StderrTail: []string{"a", "b"}},
+	}
+	for _, ev := range events {
+		line, err := json.Marshal(l.record(ev))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fast, slow Record
+		if !decodeRecord(line, &fast) {
+			t.Fatalf("decodeRecord declined %s", line)
+		}
+		if err := json.Unmarshal(line, &slow); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Errorf("decodeRecord differs from encoding/json on %s:\n%+v\n%+v", line, fast, slow)
+		}
+	}
+	// An escaped string, a key in other letters, blanks: encoding/json's.
+	for _, line := range []string{
+		`{"type":"started","id":"a\u0062","attempt":1}`,
+		`{"type":"started","ID":"a","attempt":1}`,
+		`{"type": "started","id":"a","attempt":1}`,
+		`{"type":"started","id":"a","attempt":01}`,
+		`{"type":"header","time":"2026-11-24T10:00:00Z"}`,
+	} {
+		var rec Record
+		if decodeRecord([]byte(line), &rec) {
+			t.Errorf("decodeRecord took %s", line)
+		}
+	}
+}
+
+// FuzzDecodeRecord: what decodeRecord takes, encoding/json takes too, and
+// reads the same.
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add(`{"type":"finished","time":"2026-01-01T00:00:02Z","id":"a","attempt":2,"exit_code":1,"reason":"failed","retry":true,"gpu_usage":[{"uuid":"x"}],"metrics":{"loss":1},"curves":{"loss":[[1,2]]}}`)
+	f.Add(`{"type":"started","id":"a","attempt":1,"slot":0,"gpus":["GPU-1"],"params":{"a":[1,"x"]},"time":"2026-01-01T00:00:02.5+01:00"}`)
+	f.Add(`{"type":"started","stderr_tail":[],"duration_s":1e-3,"max_rss_bytes":18446744073709551615}`)
+	f.Fuzz(func(t *testing.T, line string) {
+		var fast, slow Record
+		if !decodeRecord([]byte(line), &fast) {
+			return
+		}
+		if err := json.Unmarshal([]byte(line), &slow); err != nil {
+			t.Fatalf("decodeRecord took %q, which encoding/json refuses: %v", line, err)
+		}
+		if !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("%q:\nfast %+v\njson %+v", line, fast, slow)
+		}
+	})
+}
+
+// TestStreamFoldsAsRead: a streamed read of a ledger (Stream) has the same
+// runs, in the same order and states, as a full read, keeps no record, and
+// calls each with every record and the place of its run.
+func TestStreamFoldsAsRead(t *testing.T) {
+	text := ledgerHeader + ledgerStarted("ok", 1) + ledgerFinished("ok", 1, "ok", false) +
+		ledgerStarted("failed", 1) + ledgerFinished("failed", 1, "failed", false) +
+		ledgerStarted("retried", 1) + ledgerFinished("retried", 1, "failed", true) + ledgerStarted("retried", 2) +
+		ledgerStarted("stopped", 1) + ledgerFinished("stopped", 1, "interrupted", false) +
+		ledgerStarted("cut", 1) + // killed: no end record
+		ledgerHeader + ledgerStarted("later", 1) + ledgerFinished("later", 1, "ok", false) + ledgerEnd
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, FileName(0, 1)), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	full, err := SweepLogs(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls []string
+	streamed, err := Stream(dir, func(file string, rec *Record, run, size int) {
+		calls = append(calls, fmt.Sprintf("%s %s %d", rec.Type, rec.ID, run))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, s := full[0], streamed[0]
+	if s.Runs != nil || s.Order != nil || s.Len() != f.Len() || s.Size != f.Size {
+		t.Fatalf("streamed: %d runs, map %v; full: %d", s.Len(), s.Runs, f.Len())
+	}
+	for i := range f.Len() {
+		a, b := f.At(i), s.At(i)
+		if a.ID != b.ID || a.State != b.State || a.Attempts != b.Attempts || a.Session != b.Session || a.Retired != b.Retired {
+			t.Errorf("run %d: streamed %+v, full %+v", i, b, a)
+		}
+		if b.Started != nil || b.Finished != nil {
+			t.Errorf("run %s: the streamed read kept its records", b.ID)
+		}
+	}
+	want := "header  -1|started ok 0|finished ok 0|started failed 1|finished failed 1|started retried 2|finished retried 2|started retried 2|started stopped 3|finished stopped 3|started cut 4|header  -1|started later 5|finished later 5|end  -1"
+	if got := strings.Join(calls, "|"); got != want {
+		t.Errorf("each was called with\n%s\nwant\n%s", got, want)
 	}
 }

@@ -260,6 +260,25 @@ func (log *Log) markGone(host string) bool {
 // of its file and the length of its line; a caller that wants the
 // records of the sweep only keeps those of the files returned.
 func SweepLogs(dir string, each func(file string, rec *Record, size int)) ([]*Log, error) {
+	var fileEach func(string, *Record, int, int)
+	if each != nil {
+		fileEach = func(file string, rec *Record, _, size int) { each(file, rec, size) }
+	}
+	return sweepLogs(dir, fileEach, false)
+}
+
+// Stream reads the ledgers of the sweep in dir as SweepLogs does, but
+// keeps no record and little per run, so that a reader of millions of
+// runs (the report) needs little memory beyond its own: it calls each with
+// every record of every ledger, in file order, with the place of its run
+// among its ledger's runs (Log.At; -1 for a record of no run). rec is
+// valid during the call only. The returned Logs have no Runs or Order,
+// and their runs no Started or Finished: Len and At give the runs.
+func Stream(dir string, each func(file string, rec *Record, run, size int)) ([]*Log, error) {
+	return sweepLogs(dir, each, true)
+}
+
+func sweepLogs(dir string, each func(file string, rec *Record, run, size int), stream bool) ([]*Log, error) {
 	files, err := Files(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, noLedger(dir)
@@ -270,12 +289,12 @@ func SweepLogs(dir string, each func(file string, rec *Record, size int)) ([]*Lo
 	var logs []*Log
 	var current *Record
 	for _, f := range files {
-		var fileEach func(*Record, int)
+		var fileEach func(*Record, int, int)
 		if each != nil {
 			base := filepath.Base(f)
-			fileEach = func(rec *Record, size int) { each(base, rec, size) }
+			fileEach = func(rec *Record, run, size int) { each(base, rec, run, size) }
 		}
-		log, err := readFile(f, fileEach)
+		log, err := readFile(f, fileEach, stream)
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -259,4 +260,43 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzParseObject: the compact path reads what encoding/json reads, and
+// the same.
+func FuzzParseObject(f *testing.F) {
+	f.Add(`{"loss":0.41,"acc":"nan","l":[1,{"a":"}"}],"s":"a,b"}`)
+	f.Add(`{"lr": 0.1}`)
+	f.Add(`{"a":1,"a":2}`)
+	f.Fuzz(func(t *testing.T, obj string) {
+		m, keys, ok := parseCompact([]byte(obj))
+		if !ok {
+			return
+		}
+		dec := json.NewDecoder(strings.NewReader(obj))
+		var want map[string]json.RawMessage
+		if err := dec.Decode(&want); err != nil || dec.More() {
+			t.Fatalf("parseCompact took %q, which encoding/json refuses: %v", obj, err)
+		}
+		if len(keys) != len(want) || len(m) != len(want) {
+			t.Fatalf("%q: keys %v, want %v", obj, keys, want)
+		}
+		for k, v := range want {
+			if string(m[k]) != string(v) {
+				t.Fatalf("%q: %s = %s, want %s", obj, k, m[k], v)
+			}
+		}
+	})
+}
+
+func TestField(t *testing.T) {
+	obj := []byte(`{"loss":[[0,2.2],[100,1.6]],"acc":[[0,0.3]],"x\"y":1}`)
+	for _, tc := range []struct{ key, want string }{{"loss", "[[0,2.2],[100,1.6]]"}, {"acc", "[[0,0.3]]"}, {"nope", ""}} {
+		if got := string(Field(obj, tc.key)); got != tc.want {
+			t.Errorf("Field(%s) = %q, want %q", tc.key, got, tc.want)
+		}
+	}
+	if Field([]byte(`{"loss":[1,}`), "loss") != nil || Field([]byte(`{"loss":01}`), "loss") != nil {
+		t.Error("Field took invalid JSON")
+	}
 }

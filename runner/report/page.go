@@ -2,11 +2,11 @@ package report
 
 import _ "embed"
 
-// page is the report's HTML: the data goes where /*DATA*/ is, the output
+// pageHTML is the report's HTML: the data goes where /*DATA*/ is, the output
 // directory's name where TITLE is. Everything it needs is inline; its
 // Content-Security-Policy lets it load nothing. It reads the data as the
 // document type says, and names a view in its address
 // (#metric=loss:min&sort=lr:desc&filter=resnet).
 //
 //go:embed page.html
-var page string
+var pageHTML string

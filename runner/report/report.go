@@ -8,24 +8,18 @@
 package report
 
 import (
-	"bufio"
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"html"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/metrics"
-	"github.com/nodepack/nodepack/runner/results"
 )
 
 // Options says how to write a report. The zero Options links the logs as
@@ -55,64 +49,35 @@ type Summary struct {
 	Bytes          int64
 }
 
-// attempt is one attempt as the ledgers tell it.
-type attempt struct {
-	run          string
-	n            int
-	start, end   time.Time
-	lane         int
-	gpus         []string
-	cpus         int
-	gpuShare     float64 // GPUs held: whole ones, or the share of one
-	state, class string
-	ended        bool
-	file         string
-	sessionEnd   time.Time // when its session ended, if it did
-	sessionLive  bool
-	session      int // its session in nodeInfo.Sessions
-}
-
 // Write writes the report of the sweep in dir to w.
 func Write(w io.Writer, dir string, opts Options) (Summary, error) {
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
 	}
-	r := &reader{opts: opts, total: ledgerBytes(dir)}
-	// One read of the ledgers gives the table and, record by record, the
-	// attempts.
-	table, err := results.ReadEach(dir, opts.Metrics, r.record)
+	s := newStore(dir, opts)
+	s.total = ledgerBytes(dir)
+	logs, err := ledger.Stream(dir, s.record)
 	if err != nil {
 		return Summary{}, err // it names dir, or the ledger and line
 	}
 	if opts.Progress != nil {
-		opts.Progress(r.total, r.total)
+		opts.Progress(s.total, s.total)
 	}
-	attempts := r.finish(table)
-	rank, err := rankBy(table, opts.Rank)
+	rows := s.rowsOf(logs)
+	attempts := s.attemptsOf(opts.Now.UnixMilli())
+	doc := s.build(rows, attempts, len(logs))
+	rank, err := s.rankBy(opts.Rank)
 	if err != nil {
 		return Summary{}, err
 	}
-	doc := build(table, attempts, r.node, opts)
 	doc.Rank = rank
-	doc.Best = best(table, rank, bestRuns)
-	for _, i := range doc.Best {
-		doc.BestCurves = append(doc.BestCurves, bestCurve(dir, table.Rows[i], rank.Metric, opts.Metrics))
-	}
-	doc.Curves, doc.AllCurves = hoverCurves(table, rank.Metric, doc.Best)
-	data, err := json.Marshal(doc) // escapes <, > and &: safe inside <script>
-	if err != nil {
-		return Summary{}, fmt.Errorf("report data: %w", err)
-	}
+	bestRows := s.best(rows, rank, bestRuns)
+	p := &page{store: s, doc: doc, rows: rows, attempts: attempts, best: bestRows}
 	cw := &countingWriter{w: w}
-	bw := bufio.NewWriter(cw)
-	head, tail, _ := strings.Cut(page, "/*DATA*/")
-	bw.WriteString(strings.ReplaceAll(head, "TITLE", html.EscapeString(filepath.Base(dir))))
-	bw.Write(data)
-	bw.WriteString(tail)
-	if err := bw.Flush(); err != nil {
+	if err := p.write(cw, filepath.Base(dir)); err != nil {
 		return Summary{}, fmt.Errorf("write report: %w", err)
 	}
-	return Summary{Runs: len(table.Rows), Attempts: len(attempts), Bytes: cw.n}, nil
+	return Summary{Runs: len(rows), Attempts: len(attempts), Bytes: cw.n}, nil
 }
 
 // ledgerBytes is the size of the ledgers in dir, for progress.
@@ -143,121 +108,10 @@ type nodeInfo struct {
 	GPUs []string // UUIDs, or MIG device UUIDs
 	CPUs int
 	Host string
-	// Sessions are when a nodepack ran the sweep (any shard): from its
-	// header to its end record, or to its last record when it was killed,
-	// or to now while it runs.
-	Sessions [][2]time.Time
-}
-
-// reader gathers the attempts from the ledgers' records, file by file.
-type reader struct {
-	opts        Options
-	total, done int64
-	all         []*attempt
-	node        nodeInfo
-	newest      time.Time
-	// The file being read: its attempts not finished yet, its last
-	// session's attempts, and that session in node.Sessions.
-	file      string
-	open      map[attemptKey]*attempt
-	session   []*attempt
-	sessionAt int
-}
-
-// record takes the next record of file (results.ReadEach's each).
-func (r *reader) record(file string, rec *ledger.Record, size int) {
-	r.done += int64(size)
-	if r.opts.Progress != nil && r.done%(1<<20) < int64(size) {
-		r.opts.Progress(r.done, r.total)
-	}
-	if file != r.file {
-		r.file, r.open, r.session, r.sessionAt = file, map[attemptKey]*attempt{}, nil, -1
-	}
-	if r.sessionAt >= 0 && rec.Type != ledger.TypeHeader && rec.Time.After(r.node.Sessions[r.sessionAt][1]) {
-		r.node.Sessions[r.sessionAt][1] = rec.Time
-	}
-	switch rec.Type {
-	case ledger.TypeHeader:
-		r.node.Sessions = append(r.node.Sessions, [2]time.Time{rec.Time, rec.Time})
-		r.sessionAt = len(r.node.Sessions) - 1
-		for _, a := range r.session {
-			a.sessionLive = false // a later session: this one was killed
-		}
-		r.session, r.open = nil, map[attemptKey]*attempt{}
-		if rec.Time.After(r.newest) {
-			r.newest = rec.Time
-			sessions := r.node.Sessions
-			r.node = nodeOf(*rec)
-			r.node.Sessions = sessions
-		}
-	case ledger.TypeStarted:
-		a := &attempt{run: rec.ID, n: rec.Attempt, start: rec.Time, gpus: rec.GPUs, file: file, sessionLive: true, session: r.sessionAt}
-		if rec.Lane != nil {
-			a.lane = *rec.Lane
-		}
-		if ids, err := pack.ParseCPUList(rec.CPUs); err == nil {
-			a.cpus = len(ids)
-		}
-		a.cpus = max(a.cpus, 1)
-		a.gpuShare = float64(len(rec.GPUs))
-		if q, err := pack.ParseRequest(rec.Request, pack.Request{}, 0); err == nil && q.GPUs == 0 && q.GPUShare > 0 && len(rec.GPUs) == 1 {
-			a.gpuShare = float64(q.GPUShare) / pack.GPUWhole
-		}
-		r.open[attemptKey{rec.ID, rec.Attempt}] = a
-		r.session = append(r.session, a)
-		r.all = append(r.all, a)
-	case ledger.TypeFinished:
-		k := attemptKey{rec.ID, rec.Attempt}
-		if a := r.open[k]; a != nil {
-			delete(r.open, k)
-			a.end, a.ended = rec.Time, true
-			a.state, a.class = string(rec.Reason), string(rec.Class)
-		}
-	case ledger.TypeEnd:
-		for _, a := range r.session {
-			a.sessionLive = false
-			a.sessionEnd = rec.Time
-		}
-	}
-}
-
-// finish returns the attempts of the table's runs (those of the sweep's
-// ledgers, not retired), each with an end: an attempt its session left
-// unfinished ended with that session, or runs on while the table says its
-// run runs (its nodepack is live).
-func (r *reader) finish(table *results.Table) []*attempt {
-	state := make(map[string]ledger.State, len(table.Rows))
-	for _, row := range table.Rows {
-		state[row.ID] = row.State
-	}
-	var out []*attempt
-	for _, a := range r.all {
-		s, ok := state[a.run]
-		if !ok || !slices.Contains(table.Files, a.file) {
-			continue // another sweep's, or a run its sweep left
-		}
-		out = append(out, a)
-		if a.ended {
-			continue
-		}
-		switch {
-		case a.sessionLive && s == ledger.StateRunning:
-			a.state, a.end = "running", r.opts.Now
-			r.node.Sessions[a.session][1] = r.opts.Now // it runs on
-		case !a.sessionEnd.IsZero():
-			a.state, a.end = "interrupted", a.sessionEnd
-		default:
-			// Its nodepack was killed: it ended by the session's last record.
-			a.state, a.end = "interrupted", r.node.Sessions[a.session][1]
-		}
-	}
-	return out
-}
-
-// attemptKey names an attempt among a ledger's.
-type attemptKey struct {
-	run string
-	n   int
+	// Sessions are when a nodepack ran the sweep (any shard), in ms since
+	// the epoch: from its header to its end record, or to its last record
+	// when it was killed, or to now while it runs.
+	Sessions [][2]int64
 }
 
 // nodeOf reads the node of a header: its GPUs (MIG devices where MIG is
@@ -299,28 +153,30 @@ type document struct {
 	// Att: lane, row in the lane, start, end, state code, run (its row in
 	// the table, -1 none), attempt number, then lane and row pairs for
 	// the other GPUs of a multi-GPU run.
-	Att     [][]int64           `json:"att"`
-	Util    [][3]float64        `json:"util"` // time (ms after t0), GPU share, CPU share
-	Numbers map[string]any      `json:"numbers"`
-	Cols    []string            `json:"cols"`
-	Rows    [][]json.RawMessage `json:"rows"`
-	LogBase string              `json:"logBase"`
-	Links   []int               `json:"links"` // the columns that are log paths
-	Times   []int               `json:"times"` // the columns that are times, ms after T0
+	// Att (written by page.write): lane, row in the lane, start, end,
+	// state code, run (its row in the table, -1 none), attempt number,
+	// then lane and row pairs for the other GPUs of a multi-GPU run.
+	Util    [][3]float64   `json:"util"` // time (ms after t0), GPU share, CPU share
+	Numbers map[string]any `json:"numbers"`
+	// Cols are the table's columns; its rows (page.write) are arrays of
+	// their values.
+	Cols    []string `json:"cols"`
+	LogBase string   `json:"logBase"`
+	Links   []int    `json:"links"` // the columns that are log paths
+	Times   []int    `json:"times"` // the columns that are times, ms after T0
 	// Params and Metrics are how many of the columns after the first
 	// (origin) are parameters, then metrics.
 	Params  int `json:"params"`
 	Metrics int `json:"metrics"`
 	// Rank is the metric the runs are ranked by; Best the rows of the
 	// best runs, best first, and BestCurves their curves of it, read
-	// whole; Curves every row's curve of it as its record has it (a few
-	// points; null for none), for a hover; AllCurves false when only the
-	// best rows have theirs (the page would be too big).
-	Rank       ranking           `json:"rank"`
-	Best       []int             `json:"best"`
-	BestCurves [][][2]float64    `json:"bestCurves"`
-	Curves     []json.RawMessage `json:"curves"`
-	AllCurves  bool              `json:"allCurves"`
+	// whole; curves (page.write) every row's curve of it as its record
+	// has it (a few points; null for none), for a hover; AllCurves false
+	// when only the best rows have theirs (the page would be too big).
+	Rank       ranking        `json:"rank"`
+	Best       []int          `json:"best"`
+	BestCurves [][][2]float64 `json:"bestCurves"`
+	AllCurves  bool           `json:"allCurves"`
 }
 
 // compareNatural orders names with numbers in them by the numbers:
@@ -353,242 +209,6 @@ func digits(s string) int {
 	return n
 }
 
-// stateOf is the name an attempt is drawn and counted by: its failure
-// class when it failed, else its state.
-func stateOf(a *attempt) string {
-	switch {
-	case a.state == "ok":
-		return "succeeded"
-	case a.class != "" && a.state != "interrupted":
-		return a.class
-	case a.state == "":
-		return "failed"
-	}
-	return a.state
-}
-
-func build(table *results.Table, attempts []*attempt, node nodeInfo, opts Options) document {
-	doc := document{Host: node.Host, Made: opts.Now.UTC(), LogBase: opts.LogBase, Numbers: map[string]any{}}
-	rowOf := map[string]int{}
-	for i, r := range table.Rows {
-		rowOf[r.ID] = i
-	}
-	// Lanes: the node's GPUs in its order, then the CPU lanes.
-	laneOf := map[string]int{}
-	lane := func(name string) int {
-		if i, ok := laneOf[name]; ok {
-			return i
-		}
-		laneOf[name] = len(doc.Lanes)
-		doc.Lanes = append(doc.Lanes, name)
-		return laneOf[name]
-	}
-	// The shards of a sweep ran on nodes of their own: each has lanes of
-	// its own, named after it.
-	shards := len(table.Files)
-	if shards < 2 {
-		for _, g := range node.GPUs {
-			lane("GPU " + g)
-		}
-	}
-	stateCode := map[string]int{}
-	var t0, t1 time.Time
-	for _, a := range attempts {
-		if t0.IsZero() || a.start.Before(t0) {
-			t0 = a.start
-		}
-		if a.end.After(t1) {
-			t1 = a.end
-		}
-	}
-	doc.T0, doc.Span = t0.UnixMilli(), max(t1.Sub(t0).Milliseconds(), 1)
-	ms := func(t time.Time) int64 { return t.Sub(t0).Milliseconds() }
-	shardOf := func(a *attempt) string {
-		if shards < 2 {
-			return ""
-		}
-		name := strings.TrimSuffix(strings.TrimPrefix(a.file, "ledger-"), ".jsonl")
-		return "shard " + strings.Replace(name, "-of-", "/", 1) + " "
-	}
-	slotName := func(a *attempt) string { return fmt.Sprintf("%sCPU lane %d", shardOf(a), a.lane) }
-	gpuName := func(a *attempt, g string) string { return shardOf(a) + "GPU " + g }
-	slotSet := map[string]bool{}
-	for _, a := range attempts {
-		if len(a.gpus) == 0 {
-			slotSet[slotName(a)] = true
-		}
-	}
-	slotNames := slices.SortedFunc(maps.Keys(slotSet), compareNatural)
-	for _, name := range slotNames {
-		lane(name)
-	}
-	// Runs sharing a GPU overlap in time: each lane has as many rows as
-	// it needs, and an attempt takes the first row free at its start.
-	rowEnds := map[int][]time.Time{}
-	place := func(l int, a *attempt) int {
-		ends := rowEnds[l]
-		for i, e := range ends {
-			if !e.After(a.start) {
-				ends[i] = a.end
-				return i
-			}
-		}
-		rowEnds[l] = append(ends, a.end)
-		return len(ends)
-	}
-	counts := map[string]int{}
-	var lost time.Duration
-	for _, a := range attempts {
-		st := stateOf(a)
-		code, ok := stateCode[st]
-		if !ok {
-			code = len(doc.States)
-			stateCode[st] = code
-			doc.States = append(doc.States, st)
-		}
-		row := int64(-1)
-		if i, ok := rowOf[a.run]; ok {
-			row = int64(i)
-		}
-		var lanes []int
-		if len(a.gpus) == 0 {
-			lanes = []int{lane(slotName(a))}
-		} else {
-			for _, g := range a.gpus {
-				lanes = append(lanes, lane(gpuName(a, g)))
-			}
-		}
-		at := []int64{int64(lanes[0]), int64(place(lanes[0], a)), ms(a.start), ms(a.end), int64(code), row, int64(a.n)}
-		for _, l := range lanes[1:] {
-			at = append(at, int64(l), int64(place(l, a)))
-		}
-		doc.Att = append(doc.Att, at)
-		if a.ended && a.state != "ok" && a.state != "interrupted" {
-			lost += a.end.Sub(a.start)
-		}
-		counts[st]++
-	}
-	for l := range doc.Lanes {
-		doc.LaneRows = append(doc.LaneRows, max(len(rowEnds[l]), 1))
-	}
-	doc.Util = utilization(attempts, node, max(shards, 1), t0)
-	// Headline numbers.
-	runStates := map[string]int{}
-	for _, r := range table.Rows {
-		s := string(r.State)
-		if r.State == ledger.StateFailed && r.Class != "" {
-			s = "failed (" + r.Class + ")"
-		}
-		runStates[s]++
-	}
-	doc.Numbers["runs"] = len(table.Rows)
-	doc.Numbers["attempts"] = len(attempts)
-	doc.Numbers["makespan_s"] = t1.Sub(t0).Seconds()
-	doc.Numbers["lost_to_failures_s"] = lost.Seconds()
-	doc.Numbers["runs_by_state"] = runStates
-	doc.Numbers["attempts_by_outcome"] = counts
-	gpuBusy, cpuBusy := busy(doc.Util, doc.Span)
-	if len(node.GPUs) > 0 {
-		doc.Numbers["gpus_busy_percent"] = gpuBusy * 100
-	}
-	doc.Numbers["cpus_busy_percent"] = cpuBusy * 100
-	doc.Numbers["gpus"], doc.Numbers["cpus"] = len(node.GPUs), node.CPUs
-	doc.Numbers["slowest"], doc.Numbers["fastest"] = extremes(table)
-	doc.Numbers["gaps"] = gaps(doc.Util, doc.Span, node, attempts, t0, len(node.GPUs) > 0)
-	// The table, as the results table has it, smaller: start and end as
-	// milliseconds after t0, and one column with the run's log directory
-	// in place of the two log paths.
-	doc.Rows, doc.Cols = tableRows(table, t0)
-	doc.Params, doc.Metrics = len(table.Params), len(table.Metrics)
-	for i, c := range doc.Cols {
-		switch c {
-		case "logs":
-			doc.Links = append(doc.Links, i)
-		case "start", "end":
-			doc.Times = append(doc.Times, i)
-		}
-	}
-	return doc
-}
-
-// tableRows is the table's cells, row by row, and their columns: those
-// of the results table in the order tableColumns gives, with start and end
-// as milliseconds after t0, and one column with the run's log directory in
-// place of the two log paths.
-func tableRows(t *results.Table, t0 time.Time) ([][]json.RawMessage, []string) {
-	cols, from := tableColumns(t)
-	rows := make([][]json.RawMessage, len(t.Rows))
-	for i, r := range t.Rows {
-		cells := t.Cells(r)
-		row := make([]json.RawMessage, 0, len(cols))
-		for j, k := range from {
-			switch {
-			case cols[j] == "start":
-				row = append(row, sinceT0(r.Start, t0))
-			case cols[j] == "end":
-				row = append(row, sinceT0(r.End, t0))
-			case cols[j] == "state":
-				row = append(row, quoteJSON(stateName(r)))
-			case k < 0: // logs
-				if r.Stdout == "" {
-					row = append(row, nil)
-					continue
-				}
-				row = append(row, quoteJSON(filepath.ToSlash(filepath.Dir(r.Stdout))))
-			default:
-				row = append(row, cells[k])
-			}
-		}
-		rows[i] = row
-	}
-	return rows, cols
-}
-
-func quoteJSON(s string) json.RawMessage {
-	b, _ := json.Marshal(s)
-	return b
-}
-
-// sinceT0 is a time as milliseconds after t0; nil for none.
-func sinceT0(t, t0 time.Time) json.RawMessage {
-	if t.IsZero() {
-		return nil
-	}
-	return json.RawMessage(strconv.FormatInt(t.Sub(t0).Milliseconds(), 10))
-}
-
-// extremes lists the slowest and the fastest succeeded runs, five each:
-// origin and seconds.
-func extremes(t *results.Table) (slowest, fastest [][2]any) {
-	var ok []results.Row
-	for _, r := range t.Rows {
-		if r.State == ledger.StateSucceeded {
-			ok = append(ok, r)
-		}
-	}
-	slices.SortFunc(ok, func(a, b results.Row) int {
-		switch {
-		case a.Seconds > b.Seconds:
-			return -1
-		case a.Seconds < b.Seconds:
-			return 1
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-	name := func(r results.Row) string {
-		if r.Origin != "" {
-			return filepath.Base(r.Origin)
-		}
-		return r.ID
-	}
-	for i := 0; i < len(ok) && i < 5; i++ {
-		slowest = append(slowest, [2]any{name(ok[i]), ok[i].Seconds})
-		j := len(ok) - 1 - i
-		fastest = append(fastest, [2]any{name(ok[j]), ok[j].Seconds})
-	}
-	return slowest, fastest
-}
-
 // maxUtilPoints bounds the points of the utilization curve: each is a
 // step, merged with its neighbours when there are more.
 const maxUtilPoints = 2000
@@ -596,15 +216,15 @@ const maxUtilPoints = 2000
 // utilization is the share of the GPUs and CPUs of the sweep's nodes
 // (one per shard) held by attempts over time, as steps: at each point,
 // the share from then on.
-func utilization(attempts []*attempt, node nodeInfo, shards int, t0 time.Time) [][3]float64 {
+func utilization(att *chunked[attempt], attempts []int, node nodeInfo, shards int, t0 int64) [][3]float64 {
 	type change struct {
 		at       int64
 		gpu, cpu float64
 	}
-	var cs []change
-	for _, a := range attempts {
-		s, e := a.start.Sub(t0).Milliseconds(), a.end.Sub(t0).Milliseconds()
-		cs = append(cs, change{s, a.gpuShare, float64(a.cpus)}, change{e, -a.gpuShare, -float64(a.cpus)})
+	cs := make([]change, 0, 2*len(attempts))
+	for _, k := range attempts {
+		a := att.at(k)
+		cs = append(cs, change{a.start - t0, float64(a.gpuShare), float64(a.cpus)}, change{a.end - t0, -float64(a.gpuShare), -float64(a.cpus)})
 	}
 	slices.SortFunc(cs, func(a, b change) int { return cmp.Compare(a.at, b.at) })
 	// The shards ran on nodes like the newest header's, one each.
@@ -669,19 +289,19 @@ const maxGaps = 5
 // (the last runs finishing), or else fewer runs ran than would fit, which
 // the ledgers do not explain further (the cap on runs at once, a large
 // run's reservation, memory, retries waiting for their backoff).
-func gaps(util [][3]float64, span int64, node nodeInfo, attempts []*attempt, t0 time.Time, byGPU bool) []gap {
+func gaps(util [][3]float64, span int64, node nodeInfo, att *chunked[attempt], attempts []int, t0 int64, byGPU bool) []gap {
 	k := 2
 	if byGPU {
 		k = 1
 	}
 	minLen := max(float64(span)/50, 1000)
 	var lastStart float64
-	for _, a := range attempts {
-		lastStart = max(lastStart, float64(a.start.Sub(t0).Milliseconds()))
+	for _, k := range attempts {
+		lastStart = max(lastStart, float64(att.at(k).start-t0))
 	}
 	live := func(from, to float64) bool {
 		for _, s := range node.Sessions {
-			a, b := float64(s[0].Sub(t0).Milliseconds()), float64(s[1].Sub(t0).Milliseconds())
+			a, b := float64(s[0]-t0), float64(s[1]-t0)
 			if a < to && b > from {
 				return true
 			}
@@ -708,7 +328,7 @@ func gaps(util [][3]float64, span int64, node nodeInfo, attempts []*attempt, t0 
 		cuts := []float64{from, to}
 		for _, s := range node.Sessions {
 			for _, t := range s {
-				if c := float64(t.Sub(t0).Milliseconds()); c > from && c < to {
+				if c := float64(t - t0); c > from && c < to {
 					cuts = append(cuts, c)
 				}
 			}

@@ -43,12 +43,8 @@ type Row struct {
 	PeakRSS    uint64 // the largest of the sampled tree and the kernel's peak, in bytes
 	PeakGPUMem uint64 // its processes' peak GPU memory, summed over its GPUs
 	Metrics    map[string]json.RawMessage
-	// Curves holds the per-step metrics' curves as its last attempt's
-	// record has them, {"loss": [[step, value], …]}, a few points each;
-	// nil for none.
-	Curves json.RawMessage
-	Stdout string // log paths, relative to the output directory
-	Stderr string
+	Stdout     string // log paths, relative to the output directory
+	Stderr     string
 }
 
 // Table is the runs of one output directory, in input order (their index
@@ -67,32 +63,43 @@ type Table struct {
 // sessions retired and without shard ledgers of another sweep; the runs a
 // killed nodepack left running are interrupted, as in nodepack status.
 // Patterns take metrics from each run's standard output as
-// metrics.Pattern says, on top of what its records say.
+// metrics.Pattern says, on top of what its records say. It reads the
+// ledgers once, keeping what the table shows of each run.
 func Read(dir string, patterns []metrics.Pattern) (*Table, error) {
-	return ReadEach(dir, patterns, nil)
-}
-
-// ReadEach is Read, calling each, when it is not nil, with every record
-// of every ledger in dir as ledger.SweepLogs does; Table.Files names the
-// ledgers of the sweep, whose records are the ones that count.
-func ReadEach(dir string, patterns []metrics.Pattern, each func(file string, rec *ledger.Record, size int)) (*Table, error) {
-	logs, err := ledger.SweepLogs(dir, each)
+	kept := map[string][]*lastRecords{}
+	logs, err := ledger.Stream(dir, func(file string, rec *ledger.Record, i, _ int) {
+		if i < 0 {
+			return
+		}
+		list := kept[file]
+		for len(list) <= i {
+			list = append(list, nil)
+		}
+		kept[file] = list
+		if list[i] == nil {
+			list[i] = &lastRecords{}
+		}
+		list[i].take(rec)
+	})
 	if err != nil {
 		return nil, err // it names dir, or the ledger and line
 	}
 	t := &Table{}
 	seenParam, seenMetric := map[string]bool{}, map[string]bool{}
 	for _, log := range logs {
-		t.Files = append(t.Files, filepath.Base(log.Name))
-		for _, id := range log.Order {
-			run := log.Runs[id]
-			if run.Retired {
+		file := filepath.Base(log.Name)
+		t.Files = append(t.Files, file)
+		list := kept[file]
+		for i := range log.Len() {
+			run := log.At(i)
+			if run.Retired || i >= len(list) || list[i] == nil {
 				continue
 			}
-			row, paramOrder, metricOrder, err := readRow(dir, run, patterns)
+			row, paramOrder, metricOrder, err := list[i].row(dir, run, patterns)
 			if err != nil {
 				return nil, err
 			}
+			list[i] = nil // done with: let it go
 			for _, k := range sortedKeys(row.Params, paramOrder) {
 				if !seenParam[k] {
 					seenParam[k] = true
@@ -110,6 +117,58 @@ func ReadEach(dir string, patterns []metrics.Pattern, each func(file string, rec
 	}
 	slices.SortStableFunc(t.Rows, func(a, b Row) int { return cmp.Compare(a.Index, b.Index) })
 	return t, nil
+}
+
+// lastRecords is what the table needs of a run's last started record and
+// its last finished one.
+type lastRecords struct {
+	started, finished bool
+	// The started record's.
+	attempt        int
+	index          int
+	origin         string
+	start          time.Time
+	gpus           []string
+	cpus           string
+	stdout, stderr string
+	params         json.RawMessage
+	// The finished record's.
+	fAttempt         int
+	fIndex           int
+	fOrigin          string
+	end              time.Time
+	seconds          float64
+	exitCode         *int
+	signal, class    string
+	peakRSS, peakGPU uint64
+	fStdout, fStderr string
+	final            json.RawMessage
+}
+
+// take keeps what the table needs of rec, a record of the run.
+func (l *lastRecords) take(rec *ledger.Record) {
+	clone := func(b json.RawMessage) json.RawMessage {
+		if b == nil {
+			return nil
+		}
+		return append(json.RawMessage(nil), b...)
+	}
+	switch rec.Type {
+	case ledger.TypeStarted:
+		l.started, l.attempt, l.index, l.origin, l.start = true, rec.Attempt, rec.Index, rec.Origin, rec.Time
+		l.gpus, l.cpus, l.stdout, l.stderr, l.params = rec.GPUs, rec.CPUs, rec.Stdout, rec.Stderr, clone(rec.Params)
+	case ledger.TypeFinished:
+		l.finished, l.fAttempt, l.fIndex, l.fOrigin, l.end, l.seconds = true, rec.Attempt, rec.Index, rec.Origin, rec.Time, rec.Seconds
+		if l.exitCode = nil; rec.ExitCode != nil {
+			code := *rec.ExitCode
+			l.exitCode = &code
+		}
+		l.signal, l.class, l.fStdout, l.fStderr, l.final = rec.Signal, string(rec.Class), rec.Stdout, rec.Stderr, clone(rec.Metrics)
+		l.peakRSS, l.peakGPU = max(rec.TreeRSSPeak, rec.MaxRSS), 0
+		for _, g := range rec.GPUUsage {
+			l.peakGPU += g.ProcessPeakMemoryBytes
+		}
+	}
 }
 
 // Sort orders the rows by the values of column (a metric, a parameter or
@@ -206,30 +265,27 @@ func (t *Table) DefaultMetric() string {
 	return ""
 }
 
-// readRow reads one run's row from its records and its directory, and the
+// row reads one run's row from its records and its directory, and the
 // order of the keys in its params (the sweep's order of parameters) and
-// in its metrics (the order the run reported them in). The
-// records of a ledger written since metrics went into them hold the run's
-// params and metrics; for older ones, the run's params.json and
-// metrics.json are read.
-func readRow(dir string, run *ledger.Run, patterns []metrics.Pattern) (row Row, paramOrder, metricOrder []string, err error) {
+// in its metrics (the order the run reported them in). The records of a
+// ledger written since metrics went into them hold the run's params and
+// metrics; for older ones, the run's params.json and metrics.json are
+// read.
+func (l *lastRecords) row(dir string, run *ledger.Run, patterns []metrics.Pattern) (row Row, paramOrder, metricOrder []string, err error) {
 	row = Row{ID: run.ID, State: run.State, Attempts: run.Attempts}
 	var params, final json.RawMessage
-	if s := run.Started; s != nil {
-		row.Index, row.Origin, row.Start, row.GPUs, row.CPUs = s.Index, s.Origin, s.Time, s.GPUs, s.CPUs
-		row.Stdout, row.Stderr = s.Stdout, s.Stderr
-		params = s.Params
+	if l.started {
+		row.Index, row.Origin, row.Start, row.GPUs, row.CPUs = l.index, l.origin, l.start, l.gpus, l.cpus
+		row.Stdout, row.Stderr = l.stdout, l.stderr
+		params = l.params
 	}
-	if f := run.Finished; f != nil && (run.Started == nil || f.Attempt >= run.Started.Attempt) {
-		row.Index, row.Origin = cmp.Or(row.Index, f.Index), cmp.Or(row.Origin, f.Origin)
-		row.End, row.Seconds, row.ExitCode, row.Signal = f.Time, f.Seconds, f.ExitCode, f.Signal
-		row.Class = string(f.Class)
-		row.PeakRSS = max(f.TreeRSSPeak, f.MaxRSS)
-		for _, g := range f.GPUUsage {
-			row.PeakGPUMem += g.ProcessPeakMemoryBytes
-		}
-		row.Stdout, row.Stderr = cmp.Or(row.Stdout, f.Stdout), cmp.Or(row.Stderr, f.Stderr)
-		final, row.Curves = f.Metrics, f.Curves
+	if l.finished && (!l.started || l.fAttempt >= l.attempt) {
+		row.Index, row.Origin = cmp.Or(row.Index, l.fIndex), cmp.Or(row.Origin, l.fOrigin)
+		row.End, row.Seconds, row.ExitCode, row.Signal = l.end, l.seconds, l.exitCode, l.signal
+		row.Class = l.class
+		row.PeakRSS, row.PeakGPUMem = l.peakRSS, l.peakGPU
+		row.Stdout, row.Stderr = cmp.Or(row.Stdout, l.fStdout), cmp.Or(row.Stderr, l.fStderr)
+		final = l.final
 	}
 	if params != nil {
 		if row.Params, paramOrder, err = metrics.ParseObject(params); err != nil {
@@ -319,21 +375,25 @@ func quote(s string) json.RawMessage {
 var fixed = []string{"id", "origin", "state", "class", "attempts", "start", "end", "duration_s",
 	"exit_code", "signal", "gpus", "cpus", "peak_rss_bytes", "peak_gpu_mem_bytes", "stdout", "stderr"}
 
+// ColumnName is the column of a parameter (kind "param") or a metric
+// (kind "metric") named name: the name, or kind.name when a column of
+// every table has that name.
+func ColumnName(kind, name string) string {
+	if slices.Contains(fixed, name) {
+		return kind + "." + name
+	}
+	return name
+}
+
 // Columns returns the table's column names, in order.
 func (t *Table) Columns() []string {
-	name := func(prefix, k string) string {
-		if slices.Contains(fixed, k) {
-			return prefix + k
-		}
-		return k
-	}
 	cols := []string{"id", "origin"}
 	for _, k := range t.Params {
-		cols = append(cols, name("param.", k))
+		cols = append(cols, ColumnName("param", k))
 	}
 	cols = append(cols, fixed[2:14]...)
 	for _, k := range t.Metrics {
-		cols = append(cols, name("metric.", k))
+		cols = append(cols, ColumnName("metric", k))
 	}
 	return append(cols, "stdout", "stderr")
 }
