@@ -87,7 +87,11 @@ func parseFlags(fs *pflag.FlagSet, usage string, args []string, stdout, stderr i
 	fs.SortFlags = false
 	err := fs.Parse(args)
 	if errors.Is(err, pflag.ErrHelp) {
-		fmt.Fprintf(stdout, "%s\nFlags:\n%s", usage, fs.FlagUsages())
+		if h, ok := helpGroups[fs.Name()]; ok {
+			writeGroupedHelp(stdout, fs, usage, h.groups, h.details)
+		} else {
+			fmt.Fprintf(stdout, "%s\nFlags:\n%s", usage, fs.FlagUsages())
+		}
 		return exitOK, false
 	}
 	if err != nil {

@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/run"
@@ -33,9 +35,13 @@ cores, local to each run's GPUs.
 Given a source (a task file, or --sweep, --grid or --params with the
 command after --), it also counts the runs, tallied by what they ask for
 (#nodepack lines of a task file, "nodepack" objects of a params file,
---request rules), and refuses a run that could never fit the node; with
---runs-per-shard M it prints the array to submit so that each array task
-(one nodepack each, --shard auto) gets about M runs.
+--request rules), and refuses a run that could never fit the node. When
+the runs ask for different things, it shows where the first wave goes
+(the runs that start at once, as nodepack run places them) instead of
+the default request's slots. With --runs-per-shard M it prints the array
+to submit so that each array task (one nodepack each, --shard auto) gets
+about M runs. NUMA is the NUMA node of a slot's or run's GPUs and CPUs;
+- where they span nodes or the node does not say.
 
 Examples:
   nodepack plan
@@ -221,12 +227,17 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var runs *runsPlanDoc
 	if hasSource {
-		total, requests, err := o.countRuns(fs.Args(), node.Topology(), plan.Request)
+		total, requests, first, err := o.countRuns(fs.Args(), node.Topology(), plan.Request)
 		if err != nil {
 			return usageErrorf(stderr, "plan", "%v", err)
 		}
 		runs = runsPlan(total, o.RunsPerShard)
 		runs.Requests = requests
+		if len(requests) > 1 || len(requests) == 1 && requests[0].Request != plan.Request.String() {
+			if runs.FirstWave, err = firstWave(node.Topology(), plan.Request, o.Parallel, first); err != nil {
+				return usageErrorf(stderr, "plan", "%v", err)
+			}
+		}
 		if o.RunsPerShard > 0 && o.RunsPerShard%len(plan.Slots) != 0 {
 			plan.Warnings = append(plan.Warnings, wordedNote(fmt.Sprintf("%d runs per shard on %d slots: the last wave of each shard leaves slots idle; a multiple of %d keeps them busy",
 				o.RunsPerShard, len(plan.Slots), len(plan.Slots))))
@@ -236,33 +247,77 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.JSON {
 		return writeJSON(stdout, stderr, planDoc{PlanDoc: plan.Doc(), Runs: runs})
 	}
-	printPlan(stdout, plan)
+	if runs == nil || runs.FirstWave == nil {
+		printPlan(stdout, plan)
+	}
 	if runs != nil {
 		printRunsPlan(stdout, runs)
 	}
+	fmt.Fprintln(stdout, "NUMA: the NUMA node of a run's GPUs and CPUs; - where they span nodes or the node does not say")
 	return exitOK
+}
+
+// firstWave is where the first runs (their origins and requests, in
+// input order) go when a sweep starts: what nodepack run's scheduler
+// starts at once on topo, as it would (backfill, the default cap, the
+// parallel cap), before any ends.
+func firstWave(topo pack.Topology, base pack.Request, parallel int, first []waveRun) ([]waveDoc, error) {
+	start := time.Unix(0, 0)
+	s, err := schedule.New(schedule.Config{Topology: topo, Request: base, Parallel: parallel, Measured: true}, start)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range first {
+		if _, err := s.Add(r.req, ""); err != nil {
+			return nil, fmt.Errorf("%s: %w", r.origin, err)
+		}
+	}
+	plan, err := s.Next(start)
+	if err != nil {
+		return nil, err
+	}
+	wave := []waveDoc{}
+	for _, st := range plan.Starts {
+		r := first[st.Key]
+		d := waveDoc{Origin: r.origin, Request: st.Place.Request.String(), GPUs: []string{}, CPUs: pack.FormatCPUList(st.Place.CPUs), NUMA: st.Place.NUMA, Shared: st.Place.SharedGPUs}
+		for _, g := range st.Place.GPUs {
+			d.GPUs = append(d.GPUs, fmt.Sprintf("%d:%s", g.Index, g.UUID))
+		}
+		wave = append(wave, d)
+	}
+	return wave, nil
+}
+
+// waveRun is a run as firstWave takes it.
+type waveRun struct {
+	origin string
+	req    pack.Request
 }
 
 // countRuns counts the runs of the source in args, checking every one,
 // and tallies them by what they ask for (base unless they say otherwise),
 // in the order the requests first appear. A request that can never fit
 // topo is an error naming the run's origin.
-func (o *planOptions) countRuns(args []string, topo pack.Topology, base pack.Request) (int, []requestDoc, error) {
+func (o *planOptions) countRuns(args []string, topo pack.Topology, base pack.Request) (int, []requestDoc, []waveRun, error) {
 	if err := sourceArgs(&o.Source, args); err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	o.Source.Request, o.Source.GPUMemory = base, topo.GPUMemory()
 	src, err := o.Source.Open()
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	defer src.Close()
 	alloc := pack.NewAllocator(topo)
 	defaults := execute.Options{Request: base}
 	var requests []requestDoc
+	var first []waveRun
 	seen := map[pack.Request]int{} // request → its index in requests
 	err = src.Scan(func(run run.Run) error {
 		req := defaults.RequestOf(run)
+		if len(first) < firstWaveRuns {
+			first = append(first, waveRun{run.Origin, req})
+		}
 		i, ok := seen[req]
 		if !ok {
 			if err := alloc.Check(req); err != nil {
@@ -276,9 +331,9 @@ func (o *planOptions) countRuns(args []string, topo pack.Topology, base pack.Req
 		return nil
 	})
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
-	return src.Total(), requests, nil
+	return src.Total(), requests, first, nil
 }
 
 // planDoc is plan --json's document: the plan's, and with a source, its
@@ -295,7 +350,25 @@ type runsPlanDoc struct {
 	Shards       int          `json:"shards,omitempty"`
 	SlurmArray   string       `json:"slurm_array,omitempty"` // the value of sbatch --array
 	Requests     []requestDoc `json:"requests"`
+	// FirstWave, for runs whose requests differ from the default one, is
+	// where the runs that start at once go, as nodepack run's scheduler
+	// places them.
+	FirstWave []waveDoc `json:"first_wave,omitempty"`
 }
+
+// waveDoc is a run of the first wave and where it goes.
+type waveDoc struct {
+	Origin  string   `json:"origin"`
+	Request string   `json:"request"`
+	GPUs    []string `json:"gpus"` // index:UUID
+	CPUs    string   `json:"cpus"`
+	NUMA    int      `json:"numa"` // -1 when its GPUs and CPUs span nodes, or the node does not say
+	Shared  bool     `json:"shared_gpu,omitempty"`
+}
+
+// firstWaveRuns bounds the runs plan hands the scheduler for the first
+// wave: no node starts more at once.
+const firstWaveRuns = 10000
 
 // requestDoc is how many runs ask for one request.
 type requestDoc struct {
@@ -316,12 +389,25 @@ func runsPlan(total, perShard int) *runsPlanDoc {
 }
 
 func printRunsPlan(w io.Writer, r *runsPlanDoc) {
-	fmt.Fprintf(w, "runs: %d\n", r.Total)
+	fmt.Fprintf(w, "runs: %d, by request\n", r.Total)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, q := range r.Requests {
 		fmt.Fprintf(tw, "  %d\t%s\t(%s)\n", q.Runs, q.Request, q.Class)
 	}
 	tw.Flush()
+	if r.FirstWave != nil {
+		fmt.Fprintf(w, "first wave: %s start at once (in input order as they fit; the rest start as these end)\n", countWord(len(r.FirstWave), "run"))
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "RUN\tREQUEST\tGPUS\tCPUS\tNUMA\n")
+		for _, d := range r.FirstWave {
+			gpus := orDash(strings.Join(d.GPUs, ","))
+			if d.Shared {
+				gpus += " (shared)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termSafe(d.Origin), d.Request, gpus, orDash(d.CPUs), numaString(d.NUMA))
+		}
+		tw.Flush()
+	}
 	if r.Shards > 0 {
 		fmt.Fprintf(w, "shards: %d of up to %d runs; submit %s, each running nodepack run --shard auto with the same source\n",
 			r.Shards, r.RunsPerShard, batch.SubmitLine(r.Shards))

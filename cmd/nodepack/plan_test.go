@@ -213,3 +213,39 @@ func TestPlanMemorySharersGetTheirPartOfCPUs(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanFirstWave: with runs that ask for different things, plan shows
+// them tallied by request and where the first wave goes, as run's
+// scheduler places it, instead of the default request's slot table.
+func TestPlanFirstWave(t *testing.T) {
+	args := []string{"plan", "--inventory", "../../examples/inventories/dgx-a100.json", "../../examples/tasks/mixed.txt"}
+	code, stdout, stderr := runCLI(t, args...)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"runs: 8, by request\n", "first wave: 8 runs start at once", "RUN  ", "gpus=2 cpus=64", "(shared)", "NUMA: the NUMA node"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("plan lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "SLOT") {
+		t.Errorf("plan shows the default request's slots above runs that ask for others:\n%s", stdout)
+	}
+	code, stdout, _ = runCLI(t, append([]string{"plan", "--json"}, args[1:]...)...)
+	var doc planDoc
+	if err := json.Unmarshal([]byte(stdout), &doc); code != exitOK || err != nil || doc.Runs == nil {
+		t.Fatalf("plan --json: exit %d, %v", code, err)
+	}
+	gpus := map[string]int{}
+	for _, w := range doc.Runs.FirstWave {
+		for _, g := range w.GPUs {
+			gpus[g]++
+		}
+		if w.Request == "gpus=2 cpus=64" && len(w.GPUs) != 2 {
+			t.Errorf("a 2-GPU run got %v", w.GPUs)
+		}
+	}
+	if len(doc.Runs.FirstWave) != 8 || len(gpus) != 7 {
+		t.Errorf("first wave %+v: want 8 runs on 7 GPUs (the four quarter-GPU runs share one)", doc.Runs.FirstWave)
+	}
+}

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // elsewhere lists the README commands this test does not run, with where
@@ -362,11 +364,13 @@ func TestHelpExamples(t *testing.T) {
 		t.Fatalf("setup: %v\n%s", err, out)
 	}
 	n := 0
+	var helps []string
 	for _, c := range commands() {
 		code, usage, _ := runCLI(t, c.name, "--help")
 		if code != exitOK {
 			t.Fatalf("%s --help: exit %d", c.name, code)
 		}
+		helps = append(helps, usage)
 		_, examples, ok := strings.Cut(usage, "Examples:\n")
 		if !ok {
 			_, examples, ok = strings.Cut(usage, "Example:\n")
@@ -376,6 +380,13 @@ func TestHelpExamples(t *testing.T) {
 			continue
 		}
 		examples, _, _ = strings.Cut(examples, "\nFlags:\n")
+		examples, _, _ = strings.Cut(examples, "\n\n")
+		// A group of flags may have examples of its own: "    e.g. nodepack …".
+		for _, line := range strings.Split(usage, "\n") {
+			if e, ok := strings.CutPrefix(line, "    e.g. "); ok {
+				examples += "\n" + e
+			}
+		}
 		for _, line := range strings.Split(examples, "\n") {
 			cmd := strings.TrimSpace(line)
 			if cmd == "" {
@@ -403,7 +414,7 @@ func TestHelpExamples(t *testing.T) {
 		}
 	}
 	for cmd := range helpExampleEnv {
-		if !slices.ContainsFunc([]string{runUsage, statusUsage, planUsage, detectUsage, retryUsage}, func(u string) bool { return strings.Contains(u, cmd) }) {
+		if !slices.ContainsFunc(helps, func(u string) bool { return strings.Contains(u, cmd) }) {
 			t.Errorf("helpExampleEnv names %q, which no --help shows", cmd)
 		}
 	}
@@ -532,5 +543,42 @@ func TestReadmePythonRuns(t *testing.T) {
 				t.Errorf("README's python line %q is in no example the tests run", strings.TrimSpace(line))
 			}
 		}
+	}
+}
+
+// TestHelpGroupsCoverEveryFlag: a command whose --help groups its flags
+// puts every flag in exactly one group, so none is left out of --help.
+func TestHelpGroupsCoverEveryFlag(t *testing.T) {
+	for name, h := range helpGroups {
+		fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+		switch name {
+		case "run":
+			var o runOptions
+			o.AddFlags(fs)
+		default:
+			t.Fatalf("no flags known for %s", name)
+		}
+		seen := map[string]string{}
+		for _, g := range h.groups {
+			for _, f := range g.flags {
+				if fs.Lookup(f) == nil {
+					t.Errorf("%s --help group %q names --%s, which %s does not have", name, g.title, f, name)
+				}
+				if other, twice := seen[f]; twice {
+					t.Errorf("%s --help has --%s in %q and %q", name, f, other, g.title)
+				}
+				seen[f] = g.title
+			}
+		}
+		fs.VisitAll(func(f *pflag.Flag) {
+			if _, ok := seen[f.Name]; !ok {
+				t.Errorf("%s --help leaves --%s out of every group", name, f.Name)
+			}
+		})
+	}
+	code, out, _ := runCLI(t, "run", "--help")
+	first, _, _ := strings.Cut(out, "\nWhat each run gets")
+	if code != exitOK || strings.Count(first, "\n") > 40 || !strings.Contains(first, "Flags most runs need:") {
+		t.Errorf("run --help: the usage, examples and the flags most runs need take %d lines, want at most 40 (a screen)", strings.Count(first, "\n"))
 	}
 }

@@ -543,3 +543,18 @@ func TestStopBeforeWalltime(t *testing.T) {
 		t.Errorf("%d runs completed, want 5", len(done))
 	}
 }
+
+// TestResumeWithNothingLeftSaysSo: a rerun of a sweep that is done says
+// there is nothing left, not "0 runs … 0% busy".
+func TestResumeWithNothingLeftSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	tasks := writeFile(t, dir, "t.txt", "true\necho b\n")
+	out := filepath.Join(dir, "out")
+	if code, _, stderr := runCLI(t, "run", "-q", "--gpus", "none", "-o", out, tasks); code != exitOK {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	code, _, stderr := runCLI(t, "run", "-q", "--gpus", "none", "-o", out, tasks)
+	if code != exitOK || !strings.Contains(stderr, "nothing left to run: skipped 2 runs done before: 2 succeeded") || strings.Contains(stderr, "0 runs:") {
+		t.Errorf("rerun of a done sweep: exit %d\n%s", code, stderr)
+	}
+}

@@ -30,18 +30,35 @@ import (
 const runUsage = `Usage: nodepack run [flags] TASKFILE
        nodepack run [flags] --sweep|--grid FILE|--params FILE [--reps N] -- COMMAND [ARGS…]
 
-Runs every command of TASKFILE (one shell command per line, run with
-bash -c; blank lines and # comments are skipped; - reads standard input,
-and a pipe or process substitution works too), or every run of a
-Hydra-style sweep, YAML grid or JSON-lines params file (executed directly,
-no shell; {key}, {rep}, {index}, {run_id}, {run_dir} and {params_json}
-fill in the arguments), on this node, keeping it full: each run takes
-what it asks for when it starts and gives it back when it ends, and the
-next runs that fit start at once. Each run gets its own GPUs or its share
-of one (CUDA_VISIBLE_DEVICES with full UUIDs), its own CPUs (affinity set
-before it starts, OMP_NUM_THREADS and friends capped to match), a private
-TMPDIR, and a directory OUTPUT/runs/<name>-<run-id>/ with stdout.log,
-stderr.log and, for sweeps, grids and params, params.json.
+Runs every command of TASKFILE (one shell command per line; - reads
+standard input), or every run of a Hydra-style sweep, YAML grid or
+JSON-lines params file, on this node, keeping it full: each run takes the
+GPUs (or share of one), CPUs and memory it asks for when it starts and
+gives them back when it ends, with its CPUs pinned, thread caps, a private
+TMPDIR and its own logs in OUTPUT/runs/<name>-<run-id>/. Every start and
+end goes to OUTPUT/ledger.jsonl: rerunning the same command resumes.
+Everything is checked before anything starts; bad input exits 2 naming
+the file and line. 'nodepack status OUTPUT' shows the progress.
+
+Examples:
+  nodepack run --parallel 2 examples/tasks/hello.txt
+  nodepack run --sweep -- python train.py model=convnet,transformer +iteration='range(2)' lr=0.1
+  nodepack run --grid params.yml -- python train_mnist.py
+  nodepack run --params runs.jsonl --reps 3 -- python train.py --out={run_dir} --seed={rep}
+  seq 100 | sed 's/^/python train.py --seed=/' | nodepack run -`
+
+// runDetails is the rest of run's --help, after its flags.
+const runDetails = `Details:
+Task-file lines run with bash -c (blank lines and # comments skipped; a
+pipe or process substitution works too); sweeps, grids and params run the
+command directly, no shell, with {key}, {rep}, {index}, {run_id},
+{run_dir} and {params_json} filled in. Each run gets its own GPUs or its
+share of one (CUDA_VISIBLE_DEVICES with full UUIDs), its own CPUs
+(affinity set before it starts, OMP_NUM_THREADS and friends capped to
+match), a private TMPDIR, and a directory OUTPUT/runs/<name>-<run-id>/
+with stdout.log, stderr.log and, for sweeps, grids and params,
+params.json. A run reports metrics by appending JSON lines ({"step": 200,
+"loss": 0.41}) to the file $NODEPACK_METRICS names.
 
 What a run asks for: the --*-per-run flags for every run; a task-file
 line '#nodepack gpus=2 cpus=16' for the lines after it (until the next
@@ -87,17 +104,7 @@ and exits; a second SIGINT kills at once.
 
 Inside an array job (Slurm, Grid Engine, PBS, LSF) or an srun -n K step,
 each nodepack runs its shard of the runs (--shard auto): run i goes to
-shard i mod N.
-
-Examples:
-  nodepack run --parallel 2 examples/tasks/hello.txt
-  nodepack run --sweep -- python train.py model=convnet,transformer +iteration='range(2)' lr=0.1
-  nodepack run --grid params.yml -- python train_mnist.py
-  nodepack run --params runs.jsonl --reps 3 -- python train.py --out={run_dir} --seed={rep}
-  nodepack run --runs-per-gpu 2 --timeout 2h --retries 1 sweep.txt
-  nodepack run --gpus-per-run 0.25 --sweep --request 'model=big: gpus=2' -- python train.py model=small,big seed=1,2
-  seq 100 | sed 's/^/python train.py --seed=/' | nodepack run -
-  nodepack run --stop-before 10m -o sweep1 sweep.txt   # in sbatch, with --requeue`
+shard i mod N.`
 
 // runOptions are run's flags, bound into the library's own options where
 // they are one: runner.Options, its Source (a sweep.Spec) and its Execute
@@ -466,8 +473,17 @@ func waitErrors(err error) (runErr error, ledgerErr *runner.LedgerError, requeue
 // list them again.
 func report(w io.Writer, out runner.Outcome, err error, sig syscall.Signal, o *runOptions, output string, listed bool) int {
 	sum := out.Summary
-	printSummary(w, sum, output, listed)
-	printSkipped(w, out.Resumed)
+	if c := out.Resumed; sum.Runs == 0 && sum.Attempts == 0 && c.SkippedSucceeded+c.SkippedFailed > 0 && sig == 0 {
+		// A resume that found everything done: say so, not "0 runs".
+		fmt.Fprintf(w, "nodepack: nothing left to run: skipped %s done before: %d succeeded", countWord(c.SkippedSucceeded+c.SkippedFailed, "run"), c.SkippedSucceeded)
+		if c.SkippedFailed > 0 {
+			fmt.Fprintf(w, ", %d failed (--retry-failed or nodepack retry %s runs them again)", c.SkippedFailed, shellWord(output))
+		}
+		fmt.Fprintf(w, "; nodepack status %s shows them, --restart runs everything again\n", shellWord(output))
+	} else {
+		printSummary(w, sum, output, listed)
+		printSkipped(w, out.Resumed)
+	}
 	runErr, ledgerErr, requeueErr := waitErrors(err)
 	switch {
 	case ledgerErr != nil && ledgerErr.Lost:

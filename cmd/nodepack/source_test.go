@@ -217,7 +217,7 @@ func TestSourceBadInput(t *testing.T) {
 
 func TestPlanRunsPerShard(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "plan", "--gpus", "none", "--parallel", "2", "--runs-per-shard", "4", "--sweep", "--", "p", "a=range(10)")
-	if code != exitOK || !strings.Contains(stdout, "runs: 10\n") || !strings.Contains(stdout, "shards: 3 of up to 4 runs; submit sbatch --array=0-2") {
+	if code != exitOK || !strings.Contains(stdout, "runs: 10, by request\n") || !strings.Contains(stdout, "shards: 3 of up to 4 runs; submit sbatch --array=0-2") {
 		t.Errorf("plan = %d\n%s%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = runCLI(t, "plan", "--gpus", "none", "--parallel", "2", "--json", "--runs-per-shard", "8", "--reps", "3", "--sweep", "--", "p", "a=range(10)")
