@@ -114,8 +114,8 @@ func runsFixture(t *testing.T) string {
 	rec := func(s string) string { return s + "\n" }
 	ledger := rec(`{"type":"header","time":"2026-11-24T10:00:00Z","format":"nodepack.ledger/v1","host":"vm","pid":1,"shard":{"index":0,"count":1},"total":4,"sweep":{"kind":"params","source":"p.jsonl","command":["train"],"reps":1,"shards":1}}`)
 	runs := []struct{ id, params, end, metrics string }{
-		{"aaaaaaaaaaaa", `{"lr":0.1,"model":"small"}`, `"exit_code":0,"reason":"ok","duration_s":2.2720000000000002,"max_rss_bytes":1610612736`, `{"loss":0.41,"acc":0.83}`},
-		{"bbbbbbbbbbbb", `{"lr":0.01,"model":"big\u001b[2Jx"}`, `"exit_code":0,"reason":"ok","duration_s":125.5`, `{"loss":0.2,"acc":0.9}`},
+		{"aaaaaaaaaaaa", `{"lr":0.1,"model":"small"}`, `"exit_code":0,"reason":"ok","duration_s":2.2720000000000002,"max_rss_bytes":1610612736,"curves":{"loss":[[0,2],[100,1],[200,0.6],[300,0.45],[400,0.41]]}`, `{"loss":0.41,"acc":0.83}`},
+		{"bbbbbbbbbbbb", `{"lr":0.01,"model":"big\u001b[2Jx"}`, `"exit_code":0,"reason":"ok","duration_s":125.5,"curves":{"loss":[[0,2],[100,0.2],[200,0.2],[300,0.2]]}`, `{"loss":0.2,"acc":0.9}`},
 		{"cccccccccccc", `{"lr":0.001,"model":"small"}`, `"exit_code":1,"reason":"failed","duration_s":3725,"class":"cuda-oom"`, `{"loss":"nan"}`},
 		{"dddddddddddd", `{"lr":1,"model":"big"}`, ``, ``},
 	}
@@ -144,7 +144,7 @@ func TestRunsTableForPeople(t *testing.T) {
 	var got strings.Builder
 	for _, width := range []int{0, 60} {
 		fmt.Fprintf(&got, "== width %d\n", width)
-		writeRunsTable(&got, table, width)
+		writeRunsTable(&got, table, width, "")
 	}
 	for _, args := range [][]string{{"--sort", "loss"}, {"--sort", "acc", "--top", "1"}, {"--sort", "lr:max", "--top", "2"}} {
 		code, stdout, stderr := runCLI(t, append(append([]string{"status", "--runs", "--format", "table"}, args...), dir)...)

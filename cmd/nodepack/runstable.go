@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/results"
 )
 
@@ -96,11 +98,58 @@ func runsColumns(t *results.Table) []runsColumn {
 	)
 }
 
+// curveColumn is a column of a metric's curve as a sparkline, from the
+// few points of the run's record: it shows at a glance whether the metric
+// still moved at the end.
+func curveColumn(metric string) runsColumn {
+	return runsColumn{name: metric + " by step", cell: func(r results.Row) string {
+		c := metrics.Field(r.Curves, metric)
+		var pts [][2]float64
+		if c == nil || json.Unmarshal(c, &pts) != nil || len(pts) < 2 {
+			return ""
+		}
+		return sparkline(pts)
+	}}
+}
+
+// sparkline draws values low to high as ▁ to █.
+func sparkline(pts [][2]float64) string {
+	const bars = "▁▂▃▄▅▆▇█"
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, p := range pts {
+		if !math.IsNaN(p[1]) && !math.IsInf(p[1], 0) {
+			lo, hi = min(lo, p[1]), max(hi, p[1])
+		}
+	}
+	var b strings.Builder
+	for _, p := range pts {
+		switch {
+		case math.IsNaN(p[1]) || math.IsInf(p[1], 0):
+			b.WriteByte(' ')
+		case hi == lo:
+			b.WriteString("▄")
+		default:
+			i := int((p[1] - lo) / (hi - lo) * 7.999)
+			b.WriteString(string([]rune(bars)[i]))
+		}
+	}
+	return b.String()
+}
+
 // writeRunsTable writes t's rows as an aligned table, no wider than width
 // characters (0: no limit): the columns that do not fit are left out and
-// named in a note. Every cell is made safe for a terminal.
-func writeRunsTable(w io.Writer, t *results.Table, width int) {
+// named in a note; with curve, a metric's curve follows its column. Every
+// cell is made safe for a terminal.
+func writeRunsTable(w io.Writer, t *results.Table, width int, curve string) {
 	cols := runsColumns(t)
+	if curve != "" {
+		for j, c := range cols {
+			if c.name == curve {
+				cols = slices.Insert(cols, j+1, curveColumn(curve))
+				break
+			}
+		}
+	}
 	cells := make([][]string, len(t.Rows))
 	widths := make([]int, len(cols))
 	for j, c := range cols {

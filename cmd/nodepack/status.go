@@ -59,7 +59,8 @@ memory and GPU memory, the metrics, and the logs (relative to DIR).
 --sort loss orders the runs by a metric (or a parameter, or duration_s),
 lowest first for a loss, highest first for an accuracy, as the name
 suggests (:min or :max says it), runs without a value last; --top 10 keeps
-the first ten.
+the first ten. On a terminal the metric it sorts by (else a loss, or the
+first metric) is followed by its curve over the steps as a sparkline.
 
 A run's metrics are the last values of what it appended to the file
 $NODEPACK_METRICS names (one JSON object per line, {"step": 200, "loss":
@@ -305,9 +306,10 @@ func printRuns(stdout, stderr io.Writer, o runsOptions) int {
 	if err != nil {
 		return usageErrorf(stderr, "status", "%v", err)
 	}
-	var order string
+	var order, column string
 	if o.sort != "" {
-		column, dir, _ := strings.Cut(o.sort, ":")
+		var dir string
+		column, dir, _ = strings.Cut(o.sort, ":")
 		desc := results.HigherIsBetter(column)
 		switch dir {
 		case "":
@@ -331,7 +333,11 @@ func printRuns(stdout, stderr io.Writer, o runsOptions) int {
 	case "csv":
 		err = table.WriteCSV(stdout)
 	default:
-		writeRunsTable(stdout, table, width)
+		curve := column
+		if curve == "" {
+			curve = table.DefaultMetric()
+		}
+		writeRunsTable(stdout, table, width, curve)
 		note := fmt.Sprintf("%d of %d runs", len(table.Rows), total)
 		if len(table.Rows) == total {
 			note = fmt.Sprintf("%d runs", total)

@@ -43,7 +43,10 @@ type Row struct {
 	PeakRSS    uint64 // the largest of the sampled tree and the kernel's peak, in bytes
 	PeakGPUMem uint64 // its processes' peak GPU memory, summed over its GPUs
 	Metrics    map[string]json.RawMessage
-	Stdout     string // log paths, relative to the output directory
+	// Curves are the per-step metrics' curves as its last attempt's record
+	// has them, {"loss": [[step, value], …]}, a few points each; nil none.
+	Curves json.RawMessage
+	Stdout string // log paths, relative to the output directory
 	Stderr     string
 }
 
@@ -142,7 +145,7 @@ type lastRecords struct {
 	signal, class    string
 	peakRSS, peakGPU uint64
 	fStdout, fStderr string
-	final            json.RawMessage
+	final, curves    json.RawMessage
 }
 
 // take keeps what the table needs of rec, a record of the run.
@@ -163,7 +166,7 @@ func (l *lastRecords) take(rec *ledger.Record) {
 			code := *rec.ExitCode
 			l.exitCode = &code
 		}
-		l.signal, l.class, l.fStdout, l.fStderr, l.final = rec.Signal, string(rec.Class), rec.Stdout, rec.Stderr, clone(rec.Metrics)
+		l.signal, l.class, l.fStdout, l.fStderr, l.final, l.curves = rec.Signal, string(rec.Class), rec.Stdout, rec.Stderr, clone(rec.Metrics), clone(rec.Curves)
 		l.peakRSS, l.peakGPU = max(rec.TreeRSSPeak, rec.MaxRSS), 0
 		for _, g := range rec.GPUUsage {
 			l.peakGPU += g.ProcessPeakMemoryBytes
@@ -285,7 +288,7 @@ func (l *lastRecords) row(dir string, run *ledger.Run, patterns []metrics.Patter
 		row.Class = l.class
 		row.PeakRSS, row.PeakGPUMem = l.peakRSS, l.peakGPU
 		row.Stdout, row.Stderr = cmp.Or(row.Stdout, l.fStdout), cmp.Or(row.Stderr, l.fStderr)
-		final = l.final
+		final, row.Curves = l.final, l.curves
 	}
 	if params != nil {
 		if row.Params, paramOrder, err = metrics.ParseObject(params); err != nil {
