@@ -120,19 +120,7 @@ func Report(dir, run, log string, patterns []Pattern, points int) (final, curves
 		msg, _ := json.Marshal(err.Error())
 		names, values = append(names, "metrics_error"), append(values, msg)
 	}
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, k := range names {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		key, _ := json.Marshal(k)
-		b.Write(key)
-		b.WriteByte(':')
-		b.Write(values[i])
-	}
-	b.WriteByte('}')
-	final = b.Bytes()
+	final = Object(names, values)
 	if len(s.Series) == 0 {
 		return final, nil, skipped
 	}
@@ -241,6 +229,24 @@ func parseCompact(b []byte) (map[string]json.RawMessage, []string, bool) {
 		m[k] = v
 	})
 	return m, keys, true
+}
+
+// Object writes keys and their JSON values, in order, as one JSON object
+// (params.json, a run's final metrics).
+func Object(keys []string, values []json.RawMessage) json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		key, _ := json.Marshal(k)
+		b.Write(key)
+		b.WriteByte(':')
+		b.Write(values[i])
+	}
+	b.WriteByte('}')
+	return b.Bytes()
 }
 
 // valueEnd returns where the JSON value at b[i] ends, going by its

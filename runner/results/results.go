@@ -47,7 +47,7 @@ type Row struct {
 	// has them, {"loss": [[step, value], …]}, a few points each; nil none.
 	Curves json.RawMessage
 	Stdout string // log paths, relative to the output directory
-	Stderr     string
+	Stderr string
 }
 
 // Table is the runs of one output directory, in input order (their index

@@ -1,7 +1,6 @@
 package sweep
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -201,24 +200,6 @@ func (e *entry) paramsText() string {
 		return "{}"
 	}
 	return string(e.params)
-}
-
-// paramsObject writes keys and their JSON values, in order, as one JSON
-// object.
-func paramsObject(keys []string, values []json.RawMessage) json.RawMessage {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		kb, _ := json.Marshal(k)
-		b.Write(kb)
-		b.WriteByte(':')
-		b.Write(values[i])
-	}
-	b.WriteByte('}')
-	return b.Bytes()
 }
 
 // configName names a configuration by its key=value pairs, for run.Run.Name.

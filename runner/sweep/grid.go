@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/run"
 	"go.yaml.in/yaml/v3"
 )
@@ -260,7 +261,7 @@ func (g *gridSweep) Runs(command []string, opts expandOptions) (iter.Seq2[run.Ru
 				}
 			}
 			e.args, e.origin = args, origin.String()
-			e.name, e.params = configName(swept), paramsObject(keys, raws)
+			e.name, e.params = configName(swept), metrics.Object(keys, raws)
 			return x.expand(&e, yield)
 		})
 	}, nil

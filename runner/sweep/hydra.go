@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/run"
 )
 
@@ -182,7 +183,7 @@ func (s *hydraSweep) Runs(opts expandOptions) (iter.Seq2[run.Run, error], error)
 				raws = append(raws, hydraJSON(value))
 			}
 			e.origin = origin.String()
-			e.name, e.params = configName(swept), paramsObject(keys, raws)
+			e.name, e.params = configName(swept), metrics.Object(keys, raws)
 			return x.expand(&e, yield)
 		})
 	}, nil

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/run"
 )
 
@@ -103,7 +104,7 @@ func readParams(r io.Reader, name string, command []string, opts expandOptions) 
 				pairs[i] = k + "=" + vals[i]
 			}
 			e.args, e.origin = args, name+":"+strconv.Itoa(line)
-			e.name, e.params = configName(pairs), paramsObject(keys, raws)
+			e.name, e.params = configName(pairs), metrics.Object(keys, raws)
 			if !x.expand(&e, yield) {
 				return
 			}
