@@ -274,7 +274,7 @@ func TestStreamFoldsAsRead(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, FileName(0, 1)), []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	full, err := SweepLogs(dir, nil)
+	full, err := sweepLogs(dir, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -251,25 +251,13 @@ func (log *Log) markGone(host string) bool {
 	return true
 }
 
-// SweepLogs reads every ledger in dir in full, as ReadFile does, and
-// returns those of the directory's sweep (the newest header's), in name
-// order, as ReadStatus counts them: without shard ledgers of another
-// sweep, and with the runs that a session gone from this host left
-// running marked interrupted. each, if not nil, is called with every
-// record of every ledger in order once it is checked, with the base name
-// of its file and the length of its line; a caller that wants the
-// records of the sweep only keeps those of the files returned.
-func SweepLogs(dir string, each func(file string, rec *Record, size int)) ([]*Log, error) {
-	var fileEach func(string, *Record, int, int)
-	if each != nil {
-		fileEach = func(file string, rec *Record, _, size int) { each(file, rec, size) }
-	}
-	return sweepLogs(dir, fileEach, false)
-}
-
-// Stream reads the ledgers of the sweep in dir as SweepLogs does, but
-// keeps no record and little per run, so that a reader of millions of
-// runs (the report) needs little memory beyond its own: it calls each with
+// Stream reads the ledgers of the sweep in dir: every ledger there, of
+// which it returns those of the directory's sweep (the newest header's),
+// in name order, as ReadStatus counts them: without shard ledgers of
+// another sweep, and with the runs that a session gone from this host left
+// running marked interrupted. It keeps no record and little per run, so
+// that a reader of millions of runs (the report, the results table) needs
+// little memory beyond its own: it calls each with
 // every record of every ledger, in file order, with the place of its run
 // among its ledger's runs (Log.At; -1 for a record of no run). rec is
 // valid during the call only. The returned Logs have no Runs or Order,
@@ -278,6 +266,8 @@ func Stream(dir string, each func(file string, rec *Record, run, size int)) ([]*
 	return sweepLogs(dir, each, true)
 }
 
+// sweepLogs is Stream, or with stream false a read that keeps every
+// record, as ReadFile does.
 func sweepLogs(dir string, each func(file string, rec *Record, run, size int), stream bool) ([]*Log, error) {
 	files, err := Files(dir)
 	if errors.Is(err, fs.ErrNotExist) {

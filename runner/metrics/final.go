@@ -13,10 +13,10 @@ import (
 	"strconv"
 )
 
-// FinalFile is the file in a run's directory where it may write its final
+// finalFile is the file in a run's directory where it may write its final
 // metrics: one flat JSON object, the last write wins. Its values stand
 // above the last values of the per-step metrics of the same names.
-const FinalFile = "metrics.json"
+const finalFile = "metrics.json"
 
 // ReadObject reads a flat JSON object from the file at path in dir
 // (metrics.json, params.json), and its keys in the order the file has them
@@ -86,7 +86,7 @@ func ParseObject(b []byte) (map[string]json.RawMessage, []string, error) {
 
 // Report is what a run reported by the end of an attempt, for its ledger
 // record: Final, one JSON object of each metric's last value with
-// FinalFile's values on top ("{}" for none; a FinalFile that is not an
+// finalFile's values on top ("{}" for none; a finalFile that is not an
 // object is said under "metrics_error"); Curves, {"name": [[step,
 // value], …]} of at most points points each (steps as they are, values to
 // 4 significant digits: a curve's shape, the final values being exact), nil
@@ -104,7 +104,7 @@ func Report(dir, run, log string, patterns []Pattern, points int) (final, curves
 		errs = append(errs, lr.Read(true, s.Add))
 	}
 	names, values := s.Final()
-	own, keys, err := ReadObject(dir, filepath.Join(run, FinalFile))
+	own, keys, err := ReadObject(dir, filepath.Join(run, finalFile))
 	errs = append(errs, err)
 	for _, k := range keys {
 		i := 0

@@ -5,7 +5,7 @@
 //
 // A Reader reads a file from where it stopped, so the same run can be read
 // while it runs (early stopping) and once it ended (the ledger, the
-// report), and in bounded memory: a line longer than MaxLine is skipped and
+// report), and in bounded memory: a line longer than 64 KiB (maxLine) is skipped and
 // counted, and so is a line that is not a JSON object; neither stops the
 // reading. A Summary keeps, per metric, the last value and a curve thinned
 // to a bounded number of points. Package metrics is pure: the standard
@@ -35,14 +35,14 @@ const FileName = "metrics.jsonl"
 // EnvVar is the environment variable that holds the path of FileName.
 const EnvVar = "NODEPACK_METRICS"
 
-// StepKey is the key of a line's step: {"step": 200, "loss": 0.41}. A
+// stepKey is the key of a line's step: {"step": 200, "loss": 0.41}. A
 // line without it is the next step after the line before (the first line
 // is step 1).
-const StepKey = "step"
+const stepKey = "step"
 
-// MaxLine is the longest line a Reader takes: a longer one is skipped and
+// maxLine is the longest line a Reader takes: a longer one is skipped and
 // counted in Reader.Long.
-const MaxLine = 64 << 10
+const maxLine = 64 << 10
 
 // Point is one value of one metric at one step.
 type Point struct {
@@ -94,12 +94,12 @@ type Reader struct {
 	Patterns []Pattern
 
 	// Malformed counts the lines that were not a JSON object (JSON
-	// lines only); Long the lines longer than MaxLine. Both were skipped.
+	// lines only); Long the lines longer than 64 KiB. Both were skipped.
 	Malformed, Long int
 
 	off      int64
-	rest     []byte // the unfinished last line, at most MaxLine bytes
-	skipping bool   // the unfinished last line is longer than MaxLine
+	rest     []byte // the unfinished last line, at most maxLine bytes
+	skipping bool   // the unfinished last line is longer than maxLine
 	steps    []float64
 }
 
@@ -149,7 +149,7 @@ func (r *Reader) take(b []byte, each func(Point)) {
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
-			if r.skipping || len(r.rest)+len(b) > MaxLine {
+			if r.skipping || len(r.rest)+len(b) > maxLine {
 				r.skipping, r.rest = true, r.rest[:0]
 			} else {
 				r.rest = append(r.rest, b...)
@@ -157,7 +157,7 @@ func (r *Reader) take(b []byte, each func(Point)) {
 			return
 		}
 		switch {
-		case r.skipping || len(r.rest)+i > MaxLine:
+		case r.skipping || len(r.rest)+i > maxLine:
 			r.Long++
 		case len(r.rest) > 0:
 			r.rest = append(r.rest, b[:i]...)
@@ -321,7 +321,7 @@ func (r *Reader) object(line []byte, each func(Point)) bool {
 		default:
 			continue // nor are lists, objects and booleans
 		}
-		if k == StepKey {
+		if k == stepKey {
 			step, hasStep = f, true
 			continue
 		}

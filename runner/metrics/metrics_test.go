@@ -52,8 +52,8 @@ func TestReaderJSONLines(t *testing.T) {
 		{"Python's bare NaN and Infinity, not inside strings", `{"step": 3, "loss": NaN, "gn": -Infinity, "note": "NaN: Infinity"}` + "\n",
 			[]Point{{3, "loss", math.NaN()}, {3, "gn", math.Inf(-1)}}, 0, 0, false},
 		{"CRLF line ends", "{\"step\": 2, \"loss\": 1}\r\n", []Point{{2, "loss", 1}}, 0, 0, false},
-		{"a line longer than MaxLine is skipped, the next one read",
-			`{"pad": "` + strings.Repeat("x", MaxLine) + `"}` + "\n" + `{"step": 5, "loss": 9}` + "\n",
+		{"a line longer than maxLine is skipped, the next one read",
+			`{"pad": "` + strings.Repeat("x", maxLine) + `"}` + "\n" + `{"step": 5, "loss": 9}` + "\n",
 			[]Point{{5, "loss", 9}}, 0, 1, false},
 		{"an unfinished last line waits", `{"step": 1, "loss": 1}` + "\n" + `{"step": 2, "lo`,
 			[]Point{{1, "loss", 1}}, 0, 0, true},
@@ -103,7 +103,7 @@ func TestReaderIncremental(t *testing.T) {
 }
 
 // TestReaderHugeLineBoundedMemory: a 64 MiB line without a newline, then
-// more, costs the reader at most MaxLine of buffer.
+// more, costs the reader at most maxLine of buffer.
 func TestReaderHugeLineBoundedMemory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	f, err := os.Create(path)
@@ -117,8 +117,8 @@ func TestReaderHugeLineBoundedMemory(t *testing.T) {
 	f.Close()
 	r := &Reader{Path: path}
 	readPoints(t, r, false)
-	if cap(r.rest) > MaxLine {
-		t.Errorf("kept %d bytes of an unfinished line, want at most %d", cap(r.rest), MaxLine)
+	if cap(r.rest) > maxLine {
+		t.Errorf("kept %d bytes of an unfinished line, want at most %d", cap(r.rest), maxLine)
 	}
 	appendFile(t, path, "\n{\"step\": 7, \"loss\": 1}\n")
 	if got := readPoints(t, r, true); !reflect.DeepEqual(got, []Point{{7, "loss", 1}}) || r.Long != 1 {
@@ -226,7 +226,7 @@ func TestManyLinesBounded(t *testing.T) {
 	if err := r.Read(true, s.Add); err != nil {
 		t.Fatal(err)
 	}
-	if m := s.Get("loss"); m.N != 300_000 || len(m.Points) > DefaultLimit {
+	if m := s.Get("loss"); m.N != 300_000 || len(m.Points) > defaultLimit {
 		t.Errorf("N %d, %d points kept", m.N, len(m.Points))
 	}
 }

@@ -6,15 +6,15 @@ import (
 	"strconv"
 )
 
-// DefaultLimit is how many points of each metric's curve a Summary keeps
+// defaultLimit is how many points of each metric's curve a Summary keeps
 // when its Limit is zero.
-const DefaultLimit = 64
+const defaultLimit = 64
 
 // Summary is what a run's points come to, per metric in the order first
 // seen: the last value and a curve of at most Limit points. The zero
-// Summary keeps DefaultLimit points per metric.
+// Summary keeps defaultLimit points per metric.
 type Summary struct {
-	// Limit bounds each Series' Points; zero means DefaultLimit.
+	// Limit bounds each Series' Points; zero means defaultLimit.
 	Limit  int
 	Series []*Series
 	byName map[string]*Series
@@ -52,7 +52,7 @@ func (s *Summary) Add(p Point) {
 	}
 	limit := s.Limit
 	if limit <= 0 {
-		limit = DefaultLimit
+		limit = defaultLimit
 	}
 	limit = max(limit, 2)
 	if math.IsNaN(p.Value) || math.IsInf(p.Value, 0) {
