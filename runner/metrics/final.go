@@ -86,7 +86,7 @@ func ParseObject(b []byte) (map[string]json.RawMessage, []string, error) {
 
 // Report is what a run reported by the end of an attempt, for its ledger
 // record: Final, one JSON object of each metric's last value with
-// finalFile's values on top ("{}" for none; a finalFile that is not an
+// metrics.json's values on top ("{}" for none; a metrics.json that is not an
 // object is said under "metrics_error"); Curves, {"name": [[step,
 // value], …]} of at most points points each (steps as they are, values to
 // 4 significant digits: a curve's shape, the final values being exact), nil

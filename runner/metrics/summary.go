@@ -12,9 +12,9 @@ const defaultLimit = 64
 
 // Summary is what a run's points come to, per metric in the order first
 // seen: the last value and a curve of at most Limit points. The zero
-// Summary keeps defaultLimit points per metric.
+// Summary keeps 64 points per metric.
 type Summary struct {
-	// Limit bounds each Series' Points; zero means defaultLimit.
+	// Limit bounds each Series' Points; zero means 64.
 	Limit  int
 	Series []*Series
 	byName map[string]*Series
