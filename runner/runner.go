@@ -367,7 +367,7 @@ func (s *Sweep) resume() error {
 	}
 	s.done = 0
 	for id, run := range log.Runs {
-		if !retiredSet[id] && (run.State == ledger.StateSucceeded || run.State == ledger.StateFailed && !s.opts.retries(run)) {
+		if !retiredSet[id] && (run.State == ledger.StateSucceeded || run.State == ledger.StatePruned || run.State == ledger.StateFailed && !s.opts.retries(run)) {
 			s.done++
 		}
 	}
@@ -593,6 +593,17 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 		xo.DrainAt, xo.TerminateAt = s.deadlines(s.end)
 	}
 	xo.PriorAttempts = w.Past().PriorAttempts
+	if xo.Prune != nil {
+		// A resumed sweep judges as its earlier sessions did.
+		xo.Judgements = append(slices.Clip(w.Past().Judgements()), xo.Judgements...)
+		onPruneNote := xo.OnPruneNote
+		xo.OnPruneNote = func(line string) {
+			s.note(line)
+			if onPruneNote != nil {
+				onPruneNote(line)
+			}
+		}
+	}
 	var ready sync.WaitGroup
 	ready.Add(1)
 	onEvent := opts.Execute.OnEvent

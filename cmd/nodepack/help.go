@@ -55,6 +55,8 @@ var runFlagGroups = []flagGroup{
 		[]string{"nodepack run --gpus-per-run 0.25 --sweep --request 'model=big: gpus=2' -- python train.py model=small,big seed=1,2"}},
 	{"When runs start", []string{"backfill-wait", "settle-timeout", "stagger", "min-start-interval"}, nil},
 	{"Resuming (rerun the same command: done runs are skipped)", []string{"retry-failed", "retry-class", "retry-run"}, nil},
+	{"Stopping bad runs early (successive halving: the runs append {\"step\": 200, \"loss\": 0.41} lines to $NODEPACK_METRICS)", []string{"prune"},
+		[]string{"nodepack run --prune loss:min,first=100,max=2700 --params runs.jsonl -- python train.py"}},
 	{"Failures", []string{"retry", "retry-backoff", "fail-pattern", "max-failures", "fail-fast", "grace"},
 		[]string{"nodepack run --runs-per-gpu 2 --timeout 2h --retries 1 sweep.txt"}},
 	{"Batch jobs (Slurm, Grid Engine, PBS, LSF)", []string{"requeue", "stop-before", "shard", "runs-per-shard"},

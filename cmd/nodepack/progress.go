@@ -64,7 +64,7 @@ func (p *progress) event(ev run.Event) {
 	if !ev.Retry {
 		p.finished++
 	}
-	failed := ev.Reason != run.OK
+	failed := ev.Reason != run.OK && ev.Reason != run.Pruned
 	if p.bar != nil {
 		if failed {
 			p.bar.Clear()

@@ -26,8 +26,12 @@ func printResuming(w io.Writer, past *ledger.Log, retired int, retryFailed, chos
 	case retryFailed:
 		failed = "run again: --retry-failed"
 	}
-	fmt.Fprintf(w, "nodepack: resuming %s: %d succeeded (skipped), %d failed (%s), %d interrupted (run again)\n",
-		past.Name, c[ledger.StateSucceeded], c[ledger.StateFailed], failed, c[ledger.StateInterrupted]+c[ledger.StateRunning])
+	pruned := ""
+	if n := c[ledger.StatePruned]; n > 0 {
+		pruned = fmt.Sprintf(", %d pruned (skipped)", n)
+	}
+	fmt.Fprintf(w, "nodepack: resuming %s: %d succeeded (skipped)%s, %d failed (%s), %d interrupted (run again)\n",
+		past.Name, c[ledger.StateSucceeded], pruned, c[ledger.StateFailed], failed, c[ledger.StateInterrupted]+c[ledger.StateRunning])
 	if retired > 0 {
 		fmt.Fprintf(w, "nodepack: %s of the ledger %s no longer part of this sweep (lines or values removed from its source, or fewer --reps): left out of its counts\n",
 			countWord(retired, "run"), map[bool]string{true: "is", false: "are"}[retired == 1])
@@ -36,16 +40,35 @@ func printResuming(w io.Writer, past *ledger.Log, retired int, retryFailed, chos
 
 // printSkipped says what the resume did with the runs the ledger knew.
 func printSkipped(w io.Writer, c ledger.ResumeCounts) {
-	if n := c.SkippedSucceeded + c.SkippedFailed; n > 0 {
-		fmt.Fprintf(w, "nodepack: skipped %s done before: %d succeeded", countWord(n, "run"), c.SkippedSucceeded)
-		if c.SkippedFailed > 0 {
-			fmt.Fprintf(w, ", %d failed (--retry-failed or nodepack retry runs them again)", c.SkippedFailed)
-		}
-		fmt.Fprintln(w)
+	if skippedBefore(c) > 0 {
+		fmt.Fprintf(w, "nodepack: %s\n", doneBefore(c, ""))
 	}
 	if c.Interrupted > 0 || c.RetriedFailed > 0 {
 		fmt.Fprintf(w, "nodepack: ran again %s and %s\n", countWord(c.Interrupted, "interrupted run"), countWord(c.RetriedFailed, "failed run"))
 	}
+}
+
+// skippedBefore is how many runs a resume skipped as done.
+func skippedBefore(c ledger.ResumeCounts) int {
+	return c.SkippedSucceeded + c.SkippedPruned + c.SkippedFailed
+}
+
+// doneBefore says which runs a resume skipped as done: "skipped 3 runs
+// done before: 1 succeeded, 1 pruned, 1 failed (…)"; output names the
+// output directory for nodepack retry, "" for none.
+func doneBefore(c ledger.ResumeCounts, output string) string {
+	s := fmt.Sprintf("skipped %s done before: %d succeeded", countWord(skippedBefore(c), "run"), c.SkippedSucceeded)
+	if c.SkippedPruned > 0 {
+		s += fmt.Sprintf(", %d pruned", c.SkippedPruned)
+	}
+	if c.SkippedFailed > 0 {
+		retry := "nodepack retry"
+		if output != "" {
+			retry += " " + shellWord(output)
+		}
+		s += fmt.Sprintf(", %d failed (--retry-failed or %s runs them again)", c.SkippedFailed, retry)
+	}
+	return s
 }
 
 // countWord writes "1 run", "3 runs", or "some runs" for a negative n.

@@ -157,6 +157,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&x.NoThreadCaps, "no-thread-caps", false, "do not set OMP_NUM_THREADS, MKL_NUM_THREADS, … to the run's CPU count")
 	fs.StringArrayVar(&x.Env, "env", nil, "set `K=V` in every run (repeatable); K alone takes nodepack's own value of K; V may use {run_id}, {run_dir}, {index}, {rep} and {attempt}")
 	fs.StringVar(&o.Wrap, "wrap", "", "put `PREFIX` before every run, e.g. 'ch-run --set-env=config.env img --'")
+	fs.Var(pruneFlag{&x.Prune, &x.PruneInterval}, "prune", "stop runs early by the metric they report, `SPEC` such as loss:min,first=100,max=2700 (keys: eta=3, first, max, rule=asha|median, every=1s): at the steps first, first×eta, … below max, a run outside the best 1/eta of those that reached the step before is stopped and pruned (neither failed nor run again)")
 	fs.Var(metricFlag{&x.Metrics}, "metric", "a per-step metric from each run's stdout: `NAME=REGEX`, its group named value (else its first) at the step its group named step gives (else the next), recorded in the ledger with what the run appends to $NODEPACK_METRICS (repeatable)")
 	fs.BoolVar(&o.Live, "live", false, "also stream every run's output, each line prefixed with where the run comes from (tasks.txt:12)")
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "report only failures and the summary")
@@ -473,13 +474,9 @@ func waitErrors(err error) (runErr error, ledgerErr *runner.LedgerError, requeue
 // list them again.
 func report(w io.Writer, out runner.Outcome, err error, sig syscall.Signal, o *runOptions, output string, listed bool) int {
 	sum := out.Summary
-	if c := out.Resumed; sum.Runs == 0 && sum.Attempts == 0 && c.SkippedSucceeded+c.SkippedFailed > 0 && sig == 0 {
+	if c := out.Resumed; sum.Runs == 0 && sum.Attempts == 0 && skippedBefore(c) > 0 && sig == 0 {
 		// A resume that found everything done: say so, not "0 runs".
-		fmt.Fprintf(w, "nodepack: nothing left to run: skipped %s done before: %d succeeded", countWord(c.SkippedSucceeded+c.SkippedFailed, "run"), c.SkippedSucceeded)
-		if c.SkippedFailed > 0 {
-			fmt.Fprintf(w, ", %d failed (--retry-failed or nodepack retry %s runs them again)", c.SkippedFailed, shellWord(output))
-		}
-		fmt.Fprintf(w, "; nodepack status %s shows them, --restart runs everything again\n", shellWord(output))
+		fmt.Fprintf(w, "nodepack: nothing left to run: %s; nodepack status %s shows them, --restart runs everything again\n", doneBefore(c, output), shellWord(output))
 	} else {
 		printSummary(w, sum, output, listed)
 		printSkipped(w, out.Resumed)
@@ -627,7 +624,11 @@ func (s *signals) signal() syscall.Signal {
 }
 
 func printSummary(w io.Writer, s execute.Summary, output string, listed bool) {
-	fmt.Fprintf(w, "nodepack: %s: %d succeeded, %d failed", countWord(s.Runs, "run"), s.Succeeded, s.Failed)
+	fmt.Fprintf(w, "nodepack: %s: %d succeeded", countWord(s.Runs, "run"), s.Succeeded)
+	if s.Pruned > 0 {
+		fmt.Fprintf(w, ", %d pruned", s.Pruned)
+	}
+	fmt.Fprintf(w, ", %d failed", s.Failed)
 	if s.Failed > 0 {
 		fmt.Fprintf(w, " (%s)", classCounts(s.Classes))
 	}

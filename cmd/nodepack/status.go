@@ -183,8 +183,12 @@ func printStatus(w io.Writer, doc *ledger.Status) {
 	if doc.Total != nil {
 		total = fmt.Sprint(*doc.Total)
 	}
-	fmt.Fprintf(w, "%s: %s %s: %d succeeded, %d failed, %d interrupted, %d running, %d pending\n",
-		termSafe(doc.Dir), total, plural(c.Succeeded+c.Failed+c.Interrupted+c.Running+c.Pending, "run"), c.Succeeded, c.Failed, c.Interrupted, c.Running, c.Pending)
+	pruned := ""
+	if c.Pruned > 0 {
+		pruned = fmt.Sprintf(", %d pruned", c.Pruned)
+	}
+	fmt.Fprintf(w, "%s: %s %s: %d succeeded%s, %d failed, %d interrupted, %d running, %d pending\n",
+		termSafe(doc.Dir), total, plural(c.Succeeded+c.Pruned+c.Failed+c.Interrupted+c.Running+c.Pending, "run"), c.Succeeded, pruned, c.Failed, c.Interrupted, c.Running, c.Pending)
 	for _, sh := range doc.Shards {
 		fmt.Fprintf(w, "  %s (shard %d/%d): %s", termSafe(sh.File), sh.Index, sh.Count, sh.State)
 		switch sh.State {

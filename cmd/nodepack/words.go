@@ -2,9 +2,14 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/runner/metrics"
+	"github.com/nodepack/nodepack/runner/results"
 )
 
 // splitWords splits a command prefix the way a POSIX shell splits words,
@@ -100,5 +105,78 @@ func (f metricFlag) Set(s string) error {
 		return err
 	}
 	*f.p = append(*f.p, p)
+	return nil
+}
+
+// pruneFlag is --prune METRIC[:min|max][,eta=N][,first=STEP][,max=STEP][,rule=asha|median][,every=D].
+type pruneFlag struct {
+	p        **schedule.Prune
+	interval *time.Duration
+}
+
+func (f pruneFlag) String() string {
+	if f.p == nil || *f.p == nil {
+		return ""
+	}
+	p := *f.p
+	return fmt.Sprintf("%s:%s,eta=%d,first=%v,max=%v", p.Metric, map[bool]string{true: "max", false: "min"}[p.Max], p.Eta, p.FirstStep, p.MaxStep)
+}
+
+func (f pruneFlag) Type() string { return "METRIC[:min|max][,KEY=VALUE]" }
+
+func (f pruneFlag) Set(s string) error {
+	head, rest, _ := strings.Cut(s, ",")
+	name, dir, _ := strings.Cut(head, ":")
+	if name == "" {
+		return errors.New("want METRIC[:min|max], then eta=, first=, max=, rule= or every= keys, e.g. loss:min,first=100,max=2700")
+	}
+	p := schedule.Prune{Metric: name, Max: results.HigherIsBetter(name)}
+	switch dir {
+	case "":
+	case "min", "max":
+		p.Max = dir == "max"
+	default:
+		return fmt.Errorf("%q: want %s:min or %s:max", head, name, name)
+	}
+	for kv := range strings.SplitSeq(rest, ",") {
+		if kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("%q: want KEY=VALUE (eta, first, max, rule, every)", kv)
+		}
+		var err error
+		switch k {
+		case "eta":
+			p.Eta, err = strconv.Atoi(v)
+		case "first":
+			p.FirstStep, err = strconv.ParseFloat(v, 64)
+		case "max":
+			p.MaxStep, err = strconv.ParseFloat(v, 64)
+		case "rule":
+			switch v {
+			case "asha":
+			case "median":
+				p.Median = true
+			default:
+				err = errors.New("want asha or median")
+			}
+		case "every":
+			*f.interval, err = time.ParseDuration(v)
+			if err == nil && *f.interval <= 0 {
+				err = errors.New("want a duration above 0")
+			}
+		default:
+			return fmt.Errorf("unknown key %q: want eta, first, max, rule or every", k)
+		}
+		if err != nil {
+			return fmt.Errorf("%s=%s: %v", k, v, err)
+		}
+	}
+	if _, err := schedule.NewPruner(p); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "prune: "))
+	}
+	*f.p = &p
 	return nil
 }

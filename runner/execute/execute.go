@@ -69,6 +69,7 @@ type Execution struct {
 	runs         *runsDir     // outDir/runs, held open; nil for no logs
 	scratch      string       // parent of the per-run TMPDIRs
 	memGroups    *memGroups   // EnforceMem's cgroups; nil when it samples or is off
+	pruning      *pruning     // Prune's state; nil without
 	running      atomic.Int64 // attempts whose process runs
 	tmpSeq       atomic.Int64
 	grace        time.Duration
@@ -248,6 +249,12 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		return nil, fmt.Errorf("execute: %w", err)
 	}
 	sched.SetDeadlines(opts.DrainAt, opts.TerminateAt)
+	var pr *pruning
+	if opts.Prune != nil {
+		if pr, err = newPruning(opts); err != nil {
+			return nil, fmt.Errorf("execute: %w", err)
+		}
+	}
 	if opts.EnforceMem && opts.MemCgroup == "" && opts.Sampler == nil {
 		return nil, errors.New("execute: enforce mem needs a memory cgroup to make groups in or a Sampler to check the runs' memory")
 	}
@@ -264,6 +271,7 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		opts:      opts,
 		grace:     opts.GracePeriod(),
 		sched:     sched,
+		pruning:   pr,
 		jobs:      make(map[schedule.Key]*job),
 		wake:      make(chan struct{}, 1),
 		next:      make(chan run.Run),
@@ -554,6 +562,8 @@ func (e *Execution) record(i int, ev run.Event, first, halt bool) {
 		s.Succeeded++
 	case run.Interrupted:
 		s.Interrupted++
+	case run.Pruned:
+		s.Pruned++
 	default:
 		s.Failed++
 		if ev.Reason == run.TimedOut {
@@ -765,7 +775,9 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 		stopSampling = e.opts.Sampler.Sample(target)
 	}
 	stop := e.watch(p)
+	stopMetrics := e.watchMetrics(ev, files.runDir, stop)
 	p.waitExit()
+	stopMetrics()
 	ev.End = time.Now()
 	reason := e.unwatch(stop)
 	var sampled usage.Sampled
@@ -779,7 +791,7 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 		errW.flush()
 	}
 	e.classify(&ev, reason, exit)
-	if ev.Reason != run.OK {
+	if ev.Reason != run.OK && ev.Reason != run.Pruned {
 		oomAfter, ok := e.oomKills()
 		// Killed, or a shell whose child was (128+9): the kernel's OOM
 		// killer sends SIGKILL.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/metrics"
@@ -90,6 +91,24 @@ type Options struct {
 	// metrics file NODEPACK_METRICS names is read whatever they say (see
 	// run.Event.Metrics).
 	Metrics []metrics.Pattern
+
+	// Prune, if set, stops runs early by the metric they report as they
+	// train (see schedule.Prune): every PruneInterval (zero:
+	// DefaultPruneInterval) each running attempt's metrics file, and its
+	// stdout with Metrics' patterns, is read; each new value of
+	// Prune.Metric is judged at the rungs it reaches, each judgement is a
+	// Judged event, and a run judged out is stopped as a timeout is
+	// (SIGTERM to its group, SIGKILL after Grace) and ends Pruned: neither
+	// failed nor retried. Judgements, the ones earlier sessions of the
+	// sweep recorded, are replayed first, so that a resumed sweep judges as
+	// it did. OnPruneNote, if set, is called once when runs report other
+	// metrics past the first rung, or end, and none has reported
+	// Prune.Metric: a misspelt name must not leave pruning off unsaid.
+	// Without a run directory (OutputDir) nothing is read.
+	Prune         *schedule.Prune
+	Judgements    []schedule.Judgement
+	PruneInterval time.Duration
+	OnPruneNote   func(note string)
 
 	// OutputDir receives <OutputDir>/runs/<run-id>/stdout.log and stderr.log.
 	// Attempt 1 truncates them; a retry appends to them after a line
@@ -243,6 +262,7 @@ type Summary struct {
 	Failed      int // runs whose last attempt failed or timed out
 	TimedOut    int // of Failed, those whose last attempt timed out
 	Interrupted int // runs stopped by cancellation, Kill or the terminate deadline
+	Pruned      int // runs the pruning policy stopped early (Options.Prune)
 	// Classes counts the runs of Failed by the class of their last
 	// attempt; nil when none failed.
 	Classes map[failure.Class]int

@@ -301,7 +301,7 @@ func outcome(ev run.Event) schedule.End {
 	case run.Failed, run.TimedOut:
 		end.Outcome = schedule.Failed
 	default:
-		end.Outcome = schedule.Interrupted
+		end.Outcome = schedule.Interrupted // and Pruned: never retried either
 	}
 	return end
 }

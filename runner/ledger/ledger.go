@@ -8,6 +8,7 @@ import (
 	"hash/maphash"
 	"io"
 	"iter"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/run"
@@ -34,6 +36,7 @@ const (
 	TypeFinished = "finished" // an attempt ended
 	TypeEnd      = "end"      // the session ended without being killed
 	typeGPUOut   = "gpu_out"  // a GPU reported a fault and was taken out of use
+	typeRung     = "rung"     // a run was judged at a rung of the pruning policy (Record.Rung says)
 )
 
 // Record is one line of a ledger: a JSON object whose "type" says
@@ -102,6 +105,21 @@ type Record struct {
 	Curves         json.RawMessage `json:"curves,omitempty"`
 	MetricsSkipped int             `json:"metrics_skipped,omitempty"`
 
+	// Rung (a run judged at a rung of the pruning policy, the record of a
+	// schedule.Judgement): its Attempt, the Metric, the rung's index and
+	// step, the step the run reported (Step) and its Value there (null
+	// when not a finite number), the Cutoff it was compared with (null
+	// when no run reached the rung before), how many had (Others), and
+	// whether it was stopped (Pruned).
+	Metric   string   `json:"metric,omitempty"`
+	Rung     *int     `json:"rung,omitempty"`
+	RungStep float64  `json:"rung_step,omitempty"`
+	Step     float64  `json:"step,omitempty"`
+	Value    *float64 `json:"value,omitempty"`
+	Cutoff   *float64 `json:"cutoff,omitempty"`
+	Others   int      `json:"others,omitempty"`
+	Pruned   bool     `json:"pruned,omitempty"`
+
 	// End.
 	Note     string `json:"note,omitempty"`     // how the session ended
 	Deferred int    `json:"deferred,omitempty"` // runs left for the next session
@@ -140,6 +158,7 @@ const (
 	StateSucceeded   State = "succeeded"   // its last attempt exited 0
 	StateFailed      State = "failed"      // its last attempt failed or timed out, and no retry followed
 	StateInterrupted State = "interrupted" // stopped by the runner, or its session ended (or was killed) while it ran
+	StatePruned      State = "pruned"      // stopped early by the pruning policy: neither failed nor run again
 )
 
 // Run is one run's history in a ledger.
@@ -204,6 +223,24 @@ type Log struct {
 	byID    idIndex
 	scratch Record
 	decoder decoder
+	// judgements are the rung records of every session, in order.
+	judgements []schedule.Judgement
+}
+
+// Judgements returns the judgements of the pruning policy the ledger
+// records, every session's, in order: what a resumed sweep replays.
+func (log *Log) Judgements() []schedule.Judgement { return log.judgements }
+
+// judgementOf reads a rung record.
+func judgementOf(rec *Record) schedule.Judgement {
+	j := schedule.Judgement{Run: rec.ID, Metric: rec.Metric, Rung: *rec.Rung, Step: rec.RungStep, At: rec.Step, Value: math.NaN(), Cutoff: math.NaN(), Others: rec.Others, Stop: rec.Pruned}
+	if rec.Value != nil {
+		j.Value = *rec.Value
+	}
+	if rec.Cutoff != nil {
+		j.Cutoff = *rec.Cutoff
+	}
+	return j
 }
 
 // idIndex finds a run's place by its id: by a hash of the id, which takes
@@ -246,7 +283,7 @@ type slimRun struct {
 	retired           bool
 }
 
-var slimStates = []State{StatePending, StateRunning, StateSucceeded, StateFailed, StateInterrupted}
+var slimStates = []State{StatePending, StateRunning, StateSucceeded, StateFailed, StateInterrupted, StatePruned}
 
 // run returns run i of a streamed log as a Run of its own.
 func (log *Log) run(i int) *Run {
@@ -393,7 +430,7 @@ func read(r io.Reader, name string, lean io.ReaderAt, each func(rec *Record, run
 func (log *Log) add(line []byte, off int64, no int) (*Record, int, error) {
 	rec, err := log.fold(line, off, no)
 	at := -1
-	if log.stream && rec != nil && (rec.Type == TypeStarted || rec.Type == TypeFinished) {
+	if log.stream && rec != nil && (rec.Type == TypeStarted || rec.Type == TypeFinished || rec.Type == typeRung) {
 		_, at = log.find(rec.ID)
 	}
 	return rec, at, err
@@ -407,7 +444,7 @@ func (log *Log) fold(line []byte, off int64, no int) (*Record, error) {
 		h, fast = scanHead(line)
 	}
 	var rec *Record
-	if !fast || string(h.typ) == TypeHeader || string(h.typ) == TypeEnd || string(h.typ) == typeGPUOut {
+	if !fast || string(h.typ) == TypeHeader || string(h.typ) == TypeEnd || string(h.typ) == typeGPUOut || string(h.typ) == typeRung {
 		rec = new(Record)
 		if log.stream {
 			// The record lives until the next line: each may not keep it,
@@ -460,6 +497,12 @@ func (log *Log) fold(line []byte, off int64, no int) (*Record, error) {
 			return nil, errors.New("gpu_out record without its GPU")
 		}
 		log.GPUsOut = append(log.GPUsOut, *rec)
+		return rec, nil
+	case typeRung:
+		if rec.Rung == nil || *rec.Rung < 0 || !run.ValidID(rec.ID) {
+			return nil, errors.New("rung record without its run or rung")
+		}
+		log.judgements = append(log.judgements, judgementOf(rec))
 		return rec, nil
 	case TypeStarted, TypeFinished:
 	default:
@@ -520,6 +563,11 @@ func (log *Log) fold(line []byte, off int64, no int) (*Record, error) {
 		}
 	case run.Interrupted:
 		r.State = StateInterrupted
+	case run.Pruned:
+		r.State = StatePruned
+		if log.lean {
+			r.Started, r.Finished, r.started, r.finished = nil, nil, kept{}, kept{}
+		}
 	default:
 		return nil, fmt.Errorf("finished record: unknown reason %q", h.reason)
 	}
@@ -908,6 +956,20 @@ func (l *Writer) record(ev run.Event) *Record {
 	if len(ev.Place.CPUs) > 0 || len(ev.Place.GPUs) > 0 {
 		rec.Request = ev.Place.Request.String()
 	}
+	if j := ev.Judgement; ev.Kind == run.Judged && j != nil {
+		rung := j.Rung
+		rec.Type, rec.Time, rec.Metric, rec.Rung, rec.RungStep, rec.Step, rec.Others, rec.Pruned = typeRung, ev.Start.UTC(), j.Metric, &rung, j.Step, j.At, j.Others, j.Stop
+		rec.Stdout, rec.Stderr, rec.Lane, rec.Request = "", "", nil, ""
+		if finite(j.Value) {
+			v := j.Value
+			rec.Value = &v
+		}
+		if finite(j.Cutoff) {
+			c := j.Cutoff
+			rec.Cutoff = &c
+		}
+		return rec
+	}
 	if ev.Kind == run.Started {
 		rec.Type, rec.Time = TypeStarted, ev.Start.UTC()
 		rec.Host, rec.PID = l.host, ev.PID
@@ -931,6 +993,8 @@ func (l *Writer) record(ev run.Event) *Record {
 	rec.Metrics, rec.Curves, rec.MetricsSkipped = ev.Metrics, ev.Curves, ev.MetricsSkipped
 	return rec
 }
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 // roundSeconds is d in seconds, to the millisecond, as the float64 that
 // prints so (Duration.Seconds of 2.272 s is 2.2720000000000002).
@@ -1113,6 +1177,7 @@ func retryAll(*Run) bool { return true }
 // knew. Skipped runs do not run again; the others do.
 type ResumeCounts struct {
 	SkippedSucceeded int // succeeded before
+	SkippedPruned    int // pruned before: stopped early, not run again
 	SkippedFailed    int // failed before, not rerun
 	RetriedFailed    int // failed before, rerun as retry said
 	Interrupted      int // interrupted, or started and never finished
@@ -1153,6 +1218,9 @@ func (log *Log) ResumeFilter(retry func(*Run) bool) (skip func(id string) bool, 
 		switch state := log.stateOf(id); {
 		case state == StateSucceeded:
 			c.SkippedSucceeded++
+			return true
+		case state == StatePruned:
+			c.SkippedPruned++
 			return true
 		case state == StateFailed && (retry == nil || !retry(log.Runs[id])):
 			c.SkippedFailed++

@@ -49,6 +49,7 @@ type Counts struct {
 	Succeeded   int `json:"succeeded"`
 	Failed      int `json:"failed"`
 	Interrupted int `json:"interrupted"`
+	Pruned      int `json:"pruned"` // stopped early by the pruning policy
 }
 
 // Shard states, as ShardStatus.State says them.
@@ -195,6 +196,7 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 		st.Counts.Succeeded += c[StateSucceeded]
 		st.Counts.Failed += c[StateFailed]
 		st.Counts.Interrupted += c[StateInterrupted]
+		st.Counts.Pruned += c[StatePruned]
 		if h.Total != nil && *h.Total >= 0 {
 			total += *h.Total
 			st.Counts.Pending += max(0, *h.Total-log.Members())
@@ -217,7 +219,7 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 				st.Failures = append(st.Failures, rs)
 				st.Classes[failure.Class(rs.Class)]++
 			}
-			if run.Session == session && run.Finished != nil && (run.State == StateSucceeded || run.State == StateFailed) {
+			if run.Session == session && run.Finished != nil && (run.State == StateSucceeded || run.State == StateFailed || run.State == StatePruned) {
 				finished++
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"html"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -42,11 +43,11 @@ func (s *store) build(rows []row, attempts []int, shards int) *document {
 	}
 	counts := map[string]int{}
 	var lost int64
-	okText, interrupted := uint8(s.reasons.id("ok")), uint8(s.reasons.id("interrupted"))
+	okText, interrupted, pruned := uint8(s.reasons.id("ok")), uint8(s.reasons.id("interrupted")), uint8(s.reasons.id("pruned"))
 	for _, k := range attempts {
 		a := s.att.at(k)
 		counts[s.reasonName(a)]++
-		if a.ended && a.state != okText && a.state != interrupted {
+		if a.ended && a.state != okText && a.state != interrupted && a.state != pruned {
 			lost += a.end - a.start
 		}
 	}
@@ -64,6 +65,17 @@ func (s *store) build(rows []row, attempts []int, shards int) *document {
 	doc.Numbers["gpus"], doc.Numbers["cpus"] = len(node.GPUs), node.CPUs
 	doc.Numbers["slowest"], doc.Numbers["fastest"] = s.extremes(rows)
 	doc.Numbers["gaps"] = gaps(doc.Util, doc.Span, node, &s.att, attempts, t0, len(node.GPUs) > 0)
+	for _, m := range s.rungs {
+		if s.runs.at(int(m.run)).pos < 0 {
+			continue
+		}
+		var v any
+		if !math.IsNaN(m.value) && !math.IsInf(m.value, 0) {
+			v = m.value
+		}
+		doc.Rungs = append(doc.Rungs, [4]any{m.step, s.runs.at(int(m.run)).pos, v, m.pruned})
+	}
+	doc.RungMetric = s.rungMetric
 	doc.Cols = s.columns()
 	doc.Params, doc.Metrics = len(s.params.texts)-min(len(s.params.texts), 1), len(s.metrics.texts)-min(len(s.metrics.texts), 1)
 	for i, c := range doc.Cols {

@@ -110,7 +110,7 @@ type runData struct {
 }
 
 // states are the states a runData's state numbers.
-var states = []ledger.State{ledger.StatePending, ledger.StateRunning, ledger.StateSucceeded, ledger.StateFailed, ledger.StateInterrupted}
+var states = []ledger.State{ledger.StatePending, ledger.StateRunning, ledger.StateSucceeded, ledger.StateFailed, ledger.StateInterrupted, ledger.StatePruned}
 
 func stateCode(st ledger.State) uint8 { return uint8(max(slices.Index(states, st), 0)) }
 
@@ -127,6 +127,16 @@ type attempt struct {
 	state      uint8 // in store.reasons: a reason, or running or interrupted at the end
 	class      uint8 // in store.reasons
 	ended      bool
+}
+
+// rungMark is one judgement of the pruning policy, for the chart of runs
+// by rung.
+type rungMark struct {
+	run    int32 // in store.runs
+	rung   int32
+	step   float64
+	value  float64
+	pruned bool
 }
 
 // fileRuns are one ledger's runs: where each is in store.runs, at the
@@ -170,8 +180,11 @@ type store struct {
 	// runs' curves only.
 	curves        []byte
 	curvesDropped bool
-	withCurves    int    // runs whose curves were seen
-	logs          []byte // the runs' directories (runData.logsAt)
+	// rungs are the pruning policy's judgements, rungMetric its metric.
+	rungs      []rungMark
+	rungMetric string
+	withCurves int    // runs whose curves were seen
+	logs       []byte // the runs' directories (runData.logsAt)
 	// The file being read: its attempts not finished yet, its last
 	// session in node.Sessions, and where the next record starts.
 	cur       int
@@ -239,6 +252,15 @@ func (s *store) record(file string, rec *ledger.Record, i, size int) {
 		return
 	case ledger.TypeStarted, ledger.TypeFinished:
 	default:
+		if rec.Rung != nil && i >= 0 && i < len(fr.runs) {
+			// A judgement of the pruning policy.
+			v := math.NaN()
+			if rec.Value != nil {
+				v = *rec.Value
+			}
+			s.rungs = append(s.rungs, rungMark{run: fr.runs[i], rung: int32(*rec.Rung), step: rec.RungStep, value: v, pruned: rec.Pruned})
+			s.rungMetric = rec.Metric
+		}
 		return
 	}
 	for len(fr.runs) <= i {

@@ -168,6 +168,11 @@ type document struct {
 	// (origin) are parameters, then metrics.
 	Params  int `json:"params"`
 	Metrics int `json:"metrics"`
+	// Rungs are the pruning policy's judgements: rung step, the run's row
+	// (-1 none), its value (null when not a number) and whether it was
+	// stopped there; RungMetric its metric.
+	Rungs      [][4]any `json:"rungs,omitempty"`
+	RungMetric string   `json:"rungMetric,omitempty"`
 	// Rank is the metric the runs are ranked by; Best the rows of the
 	// best runs, best first, and BestCurves their curves of it, read
 	// whole; curves (page.write) every row's curve of it as its record

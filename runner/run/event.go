@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
 )
@@ -31,6 +32,7 @@ const (
 	Failed      Reason = "failed"      // non-zero exit, death by a signal not sent by the runner, or failure to start
 	TimedOut    Reason = "timeout"     // the runner stopped it after its time limit
 	Interrupted Reason = "interrupted" // the runner stopped it: the context was cancelled, Kill was called or the terminate deadline passed
+	Pruned      Reason = "pruned"      // the runner stopped it early: its metric was outside the best at a rung (schedule.Prune); neither failed nor retried
 )
 
 // EventKind tells a Started event from a Finished one.
@@ -39,6 +41,7 @@ type EventKind int
 const (
 	Started  EventKind = iota + 1 // the attempt's process runs
 	Finished                      // the attempt ended, or could not start
+	Judged                        // the attempt's run was judged at a rung of the pruning policy (Event.Judgement)
 )
 
 // String returns "started" or "finished".
@@ -48,6 +51,8 @@ func (k EventKind) String() string {
 		return "started"
 	case Finished:
 		return "finished"
+	case Judged:
+		return "judged"
 	}
 	return "unknown"
 }
@@ -90,6 +95,10 @@ type Event struct {
 	Metrics        json.RawMessage
 	Curves         json.RawMessage
 	MetricsSkipped int
+	// Judgement is a Judged event's: the rung, the run's value of the
+	// metric there and the cutoff it was compared with, and whether it
+	// was stopped.
+	Judgement *schedule.Judgement
 }
 
 // MaxTailLines and MaxTailLine bound Event.StderrTail: it goes to the

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodepack/nodepack/runner/ledger"
+)
+
+// pruneSweep writes a params sweep of runs that report their loss at
+// steps 1 to 8 (level + 1/step), one line each to $NODEPACK_METRICS; a
+// run named gate stops after step 3 until the file go exists in dir,
+// having made the file waiting. It returns the params file and the
+// training script.
+func pruneSweep(t *testing.T, dir string, levels map[string]float64, order []string) (params, script string) {
+	t.Helper()
+	var lines []string
+	for _, name := range order {
+		b, _ := json.Marshal(map[string]any{"name": name, "level": levels[name]})
+		lines = append(lines, string(b))
+	}
+	params = writeFile(t, dir, "p.jsonl", strings.Join(lines, "\n")+"\n")
+	script = writeFile(t, dir, "train.sh", `for a in "$@"; do declare "${a#--}"; done
+for step in 1 2 3 4 5 6 7 8; do
+	awk -v s="$step" -v l="$level" 'BEGIN { printf "{\"step\": %d, \"loss\": %.4f}\n", s, l + 1 / s }' >> "$NODEPACK_METRICS"
+	if [ "$name" = gate ] && [ "$step" = 3 ]; then
+		touch `+dir+`/waiting
+		while [ ! -e `+dir+`/go ]; do sleep 0.02; done
+	fi
+	sleep 0.06
+done
+`)
+	return params, script
+}
+
+// states reads the runs' states and rung records from the ledger in out.
+func pruneLedger(t *testing.T, out string) (states map[string]ledger.State, rungs map[string][]int) {
+	t.Helper()
+	log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{} // id → name
+	states = map[string]ledger.State{}
+	for i := range log.Len() {
+		r := log.At(i)
+		var p struct{ Name string }
+		json.Unmarshal(r.Started.Params, &p)
+		names[r.ID] = p.Name
+		states[p.Name] = r.State
+	}
+	rungs = map[string][]int{}
+	for _, j := range log.Judgements() {
+		rungs[names[j.Run]] = append(rungs[names[j.Run]], j.Rung)
+	}
+	return states, rungs
+}
+
+// TestPruneStopsBadRuns: one run at a time, so that the judgements come
+// in a known order, six runs of known losses are judged at the rungs 2
+// and 6 (first=2, eta 3, max 8): a run outside the best third of those
+// that reached the rung before is stopped and pruned, the others run to
+// their last step; the sweep exits 0; status and the results table say
+// pruned; a rerun runs nothing.
+func TestPruneStopsBadRuns(t *testing.T) {
+	dir := t.TempDir()
+	levels := map[string]float64{"a": 0.5, "b": 0.9, "c": 0.4, "d": 0.95, "e": 0.3, "f": 0.8}
+	params, script := pruneSweep(t, dir, levels, []string{"a", "b", "c", "d", "e", "f"})
+	out := filepath.Join(dir, "out")
+	args := []string{"run", "-q", "--gpus", "none", "-j", "1", "--prune", "loss:min,first=2,max=8,every=20ms", "-o", out, "--params", params, "--", "bash", script}
+	code, _, stderr := runCLI(t, args...)
+	if code != exitOK || !strings.Contains(stderr, "6 runs: 3 succeeded, 3 pruned, 0 failed") {
+		t.Fatalf("exit %d, want 0 with 3 pruned:\n%s", code, stderr)
+	}
+	states, rungs := pruneLedger(t, out)
+	// a: the first at both rungs. b: 1.4 against a's 1.0 at step 2. c:
+	// 0.9 within the best third of 1.0 and 1.4. d: 1.45 outside it of 0.9,
+	// 1.0 and 1.4. e: best everywhere. f: 1.3, outside.
+	want := map[string]ledger.State{"a": "succeeded", "b": "pruned", "c": "succeeded", "d": "pruned", "e": "succeeded", "f": "pruned"}
+	wantRungs := map[string]string{"a": "[0 1]", "b": "[0]", "c": "[0 1]", "d": "[0]", "e": "[0 1]", "f": "[0]"}
+	for name, st := range want {
+		if states[name] != st || fmtInts(rungs[name]) != wantRungs[name] {
+			t.Errorf("run %s: %s, judged at rungs %v; want %s at %s", name, states[name], rungs[name], st, wantRungs[name])
+		}
+	}
+	if code, stdout, _ := runCLI(t, "status", out); code != exitOK || !strings.Contains(stdout, "3 succeeded, 3 pruned, 0 failed") {
+		t.Errorf("status: exit %d\n%s", code, stdout)
+	}
+	if code, stdout, _ := runCLI(t, "status", "--runs", out); code != exitOK || strings.Count(stdout, ",pruned,") != 3 {
+		t.Errorf("status --runs: exit %d\n%s", code, stdout)
+	}
+	code, _, stderr = runCLI(t, args...)
+	if code != exitOK || !strings.Contains(stderr, "nothing left to run: skipped 6 runs done before: 3 succeeded, 3 pruned") {
+		t.Errorf("rerun: exit %d\n%s", code, stderr)
+	}
+	// The report's chart of the runs by rung: 9 judgements, 3 of them
+	// stops; drawn, where a browser is here.
+	if code, _, stderr := runCLI(t, "report", out); code != exitOK {
+		t.Fatalf("report: exit %d\n%s", code, stderr)
+	}
+	page, _ := os.ReadFile(filepath.Join(out, "report.html"))
+	_, data, _ := strings.Cut(string(page), `<script type="application/json" id="data">`)
+	data, _, _ = strings.Cut(data, "</script>")
+	var doc struct {
+		Rungs      [][4]any
+		RungMetric string
+	}
+	if err := json.Unmarshal([]byte(data), &doc); err != nil || len(doc.Rungs) != 9 || doc.RungMetric != "loss" {
+		t.Errorf("the report's judgements: %v, %d, %q; want 9 by loss", err, len(doc.Rungs), doc.RungMetric)
+	}
+	stops := 0
+	for _, r := range doc.Rungs {
+		if r[3] == true {
+			stops++
+		}
+	}
+	if stops != 3 {
+		t.Errorf("the report has %d stops among its judgements, want 3", stops)
+	}
+	if chromium, err := exec.LookPath("chromium"); err == nil {
+		dom, err := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+			"--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", "file://"+filepath.Join(out, "report.html")).Output()
+		if err != nil || !strings.Contains(string(dom), `data-judged="9"`) || !strings.Contains(string(dom), `data-pruned="3"`) {
+			t.Errorf("the chart of runs by rung is not drawn with 9 judgements, 3 pruned (%v)", err)
+		}
+	}
+}
+
+func fmtInts(v []int) string {
+	b, _ := json.Marshal(v)
+	return strings.ReplaceAll(string(b), ",", " ")
+}
+
+// TestPruneKill9: nodepack is killed with SIGKILL while a run it judged at
+// the first rung still runs; the rerun replays the rung records: the runs
+// it judged keep their fate (a pruned run is not run again), the run it
+// killed runs again and is judged at the rungs it was not judged at, none
+// twice at a rung, and the policy decides as it would have in one piece.
+func TestPruneKill9(t *testing.T) {
+	dir := t.TempDir()
+	levels := map[string]float64{"a": 0.5, "b": 0.9, "gate": 0.2, "d": 0.95}
+	params, script := pruneSweep(t, dir, levels, []string{"a", "b", "gate", "d"})
+	out := filepath.Join(dir, "out")
+	args := []string{"run", "-q", "--gpus", "none", "-j", "1", "--prune", "loss:min,first=2,max=8,every=20ms", "-o", out, "--params", params, "--", "bash", script}
+	cmd := nodepackCommand(t, nil, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(dir, "waiting")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the gate run never reached step 3")
+		}
+	}
+	// Its step 3 is judged (rung 0, step 2) within a poll or two.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, rungs := pruneLedger(t, out); len(rungs["gate"]) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	states, rungs := pruneLedger(t, out)
+	if states["a"] != "succeeded" || states["b"] != "pruned" || fmtInts(rungs["gate"]) != "[0]" {
+		t.Fatalf("before the kill: %v, rungs %v", states, rungs)
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	code, _, stderr := runCLI(t, args...)
+	if code != exitOK {
+		t.Fatalf("rerun: exit %d\n%s", code, stderr)
+	}
+	states, rungs = pruneLedger(t, out)
+	// gate (best) ran again and was judged at rung 1 only; d, 1.45 at
+	// step 2 against 0.7, 1.0 and 1.4, is pruned as it would have been.
+	want := map[string]ledger.State{"a": "succeeded", "b": "pruned", "gate": "succeeded", "d": "pruned"}
+	wantRungs := map[string]string{"a": "[0 1]", "b": "[0]", "gate": "[0 1]", "d": "[0]"}
+	for name, st := range want {
+		if states[name] != st || fmtInts(rungs[name]) != wantRungs[name] {
+			t.Errorf("run %s: %s, judged at rungs %v; want %s at %s", name, states[name], rungs[name], st, wantRungs[name])
+		}
+	}
+	if !strings.Contains(stderr, "skipped 2 runs done before: 1 succeeded, 1 pruned") {
+		t.Errorf("rerun:\n%s", stderr)
+	}
+}

@@ -1,0 +1,186 @@
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Prune is the early-stopping policy: successive halving in the
+// asynchronous stopping form of ASHA (Li et al., MLSys 2020), over the
+// per-step metric the runs report. Its rungs are the steps FirstStep,
+// FirstStep×Eta, FirstStep×Eta², … below MaxStep. When a run reports the
+// metric at a step that reaches a rung it was not judged at yet, its
+// value is compared with the values every run that reached that rung
+// before recorded there: outside the best 1/Eta of them (worse than their
+// (1-1/Eta) quantile, in the metric's better direction) it is stopped;
+// either way its value joins the rung's. No rung waits to fill: the first
+// run at a rung always goes on. With Median, the cutoff is the median of
+// the rung's values instead (the median stopping rule).
+//
+// A value that is not a finite number (a loss that went NaN) is worse
+// than any: the run stops at its rung. A run that never reports the
+// metric is never judged.
+type Prune struct {
+	Metric string
+	// Max says higher values are better (an accuracy); else lower (a
+	// loss).
+	Max bool
+	// Eta is the reduction factor, at least 2; zero means 3.
+	Eta int
+	// FirstStep is the first rung's step, more than 0; zero means 1.
+	FirstStep float64
+	// MaxStep is a run's last step, its budget: no rung at or past it.
+	// Zero means no limit.
+	MaxStep float64
+	// Median judges by the median of the rung's values, not its best
+	// 1/Eta.
+	Median bool
+}
+
+// Judgement is the decision taken on one run at one rung.
+type Judgement struct {
+	Run    string  // the run's id
+	Metric string  // the policy's metric
+	Rung   int     // from 0
+	Step   float64 // the rung's step
+	At     float64 // the step the run reported, at or past Step
+	Value  float64 // its metric there
+	Cutoff float64 // what it was compared with; NaN when no run reached the rung before
+	Others int     // how many runs reached the rung before
+	Stop   bool
+}
+
+// Pruner is the state of a Prune policy: the values recorded at each
+// rung, and the rungs each run was judged at. It keys runs by their ids,
+// so that a resumed sweep replays the judgements of its earlier sessions
+// (Replay) and judges the same way. Like a Scheduler, a Pruner is not
+// safe for concurrent use.
+type Pruner struct {
+	cfg    Prune
+	rungs  []float64   // their steps
+	values [][]float64 // per rung, the values recorded there, sorted
+	judged map[string]int
+}
+
+// NewPruner returns the state of policy p, with no value recorded.
+func NewPruner(p Prune) (*Pruner, error) {
+	if p.Eta == 0 {
+		p.Eta = 3
+	}
+	if p.FirstStep == 0 {
+		p.FirstStep = 1
+	}
+	switch {
+	case p.Metric == "":
+		return nil, errors.New("prune: no metric to judge runs by")
+	case p.Eta < 2:
+		return nil, fmt.Errorf("prune: eta %d: want at least 2", p.Eta)
+	case p.FirstStep < 0 || math.IsNaN(p.FirstStep) || math.IsInf(p.FirstStep, 0):
+		return nil, fmt.Errorf("prune: first rung at step %v: want a step above 0", p.FirstStep)
+	case p.MaxStep < 0 || p.MaxStep != 0 && p.MaxStep <= p.FirstStep:
+		return nil, fmt.Errorf("prune: last step %v: want one past the first rung's step %v", p.MaxStep, p.FirstStep)
+	}
+	pr := &Pruner{cfg: p, judged: map[string]int{}}
+	for step := p.FirstStep; (p.MaxStep == 0 || step < p.MaxStep) && len(pr.rungs) < 64; step *= float64(p.Eta) {
+		pr.rungs = append(pr.rungs, step)
+	}
+	pr.values = make([][]float64, len(pr.rungs))
+	return pr, nil
+}
+
+// Config returns the policy, its defaults filled in.
+func (p *Pruner) Config() Prune { return p.cfg }
+
+// Rungs returns the rungs' steps.
+func (p *Pruner) Rungs() []float64 { return slices.Clone(p.rungs) }
+
+// Judge takes run's value of the metric at step and judges it at every
+// rung the step reaches that it was not judged at yet, in order, until
+// one stops it. It returns those judgements; none when the step reaches
+// no new rung (a step reported twice, or between rungs).
+func (p *Pruner) Judge(run string, step, value float64) []Judgement {
+	var out []Judgement
+	next, ok := p.judged[run]
+	if !ok {
+		next = 0
+	} else {
+		next++
+	}
+	for i := next; i < len(p.rungs) && step >= p.rungs[i]; i++ {
+		j := p.judge(run, i, step, value)
+		out = append(out, j)
+		if j.Stop {
+			break
+		}
+	}
+	return out
+}
+
+// judge judges run at rung i and records its value there.
+func (p *Pruner) judge(run string, i int, step, value float64) Judgement {
+	vals := p.values[i]
+	j := Judgement{Run: run, Metric: p.cfg.Metric, Rung: i, Step: p.rungs[i], At: step, Value: value, Cutoff: math.NaN(), Others: len(vals)}
+	finite := !math.IsNaN(value) && !math.IsInf(value, 0)
+	switch {
+	case !finite:
+		j.Stop = true
+	case len(vals) > 0:
+		j.Cutoff = p.cutoff(vals)
+		if p.cfg.Max {
+			j.Stop = value < j.Cutoff
+		} else {
+			j.Stop = value > j.Cutoff
+		}
+	}
+	p.record(j)
+	return j
+}
+
+// cutoff is the value a run at a rung must match, given the values of the
+// runs before it there (sorted): the (1-1/Eta) quantile in the better
+// direction, or the median.
+func (p *Pruner) cutoff(vals []float64) float64 {
+	q := 0.5
+	if !p.cfg.Median {
+		q = 1 / float64(p.cfg.Eta) // the best 1/Eta of low values lie below it
+		if p.cfg.Max {
+			q = 1 - q
+		}
+	}
+	pos := q * float64(len(vals)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(vals)-1)
+	return vals[lo] + (vals[hi]-vals[lo])*(pos-float64(lo))
+}
+
+// record notes that run was judged at rung j.Rung with j.Value.
+func (p *Pruner) record(j Judgement) {
+	if prev, ok := p.judged[j.Run]; !ok || j.Rung > prev {
+		p.judged[j.Run] = j.Rung
+	}
+	if !math.IsNaN(j.Value) && !math.IsInf(j.Value, 0) {
+		vals := p.values[j.Rung]
+		at, _ := slices.BinarySearch(vals, j.Value)
+		p.values[j.Rung] = slices.Insert(vals, at, j.Value)
+	}
+}
+
+// Replay takes a judgement an earlier session recorded: its value joins
+// its rung's, and its run is not judged at that rung again. A judgement
+// of a rung this policy does not have (the sweep's --prune changed) is
+// left out.
+func (p *Pruner) Replay(j Judgement) {
+	if j.Rung < 0 || j.Rung >= len(p.rungs) || p.rungs[j.Rung] != j.Step {
+		return
+	}
+	p.record(j)
+}
+
+// Judged returns the last rung run was judged at, and whether it was
+// judged at all.
+func (p *Pruner) Judged(run string) (int, bool) {
+	i, ok := p.judged[run]
+	return i, ok
+}

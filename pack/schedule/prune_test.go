@@ -1,0 +1,145 @@
+package schedule
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+// report is one metric report of a run in a pruning table case.
+type report struct {
+	run   string
+	step  float64
+	value float64
+}
+
+// TestPrune: the pruning policy as table cases, each a sequence of
+// reports and the judgements it must give, written run@rung:value/stop
+// (or go), cutoffs aside.
+func TestPrune(t *testing.T) {
+	nan := math.NaN()
+	tests := []struct {
+		description string
+		prune       Prune
+		reports     []report
+		want        string // the judgements, in order
+	}{
+		{"the first run at a rung goes on; a worse one after it is stopped (eta 3: the best third go on)",
+			Prune{Metric: "loss", FirstStep: 10, MaxStep: 100},
+			[]report{{"a", 10, 0.5}, {"b", 10, 0.9}, {"c", 10, 0.4}},
+			"a@0:0.5/go b@0:0.9/stop c@0:0.4/go"},
+		{"a step between rungs judges nothing; the first step past a rung is judged with its value",
+			Prune{Metric: "loss", FirstStep: 10, MaxStep: 100},
+			[]report{{"a", 5, 0.9}, {"a", 12, 0.7}, {"a", 20, 0.6}},
+			"a@0:0.7/go"},
+		{"the same step twice is judged once",
+			Prune{Metric: "loss", FirstStep: 10, MaxStep: 100},
+			[]report{{"a", 10, 0.5}, {"b", 10, 0.6}, {"a", 10, 0.1}, {"b", 10, 0.1}},
+			"a@0:0.5/go b@0:0.6/stop"},
+		{"steps skipped: a run that jumps past two rungs is judged at each, in order, until one stops it",
+			Prune{Metric: "loss", FirstStep: 10, MaxStep: 1000},
+			[]report{{"a", 10, 0.5}, {"a", 30, 0.3}, {"b", 35, 0.9}},
+			"a@0:0.5/go a@1:0.3/go b@0:0.9/stop"},
+		{"rungs filled out of order: a later rung's first run goes on, whatever the earlier rung holds",
+			Prune{Metric: "loss", FirstStep: 10, MaxStep: 1000},
+			[]report{{"a", 30, 0.8}, {"b", 10, 0.1}, {"c", 10, 0.2}, {"b", 30, 0.05}},
+			// c: 0.2 is within the best third of 0.1 and 0.8 (cutoff 0.33).
+			"a@0:0.8/go a@1:0.8/go b@0:0.1/go c@0:0.2/go b@1:0.05/go"},
+		{"a tie with the cutoff goes on",
+			Prune{Metric: "loss", FirstStep: 1, Eta: 2, MaxStep: 10},
+			[]report{{"a", 1, 0.5}, {"b", 1, 0.5}},
+			"a@0:0.5/go b@0:0.5/go"},
+		{"a run that ends before the first rung is never judged",
+			Prune{Metric: "loss", FirstStep: 100, MaxStep: 1000},
+			[]report{{"a", 10, 0.9}, {"a", 99, 0.8}},
+			""},
+		{"eta 2: the better half goes on (cutoff: the median of the runs before)",
+			Prune{Metric: "loss", FirstStep: 1, Eta: 2, MaxStep: 10},
+			[]report{{"a", 1, 1}, {"b", 1, 2}, {"c", 1, 3}, {"d", 1, 1.4}, {"e", 1, 1.6}, {"f", 1, 1.8}},
+			// e: the median of 1, 1.4, 2 and 3 is 1.7; f: of 1, 1.4, 1.6, 2 and 3, 1.6.
+			"a@0:1/go b@0:2/stop c@0:3/stop d@0:1.4/go e@0:1.6/go f@0:1.8/stop"},
+		{"eta 4: only the best quarter goes on",
+			Prune{Metric: "loss", FirstStep: 1, Eta: 4, MaxStep: 100},
+			[]report{{"a", 1, 1}, {"b", 1, 2}, {"c", 1, 3}, {"d", 1, 4}, {"e", 1, 1.4}, {"f", 1, 1.9}},
+			// e: the first quartile of 1 to 4 is 1.75; f: of 1, 1.4, 2, 3, 4, 1.4.
+			"a@0:1/go b@0:2/stop c@0:3/stop d@0:4/stop e@0:1.4/go f@0:1.9/stop"},
+		{"higher is better: an accuracy",
+			Prune{Metric: "acc", Max: true, FirstStep: 1, Eta: 2, MaxStep: 10},
+			[]report{{"a", 1, 0.5}, {"b", 1, 0.4}, {"c", 1, 0.9}},
+			"a@0:0.5/go b@0:0.4/stop c@0:0.9/go"},
+		{"no rung at or past the last step: the run's budget",
+			Prune{Metric: "loss", FirstStep: 10, Eta: 3, MaxStep: 90},
+			[]report{{"a", 10, 1}, {"a", 30, 1}, {"a", 90, 1}, {"a", 270, 1}},
+			"a@0:1/go a@1:1/go"},
+		{"a NaN stops its run at the rung, and is not a value others are judged by",
+			Prune{Metric: "loss", FirstStep: 1, MaxStep: 10},
+			[]report{{"a", 1, nan}, {"b", 1, 5}, {"c", 1, 9}},
+			"a@0:NaN/stop b@0:5/go c@0:9/stop"},
+		{"the median rule",
+			Prune{Metric: "loss", FirstStep: 1, Median: true, MaxStep: 10},
+			[]report{{"a", 1, 1}, {"b", 1, 3}, {"c", 1, 1.9}, {"d", 1, 2.1}},
+			"a@0:1/go b@0:3/stop c@0:1.9/go d@0:2.1/stop"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			p, err := NewPruner(tc.prune)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range tc.reports {
+				for _, j := range p.Judge(r.run, r.step, r.value) {
+					got = append(got, fmt.Sprintf("%s@%d:%v/%s", j.Run, j.Rung, j.Value, map[bool]string{true: "stop", false: "go"}[j.Stop]))
+				}
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Errorf("judgements\n  %s\nwant\n  %s", strings.Join(got, " "), tc.want)
+			}
+		})
+	}
+}
+
+// TestPruneReplay: a pruner that replays the judgements of another makes
+// the same decisions from there on, and does not judge a run again at a
+// rung it was judged at (an interrupted run that runs again is judged at
+// its next rungs only).
+func TestPruneReplay(t *testing.T) {
+	cfg := Prune{Metric: "loss", FirstStep: 10, MaxStep: 1000}
+	first, _ := NewPruner(cfg)
+	var recorded []Judgement
+	for _, r := range []report{{"a", 10, 0.5}, {"b", 10, 0.7}, {"c", 10, 0.45}, {"a", 30, 0.4}} {
+		recorded = append(recorded, first.Judge(r.run, r.step, r.value)...)
+	}
+	again, _ := NewPruner(cfg)
+	for _, j := range recorded {
+		again.Replay(j)
+	}
+	for _, r := range []report{{"c", 10, 0.1}, {"c", 30, 0.39}, {"d", 10, 0.9}, {"d", 10, 0.3}} {
+		a, b := first.Judge(r.run, r.step, r.value), again.Judge(r.run, r.step, r.value)
+		if fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Errorf("after %+v: the first pruner judged %+v, the replayed one %+v", r, a, b)
+		}
+	}
+	if got := again.Judge("a", 30, 9); len(got) != 0 {
+		t.Errorf("a was judged at rung 1 before: judged again %+v", got)
+	}
+	// A rung the policy does not have is left out.
+	other, _ := NewPruner(Prune{Metric: "loss", FirstStep: 5, MaxStep: 1000})
+	other.Replay(recorded[0])
+	if _, ok := other.Judged("a"); ok {
+		t.Error("a judgement at another policy's rung was replayed")
+	}
+}
+
+func TestNewPrunerRefuses(t *testing.T) {
+	for _, p := range []Prune{{}, {Metric: "loss", Eta: 1}, {Metric: "loss", FirstStep: -1}, {Metric: "loss", FirstStep: 10, MaxStep: 10}} {
+		if _, err := NewPruner(p); err == nil {
+			t.Errorf("NewPruner(%+v) took it", p)
+		}
+	}
+	p, _ := NewPruner(Prune{Metric: "loss", FirstStep: 100, MaxStep: 2700})
+	if got := fmt.Sprint(p.Rungs()); got != "[100 300 900]" {
+		t.Errorf("rungs %s, want [100 300 900]", got)
+	}
+}

@@ -1,0 +1,136 @@
+package execute
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nodepack/nodepack/pack/schedule"
+	"github.com/nodepack/nodepack/runner/metrics"
+	"github.com/nodepack/nodepack/runner/run"
+)
+
+// DefaultPruneInterval is how often a running attempt's metrics are read
+// for pruning when Options.PruneInterval is zero.
+const DefaultPruneInterval = time.Second
+
+// pruning is the pruning policy of a sweep, shared by its attempts.
+type pruning struct {
+	mu       sync.Mutex
+	pruner   *schedule.Pruner
+	first    float64 // the first rung's step
+	interval time.Duration
+	patterns []metrics.Pattern
+	// seen says a run reported the metric; past records whether a run
+	// reported any metric at a step past the first rung (which, and the
+	// names it reported), for the note that says the metric is nowhere.
+	seen, noted bool
+	names       map[string]bool
+}
+
+func newPruning(opts Options) (*pruning, error) {
+	p, err := schedule.NewPruner(*opts.Prune)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range opts.Judgements {
+		p.Replay(j)
+	}
+	interval := opts.PruneInterval
+	if interval <= 0 {
+		interval = DefaultPruneInterval
+	}
+	return &pruning{pruner: p, first: p.Rungs()[0], interval: interval, patterns: opts.Metrics, names: map[string]bool{}}, nil
+}
+
+// watchMetrics reads the metrics of the attempt ev as it runs, every
+// pruning interval, and has the pruning policy judge each new value of its
+// metric: each judgement is a Judged event, and a run judged out is
+// stopped (st) and ends Pruned. It returns the function that stops the
+// watch, once the attempt's process has exited.
+func (e *Execution) watchMetrics(ev run.Event, runDir string, st *runStop) (stop func()) {
+	pr := e.pruning
+	if pr == nil || runDir == "" {
+		return func() {}
+	}
+	readers := []*metrics.Reader{{Path: filepath.Join(runDir, metrics.FileName)}}
+	if len(pr.patterns) > 0 && ev.Stdout != "" {
+		readers = append(readers, &metrics.Reader{Path: ev.Stdout, Patterns: pr.patterns})
+	}
+	metric := pr.pruner.Config().Metric
+	done, finished := make(chan struct{}), make(chan struct{})
+	mine := false // this attempt reported the metric
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(pr.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			var points []metrics.Point
+			for _, r := range readers {
+				r.Read(false, func(p metrics.Point) { points = append(points, p) }) // a file it cannot read yet has no points
+			}
+			for _, p := range points {
+				if p.Name != metric {
+					pr.sawOther(p, e)
+					continue
+				}
+				pr.mu.Lock()
+				pr.seen, mine = true, true
+				judged := pr.pruner.Judge(ev.Run.ID, p.Step, p.Value)
+				pr.mu.Unlock()
+				for _, j := range judged {
+					e.emit(run.Event{Kind: run.Judged, Run: ev.Run, Attempt: ev.Attempt, Lane: ev.Lane, Place: ev.Place,
+						Stdout: ev.Stdout, Stderr: ev.Stderr, Start: time.Now(), Judgement: &j})
+					if j.Stop {
+						e.stopRun(st, run.Pruned)
+						return
+					}
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		pr.mu.Lock()
+		send := !mine && !pr.seen && !pr.noted
+		pr.noted = pr.noted || send
+		pr.mu.Unlock()
+		if send && e.opts.OnPruneNote != nil {
+			e.opts.OnPruneNote(fmt.Sprintf("%s ended without reporting %s, and no run has reported it so far: a run that reports no %s is never pruned (a misspelt name?)",
+				ev.Run.Origin, metric, metric))
+		}
+	}
+}
+
+// sawOther notes a value of another metric than the policy's: once a run
+// reported one past the first rung while no run reported the policy's
+// metric, the note that it may be misspelt is sent, once.
+func (pr *pruning) sawOther(p metrics.Point, e *Execution) {
+	pr.mu.Lock()
+	pr.names[p.Name] = true
+	send := !pr.seen && !pr.noted && p.Step >= pr.first
+	if send {
+		pr.noted = true
+	}
+	names := slices.Sorted(func(yield func(string) bool) {
+		for n := range pr.names {
+			if !yield(n) {
+				return
+			}
+		}
+	})
+	pr.mu.Unlock()
+	if send && e.opts.OnPruneNote != nil {
+		e.opts.OnPruneNote(fmt.Sprintf("pruning judges runs by %s, which no run has reported by step %v, the first rung (they report %s): a misspelt name? No run is pruned until one reports it",
+			pr.pruner.Config().Metric, pr.first, strings.Join(names, ", ")))
+	}
+}
