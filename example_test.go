@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/nodepack/nodepack"
+	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/runner"
+	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
@@ -29,4 +32,31 @@ func Example() {
 	// Output:
 	// 3 ran, 0 skipped as done before, error <nil>
 	// 0 ran, 3 skipped as done before, error <nil>
+}
+
+// Example_prune stops runs early: four learning rates, one run at a time
+// here so that the judgements come in a known order, each run appending
+// its loss per step to the file $NODEPACK_METRICS names. At steps 2 and 6
+// (first 2, eta 3, last step 8) a run outside the best third of those
+// that reached the step before is stopped: it is pruned, neither failed
+// nor run again, and its CPUs go to the next run at once.
+func Example_prune() {
+	out, err := os.MkdirTemp("", "nodepack-example-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(out)
+	// The training script's side: one line per step (braces doubled: a
+	// sweep's command fills in {placeholders}).
+	train := `level=${1#level=}; for step in 1 2 3 4 5 6 7 8; do
+  echo "{{\"step\": $step, \"loss\": $(awk "BEGIN {{ print $level + 1 / $step }}")}}" >> "$NODEPACK_METRICS"; sleep 0.05
+done`
+	opts := nodepack.Options{Options: runner.Options{Output: out,
+		Source:  sweep.Spec{Hydra: true, Command: []string{"bash", "-c", train, "train", "level=0.5,0.9,0.3,0.8"}},
+		Execute: execute.Options{Parallel: 1, Prune: &schedule.Prune{Metric: "loss", FirstStep: 2, MaxStep: 8}, PruneInterval: 20 * time.Millisecond}}}
+	o, err := nodepack.Run(context.Background(), opts)
+	fmt.Printf("%d ran to their last step, %d pruned, error %v\n", o.Summary.Succeeded, o.Summary.Pruned, err)
+	// Output:
+	// 2 ran to their last step, 2 pruned, error <nil>
 }

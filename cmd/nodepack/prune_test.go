@@ -193,3 +193,15 @@ func TestPruneKill9(t *testing.T) {
 		t.Errorf("rerun:\n%s", stderr)
 	}
 }
+
+// TestPruneMisspeltMetricSaid: runs that report loss under --prune los
+// are never pruned, and the sweep says why, once.
+func TestPruneMisspeltMetricSaid(t *testing.T) {
+	dir := t.TempDir()
+	params, script := pruneSweep(t, dir, map[string]float64{"a": 0.5, "b": 0.9}, []string{"a", "b"})
+	out := filepath.Join(dir, "out")
+	code, _, stderr := runCLI(t, "run", "-q", "--gpus", "none", "-j", "1", "--prune", "los:min,first=2,max=8,every=20ms", "-o", out, "--params", params, "--", "bash", script)
+	if code != exitOK || strings.Count(stderr, "pruning judges runs by los, which no run has reported") != 1 || !strings.Contains(stderr, "(they report loss)") || !strings.Contains(stderr, "2 runs: 2 succeeded, 0 failed") {
+		t.Errorf("exit %d, want 0, nothing pruned and one note naming loss:\n%s", code, stderr)
+	}
+}
