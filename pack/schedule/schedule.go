@@ -44,6 +44,10 @@
 //   - MaxFailures: once that many runs have failed, nothing more starts.
 //   - Deadlines: nothing starts at or after the drain deadline; at the
 //     terminate deadline the caller stops the running runs.
+//   - Early stopping (Prune, a Pruner of its own): at each rung of steps
+//     FirstStep×Eta^i, a run whose metric is outside the best 1/Eta of
+//     the runs that reached the rung before is stopped, asynchronously
+//     (ASHA's stopping form); table cases in prune_test.go.
 //
 // A Scheduler is not safe for concurrent use: one goroutine, or one mutex,
 // drives it. The pack.Allocator under it is its own.
