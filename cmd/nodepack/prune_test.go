@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/runner/ledger"
 )
 
@@ -204,4 +205,64 @@ func TestPruneMisspeltMetricSaid(t *testing.T) {
 	if code != exitOK || strings.Count(stderr, "pruning judges runs by los, which no run has reported") != 1 || !strings.Contains(stderr, "(they report loss)") || !strings.Contains(stderr, "2 runs: 2 succeeded, 0 failed") {
 		t.Errorf("exit %d, want 0, nothing pruned and one note naming loss:\n%s", code, stderr)
 	}
+}
+
+// TestPruneBadSpec: a --prune the policy cannot use exits 2 with one line
+// that names the flag and the problem, before any run starts.
+func TestPruneBadSpec(t *testing.T) {
+	tests := []struct {
+		description string
+		spec        string
+		want        string
+	}{
+		{"no metric", ":min", "want METRIC[:min|max]"},
+		{"a direction that is none", "loss:down", `want loss:min or loss:max`},
+		{"eta below 2", "loss,eta=1", "eta 1: want at least 2"},
+		{"eta not a number", "loss,eta=three", "eta=three"},
+		{"a last step at the first rung", "loss,first=10,max=10", "last step 10"},
+		{"a last step that is no number", "loss,max=nan", "last step NaN"},
+		{"an infinite last step", "loss,max=inf", "last step +Inf"},
+		{"an infinite first rung", "loss,first=inf", "first rung at step +Inf"},
+		{"an unknown key", "loss,rungs=3", `unknown key "rungs"`},
+		{"a rule that is none", "loss,rule=hyperband", "want asha or median"},
+		{"an interval of zero", "loss,every=0s", "want a duration above 0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			dir := t.TempDir()
+			ran := filepath.Join(dir, "ran")
+			tasks := writeFile(t, dir, "tasks.txt", "touch "+ran+"\n")
+			code, _, stderr := runCLI(t, "run", "-q", "--prune", tc.spec, "-o", filepath.Join(dir, "out"), tasks)
+			if code != exitUsage || !strings.Contains(stderr, "--prune") || !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+				t.Errorf("--prune %s: exit %d, %q; want exit 2, one line naming --prune and saying %q", tc.spec, code, stderr, tc.want)
+			}
+			if _, err := os.Stat(ran); err == nil {
+				t.Errorf("--prune %s: the run ran", tc.spec)
+			}
+		})
+	}
+}
+
+// FuzzPruneFlag: any --prune either is refused with an error or gives a
+// policy with rungs that judges any report without panicking.
+func FuzzPruneFlag(f *testing.F) {
+	for _, s := range []string{"loss:min,first=100,max=2700", "acc:max,eta=2,rule=median,every=2s", "loss,max=nan", "loss,first=1e300,eta=1000000", ":", "loss,,"} {
+		f.Add(s, 3.0, 0.5)
+	}
+	f.Fuzz(func(t *testing.T, spec string, step, value float64) {
+		var p *schedule.Prune
+		var every time.Duration
+		if err := (pruneFlag{&p, &every}).Set(spec); err != nil {
+			return
+		}
+		pr, err := schedule.NewPruner(*p)
+		if err != nil {
+			t.Fatalf("--prune %q was taken, and NewPruner refuses it: %v", spec, err)
+		}
+		if len(pr.Rungs()) == 0 {
+			t.Fatalf("--prune %q was taken and has no rung", spec)
+		}
+		pr.Judge("a", step, value)
+		pr.Judge("b", step, value)
+	})
 }

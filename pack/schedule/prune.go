@@ -79,11 +79,11 @@ func NewPruner(p Prune) (*Pruner, error) {
 		return nil, fmt.Errorf("prune: eta %d: want at least 2", p.Eta)
 	case p.FirstStep < 0 || math.IsNaN(p.FirstStep) || math.IsInf(p.FirstStep, 0):
 		return nil, fmt.Errorf("prune: first rung at step %v: want a step above 0", p.FirstStep)
-	case p.MaxStep < 0 || p.MaxStep != 0 && p.MaxStep <= p.FirstStep:
+	case math.IsNaN(p.MaxStep) || math.IsInf(p.MaxStep, 0) || p.MaxStep < 0 || p.MaxStep != 0 && p.MaxStep <= p.FirstStep:
 		return nil, fmt.Errorf("prune: last step %v: want one past the first rung's step %v", p.MaxStep, p.FirstStep)
 	}
 	pr := &Pruner{cfg: p, judged: map[string]int{}}
-	for step := p.FirstStep; (p.MaxStep == 0 || step < p.MaxStep) && len(pr.rungs) < 64; step *= float64(p.Eta) {
+	for step := p.FirstStep; (p.MaxStep == 0 || step < p.MaxStep) && !math.IsInf(step, 0) && len(pr.rungs) < 64; step *= float64(p.Eta) {
 		pr.rungs = append(pr.rungs, step)
 	}
 	pr.values = make([][]float64, len(pr.rungs))
@@ -169,10 +169,11 @@ func (p *Pruner) record(j Judgement) {
 
 // Replay takes a judgement an earlier session recorded: its value joins
 // its rung's, and its run is not judged at that rung again. A judgement
-// of a rung this policy does not have (the sweep's --prune changed) is
-// left out.
+// of another metric, or of a rung this policy does not have (the policy
+// changed between sessions), is left out: its value is no value of this
+// policy's rungs.
 func (p *Pruner) Replay(j Judgement) {
-	if j.Rung < 0 || j.Rung >= len(p.rungs) || p.rungs[j.Rung] != j.Step {
+	if j.Metric != p.cfg.Metric || j.Rung < 0 || j.Rung >= len(p.rungs) || p.rungs[j.Rung] != j.Step {
 		return
 	}
 	p.record(j)

@@ -130,10 +130,23 @@ func TestPruneReplay(t *testing.T) {
 	if _, ok := other.Judged("a"); ok {
 		t.Error("a judgement at another policy's rung was replayed")
 	}
+	// So is a judgement of another metric at the same rungs: a loss is no
+	// accuracy.
+	acc, _ := NewPruner(Prune{Metric: "acc", Max: true, FirstStep: 10, MaxStep: 1000})
+	for _, j := range recorded {
+		acc.Replay(j)
+	}
+	if _, ok := acc.Judged("a"); ok {
+		t.Error("a judgement of loss was replayed into a policy that judges acc")
+	}
+	if got := acc.Judge("e", 10, 0.1); len(got) != 1 || got[0].Others != 0 || got[0].Stop {
+		t.Errorf("the first acc at rung 0 was judged %+v: want against no other value, and on", got)
+	}
 }
 
 func TestNewPrunerRefuses(t *testing.T) {
-	for _, p := range []Prune{{}, {Metric: "loss", Eta: 1}, {Metric: "loss", FirstStep: -1}, {Metric: "loss", FirstStep: 10, MaxStep: 10}} {
+	for _, p := range []Prune{{}, {Metric: "loss", Eta: 1}, {Metric: "loss", FirstStep: -1}, {Metric: "loss", FirstStep: 10, MaxStep: 10},
+		{Metric: "loss", MaxStep: math.NaN()}, {Metric: "loss", MaxStep: math.Inf(1)}, {Metric: "loss", FirstStep: math.Inf(1)}} {
 		if _, err := NewPruner(p); err == nil {
 			t.Errorf("NewPruner(%+v) took it", p)
 		}
@@ -141,5 +154,10 @@ func TestNewPrunerRefuses(t *testing.T) {
 	p, _ := NewPruner(Prune{Metric: "loss", FirstStep: 100, MaxStep: 2700})
 	if got := fmt.Sprint(p.Rungs()); got != "[100 300 900]" {
 		t.Errorf("rungs %s, want [100 300 900]", got)
+	}
+	// Without a last step, the rungs stop before they overflow.
+	p, _ = NewPruner(Prune{Metric: "loss", FirstStep: 1e300, Eta: 1 << 30})
+	if got := fmt.Sprint(p.Rungs()); got != "[1e+300]" {
+		t.Errorf("rungs %s, want [1e+300]", got)
 	}
 }
