@@ -2,6 +2,7 @@ package execute
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,9 +25,9 @@ type pruning struct {
 	first    float64 // the first rung's step
 	interval time.Duration
 	patterns []metrics.Pattern
-	// seen says a run reported the metric; past records whether a run
-	// reported any metric at a step past the first rung (which, and the
-	// names it reported), for the note that says the metric is nowhere.
+	// seen says a run reported the metric; noted that the note that no
+	// run reports it was sent; names are the other metrics the runs
+	// reported until one of the two, which that note lists.
 	seen, noted bool
 	names       map[string]bool
 }
@@ -116,18 +117,17 @@ func (e *Execution) watchMetrics(ev run.Event, runDir string, st *runStop) (stop
 // metric, the note that it may be misspelt is sent, once.
 func (pr *pruning) sawOther(p metrics.Point, e *Execution) {
 	pr.mu.Lock()
-	pr.names[p.Name] = true
-	send := !pr.seen && !pr.noted && p.Step >= pr.first
-	if send {
-		pr.noted = true
+	if pr.seen || pr.noted {
+		pr.mu.Unlock()
+		return
 	}
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range pr.names {
-			if !yield(n) {
-				return
-			}
-		}
-	})
+	pr.names[p.Name] = true
+	send := p.Step >= pr.first
+	pr.noted = send
+	var names []string
+	if send {
+		names = slices.Sorted(maps.Keys(pr.names))
+	}
 	pr.mu.Unlock()
 	if send && e.opts.OnPruneNote != nil {
 		e.opts.OnPruneNote(fmt.Sprintf("pruning judges runs by %s, which no run has reported by step %v, the first rung (they report %s): a misspelt name? No run is pruned until one reports it",
