@@ -428,16 +428,6 @@ func read(r io.Reader, name string, lean io.ReaderAt, each func(rec *Record, run
 // takes only the head of most) and, for a streamed log, the place of its
 // run (else -1).
 func (log *Log) add(line []byte, off int64, no int) (*Record, int, error) {
-	rec, err := log.fold(line, off, no)
-	at := -1
-	if log.stream && rec != nil && (rec.Type == TypeStarted || rec.Type == TypeFinished || rec.Type == typeRung) {
-		_, at = log.find(rec.ID)
-	}
-	return rec, at, err
-}
-
-// fold is add without the place of the run.
-func (log *Log) fold(line []byte, off int64, no int) (*Record, error) {
 	var h head
 	fast := false
 	if log.lean {
@@ -455,19 +445,19 @@ func (log *Log) fold(line []byte, off int64, no int) (*Record, error) {
 		if !log.decoder.decode(line, rec) {
 			*rec = Record{}
 			if err := json.Unmarshal(line, rec); err != nil {
-				return nil, fmt.Errorf("not a record: %w", err)
+				return nil, -1, fmt.Errorf("not a record: %w", err)
 			}
 		}
 		h = head{typ: []byte(rec.Type), id: []byte(rec.ID), reason: []byte(rec.Reason), attempt: rec.Attempt, retry: rec.Retry, exitCode: rec.ExitCode != nil}
 	}
 	typ := string(h.typ)
 	if typ != TypeHeader && len(log.Sessions) == 0 {
-		return nil, fmt.Errorf("%q record before the first header", typ)
+		return nil, -1, fmt.Errorf("%q record before the first header", typ)
 	}
 	switch typ {
 	case TypeHeader:
 		if rec.Format != Format {
-			return nil, fmt.Errorf("header format %q, want %q", rec.Format, Format)
+			return nil, -1, fmt.Errorf("header format %q, want %q", rec.Format, Format)
 		}
 		if log.End == nil && len(log.Sessions) > 0 {
 			log.MarkInterrupted() // the previous session was killed
@@ -484,35 +474,36 @@ func (log *Log) fold(line []byte, off int64, no int) (*Record, error) {
 				}
 			}
 		}
-		return rec, nil
+		return rec, -1, nil
 	case TypeEnd:
 		if log.End != nil {
-			return nil, errors.New("second end record in a session")
+			return nil, -1, errors.New("second end record in a session")
 		}
 		end := *rec
 		log.End = &end
-		return rec, nil
+		return rec, -1, nil
 	case typeGPUOut:
 		if len(rec.GPUs) != 1 {
-			return nil, errors.New("gpu_out record without its GPU")
+			return nil, -1, errors.New("gpu_out record without its GPU")
 		}
 		log.GPUsOut = append(log.GPUsOut, *rec)
-		return rec, nil
+		return rec, -1, nil
 	case typeRung:
 		if rec.Rung == nil || *rec.Rung < 0 || !run.ValidID(rec.ID) {
-			return nil, errors.New("rung record without its run or rung")
+			return nil, -1, errors.New("rung record without its run or rung")
 		}
 		log.judgements = append(log.judgements, judgementOf(rec))
-		return rec, nil
+		_, at := log.find(rec.ID)
+		return rec, at, nil
 	case TypeStarted, TypeFinished:
 	default:
-		return nil, fmt.Errorf("unknown record type %q", typ)
+		return nil, -1, fmt.Errorf("unknown record type %q", typ)
 	}
 	if log.End != nil {
-		return nil, fmt.Errorf("%q record after the session's end", typ)
+		return nil, -1, fmt.Errorf("%q record after the session's end", typ)
 	}
 	if !run.ValidID(string(h.id)) || h.attempt < 1 {
-		return nil, fmt.Errorf("%s record: bad run id %q or attempt %d", typ, h.id, h.attempt)
+		return nil, -1, fmt.Errorf("%s record: bad run id %q or attempt %d", typ, h.id, h.attempt)
 	}
 	r, at := log.find(string(h.id))
 	if r == nil {
@@ -544,10 +535,10 @@ func (log *Log) fold(line []byte, off int64, no int) (*Record, error) {
 	if typ == TypeStarted {
 		r.Started, r.started = rec, keep()
 		r.State = StateRunning
-		return rec, nil
+		return rec, at, nil
 	}
 	if !h.exitCode {
-		return nil, errors.New("finished record without exit_code")
+		return nil, -1, errors.New("finished record without exit_code")
 	}
 	r.Finished, r.finished = rec, keep()
 	switch run.Reason(h.reason) {
@@ -569,9 +560,9 @@ func (log *Log) fold(line []byte, off int64, no int) (*Record, error) {
 			r.Started, r.Finished, r.started, r.finished = nil, nil, kept{}, kept{}
 		}
 	default:
-		return nil, fmt.Errorf("finished record: unknown reason %q", h.reason)
+		return nil, -1, fmt.Errorf("finished record: unknown reason %q", h.reason)
 	}
-	return rec, nil
+	return rec, at, nil
 }
 
 // MarkInterrupted marks the runs that the last session left running as
