@@ -177,6 +177,21 @@ func TestRunsTableForPeople(t *testing.T) {
 	if code != exitOK || !strings.Contains(jsonText, `"duration_s": 2.272,`) {
 		t.Errorf("json: exit %d\n%s", code, jsonText)
 	}
+	// What --sort and --top cannot use exits 2, one line saying why.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sort", "loss:down"}, `--sort "loss:down": want COLUMN, COLUMN:min or COLUMN:max`},
+		{[]string{"--sort", "nosuch"}, "nosuch"},
+		{[]string{"--top", "-1"}, "--top -1: must not be negative"},
+		{[]string{"--format", "html"}, `--format "html": want table, csv or json`},
+	} {
+		code, stdout, stderr := runCLI(t, append(append([]string{"status", "--runs"}, tc.args...), dir)...)
+		if code != exitUsage || stdout != "" || !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("%v: exit %d, %q, %q; want exit 2 saying %q", tc.args, code, stdout, stderr, tc.want)
+		}
+	}
 }
 
 var updateGolden = flag.Bool("update-golden", false, "rewrite the golden files of cmd/nodepack's tests")

@@ -312,14 +312,8 @@ func printRuns(stdout, stderr io.Writer, o runsOptions) int {
 	}
 	var order, column string
 	if o.sort != "" {
-		var dir string
-		column, dir, _ = strings.Cut(o.sort, ":")
-		desc := results.HigherIsBetter(column)
-		switch dir {
-		case "":
-		case "min", "max":
-			desc = dir == "max"
-		default:
+		var desc, ok bool
+		if column, desc, ok = better(o.sort); !ok {
 			return usageErrorf(stderr, "status", "--sort %q: want COLUMN, COLUMN:min or COLUMN:max", o.sort)
 		}
 		if err := table.Sort(column, desc); err != nil {
