@@ -919,12 +919,20 @@ type runStop struct {
 }
 
 // begin marks the attempt as being stopped for reason and reports whether
-// this call did: the first reason is the one reported.
+// this call did: the first reason is the one reported. A process that
+// already exited by itself is not stopped, whatever came too late (a
+// timeout that fires, or a pruning judgement taken, as it exits): it ends
+// as its exit says.
 func (st *runStop) begin(reason run.Reason) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.reason != "" {
 		return false
+	}
+	select {
+	case <-st.p.exited:
+		return false
+	default:
 	}
 	st.reason = reason
 	return true
