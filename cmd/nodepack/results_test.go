@@ -195,3 +195,28 @@ func TestRunsTableForPeople(t *testing.T) {
 }
 
 var updateGolden = flag.Bool("update-golden", false, "rewrite the golden files of cmd/nodepack's tests")
+
+// TestDivergedRunIsRecorded: a run whose loss goes NaN, and that writes a
+// step that is no number, is recorded as it ended (succeeded, its loss
+// "nan"), not lost from the ledger; status, the results table and a rerun
+// all say it succeeded.
+func TestDivergedRunIsRecorded(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	tasks := writeFile(t, dir, "tasks.txt", `printf '{"step": 1, "loss": 1.5}\n{"step": Infinity, "loss": 1}\n{"step": 2, "loss": NaN}\n' >> "$NODEPACK_METRICS"`+"\n")
+	if code, _, stderr := runCLI(t, "run", "-q", "-o", out, tasks); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr := runCLI(t, "status", "--json", out)
+	if code != exitOK || !strings.Contains(stdout, `"succeeded": 1,`) {
+		t.Errorf("status: exit %d, %s%s", code, stdout, stderr)
+	}
+	code, csvText, _ := runCLI(t, "status", "--runs", out)
+	if code != exitOK || !strings.Contains(csvText, ",succeeded,") || !strings.Contains(csvText, ",nan") {
+		t.Errorf("results: exit %d\n%s", code, csvText)
+	}
+	code, stdout, stderr = runCLI(t, "run", "-o", out, tasks)
+	if code != exitOK || !strings.Contains(stdout+stderr, "nothing left to run: skipped 1 run done before: 1 succeeded") {
+		t.Errorf("a rerun: exit %d, %s%s", code, stdout, stderr)
+	}
+}

@@ -205,6 +205,9 @@ func (r *Reader) match(line []byte, each func(Point)) {
 				step = s
 			}
 		}
+		if !finite(step) {
+			continue // no step: not a point
+		}
 		r.steps[i] = step
 		each(Point{Step: step, Name: p.Name, Value: v})
 	}
@@ -322,6 +325,9 @@ func (r *Reader) object(line []byte, each func(Point)) bool {
 			continue // nor are lists, objects and booleans
 		}
 		if k == stepKey {
+			if !finite(f) {
+				return false // a step that is no number: not a line of points
+			}
 			step, hasStep = f, true
 			continue
 		}

@@ -13,6 +13,9 @@ import (
 
 func appendFile(t *testing.T, path, text string) {
 	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +55,8 @@ func TestReaderJSONLines(t *testing.T) {
 		{"Python's bare NaN and Infinity, not inside strings", `{"step": 3, "loss": NaN, "gn": -Infinity, "note": "NaN: Infinity"}` + "\n",
 			[]Point{{3, "loss", math.NaN()}, {3, "gn", math.Inf(-1)}}, 0, 0, false},
 		{"CRLF line ends", "{\"step\": 2, \"loss\": 1}\r\n", []Point{{2, "loss", 1}}, 0, 0, false},
+		{"a step that is no finite number makes the line malformed", `{"step": NaN, "loss": 1}` + "\n" + `{"step": Infinity, "loss": 2}` + "\n" + `{"loss": 3}` + "\n",
+			[]Point{{1, "loss", 3}}, 2, 0, false},
 		{"a line longer than maxLine is skipped, the next one read",
 			`{"pad": "` + strings.Repeat("x", maxLine) + `"}` + "\n" + `{"step": 5, "loss": 9}` + "\n",
 			[]Point{{5, "loss", 9}}, 0, 1, false},
@@ -141,6 +146,8 @@ func TestPatterns(t *testing.T) {
 			[]Point{{5, "acc", 0.25}}},
 		{"no number: no point; nan and inf are numbers", []string{`loss=loss=(\S+)`}, "loss=nan\nloss=inf\nloss=0x10\nloss=abc\nloss=1e-3\n",
 			[]Point{{1, "loss", math.NaN()}, {2, "loss", math.Inf(1)}, {3, "loss", 0.001}}},
+		{"a step group that is no finite number: no point", []string{`loss=step (?P<step>\S+) loss (?P<value>\S+)`}, "step inf loss 1\nstep nan loss 2\nstep 3 loss 3\n",
+			[]Point{{3, "loss", 3}}},
 		{"two patterns count their steps apart", []string{`a=a=(\d+)`, `b=b=(\d+)`}, "a=1\na=2 b=7\n",
 			[]Point{{1, "a", 1}, {2, "a", 2}, {1, "b", 7}}},
 	}
@@ -201,8 +208,8 @@ func TestSummary(t *testing.T) {
 	}
 	// A NaN is the last value, and no point of the curve.
 	s.Add(Point{Step: 3, Name: "loss", Value: math.NaN()})
-	if m := s.Get("loss"); !math.IsNaN(m.Last) || m.N != 3 || len(m.Curve(10)) != 4 {
-		t.Errorf("after a NaN: %+v", m)
+	if m := s.Get("loss"); !math.IsNaN(m.Last) || m.N != 3 || fmt.Sprint(m.Curve(10)) != "[[1 5] [2 4] [2 3]]" {
+		t.Errorf("after a NaN: %+v, curve %v", m, m.Curve(10))
 	}
 	s.Add(Point{Step: 1, Name: "acc", Value: 0.5})
 	s.Add(Point{Step: 3, Name: "gn", Value: math.Inf(1)})
@@ -298,5 +305,32 @@ func TestField(t *testing.T) {
 	}
 	if Field([]byte(`{"loss":[1,}`), "loss") != nil || Field([]byte(`{"loss":01}`), "loss") != nil {
 		t.Error("Field took invalid JSON")
+	}
+}
+
+// TestReport: what an attempt's record holds of a run's metrics: the last
+// values, metrics.json's on top, a metric gone NaN said as "nan" and left
+// out of its curve, the malformed lines counted, and the curves valid JSON
+// (a ledger record must encode).
+func TestReport(t *testing.T) {
+	dir := t.TempDir()
+	run := "runs/a"
+	appendFile(t, filepath.Join(dir, run, FileName), `{"step": 1, "loss": 2, "acc": 0.1}`+"\n"+"junk\n"+`{"step": 2, "loss": 1.5, "acc": 0.2}`+"\n"+`{"step": 3, "loss": NaN}`+"\n")
+	appendFile(t, filepath.Join(dir, run, finalFile), `{"acc": 0.25, "test_acc": 0.3}`)
+	final, curves, skipped := Report(dir, run, "", nil, 12)
+	if string(final) != `{"loss":"nan","acc":0.25,"test_acc":0.3}` || skipped != 1 {
+		t.Errorf("final %s, skipped %d", final, skipped)
+	}
+	if !json.Valid(curves) || string(curves) != `{"loss":[[1,2],[2,1.5]],"acc":[[1,0.1],[2,0.2]]}` {
+		t.Errorf("curves %s: want valid JSON without the NaN", curves)
+	}
+	// A run without metrics has none; a broken metrics.json is said.
+	final, curves, _ = Report(dir, "runs/none", "", nil, 12)
+	if string(final) != "{}" || curves != nil {
+		t.Errorf("no metrics: %s %s", final, curves)
+	}
+	appendFile(t, filepath.Join(dir, "runs/bad", finalFile), `{"acc": `)
+	if final, _, _ = Report(dir, "runs/bad", "", nil, 12); !json.Valid(final) || !strings.Contains(string(final), `"metrics_error":`) {
+		t.Errorf("a broken metrics.json: %s", final)
 	}
 }

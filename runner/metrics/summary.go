@@ -55,7 +55,7 @@ func (s *Summary) Add(p Point) {
 		limit = defaultLimit
 	}
 	limit = max(limit, 2)
-	if math.IsNaN(p.Value) || math.IsInf(p.Value, 0) {
+	if !finite(p.Value) {
 		m.Last, m.LastStep = p.Value, p.Step
 		return
 	}
@@ -84,11 +84,12 @@ func (s *Summary) Add(p Point) {
 func (s *Summary) Get(name string) *Series { return s.byName[name] }
 
 // Curve returns the series' points with its last point at the end, at
-// most n of them (n > 1), evenly thinned.
+// most n of them (n > 1), evenly thinned. A last value that is not a
+// finite number (a loss gone NaN) is no point of it: Last says it.
 func (m *Series) Curve(n int) [][2]float64 {
 	pts := m.Points
 	last := [2]float64{m.LastStep, m.Last}
-	if len(pts) == 0 || pts[len(pts)-1] != last {
+	if finite(m.Last) && (len(pts) == 0 || pts[len(pts)-1] != last) {
 		pts = append(pts[:len(pts):len(pts)], last)
 	}
 	if n < 2 || len(pts) <= n {
@@ -119,3 +120,5 @@ func (s *Summary) Final() (names []string, values []json.RawMessage) {
 	}
 	return names, values
 }
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
