@@ -113,7 +113,14 @@ func (c *committer) run(l *Writer) {
 			}
 			line, err := json.Marshal(q.rec)
 			if err != nil {
-				encodeErr[i] = fmt.Errorf("ledger %s: %w", l.path, err)
+				// A record nodepack cannot write is lost from the ledger:
+				// never silently, so the sweep stops starting runs too.
+				encodeErr[i] = fmt.Errorf("ledger %s: %s record of run %s: %w", l.path, q.rec.Type, q.rec.ID, err)
+				l.mu.Lock()
+				if l.problem == nil {
+					l.problem = encodeErr[i]
+				}
+				l.mu.Unlock()
 				continue
 			}
 			l.buf = append(append(l.buf, line...), '\n')

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"strconv"
@@ -126,5 +127,33 @@ func TestCheckSeesADeletionAtOnce(t *testing.T) {
 	}
 	if _, err := os.Stat(path); err != nil {
 		t.Errorf("the ledger was not written again: %v", err)
+	}
+}
+
+// TestPostOfARecordThatCannotBeEncoded: a record json cannot write (here
+// a curve with a NaN, which the runner must never hand over) is not lost
+// silently: its done gets the error, the ledger has a Problem (the sweep
+// starts no more runs and says why), and the records around it are
+// written.
+func TestPostOfARecordThatCannotBeEncoded(t *testing.T) {
+	l, path := openTestLedger(t)
+	bad := finishedEvent(1)
+	bad.Curves = json.RawMessage(`{"loss":[[1,NaN]]}`)
+	var errs []error
+	for _, ev := range []run.Event{finishedEvent(0), bad, finishedEvent(2)} {
+		l.Post(ev, func(err error) { errs = append(errs, err) })
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatalf("Flush: %v (the ledger itself is fine)", err)
+	}
+	if len(errs) != 3 || errs[0] != nil || errs[1] == nil || errs[2] != nil || !strings.Contains(errs[1].Error(), "run1") {
+		t.Errorf("done errors %v: want only the second's, naming its run", errs)
+	}
+	if p := l.Problem(); p == nil || !strings.Contains(p.Error(), "finished record of run run1") {
+		t.Errorf("Problem %v: want the record that could not be written", p)
+	}
+	log, err := ReadFile(path)
+	if err != nil || log.Len() != 2 {
+		t.Errorf("the ledger reads %v with %d runs: want run0 and run2", err, log.Len())
 	}
 }

@@ -856,8 +856,9 @@ func (l *Writer) Err() error {
 }
 
 // Problem returns the first reason the sweep should start no more runs: a
-// write error, the disk filling up (records still fit), or the file having
-// been deleted or replaced behind the ledger's back (it was written again).
+// write error, the disk filling up (records still fit), the file having
+// been deleted or replaced behind the ledger's back (it was written again),
+// or a record that could not be encoded, and so is not in the ledger.
 // It is nil while all is well.
 func (l *Writer) Problem() error {
 	l.mu.Lock()
