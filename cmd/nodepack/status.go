@@ -313,7 +313,7 @@ func printRuns(stdout, stderr io.Writer, o runsOptions) int {
 	var order, column string
 	if o.sort != "" {
 		var desc, ok bool
-		if column, desc, ok = better(o.sort); !ok {
+		if column, desc, ok = results.ParseRank(o.sort); !ok {
 			return usageErrorf(stderr, "status", "--sort %q: want COLUMN, COLUMN:min or COLUMN:max", o.sort)
 		}
 		if err := table.Sort(column, desc); err != nil {

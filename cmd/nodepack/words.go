@@ -108,21 +108,6 @@ func (f metricFlag) Set(s string) error {
 	return nil
 }
 
-// better reads NAME[:min|max], a metric and its better direction: higher
-// with max, lower with min, else as the name suggests (a loss lower, an
-// accuracy higher; results.HigherIsBetter). ok is false for another
-// direction.
-func better(spec string) (name string, higher, ok bool) {
-	name, dir, _ := strings.Cut(spec, ":")
-	switch dir {
-	case "":
-		return name, results.HigherIsBetter(name), true
-	case "min", "max":
-		return name, dir == "max", true
-	}
-	return name, false, false
-}
-
 // pruneFlag is --prune METRIC[:min|max][,eta=N][,first=STEP][,max=STEP][,rule=asha|median][,every=D].
 type pruneFlag struct {
 	p        **schedule.Prune
@@ -141,7 +126,7 @@ func (f pruneFlag) Type() string { return "METRIC[:min|max][,KEY=VALUE]" }
 
 func (f pruneFlag) Set(s string) error {
 	head, rest, _ := strings.Cut(s, ",")
-	name, higher, ok := better(head)
+	name, higher, ok := results.ParseRank(head)
 	if name == "" {
 		return errors.New("want METRIC[:min|max], then eta=, first=, max=, rule= or every= keys, e.g. loss:min,first=100,max=2700")
 	}

@@ -42,19 +42,14 @@ type ranking struct {
 func (s *store) rankBy(asked string) (ranking, error) {
 	names := s.metrics.texts[min(len(s.metrics.texts), 1):]
 	if asked != "" {
-		name, dir, _ := strings.Cut(asked, ":")
+		name, desc, ok := results.ParseRank(asked)
 		if !slices.Contains(names, name) {
 			return ranking{}, fmt.Errorf("report: rank by %q: the runs report no such metric (they report %s)", name, cmp.Or(strings.Join(names, ", "), "none"))
 		}
-		r := ranking{Metric: name, Desc: results.HigherIsBetter(name), Why: "as asked"}
-		switch dir {
-		case "":
-		case "min", "max":
-			r.Desc = dir == "max"
-		default:
+		if !ok {
 			return ranking{}, fmt.Errorf("report: rank by %q: want NAME, NAME:min or NAME:max", asked)
 		}
-		return r, nil
+		return ranking{Metric: name, Desc: desc, Why: "as asked"}, nil
 	}
 	numeric := map[string]bool{}
 	for col, c := range s.metricCols {
@@ -65,24 +60,11 @@ func (s *store) rankBy(asked string) (ranking, error) {
 			}
 		}
 	}
-	for _, c := range []struct {
-		want func(string) bool
-		why  string
-	}{
-		{func(n string) bool {
-			n = strings.ToLower(n)
-			return strings.Contains(n, "val") && strings.Contains(n, "loss")
-		}, "the validation loss the runs report"},
-		{func(n string) bool { return strings.Contains(strings.ToLower(n), "loss") }, "the loss the runs report"},
-		{func(string) bool { return true }, "the first metric the runs report"},
-	} {
-		for _, m := range names {
-			if numeric[m] && c.want(m) {
-				return ranking{Metric: m, Desc: results.HigherIsBetter(m), Why: c.why}, nil
-			}
-		}
+	m, why := results.PickMetric(names, func(name string) bool { return numeric[name] })
+	if m == "" {
+		return ranking{}, nil
 	}
-	return ranking{}, nil
+	return ranking{Metric: m, Desc: results.HigherIsBetter(m), Why: why}, nil
 }
 
 // best returns the rows with the best values of the ranking's metric,

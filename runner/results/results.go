@@ -238,9 +238,46 @@ func HigherIsBetter(name string) bool {
 	return false
 }
 
-// DefaultMetric is the metric a reader most likely ranks the runs by: a
-// validation loss, else a loss, else the first metric with a number; ""
-// when no metric has one.
+// ParseRank reads NAME[:min|max], a metric to rank runs by and whether
+// higher is better: with max, yes; with min, no; else as HigherIsBetter
+// says of the name. ok is false for another direction.
+func ParseRank(spec string) (name string, higher, ok bool) {
+	name, dir, _ := strings.Cut(spec, ":")
+	switch dir {
+	case "":
+		return name, HigherIsBetter(name), true
+	case "min", "max":
+		return name, dir == "max", true
+	}
+	return name, false, false
+}
+
+// PickMetric is the metric, of names in their order, that a reader most
+// likely ranks the runs by, and why: a validation loss, else a loss, else
+// the first; only a metric that numeric says some run has a number of.
+// It returns "" when none has.
+func PickMetric(names []string, numeric func(name string) bool) (name, why string) {
+	for _, c := range []struct {
+		want func(string) bool
+		why  string
+	}{
+		{func(n string) bool {
+			n = strings.ToLower(n)
+			return strings.Contains(n, "val") && strings.Contains(n, "loss")
+		}, "the validation loss the runs report"},
+		{func(n string) bool { return strings.Contains(strings.ToLower(n), "loss") }, "the loss the runs report"},
+		{func(string) bool { return true }, "the first metric the runs report"},
+	} {
+		for _, m := range names {
+			if c.want(m) && numeric(m) {
+				return m, c.why
+			}
+		}
+	}
+	return "", ""
+}
+
+// DefaultMetric is the table's metric PickMetric picks.
 func (t *Table) DefaultMetric() string {
 	numeric := map[string]bool{}
 	for _, r := range t.Rows {
@@ -251,21 +288,8 @@ func (t *Table) DefaultMetric() string {
 			}
 		}
 	}
-	for _, want := range []func(string) bool{
-		func(n string) bool {
-			n = strings.ToLower(n)
-			return strings.Contains(n, "val") && strings.Contains(n, "loss")
-		},
-		func(n string) bool { return strings.Contains(strings.ToLower(n), "loss") },
-		func(string) bool { return true },
-	} {
-		for _, m := range t.Metrics {
-			if numeric[m] && want(m) {
-				return m
-			}
-		}
-	}
-	return ""
+	m, _ := PickMetric(t.Metrics, func(name string) bool { return numeric[name] })
+	return m
 }
 
 // row reads one run's row from its records and its directory, and the

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -221,5 +222,52 @@ func TestCSVCellsAreInert(t *testing.T) {
 	}
 	if !strings.Contains(jsonOut.String(), `"link": "=HYPERLINK(\"http://x\",\"y\")"`) || !strings.Contains(jsonOut.String(), `"=evil": 1`) {
 		t.Errorf("JSON changed the values: %s", jsonOut.String())
+	}
+}
+
+// TestPickMetric: the metric a reader most likely ranks runs by, as the
+// report and status --runs choose it when none is named.
+func TestPickMetric(t *testing.T) {
+	tests := []struct {
+		description string
+		names       []string
+		numbers     string // the names with a number, space-separated
+		want        string
+	}{
+		{"a validation loss before a loss", []string{"acc", "loss", "val_loss"}, "acc loss val_loss", "val_loss"},
+		{"a loss before the first metric", []string{"acc", "train_loss"}, "acc train_loss", "train_loss"},
+		{"else the first metric", []string{"acc", "f1"}, "acc f1", "acc"},
+		{"only metrics with a number", []string{"val_loss", "loss", "acc"}, "acc", "acc"},
+		{"none with a number: none", []string{"note"}, "", ""},
+		{"no metric: none", nil, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			numbers := strings.Fields(tc.numbers)
+			got, why := PickMetric(tc.names, func(n string) bool { return slices.Contains(numbers, n) })
+			if got != tc.want || (got == "") != (why == "") {
+				t.Errorf("PickMetric(%v) = %q (%s), want %q", tc.names, got, why, tc.want)
+			}
+		})
+	}
+}
+
+// TestParseRank: NAME[:min|max], the direction as the name suggests when
+// unsaid.
+func TestParseRank(t *testing.T) {
+	tests := []struct {
+		spec, name string
+		higher, ok bool
+	}{
+		{"loss", "loss", false, true},
+		{"val_acc", "val_acc", true, true},
+		{"acc:min", "acc", false, true},
+		{"loss:max", "loss", true, true},
+		{"loss:down", "loss", false, false},
+	}
+	for _, tc := range tests {
+		if name, higher, ok := ParseRank(tc.spec); name != tc.name || higher != tc.higher || ok != tc.ok {
+			t.Errorf("ParseRank(%q) = %q, %v, %v; want %q, %v, %v", tc.spec, name, higher, ok, tc.name, tc.higher, tc.ok)
+		}
 	}
 }
