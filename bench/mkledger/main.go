@@ -9,7 +9,11 @@
 // and, in its finished record, a loss and an accuracy with their curves of
 // 12 points, as a sweep whose runs report per-step metrics leaves it.
 //
-//	go run ./bench/mkledger [-fail-every K] [-killed] [-metrics] TASKFILE OUTPUT N
+// With -shards S, it writes the S shard ledgers an array of S tasks
+// would leave (ledger-I-of-S.jsonl), each with the first N runs of its
+// shard, as bench/shards.sh reads them.
+//
+//	go run ./bench/mkledger [-fail-every K] [-killed] [-metrics] [-shards S] TASKFILE OUTPUT N
 package main
 
 import (
@@ -34,14 +38,15 @@ func main() {
 	failEvery := flag.Int("fail-every", 0, "make every K-th run fail (exit 1)")
 	killed := flag.Bool("killed", false, "leave the session without its end record, as a kill -9 does")
 	withMetrics := flag.Bool("metrics", false, "give every run parameters, and metrics with curves")
+	shards := flag.Int("shards", 1, "write this many shard ledgers, each with the first N runs of its shard")
 	flag.Parse()
 	if flag.NArg() != 3 {
-		fmt.Fprintln(os.Stderr, "usage: mkledger [-fail-every K] [-killed] [-metrics] TASKFILE OUTPUT N")
+		fmt.Fprintln(os.Stderr, "usage: mkledger [-fail-every K] [-killed] [-metrics] [-shards S] TASKFILE OUTPUT N")
 		os.Exit(2)
 	}
 	n, err := strconv.Atoi(flag.Arg(2))
 	if err == nil {
-		err = write(flag.Arg(0), flag.Arg(1), n, *failEvery, *killed, *withMetrics)
+		err = write(flag.Arg(0), flag.Arg(1), n, max(*shards, 1), *failEvery, *killed, *withMetrics)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mkledger:", err)
@@ -49,38 +54,59 @@ func main() {
 	}
 }
 
-func write(tasks, output string, n, failEvery int, killed, withMetrics bool) error {
+func write(tasks, output string, n, shards, failEvery int, killed, withMetrics bool) error {
 	output, err := filepath.Abs(output)
 	if err != nil {
 		return err
 	}
+	// One pass over the source, whatever the number of shards: each
+	// shard's first n runs, in order.
 	sw, err := runner.Prepare(runner.Options{Source: sweep.Spec{TaskFile: tasks}, Output: output, Shard: "none", Restart: true})
 	if err != nil {
 		return err
 	}
 	defer sw.Close()
-	if err := os.MkdirAll(output, 0o755); err != nil {
-		return err
-	}
-	w, err := ledger.Open(filepath.Join(output, ledger.FileName(0, 1)), true)
-	if err != nil {
-		return err
-	}
-	shard, _ := sw.Shard()
 	total, _ := sw.Total()
 	def := sw.Definition()
-	if err := w.WriteHeader(ledger.Record{Shard: &shard, Total: &total, Sweep: &def}); err != nil {
-		return err
+	if shards > 1 {
+		def.Shards = shards
 	}
-	start := time.Now()
-	i := 0
+	runs := make([][]run.Run, shards)
 	for r, err := range sw.Runs() {
 		if err != nil {
 			return err
 		}
-		if i == n {
-			break
+		if s := r.Index % shards; len(runs[s]) < n {
+			runs[s] = append(runs[s], r)
 		}
+	}
+	if err := os.MkdirAll(output, 0o755); err != nil {
+		return err
+	}
+	for i := range shards {
+		shard := sweep.Shard{Index: i, Count: shards}
+		if shards == 1 {
+			shard = sweep.Shard{}
+		}
+		if err := writeShard(output, shard, shard.Size(total), def, runs[i], failEvery, killed, withMetrics); err != nil {
+			return err
+		}
+		runs[i] = nil
+	}
+	return nil
+}
+
+// writeShard writes one shard's ledger: runs as started and finished.
+func writeShard(output string, shard sweep.Shard, total int, def sweep.Definition, runs []run.Run, failEvery int, killed, withMetrics bool) error {
+	w, err := ledger.Open(filepath.Join(output, ledger.FileName(shard.Index, shard.Count)), true)
+	if err != nil {
+		return err
+	}
+	if err := w.WriteHeader(ledger.Record{Shard: &shard, Total: &total, Sweep: &def}); err != nil {
+		return err
+	}
+	start := time.Now()
+	for i, r := range runs {
 		if withMetrics {
 			r.Params, _ = json.Marshal(map[string]any{"lr": []float64{1e-4, 3e-4, 1e-3, 3e-3, 1e-2}[i%5], "width": 64 << (i / 5 % 4), "opt": []string{"adam", "sgd", "lion"}[i/20%3]})
 		}
@@ -97,13 +123,12 @@ func write(tasks, output string, n, failEvery int, killed, withMetrics bool) err
 			ev.ExitCode, ev.Reason = 1, run.Failed
 		}
 		w.Post(ev, nil)
-		i++
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
 	if !killed {
-		if err := w.WriteEnd("stopped by SIGTERM", total-i); err != nil {
+		if err := w.WriteEnd("stopped by SIGTERM", total-len(runs)); err != nil {
 			return err
 		}
 	}

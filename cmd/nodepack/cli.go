@@ -31,6 +31,8 @@ func commands() []command {
 		{"detect", "show the GPUs, CPUs and memory this allocation was given", runDetect},
 		{"plan", "show which GPUs and CPUs each concurrent run gets, without running", runPlan},
 		{"run", "run every command of a task file, each on its own GPUs and cores", runRun},
+		{"submit", "from a login node: start a sweep as an array job, one node per shard", runSubmit},
+		{"resubmit", "submit again the shards of a submitted sweep that have runs left", runResubmit},
 		{"status", "show a sweep's progress from its output directory, while it runs or after", runStatus},
 		{"retry", "run again the failed runs of an output directory, all or by failure class", runRetry},
 		{"report", "write a sweep's output directory as one self-contained HTML page: timeline, use, numbers, runs", runReport},

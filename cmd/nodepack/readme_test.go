@@ -24,14 +24,18 @@ import (
 // they are run instead. Every other command in the README is run here.
 var elsewhere = map[string]string{
 	"go test ./...": "the test suite itself (.ci/run runs it, with -race)",
-	"SLURM_LOCAL_KILLWAIT=5 SLURM_LOCAL_CRED_EXPIRE=5 scripts/slurm-local.sh start": "needs root and a few minutes: .ci/run runs this block in its Slurm step",
-	`eval "$(scripts/slurm-local.sh env)"`:                                          "the Slurm block, run by .ci/run",
-	"NODEPACK_SLURM_TESTS=1 go test -count=1 -v -timeout 25m ./examples/slurm":      "the Slurm block, run by .ci/run",
-	"scripts/slurm-local.sh stop":                                                   "the Slurm block, run by .ci/run",
-	"scripts/sge-local.sh start":                                                    "needs root and a minute: .ci/run runs this block in its Grid Engine step",
-	`eval "$(scripts/sge-local.sh env)"`:                                            "the Grid Engine block, run by .ci/run",
-	"NODEPACK_SGE_TESTS=1 go test -count=1 -v -timeout 15m ./examples/sge":          "the Grid Engine block, run by .ci/run",
-	"scripts/sge-local.sh stop":                                                     "the Grid Engine block, run by .ci/run",
+	"SLURM_LOCAL_KILLWAIT=5 SLURM_LOCAL_CRED_EXPIRE=5 scripts/slurm-local.sh start":                        "needs root and a few minutes: .ci/run runs this block in its Slurm step",
+	`eval "$(scripts/slurm-local.sh env)"`:                                                                 "the Slurm block, run by .ci/run",
+	"NODEPACK_SLURM_TESTS=1 go test -count=1 -v -timeout 25m ./examples/slurm":                             "the Slurm block, run by .ci/run",
+	"scripts/slurm-local.sh stop":                                                                          "the Slurm block, run by .ci/run",
+	"nodepack submit --slurm --nodes 3 --time 4h --gpus-per-node 4 -o seeds -- --runs-per-gpu 2 tasks.txt": "needs Slurm: examples/slurm's TestReadmeSubmit types the block on the local Slurm",
+	"nodepack status seeds":   "after a submission: examples/slurm's and examples/sge's TestReadmeSubmit type it",
+	"nodepack resubmit seeds": "after a submission: examples/slurm's and examples/sge's TestReadmeSubmit type it",
+	"nodepack submit --sge --nodes 3 --time 4h --cpus-per-node 16 -o seeds -- tasks.txt": "needs Grid Engine: examples/sge's TestReadmeSubmit types the block on the local cell",
+	"scripts/sge-local.sh start":                                           "needs root and a minute: .ci/run runs this block in its Grid Engine step",
+	`eval "$(scripts/sge-local.sh env)"`:                                   "the Grid Engine block, run by .ci/run",
+	"NODEPACK_SGE_TESTS=1 go test -count=1 -v -timeout 15m ./examples/sge": "the Grid Engine block, run by .ci/run",
+	"scripts/sge-local.sh stop":                                            "the Grid Engine block, run by .ci/run",
 }
 
 // commandLimit is how long one README or --help command may take before
@@ -74,7 +78,10 @@ func newSandbox(t *testing.T) *sandbox {
 	}
 	script("nodepack", "NODEPACK_TEST_AS_MAIN=1 exec "+exe+` "$@"`)
 	script("python", `exec python3 "$@"`)
-	script("squeue", `echo "squeue: no Slurm in this sandbox" >&2; exit 1`)
+	// squeue answers the queue query of status and resubmit (no job is
+	// queued), and nothing else; sbatch takes a job and runs nothing.
+	script("squeue", `case "$*" in *'%F|%K|%T|%N'*) exit 0;; esac; echo "squeue: no Slurm in this sandbox" >&2; exit 1`)
+	script("sbatch", `echo 4242`)
 	script("ch-run", `exec "$(dirname "$0")/../examples/sweeps/ch-run-standin.sh" "$@"`) // Charliecloud's, as the sweeps README uses it
 	script("scontrol", `echo "scontrol: no Slurm in this sandbox" >&2; exit 1`)
 	// The files the examples name.
@@ -179,7 +186,7 @@ func readmeCommands(t *testing.T, readme string) (blocks, inline, named []string
 			switch cmd := strings.Join(strings.Fields(m[1]), " "); {
 			case outputDir.MatchString(cmd) && !synopsis.MatchString(cmd):
 				named = append(named, cmd)
-			case placeholder.MatchString(cmd), cmd == "nodepack run", cmd == "nodepack status":
+			case placeholder.MatchString(cmd), cmd == "nodepack run", cmd == "nodepack status", cmd == "nodepack submit":
 				// Not a whole command: something to fill in, or only the
 				// name of a command that needs arguments.
 			default:
@@ -340,7 +347,8 @@ const helpExampleSetup = `SLURM_JOB_ID=123456 nodepack run -q tasks.txt
 nodepack run -q -o nodepack-out tasks.txt
 echo "test -e ran-once || { touch ran-once; echo 'CUDA error: out of memory' >&2; exit 1; }" > flaky.txt
 nodepack run -q -o flaky flaky.txt || test $? = 1
-nodepack run -q -o results --params examples/sweeps/runs.jsonl -- python3 examples/sweeps/report_metrics.py`
+nodepack run -q -o results --params examples/sweeps/runs.jsonl -- python3 examples/sweeps/report_metrics.py
+nodepack submit --slurm --nodes 2 -o swept -- tasks.txt >/dev/null`
 
 // helpExampleEnv is extra environment for the examples that say where
 // they belong ("in sbatch").
@@ -434,6 +442,7 @@ var layers = map[string]int{
 	"runner/report":   9,
 	"runner/tail":     9,
 	"runner/results":  8,
+	"runner/submit":   8,
 	"runner":          8,
 	"runner/ledger":   7,
 	"runner/sweep":    6,

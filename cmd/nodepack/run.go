@@ -121,7 +121,8 @@ type runOptions struct {
 	Live           bool
 	Quiet          bool
 	SampleInterval time.Duration
-	memNote        string // how --enforce-mem holds the runs, said at the start
+	memNote        string          // how --enforce-mem holds the runs, said at the start
+	shape          *resources.Node // for submit: check against this node, not the one here
 }
 
 func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
@@ -318,11 +319,13 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*n
 	if err := o.finish(positional); err != nil {
 		return nil, node, err
 	}
-	node, err := o.load(ctx)
-	if err != nil {
+	var err error
+	if o.shape != nil {
+		node = *o.shape // nodepack submit: the node a job asks for
+	} else if node, err = o.load(ctx); err != nil {
 		return nil, node, err
 	}
-	if o.Inventory != "" {
+	if o.Inventory != "" && o.shape == nil {
 		here, err := resources.Detect(ctx, resources.Options{})
 		if err != nil {
 			return nil, node, err
@@ -348,6 +351,9 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*n
 	x.Parallel = o.packOptions.Parallel
 	o.Node = node
 	o.Job = batch.Detect(os.LookupEnv) // this process's job, also with --inventory
+	if o.shape != nil {
+		o.Job = batch.Job{} // checked for jobs yet to start
+	}
 	o.Version, o.Command = nodepackVersion(), append([]string{"nodepack", "run"}, args...)
 	o.Source.CheckShell = true
 	o.CheckPrograms = !o.DryRun // a dry run may list runs for another machine

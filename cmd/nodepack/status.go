@@ -4,15 +4,20 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/results"
+	"github.com/nodepack/nodepack/runner/submit"
+	"github.com/nodepack/nodepack/runner/sweep"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 )
@@ -38,6 +43,13 @@ nodepack-JOBID-NAME-KEY (the array's id for a sharded array); DIR may be
 nodepack-JOBID, or JOBID alone in the current directory, for the one
 sweep that job ran (a job that ran several is exit 2, naming them). So may
 the DIR of report, tail and retry.
+
+For a sweep started with nodepack submit (DIR/submissions.jsonl), it
+also asks the scheduler (squeue, qstat) and shows each submission's job
+and its array tasks: pending, running, ended, and a task that left the
+queue without an end record in its shard's ledger (died: its node went
+down, or it was killed) or without a ledger (not started: see its log in
+DIR/jobs/); 'nodepack resubmit DIR' submits what is left.
 
 --json prints a nodepack.status/v1 document; its "counts" object always
 holds pending, running, succeeded, failed and interrupted, its "classes"
@@ -116,9 +128,25 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		clear = true
 	}
 	for {
-		doc, err := ledger.ReadStatus(dir, time.Now())
+		recs, err := submit.Read(dir)
 		if err != nil {
 			return usageErrorf(stderr, "status", "%v", err)
+		}
+		doc, err := ledger.ReadStatus(dir, time.Now())
+		if errors.Is(err, ledger.ErrNoLedger) && len(recs) > 0 {
+			// Submitted, and no task has started yet.
+			zero := 0
+			doc, err = &ledger.Status{Dir: dir, Time: time.Now().UTC(), Total: &zero, Running: []ledger.RunStatus{}, Failures: []ledger.RunStatus{},
+				Shards: []ledger.ShardStatus{}, Classes: map[failure.Class]int{}, GPUsOut: []ledger.GPUOut{}}, nil
+		}
+		if err != nil {
+			return usageErrorf(stderr, "status", "%v", err)
+		}
+		var view *submit.View
+		if len(recs) > 0 {
+			v := submit.Look(ctx, recs, doc.Shards, nil)
+			view = &v
+			addUnstarted(doc, v, recs[len(recs)-1])
 		}
 		if clear {
 			fmt.Fprint(stdout, "\x1b[H\x1b[2J")
@@ -126,11 +154,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if *asJSON {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
-			enc.Encode(doc)
+			enc.Encode(statusDoc{doc, view})
 		} else if *failedOnly {
 			printFailures(stdout, doc)
 		} else {
 			printStatus(stdout, doc)
+			printView(stdout, dir, view)
 		}
 		if *watch == 0 {
 			if doc.Counts.Failed > 0 {
@@ -228,6 +257,94 @@ func printStatus(w io.Writer, doc *ledger.Status) {
 			fmt.Fprintf(w, ", about %v left", time.Duration(*doc.ETASeconds*float64(time.Second)).Round(time.Second))
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// statusDoc is status --json's document: the ledgers' status and, for a
+// submitted sweep, the scheduler's view of its array tasks.
+type statusDoc struct {
+	*ledger.Status
+	Scheduler *submit.View `json:"scheduler,omitempty"`
+}
+
+// addUnstarted counts the runs of the shards that have no ledger yet (their
+// task has not started) as pending, so that the counts cover the whole
+// sweep rec submitted.
+func addUnstarted(doc *ledger.Status, v submit.View, rec submit.Record) {
+	if doc.Total == nil || rec.Runs <= 0 {
+		return
+	}
+	started := map[int]bool{}
+	for _, sh := range doc.Shards {
+		if sh.State != ledger.ShardOtherSweep && sh.Count == rec.Job.Shards {
+			started[sh.Index] = true
+		}
+	}
+	for i := range rec.Job.Shards {
+		if !started[i] {
+			n := sweep.Shard{Index: i, Count: rec.Job.Shards}.Size(rec.Runs)
+			*doc.Total += n
+			doc.Counts.Pending += n
+		}
+	}
+}
+
+// printView prints the scheduler's side of a submitted sweep: each
+// submission's tasks by state, and every shard whose task has not ended.
+func printView(w io.Writer, dir string, v *submit.View) {
+	if v == nil {
+		return
+	}
+	fmt.Fprintf(w, "%s:", v.Scheduler)
+	for i, j := range v.Submissions {
+		if i > 0 {
+			fmt.Fprint(w, ";")
+		}
+		names := slices.Collect(maps.Keys(j.Tasks))
+		order := []string{"running", "pending", submit.TaskEnded, submit.TaskDied, submit.TaskNotStarted, submit.TaskSuperseded}
+		slices.SortFunc(names, func(a, b string) int {
+			rank := func(s string) int {
+				if i := slices.Index(order, s); i >= 0 {
+					return i
+				}
+				return len(order)
+			}
+			return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(a, b))
+		})
+		states := make([]string, len(names))
+		for i, state := range names {
+			states[i] = fmt.Sprintf("%d %s", j.Tasks[state], termSafe(state))
+		}
+		fmt.Fprintf(w, " job %s (shards %s): %s", termSafe(j.JobID), j.Shards, strings.Join(states, ", "))
+	}
+	fmt.Fprintln(w)
+	if v.Error != "" {
+		fmt.Fprintf(w, "  the scheduler could not be asked: %s\n", termSafe(v.Error))
+	}
+	died := false
+	for _, sh := range v.Shards {
+		if sh.State == submit.TaskEnded {
+			continue
+		}
+		fmt.Fprintf(w, "  shard %d: job %s task %d %s", sh.Shard, termSafe(sh.JobID), sh.Task, termSafe(sh.State))
+		if sh.Node != "" {
+			fmt.Fprintf(w, " on %s", termSafe(sh.Node))
+		}
+		switch sh.State {
+		case submit.TaskDied:
+			fmt.Fprint(w, ": not in the queue, and its ledger has no end record (its node died, or it was killed)")
+			died = true
+		case submit.TaskNotStarted:
+			fmt.Fprint(w, ": not in the queue, and no ledger: see its log in jobs/")
+			died = true
+		}
+		if sh.Left > 0 {
+			fmt.Fprintf(w, "; %s left", countWord(sh.Left, "run"))
+		}
+		fmt.Fprintln(w)
+	}
+	if died {
+		fmt.Fprintf(w, "  nodepack resubmit %s submits what is left\n", shellWord(dir))
 	}
 }
 

@@ -75,6 +75,11 @@ type ShardStatus struct {
 	Note     string    `json:"note,omitempty"` // the end record's
 	Deferred int       `json:"deferred,omitempty"`
 	Torn     bool      `json:"torn,omitempty"` // a record was being written
+	// Left counts the shard's runs not finished for good: pending,
+	// running and interrupted; -1 when its source did not know its total.
+	// Failed counts its failed runs.
+	Left   int `json:"left"`
+	Failed int `json:"failed"`
 }
 
 // GPUOut is a GPU taken out of use after a fault.
@@ -135,99 +140,65 @@ func HasLedger(dir string) error {
 // make, but an older version may have) — so the counts add up to the
 // total.
 func ReadStatus(dir string, now time.Time) (*Status, error) {
-	d, err := ReadDir(dir)
+	files, err := Files(dir)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && len(files) == 0 {
+		return nil, noLedger(dir)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if len(d.Logs) == 0 {
-		return nil, noLedger(dir)
-	}
-	var current *Record // the newest header: the directory's sweep
-	files := make([]string, 0, len(d.Logs))
-	for file, log := range d.Logs {
-		files = append(files, file)
-		if len(log.Sessions) > 0 {
-			if h := log.Header(); current == nil || h.Time.After(current.Time) {
-				current = &h
-			}
-		}
-	}
-	slices.Sort(files)
+	// One ledger at a time, each kept as its summary only: a thousand
+	// shards of a thousand runs need the memory of one.
 	host, _ := os.Hostname()
-	st := &Status{Format: statusFormat, Dir: dir, Time: now.UTC(), Running: []RunStatus{}, Failures: []RunStatus{}, Shards: []ShardStatus{}, Classes: map[failure.Class]int{}, GPUsOut: []GPUOut{}}
-	total, totalKnown := 0, true
-	left := 0 // runs not finished for good: pending, running, interrupted
-	for _, file := range files {
-		log := d.Logs[file]
+	var parts []shardPart
+	var current *Record // the newest header: the directory's sweep
+	for _, f := range files {
+		log, err := readLean(f)
+		if err != nil {
+			return nil, err
+		}
 		if len(log.Sessions) == 0 {
 			continue // created, header not written yet
 		}
-		h := log.Header()
-		sh := ShardStatus{File: file, Index: 0, Count: 1, Host: h.Host, PID: h.PID, Started: h.Time,
-			Sessions: len(log.Sessions), Torn: log.Torn > 0}
-		if h.Shard != nil {
-			sh.Index, sh.Count = h.Shard.Index, h.Shard.Count
+		p := summarize(dir, filepath.Base(f), log, host, now)
+		if current == nil || p.header.Time.After(current.Time) {
+			current = &p.header
 		}
-		if h.Sweep != nil {
-			sh.Sweep = h.Sweep.Key()
-		}
-		switch {
-		case log.End != nil:
-			sh.State, sh.Note, sh.Deferred = ShardEnded, log.End.Note, log.End.Deferred
-		case log.markGone(host):
-			sh.State = ShardGone
-		case h.Host == host:
-			sh.State = ShardRunning
-		default:
-			sh.State = shardUnknown
-		}
-		if otherSweep(h, *current) {
-			sh.State = ShardOtherSweep
-			st.Shards = append(st.Shards, sh)
+		parts = append(parts, p)
+	}
+	if current == nil {
+		return nil, noLedger(dir)
+	}
+	st := &Status{Format: statusFormat, Dir: dir, Time: now.UTC(), Running: []RunStatus{}, Failures: []RunStatus{}, Shards: []ShardStatus{}, Classes: map[failure.Class]int{}, GPUsOut: []GPUOut{}}
+	total, totalKnown := 0, true
+	left := 0 // runs not finished for good: pending, running, interrupted
+	for _, p := range parts {
+		if otherSweep(p.header, *current) {
+			p.shard.State = ShardOtherSweep
+			st.Shards = append(st.Shards, p.shard)
 			continue
 		}
-		st.Shards = append(st.Shards, sh)
-		for _, g := range log.GPUsOut {
-			st.GPUsOut = append(st.GPUsOut, GPUOut{UUID: g.GPUs[0], Reason: g.Note, Time: g.Time, Host: h.Host, File: file})
-		}
-
-		c := log.Count()
+		st.Shards = append(st.Shards, p.shard)
+		st.GPUsOut = append(st.GPUsOut, p.gpusOut...)
+		c := p.counts
 		st.Counts.Running += c[StateRunning]
 		st.Counts.Succeeded += c[StateSucceeded]
 		st.Counts.Failed += c[StateFailed]
 		st.Counts.Interrupted += c[StateInterrupted]
 		st.Counts.Pruned += c[StatePruned]
-		if h.Total != nil && *h.Total >= 0 {
-			total += *h.Total
-			st.Counts.Pending += max(0, *h.Total-log.Members())
+		if p.shard.Left >= 0 {
+			total += *p.header.Total
+			st.Counts.Pending += p.pending
 		} else {
 			totalKnown = false
 		}
 		left += c[StateRunning] + c[StateInterrupted]
-
-		finished := 0 // in the last session
-		session := len(log.Sessions) - 1
-		for _, run := range log.InOrder() {
-			if run.Retired {
-				continue
-			}
-			switch run.State {
-			case StateRunning:
-				st.Running = append(st.Running, runStatus(dir, run, now))
-			case StateFailed:
-				rs := runStatus(dir, run, now)
-				st.Failures = append(st.Failures, rs)
-				st.Classes[failure.Class(rs.Class)]++
-			}
-			if run.Session == session && run.Finished != nil && (run.State == StateSucceeded || run.State == StateFailed || run.State == StatePruned) {
-				finished++
-			}
+		st.Running = append(st.Running, p.running...)
+		st.Failures = append(st.Failures, p.failures...)
+		for _, f := range p.failures {
+			st.Classes[failure.Class(f.Class)]++
 		}
-		if sh.State == ShardRunning || sh.State == shardUnknown {
-			if elapsed := now.Sub(h.Time).Hours(); elapsed > 0 && finished > 0 {
-				st.RunsPerHour += float64(finished) / elapsed
-			}
-		}
+		st.RunsPerHour += p.runsPerHour
 	}
 	if totalKnown {
 		st.Total = &total
@@ -239,6 +210,75 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 	}
 	slices.SortFunc(st.Running, func(a, b RunStatus) int { return a.Started.Compare(b.Started) })
 	return st, nil
+}
+
+// shardPart is what ReadStatus keeps of one shard ledger.
+type shardPart struct {
+	header      Record
+	shard       ShardStatus
+	gpusOut     []GPUOut
+	counts      map[State]int
+	pending     int // runs of the shard's total the ledger does not know yet
+	running     []RunStatus
+	failures    []RunStatus
+	runsPerHour float64 // in its last session, while it runs
+}
+
+// summarize is one shard ledger's part of the status, read on host at now.
+func summarize(dir, file string, log *Log, host string, now time.Time) shardPart {
+	h := log.Header()
+	sh := ShardStatus{File: file, Index: 0, Count: 1, Host: h.Host, PID: h.PID, Started: h.Time,
+		Sessions: len(log.Sessions), Torn: log.Torn > 0}
+	if h.Shard != nil {
+		sh.Index, sh.Count = h.Shard.Index, h.Shard.Count
+	}
+	if h.Sweep != nil {
+		sh.Sweep = h.Sweep.Key()
+	}
+	switch {
+	case log.End != nil:
+		sh.State, sh.Note, sh.Deferred = ShardEnded, log.End.Note, log.End.Deferred
+	case log.markGone(host):
+		sh.State = ShardGone
+	case h.Host == host:
+		sh.State = ShardRunning
+	default:
+		sh.State = shardUnknown
+	}
+	p := shardPart{header: h}
+	for _, g := range log.GPUsOut {
+		p.gpusOut = append(p.gpusOut, GPUOut{UUID: g.GPUs[0], Reason: g.Note, Time: g.Time, Host: h.Host, File: file})
+	}
+	c := log.Count()
+	p.counts = c
+	sh.Failed, sh.Left = c[StateFailed], -1
+	if h.Total != nil && *h.Total >= 0 {
+		p.pending = max(0, *h.Total-log.Members())
+		sh.Left = c[StateRunning] + c[StateInterrupted] + p.pending
+	}
+	finished := 0 // in the last session
+	session := len(log.Sessions) - 1
+	for _, run := range log.InOrder() {
+		if run.Retired {
+			continue
+		}
+		switch run.State {
+		case StateRunning:
+			p.running = append(p.running, runStatus(dir, run, now))
+		case StateFailed:
+			p.failures = append(p.failures, runStatus(dir, run, now))
+		}
+		if run.Session == session && run.Finished != nil && (run.State == StateSucceeded || run.State == StateFailed || run.State == StatePruned) {
+			finished++
+		}
+	}
+	if sh.State == ShardRunning || sh.State == shardUnknown {
+		if elapsed := now.Sub(h.Time).Hours(); elapsed > 0 && finished > 0 {
+			p.runsPerHour = float64(finished) / elapsed
+		}
+	}
+	p.shard = sh
+	return p
 }
 
 // markGone marks the runs of the log's last session as interrupted when

@@ -1,0 +1,508 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/resources"
+	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/submit"
+	"github.com/spf13/pflag"
+	"golang.org/x/sys/unix"
+)
+
+const submitUsage = `Usage: nodepack submit [--slurm|--sge|--pbs] --nodes N|--runs-per-node M [flags] -- RUN-ARGUMENTS…
+
+From a login node: starts a sweep on a cluster as one array job, each
+array task one node running 'nodepack run' on its shard of the sweep, all
+of them into one output directory on the shared file system. After --
+come nodepack run's own arguments: its flags and its source, as you would
+give them to run (a task file, or --sweep, --grid or --params and the
+command).
+
+Everything is checked before anything is submitted: every run of the
+source, as run checks it, and that every run's request fits the node the
+job asks for (--gpus-per-node, --cpus-per-node, --mem). The job script
+goes to OUTPUT/jobs/submit-K.sh and is printed; the job's id is recorded
+in OUTPUT/submissions.jsonl. Each task runs 'nodepack run --requeue
+--stop-before D' (D a twelfth of --time, between 1 and 15 minutes; 5
+minutes without --time) with the scheduler's warning signal as a backstop
+(Slurm --signal=B:USR1, Grid Engine -notify), so a task stopped by its
+time limit or preempted is requeued and resumes.
+
+--nodes N makes N shards, one per task; --runs-per-node M makes as many
+shards as M runs each need (clusterduck's total_runs_per_node); with both,
+at most N tasks run at once. 'nodepack status OUTPUT' shows the array's
+tasks as the scheduler sees them beside every run; 'nodepack resubmit
+OUTPUT' submits again the shards that have runs left. A shard runs on
+one node: to spread a resubmission wider, submit with --runs-per-node.
+
+Without --slurm, --sge or --pbs the scheduler is the one whose commands
+are installed (sbatch, qconf, pbsnodes). OUTPUT defaults to
+nodepack-NAME-KEY in the current directory, as run names it.
+
+Examples:
+  nodepack submit --slurm --nodes 3 --time 4h --gpus-per-node 4 --dry-run -- --runs-per-gpu 2 tasks.txt
+  nodepack submit --sge --runs-per-node 50 --nodes 4 --cpus-per-node 16 --dry-run -- --sweep -- python train.py lr=0.1,0.01 seed='range(100)'
+  nodepack submit --pbs --nodes 2 --time 1:30:00 --queue gpu --extra '-l place=scatter' --dry-run -- --params runs.jsonl -- python train.py --out={run_dir}`
+
+const resubmitUsage = `Usage: nodepack resubmit [--remaining] [--retry-failed] [flags] DIR
+
+Submits again, as a new array job, the shards of DIR's sweep that have
+runs left: runs pending, interrupted (also those running on a node that
+died) and, with --retry-failed, failed. It reuses what the first
+submission of DIR asked for (scheduler, node shape, time, run's
+arguments); the flags given here replace those. The sweep stays one:
+its shards resume their own ledgers, so status, report and the results
+table cover every submission together, and a run that succeeded never
+runs again. It refuses while a task of DIR's earlier jobs is still
+queued or running, and when the scheduler cannot be asked.
+
+Example:
+  nodepack resubmit --dry-run swept`
+
+// jobFlags are the flags of submit and resubmit that say what each array
+// task asks for; resubmit takes the first submission's where not given.
+type jobFlags struct {
+	slurm, sge, pbs bool
+	nodes           int
+	runsPerNode     int
+	time            string
+	gpus, cpus      int
+	mem             string
+	partition       string
+	queue           string
+	account         string
+	name            string
+	extra           []string
+	nodepack        string
+	dryRun          bool
+	wait            bool
+}
+
+func (f *jobFlags) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&f.slurm, "slurm", false, "submit to Slurm (sbatch)")
+	fs.BoolVar(&f.sge, "sge", false, "submit to Grid Engine (qsub)")
+	fs.BoolVar(&f.pbs, "pbs", false, "submit to PBS (qsub)")
+	fs.IntVar(&f.nodes, "nodes", 0, "`N` nodes: N shards, one per array task; with --runs-per-node, at most N tasks at once")
+	fs.IntVar(&f.runsPerNode, "runs-per-node", 0, "`M` runs per array task: as many shards as that needs")
+	fs.StringVar(&f.time, "time", "", "each task's time limit, `T` such as 4h, 90m or [D-]HH:MM:SS (default: the queue's)")
+	fs.IntVar(&f.gpus, "gpus-per-node", 0, "GPUs each task asks for, `G` (Slurm --gres=gpu:G, Grid Engine -l gpu=G, PBS ngpus=G)")
+	fs.IntVar(&f.cpus, "cpus-per-node", 0, "CPUs each task asks for, `C` (Slurm --cpus-per-task, Grid Engine -pe smp C, PBS ncpus); with neither this nor --gpus-per-node each task asks for a whole node")
+	fs.StringVar(&f.mem, "mem", "", "memory each task asks for, `SIZE` such as 64GiB (Slurm --mem, Grid Engine -l mem_free, PBS mem)")
+	fs.StringVar(&f.partition, "partition", "", "Slurm partition `P`")
+	fs.StringVar(&f.queue, "queue", "", "Grid Engine or PBS queue `Q`")
+	fs.StringVar(&f.account, "account", "", "account `A` to charge")
+	fs.StringVar(&f.name, "name", "", "the job's `NAME` (default nodepack-NAME of the sweep)")
+	fs.StringArrayVar(&f.extra, "extra", nil, "one more directive, `'RAW'` as the scheduler takes it after #SBATCH, #$ or #PBS (repeatable)")
+	fs.StringVar(&f.nodepack, "nodepack", "", "the nodepack binary the tasks run, a `PATH` the nodes see (default: this one)")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "print the job script and submit nothing")
+	fs.BoolVar(&f.wait, "wait", false, "wait until the job's tasks have left the queue, then print the sweep's status and exit as status does")
+}
+
+// scheduler returns the scheduler the flags name, or the one installed.
+func (f *jobFlags) scheduler() (submit.Scheduler, error) {
+	var named []submit.Scheduler
+	for s, on := range map[submit.Scheduler]bool{submit.Slurm: f.slurm, submit.SGE: f.sge, submit.PBS: f.pbs} {
+		if on {
+			named = append(named, s)
+		}
+	}
+	switch len(named) {
+	case 0:
+		return submit.Detect(exec.LookPath)
+	case 1:
+		return named[0], nil
+	}
+	return "", errors.New("give one of --slurm, --sge and --pbs")
+}
+
+// apply sets what the flags given in fs say on job.
+func (f *jobFlags) apply(fs *pflag.FlagSet, job *submit.Job) error {
+	if fs.Changed("slurm") || fs.Changed("sge") || fs.Changed("pbs") || job.Scheduler == "" {
+		s, err := f.scheduler()
+		if err != nil {
+			return err
+		}
+		job.Scheduler = s
+	}
+	if f.nodes < 0 || f.runsPerNode < 0 || f.gpus < 0 || f.cpus < 0 {
+		return errors.New("--nodes, --runs-per-node, --gpus-per-node and --cpus-per-node must not be negative")
+	}
+	if fs.Changed("time") {
+		d, err := submit.ParseTime(f.time)
+		if err != nil {
+			return fmt.Errorf("--time: %w", err)
+		}
+		job.Time = d
+	}
+	if fs.Changed("mem") {
+		b, err := pack.ParseSize(f.mem)
+		if err != nil || b == 0 {
+			return fmt.Errorf("--mem %q: want a size such as 64GiB", f.mem)
+		}
+		job.MemBytes = b
+	}
+	if f.partition != "" && f.queue != "" {
+		return errors.New("--partition (Slurm) and --queue (Grid Engine, PBS) name the same thing: give one")
+	}
+	for name, set := range map[string]func(){
+		"gpus-per-node": func() { job.GPUsPerNode = f.gpus },
+		"cpus-per-node": func() { job.CPUsPerNode = f.cpus },
+		"partition":     func() { job.Partition = f.partition },
+		"queue":         func() { job.Partition = f.queue },
+		"account":       func() { job.Account = f.account },
+		"name":          func() { job.Name = f.name },
+		"extra":         func() { job.Extra = f.extra },
+	} {
+		if fs.Changed(name) {
+			set()
+		}
+	}
+	if fs.Changed("nodepack") || job.Nodepack == "" {
+		bin := f.nodepack
+		if bin == "" {
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("finding this binary: %w: give --nodepack", err)
+			}
+			bin = exe
+		}
+		abs, err := filepath.Abs(bin)
+		if err != nil {
+			return err
+		}
+		job.Nodepack = abs
+	}
+	return nil
+}
+
+// shapeNode is the node a job asks for, as run's checks take it: its CPUs
+// and GPUs, and its memory. CPUs not asked for (a whole node) are taken
+// as many, so that only GPUs and memory limit the runs' requests.
+func shapeNode(job submit.Job) resources.Node {
+	cpus := job.CPUsPerNode
+	if cpus == 0 {
+		cpus = 1024
+	}
+	n := resources.Node{Schema: "nodepack.node/v1", Hostname: "the node the job asks for", GPUSource: "submit", MemoryBytes: job.MemBytes}
+	n.Memory.TotalBytes = job.MemBytes
+	all := make([]int, cpus)
+	for i := range cpus {
+		n.CPUs = append(n.CPUs, resources.CPU{ID: i, Core: i, NUMA: 0})
+		all[i] = i
+	}
+	for i := range job.GPUsPerNode {
+		n.GPUs = append(n.GPUs, resources.GPU{Index: i, UUID: fmt.Sprintf("GPU-%08d-0000-0000-0000-000000000000", i), CPUs: all})
+	}
+	return n
+}
+
+// checkRuns checks run's arguments as run checks them, on the node the
+// job asks for, with shard (none, or I/N) into output ("" for run's
+// default); it returns the output directory and how many runs the sweep
+// has.
+func checkRuns(ctx context.Context, job submit.Job, shard, output string) (string, int, error) {
+	var o runOptions
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.AddFlags(fs)
+	if err := fs.Parse(job.Run); err != nil {
+		return "", 0, fmt.Errorf("run's arguments %q: %w", job.Run, err)
+	}
+	for _, name := range []string{"output", "shard", "inventory", "gpus", "cpus", "dry-run", "json", "restart"} {
+		if fs.Changed(name) {
+			return "", 0, fmt.Errorf("run's --%s: submit chooses it (the output directory with submit's own -o; start over with another -o)", name)
+		}
+	}
+	node := shapeNode(job)
+	o.shape = &node
+	o.DryRun, o.Shard, o.Output = true, shard, output
+	o.Requeue, o.StopBefore = false, 0 // the tasks' own, checked where they run
+	if o.Execute.Sampler == nil && o.AutoGPUMem {
+		return "", 0, errors.New("run's --gpu-mem-per-run auto: measured where the runs run; give a size to submit")
+	}
+	if job.Dir != "" {
+		// Paths as the tasks see them: from the directory they run in.
+		cwd, err := os.Getwd()
+		if err == nil && cwd != job.Dir {
+			if err := os.Chdir(job.Dir); err != nil {
+				return "", 0, err
+			}
+			defer os.Chdir(cwd)
+		}
+	}
+	sw, _, err := o.prepare(ctx, fs.Args(), job.Run)
+	if err != nil && strings.Contains(err.Error(), "never fits") {
+		return "", 0, fmt.Errorf("%w (on the node each task asks for: %s)", err, describeShape(job))
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	defer sw.Close()
+	_, total := sw.Total()
+	return sw.Output(), total, nil
+}
+
+// describeShape says what each task of job asks for.
+func describeShape(job submit.Job) string {
+	cpus := "a whole node's CPUs"
+	if job.CPUsPerNode > 0 {
+		cpus = countWord(job.CPUsPerNode, "CPU")
+	}
+	d := countWord(job.GPUsPerNode, "GPU") + ", " + cpus
+	if job.MemBytes > 0 {
+		d += ", " + humanBytes(job.MemBytes)
+	}
+	if job.GPUsPerNode == 0 {
+		d += "; --gpus-per-node asks for GPUs"
+	}
+	return d
+}
+
+// nodeLocal says why dir is not seen by other nodes, or "".
+func nodeLocal(dir string) string {
+	for _, p := range []string{"/tmp", "/var/tmp", "/dev/shm", "/run"} {
+		if dir == p || strings.HasPrefix(dir, p+"/") {
+			return "it is under " + p + ", which is each node's own"
+		}
+	}
+	var st unix.Statfs_t
+	for d := dir; ; d = filepath.Dir(d) {
+		if err := unix.Statfs(d, &st); err == nil {
+			if st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
+				return "it is on a tmpfs, which is each node's own"
+			}
+			return ""
+		}
+		if d == "/" {
+			return ""
+		}
+	}
+}
+
+func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var f jobFlags
+	var output string
+	fs := pflag.NewFlagSet("submit", pflag.ContinueOnError)
+	f.addFlags(fs)
+	fs.StringVarP(&output, "output", "o", "", "`DIR` for the sweep: its ledgers, logs, job scripts and records (default nodepack-NAME-KEY, as run names it); the nodes must see it")
+	if code, ok := parseFlags(fs, submitUsage, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.ArgsLenAtDash() != 0 || fs.NArg() == 0 {
+		return usageErrorf(stderr, "submit", "want run's arguments after --: nodepack submit [flags] -- [run flags] TASKFILE")
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return usageErrorf(stderr, "submit", "%v", err)
+	}
+	job := submit.Job{Run: fs.Args(), Dir: wd}
+	if err := f.apply(fs, &job); err != nil {
+		return usageErrorf(stderr, "submit", "%v", err)
+	}
+	if (f.nodes == 0) == (f.runsPerNode == 0) && f.nodes == 0 {
+		return usageErrorf(stderr, "submit", "give --nodes N (N shards) or --runs-per-node M (shards of M runs)")
+	}
+	if output != "" {
+		abs, err := filepath.Abs(output)
+		if err != nil {
+			return usageErrorf(stderr, "submit", "%v", err)
+		}
+		output = abs
+	}
+	dir, total, err := checkRuns(ctx, job, "none", output)
+	if err == nil && !filepath.IsAbs(dir) {
+		dir = filepath.Join(wd, dir)
+	}
+	if err != nil {
+		return usageErrorf(stderr, "submit", "%v", err)
+	}
+	if total == 0 {
+		return usageErrorf(stderr, "submit", "the source has no runs: nothing to submit")
+	}
+	job.Output = dir
+	job.Shards = f.nodes
+	if f.runsPerNode > 0 {
+		job.Shards = (total + f.runsPerNode - 1) / f.runsPerNode
+		job.Nodes = f.nodes
+	}
+	job.Shards = min(job.Shards, total) // a shard with no run would be a node for nothing
+	if job.Name == "" {
+		job.Name = "nodepack-" + strings.TrimPrefix(filepath.Base(dir), "nodepack-")
+	}
+	recs, err := submit.Read(dir)
+	if err != nil {
+		return usageErrorf(stderr, "submit", "%v", err)
+	}
+	if len(recs) > 0 {
+		return usageErrorf(stderr, "submit", "%s was submitted before (job %s): nodepack resubmit %s submits what is left", dir, recs[len(recs)-1].JobID, shellWord(dir))
+	}
+	if files, _ := ledger.Files(dir); len(files) > 0 {
+		// The sweep ran there before: the same sweep, with these shards.
+		if _, _, err := checkRuns(ctx, job, fmt.Sprintf("0/%d", job.Shards), dir); err != nil {
+			return usageErrorf(stderr, "submit", "%v", err)
+		}
+	}
+	return submitJob(ctx, job, len(recs)+1, total, f, stdout, stderr)
+}
+
+// submitJob writes job's script as submission number k of its output
+// directory, prints it, and submits it (unless --dry-run), recording the
+// job's id; with --wait it then waits for the job.
+func submitJob(ctx context.Context, job submit.Job, k, runs int, f jobFlags, stdout, stderr io.Writer) int {
+	cmd := "submit"
+	if k > 1 {
+		cmd = "resubmit"
+	}
+	script, err := job.Script()
+	if err != nil {
+		return usageErrorf(stderr, cmd, "%v", err)
+	}
+	fmt.Fprint(stdout, script)
+	if why := nodeLocal(job.Output); why != "" {
+		fmt.Fprintf(stderr, "nodepack %s: warning: the nodes may not see %s: %s\n", cmd, termSafe(job.Output), why)
+	}
+	if f.dryRun {
+		return exitOK
+	}
+	jobs := filepath.Join(job.Output, "jobs")
+	if err := os.MkdirAll(jobs, 0o755); err != nil {
+		return usageErrorf(stderr, cmd, "%v", err)
+	}
+	name := filepath.Join("jobs", fmt.Sprintf("submit-%d.sh", k))
+	path := filepath.Join(job.Output, name)
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		return usageErrorf(stderr, cmd, "%v", err)
+	}
+	id, err := submit.Submit(ctx, job.Scheduler, path)
+	if err != nil {
+		fmt.Fprintf(stderr, "nodepack %s: %s\n", cmd, termSafe(err.Error()))
+		return exitFailed
+	}
+	if err := submit.Append(job.Output, submit.Record{Time: time.Now().UTC(), JobID: id, Script: name, Runs: runs, Job: job}); err != nil {
+		fmt.Fprintf(stderr, "nodepack %s: job %s was submitted, but %s\n", cmd, termSafe(id), termSafe(err.Error()))
+		return exitFailed
+	}
+	tasks := len(job.Indices)
+	if job.Indices == nil {
+		tasks = job.Shards
+	}
+	fmt.Fprintf(stderr, "nodepack %s: job %s (%s): %s, into %s\n", cmd, termSafe(id), job.Scheduler,
+		countWord(tasks, "array task")+fmt.Sprintf(" of %d shards", job.Shards), termSafe(job.Output))
+	fmt.Fprintf(stderr, "nodepack %s: see it: nodepack status %s\n", cmd, shellWord(job.Output))
+	if !f.wait {
+		return exitOK
+	}
+	return waitJob(ctx, job.Output, stdout, stderr)
+}
+
+// waitInterval is how often --wait asks the scheduler.
+var waitInterval = 5 * time.Second
+
+// waitJob waits until no shard's task of dir's submissions is queued,
+// then prints dir's status and exits as status does.
+func waitJob(ctx context.Context, dir string, stdout, stderr io.Writer) int {
+	for {
+		recs, err := submit.Read(dir)
+		if err != nil {
+			return usageErrorf(stderr, "submit", "%v", err)
+		}
+		var shards []ledger.ShardStatus
+		if st, err := ledger.ReadStatus(dir, time.Now()); err == nil {
+			shards = st.Shards
+		}
+		v := submit.Look(ctx, recs, shards, nil)
+		if v.Error != "" {
+			return usageErrorf(stderr, "submit", "--wait: %s", v.Error)
+		}
+		if len(v.Active()) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(stderr, "nodepack submit: stopped waiting; the job goes on: nodepack status %s\n", shellWord(dir))
+			return exitFailed
+		case <-time.After(waitInterval):
+		}
+	}
+	return runStatus(ctx, []string{dir}, stdout, stderr)
+}
+
+func runResubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var f jobFlags
+	fs := pflag.NewFlagSet("resubmit", pflag.ContinueOnError)
+	f.addFlags(fs)
+	remaining := fs.Bool("remaining", true, "the shards with runs left (what resubmit always submits; said for scripts that name it)")
+	retryFailed := fs.Bool("retry-failed", false, "also the shards with failed runs, whose tasks run those again")
+	if code, ok := parseFlags(fs, resubmitUsage, args, stdout, stderr); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf(stderr, "resubmit", "want one DIR, got %d arguments", fs.NArg())
+	}
+	if !*remaining {
+		return usageErrorf(stderr, "resubmit", "--remaining=false: resubmit submits what is left, nothing else")
+	}
+	dir, err := filepath.Abs(fs.Arg(0))
+	if err != nil {
+		return usageErrorf(stderr, "resubmit", "%v", err)
+	}
+	recs, err := submit.Read(dir)
+	if err != nil {
+		return usageErrorf(stderr, "resubmit", "%v", err)
+	}
+	if len(recs) == 0 {
+		return usageErrorf(stderr, "resubmit", "%s has no submissions (%s): nodepack submit starts a sweep", dir, submit.Records)
+	}
+	job := recs[0].Job
+	job.Indices, job.RetryFailed, job.Output = nil, *retryFailed, dir
+	if err := f.apply(fs, &job); err != nil {
+		return usageErrorf(stderr, "resubmit", "%v", err)
+	}
+	if fs.Changed("runs-per-node") {
+		return usageErrorf(stderr, "resubmit", "--runs-per-node: the sweep's %d shards are its ledgers; --nodes says how many run at once", job.Shards)
+	}
+	if fs.Changed("nodes") {
+		job.Nodes = f.nodes
+	}
+	// The same sweep: every run checked again, the definition against the
+	// ledgers (a changed task file is refused here, not on the nodes).
+	_, total, err := checkRuns(ctx, job, fmt.Sprintf("0/%d", job.Shards), dir)
+	if err != nil {
+		return usageErrorf(stderr, "resubmit", "%v", err)
+	}
+	var shards []ledger.ShardStatus
+	if st, err := ledger.ReadStatus(dir, time.Now()); err == nil {
+		shards = st.Shards
+	} else if files, _ := ledger.Files(dir); len(files) > 0 {
+		return usageErrorf(stderr, "resubmit", "%v", err)
+	}
+	v := submit.Look(ctx, recs, shards, nil)
+	if v.Error != "" {
+		return usageErrorf(stderr, "resubmit", "cannot ask %s whether %s's jobs still run: %s", v.Scheduler, dir, v.Error)
+	}
+	if active := v.Active(); len(active) > 0 {
+		a := active[0]
+		return usageErrorf(stderr, "resubmit", "shard %d of %s is still %s (job %s): wait for it, or cancel it first", a.Shard, dir, a.State, a.JobID)
+	}
+	left := submit.Left(job.Shards, shards, *retryFailed)
+	if len(left) == 0 {
+		what := "every run succeeded or was pruned"
+		if !*retryFailed {
+			what = "every run succeeded, was pruned or failed (--retry-failed runs the failed ones again)"
+		}
+		fmt.Fprintf(stderr, "nodepack resubmit: nothing left in %s: %s\n", termSafe(dir), what)
+		return exitOK
+	}
+	job.Indices = left
+	return submitJob(ctx, job, len(recs)+1, total, f, stdout, stderr)
+}

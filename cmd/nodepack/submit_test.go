@@ -1,0 +1,210 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nodepack/nodepack/runner/submit"
+)
+
+var updateSubmit = flag.Bool("update-submit", false, "rewrite testdata/submit/*.sh from nodepack submit --dry-run")
+
+// TestSubmitDryRunGolden is the issue's golden scripts: nodepack submit
+// --dry-run for Slurm, Grid Engine and PBS, as a user types it, prints
+// the job script and submits nothing.
+func TestSubmitDryRunGolden(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeFile(t, dir, "tasks.txt", "python train.py --seed=1\npython train.py --seed=2\n#nodepack gpus=2\npython train.py --seed=3 --big\n")
+	for _, tc := range []struct {
+		golden string
+		args   []string
+	}{
+		{"slurm.sh", []string{"--slurm", "--nodes", "3", "--time", "4h", "--gpus-per-node", "4", "--partition", "gpu", "--extra", "--constraint=a100"}},
+		{"sge.sh", []string{"--sge", "--runs-per-node", "1", "--nodes", "2", "--cpus-per-node", "16", "--gpus-per-node", "2", "--time", "90m", "--mem", "64GiB"}},
+		{"pbs.sh", []string{"--pbs", "--nodes", "2", "--time", "1:30:00", "--queue", "gpu", "--gpus-per-node", "4", "--account", "proj1"}},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			args := append([]string{"submit", "--dry-run", "--nodepack", "/opt/nodepack/bin/nodepack", "-o", "/shared/sweeps/seeds"}, tc.args...)
+			args = append(args, "--", "--runs-per-gpu", "2", "tasks.txt")
+			code, stdout, stderr := runCLI(t, args...)
+			if code != exitOK {
+				t.Fatalf("nodepack %q = %d: %s", args, code, stderr)
+			}
+			got := strings.ReplaceAll(stdout, dir, "/home/me/sweeps")
+			path := filepath.Join("testdata", "submit", tc.golden)
+			if *updateSubmit {
+				os.WriteFile(filepath.Join(origWD, path), []byte(got), 0o644)
+			}
+			want, err := os.ReadFile(filepath.Join(origWD, path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != string(want) {
+				t.Errorf("nodepack %q printed another script than %s (-update-submit rewrites it):\n%s", args, path, got)
+			}
+			if _, err := os.Stat("/shared/sweeps/seeds"); err == nil {
+				t.Error("--dry-run made the output directory")
+			}
+		})
+	}
+}
+
+// origWD is the package's directory, where testdata is.
+var origWD, _ = os.Getwd()
+
+// TestSubmitRefuses: bad input is exit 2 with one line, and nothing is
+// written or submitted.
+func TestSubmitRefuses(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeFile(t, dir, "tasks.txt", "echo one\n#nodepack gpus=2\necho two\n")
+	writeFile(t, dir, "empty.txt", "# nothing\n")
+	writeFile(t, dir, "bad.txt", "echo 'unclosed\n")
+	for _, tc := range []struct {
+		description string
+		args        []string
+		want        string
+	}{
+		{"no node count", []string{"--slurm", "--", "tasks.txt"}, "give --nodes N"},
+		{"no run arguments", []string{"--slurm", "--nodes", "2"}, "want run's arguments after --"},
+		{"run arguments without --", []string{"--slurm", "--nodes", "2", "tasks.txt"}, "want run's arguments after --"},
+		{"two schedulers", []string{"--slurm", "--sge", "--nodes", "2", "--", "tasks.txt"}, "give one of --slurm, --sge and --pbs"},
+		{"a request that never fits the node asked for", []string{"--slurm", "--nodes", "2", "--", "tasks.txt"}, "tasks.txt:3: gpus=2"},
+		{"more GPUs than the node asked for", []string{"--slurm", "--nodes", "2", "--gpus-per-node", "1", "--", "tasks.txt"}, "on the node each task asks for: 1 GPU"},
+		{"run's own output", []string{"--slurm", "--nodes", "2", "--gpus-per-node", "2", "--", "-o", "x", "tasks.txt"}, "run's --output: submit chooses it"},
+		{"run's own shard", []string{"--slurm", "--nodes", "2", "--gpus-per-node", "2", "--", "--shard", "0/2", "tasks.txt"}, "run's --shard"},
+		{"a bad time", []string{"--slurm", "--nodes", "2", "--time", "soon", "--", "tasks.txt"}, "--time: time \"soon\""},
+		{"a bad memory size", []string{"--slurm", "--nodes", "2", "--mem", "lots", "--", "tasks.txt"}, "--mem \"lots\""},
+		{"partition and queue", []string{"--slurm", "--nodes", "2", "--partition", "a", "--queue", "b", "--", "tasks.txt"}, "give one"},
+		{"a source without runs", []string{"--slurm", "--nodes", "2", "--", "empty.txt"}, "empty.txt: no commands"},
+		{"a line bash cannot parse", []string{"--slurm", "--nodes", "2", "--", "bad.txt"}, "bad.txt:1"},
+		{"a task file that is not there", []string{"--slurm", "--nodes", "2", "--", "missing.txt"}, "missing.txt"},
+		{"an output path a directive cannot name", []string{"--slurm", "--nodes", "2", "--gpus-per-node", "2", "-o", "my sweep", "--", "tasks.txt"}, "cannot name a path"},
+	} {
+		code, stdout, stderr := runCLI(t, append([]string{"submit"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 || stdout != "" {
+			t.Errorf("%s: nodepack submit %q = %d, stdout %q, stderr %q; want exit 2 and one line with %q", tc.description, tc.args, code, stdout, stderr, tc.want)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 3 {
+		t.Errorf("refused submissions wrote %d entries in the directory, want only the 3 task files", len(entries))
+	}
+}
+
+// fakeScheduler puts stand-ins for sbatch and squeue first in PATH: sbatch
+// prints the next job id and logs the script it was given; squeue prints
+// the file queue.txt of dir (the lines squeue -h -r -o '%F|%K|%T|%N'
+// prints).
+func fakeScheduler(t *testing.T, dir string) {
+	t.Helper()
+	bin := filepath.Join(dir, "bin")
+	os.MkdirAll(bin, 0o755)
+	writeFile(t, bin, "sbatch", `#!/bin/sh
+n=$(cat "$(dirname "$0")/next" 2>/dev/null || echo 100); echo $((n + 1)) > "$(dirname "$0")/next"
+echo "$@" >> "$(dirname "$0")/sbatch.log"
+echo "$n"`)
+	writeFile(t, bin, "squeue", `#!/bin/sh
+cat "$(dirname "$0")/queue.txt" 2>/dev/null; exit 0`)
+	os.Chmod(filepath.Join(bin, "sbatch"), 0o755)
+	os.Chmod(filepath.Join(bin, "squeue"), 0o755)
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+}
+
+// TestSubmitThenResubmit: submit records the job and its script; status
+// shows the scheduler's view; resubmit refuses while a task is queued and
+// then submits exactly the shards with runs left, as one new array.
+func TestSubmitThenResubmit(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	fakeScheduler(t, dir)
+	var lines []string
+	for i := range 6 {
+		lines = append(lines, "echo run "+string(rune('a'+i)))
+	}
+	writeFile(t, dir, "tasks.txt", strings.Join(lines, "\n")+"\n")
+	out := filepath.Join(dir, "sweep")
+	code, stdout, stderr := runCLI(t, "submit", "--slurm", "--nodes", "3", "-o", out, "--", "tasks.txt")
+	if code != exitOK || !strings.Contains(stderr, "job 100 (slurm): 3 array tasks of 3 shards") || !strings.Contains(stdout, "#SBATCH --array=0-2\n") {
+		t.Fatalf("submit = %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "nodepack status "+out) {
+		t.Errorf("submit does not say how to watch it:\n%s", stderr)
+	}
+	script, err := os.ReadFile(filepath.Join(out, "jobs", "submit-1.sh"))
+	if err != nil || string(script) != stdout {
+		t.Errorf("the script in jobs/submit-1.sh is not the one printed: %v", err)
+	}
+	recs, err := submit.Read(out)
+	if err != nil || len(recs) != 1 || recs[0].JobID != "100" || recs[0].Runs != 6 || recs[0].Job.Shards != 3 {
+		t.Fatalf("records: %+v, %v", recs, err)
+	}
+	// A second submit of the same directory is a resubmission.
+	if code, _, stderr := runCLI(t, "submit", "--slurm", "--nodes", "3", "-o", out, "--", "tasks.txt"); code != exitUsage || !strings.Contains(stderr, "nodepack resubmit") {
+		t.Errorf("a second submit = %d: %s", code, stderr)
+	}
+
+	// Task 0 runs its shard (here, as the array task would), task 1 is
+	// still running, task 2 never started.
+	if code, _, stderr := runCLI(t, "run", "-q", "--shard", "0/3", "-o", out, "tasks.txt"); code != exitOK {
+		t.Fatalf("shard 0: %d %s", code, stderr)
+	}
+	writeFile(t, filepath.Join(dir, "bin"), "queue.txt", "100|1|RUNNING|node7\n")
+	code, stdout, _ = runCLI(t, "status", "--json", out)
+	var doc struct {
+		Counts    map[string]int `json:"counts"`
+		Scheduler submit.View    `json:"scheduler"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || code != exitOK {
+		t.Fatalf("status --json = %d, %v\n%s", code, err, stdout)
+	}
+	states := []string{}
+	for _, s := range doc.Scheduler.Shards {
+		states = append(states, s.State)
+	}
+	if !slices.Equal(states, []string{"ended", "running", "not started"}) || doc.Counts["succeeded"] != 2 || doc.Counts["pending"] != 4 {
+		t.Errorf("status: shards %v, counts %v; want ended, running, not started and 2 succeeded, 4 pending (the shards not started count)", states, doc.Counts)
+	}
+	_, text, _ := runCLI(t, "status", out)
+	if !strings.Contains(text, "slurm: job 100 (shards 0-2): 1 running, 1 ended, 1 not started") || !strings.Contains(text, "shard 1: job 100 task 1 running on node7") {
+		t.Errorf("status text:\n%s", text)
+	}
+
+	if code, _, stderr := runCLI(t, "resubmit", out); code != exitUsage || !strings.Contains(stderr, "shard 1 of "+out+" is still running (job 100)") {
+		t.Errorf("resubmit while a task runs = %d: %s", code, stderr)
+	}
+	// The queue is empty: task 1 died without an end record (its ledger
+	// has none), task 2 never started.
+	writeFile(t, filepath.Join(dir, "bin"), "queue.txt", "")
+	code, stdout, stderr = runCLI(t, "resubmit", "--remaining", "--nodes", "1", out)
+	if code != exitOK || !strings.Contains(stdout, "shards=(1 2)") && !strings.Contains(stdout, "shard=$((1 + SLURM_ARRAY_TASK_ID))") || !strings.Contains(stdout, "#SBATCH --array=0-1%1") {
+		t.Fatalf("resubmit = %d\n%s\n%s", code, stdout, stderr)
+	}
+	recs, _ = submit.Read(out)
+	if len(recs) != 2 || recs[1].JobID != "101" || !slices.Equal(recs[1].Job.Indices, []int{1, 2}) || !strings.HasSuffix(recs[1].Script, "submit-2.sh") {
+		t.Errorf("the resubmission's record: %+v", recs[len(recs)-1])
+	}
+	// Every shard done: nothing is left, nothing submitted.
+	for _, shard := range []string{"1/3", "2/3"} {
+		if code, _, stderr := runCLI(t, "run", "-q", "--shard", shard, "-o", out, "tasks.txt"); code != exitOK {
+			t.Fatalf("shard %s: %d %s", shard, code, stderr)
+		}
+	}
+	code, stdout, stderr = runCLI(t, "resubmit", out)
+	if code != exitOK || stdout != "" || !strings.Contains(stderr, "nothing left") {
+		t.Errorf("resubmit of a finished sweep = %d\n%s\n%s", code, stdout, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "bin", "sbatch.log")); strings.Count(string(b), "\n") != 2 {
+		t.Errorf("sbatch ran %d times, want 2:\n%s", strings.Count(string(b), "\n"), b)
+	}
+	// A changed task file is another sweep: refused before submitting.
+	writeFile(t, dir, "tasks.txt", "echo another\n")
+	if code, _, stderr := runCLI(t, "resubmit", "--retry-failed", out); code != exitUsage || !strings.Contains(stderr, "holds another sweep") {
+		t.Errorf("resubmit of a changed sweep = %d: %s", code, stderr)
+	}
+}

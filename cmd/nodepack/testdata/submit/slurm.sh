@@ -1,0 +1,19 @@
+#!/bin/bash
+# Written by nodepack submit: shards 0-2 of 3 of the sweep in /shared/sweeps/seeds,
+# one array task each. See it: nodepack status /shared/sweeps/seeds
+# Finish what is left: nodepack resubmit /shared/sweeps/seeds
+#SBATCH --job-name=nodepack-seeds
+#SBATCH --array=0-2
+#SBATCH --nodes=1
+#SBATCH --time=04:00:00
+#SBATCH --gres=gpu:4
+#SBATCH --partition=gpu
+#SBATCH --signal=B:USR1@450
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --output=/shared/sweeps/seeds/jobs/slurm-%A_%a.log
+#SBATCH --constraint=a100
+set -euo pipefail
+cd /home/me/sweeps
+shard=$((SLURM_ARRAY_TASK_ID))
+exec /opt/nodepack/bin/nodepack run --output /shared/sweeps/seeds --shard "$shard/3" --requeue --stop-before 15m0s --runs-per-gpu 2 tasks.txt

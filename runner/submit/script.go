@@ -1,0 +1,434 @@
+package submit
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Scheduler names a batch system.
+type Scheduler string
+
+// The schedulers a Job can be written for.
+const (
+	Slurm Scheduler = "slurm"
+	SGE   Scheduler = "sge" // Grid Engine: Son of Grid Engine, Univa/Altair GE
+	PBS   Scheduler = "pbs" // PBS Professional, OpenPBS
+)
+
+// ParseScheduler parses "slurm", "sge" (or "gridengine") and "pbs".
+func ParseScheduler(s string) (Scheduler, error) {
+	switch strings.ToLower(s) {
+	case "slurm":
+		return Slurm, nil
+	case "sge", "gridengine", "grid-engine":
+		return SGE, nil
+	case "pbs":
+		return PBS, nil
+	}
+	return "", fmt.Errorf("scheduler %q: want slurm, sge or pbs", s)
+}
+
+// Job is one array job over shards of a sweep: array task t runs shard
+// Indices[t] of Shards with nodepack run, all of them into one output
+// directory. Its zero values are the scheduler's defaults.
+type Job struct {
+	Scheduler Scheduler `json:"scheduler"`
+	// Name is the job's name; empty: "nodepack".
+	Name string `json:"name,omitempty"`
+	// Shards is how many shards the sweep has; Indices the ones this job
+	// runs, ascending (nil: all of them, 0 … Shards-1).
+	Shards  int   `json:"shards"`
+	Indices []int `json:"indices,omitempty"`
+	// Nodes, if not 0, is how many of the array's tasks run at once.
+	Nodes int `json:"nodes,omitempty"`
+	// Time is each task's time limit; 0 leaves the queue's default.
+	Time time.Duration `json:"time,omitempty"`
+	// What each task asks for: whole nodes when GPUs and CPUs are both 0.
+	GPUsPerNode int    `json:"gpus_per_node,omitempty"`
+	CPUsPerNode int    `json:"cpus_per_node,omitempty"`
+	MemBytes    uint64 `json:"mem_bytes,omitempty"`
+	// Partition is Slurm's partition, Grid Engine's and PBS's queue.
+	Partition string `json:"partition,omitempty"`
+	Account   string `json:"account,omitempty"`
+	// Extra directives, one per entry, as the scheduler takes them after
+	// its prefix ("--constraint=a100" for Slurm, "-l scratch=1" for Grid
+	// Engine); an entry that starts with the prefix is taken as it is.
+	Extra []string `json:"extra,omitempty"`
+	// Output is the sweep's output directory, an absolute path the nodes
+	// see; the script and the tasks' logs go to Output/jobs.
+	Output string `json:"output"`
+	// Dir is the directory the tasks run in, an absolute path: where
+	// run's arguments' relative paths start (the submitting shell's).
+	Dir string `json:"dir"`
+	// Nodepack is the nodepack binary the tasks run, an absolute path.
+	Nodepack string `json:"nodepack"`
+	// Run is what follows "nodepack run" for every task: its flags and its
+	// source, without --output and --shard, which the script adds, as it
+	// adds --requeue and, unless Run has one, --stop-before.
+	Run []string `json:"run"`
+	// RetryFailed adds --retry-failed: the tasks run failed runs again.
+	RetryFailed bool `json:"retry_failed,omitempty"`
+}
+
+// tasks returns the shards this job runs, one per array task.
+func (j Job) tasks() []int {
+	if j.Indices != nil {
+		return j.Indices
+	}
+	all := make([]int, j.Shards)
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
+// StopBefore is the --stop-before the tasks get: a twelfth of the time
+// limit, between one and fifteen minutes; five minutes when the limit is
+// the queue's; 0 for PBS, whose job's end nodepack cannot ask.
+func (j Job) StopBefore() time.Duration {
+	switch {
+	case j.Scheduler == PBS:
+		return 0
+	case j.Time == 0:
+		return 5 * time.Minute
+	}
+	return min(max(j.Time/12, time.Minute), 15*time.Minute).Round(time.Second)
+}
+
+// Warning is how long before the time limit Slurm sends the batch shell
+// SIGUSR1 (--signal=B:USR1@…): half of StopBefore, at least 30 s, for a
+// task whose end moved after nodepack last asked.
+func (j Job) Warning() time.Duration {
+	return max(j.StopBefore()/2, 30*time.Second).Round(time.Second)
+}
+
+// check says what makes the job impossible to write.
+func (j Job) check() error {
+	switch j.Scheduler {
+	case Slurm, SGE, PBS:
+	default:
+		return fmt.Errorf("scheduler %q: want slurm, sge or pbs", j.Scheduler)
+	}
+	if err := j.checkShards(); err != nil {
+		return err
+	}
+	if j.Nodes < 0 || j.GPUsPerNode < 0 || j.CPUsPerNode < 0 || j.Time < 0 {
+		return errors.New("nodes, GPUs, CPUs and time must not be negative")
+	}
+	for what, path := range map[string]string{"output directory": j.Output, "nodepack binary": j.Nodepack, "working directory": j.Dir} {
+		if !strings.HasPrefix(path, "/") {
+			return fmt.Errorf("%s %q: want an absolute path", what, path)
+		}
+		if i := strings.IndexFunc(path, func(r rune) bool {
+			return unicode.IsSpace(r) || !unicode.IsPrint(r) || strings.ContainsRune(`%$"'\`+"`", r)
+		}); i >= 0 {
+			return fmt.Errorf("%s %q: a job script's directives cannot name a path with %q in it", what, path, path[i:i+1])
+		}
+	}
+	for _, v := range append([]string{j.Name, j.Partition, j.Account}, j.Extra...) {
+		if strings.ContainsAny(v, "\n\r\x00") {
+			return fmt.Errorf("%q: a directive is one line", v)
+		}
+	}
+	for _, v := range []string{j.Name, j.Partition, j.Account} {
+		if strings.ContainsFunc(v, unicode.IsSpace) {
+			return fmt.Errorf("%q: a name, partition or account has no spaces", v)
+		}
+	}
+	return nil
+}
+
+// MaxShards is the most shards a job may have: far more array tasks than
+// any scheduler allows (Slurm's MaxArraySize is 1001 by default).
+const MaxShards = 1 << 20
+
+// checkShards says what is wrong with the job's shards.
+func (j Job) checkShards() error {
+	if j.Shards < 1 || j.Shards > MaxShards {
+		return fmt.Errorf("%d shards: want 1 to %d", j.Shards, MaxShards)
+	}
+	if j.Indices == nil {
+		return nil
+	}
+	if len(j.Indices) == 0 {
+		return errors.New("no shard to run")
+	}
+	for k, i := range j.Indices {
+		if i < 0 || i >= j.Shards || k > 0 && i <= j.Indices[k-1] {
+			return fmt.Errorf("shards %v: want ascending indices below %d", j.Indices, j.Shards)
+		}
+	}
+	return nil
+}
+
+// Script returns the job's batch script.
+func (j Job) Script() (string, error) {
+	if err := j.check(); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	tasks := j.tasks()
+	prefix := map[Scheduler]string{Slurm: "#SBATCH ", SGE: "#$ ", PBS: "#PBS "}[j.Scheduler]
+	directive := func(format string, a ...any) { b.WriteString(prefix + fmt.Sprintf(format, a...) + "\n") }
+	name := j.Name
+	if name == "" {
+		name = "nodepack"
+	}
+	b.WriteString("#!/bin/bash\n")
+	which := "shards " + spans(tasks)
+	if len(tasks) == 1 {
+		which = "shard " + spans(tasks)
+	}
+	fmt.Fprintf(&b, "# Written by nodepack submit: %s of %d of the sweep in %s,\n", which, j.Shards, j.Output)
+	b.WriteString("# one array task each. See it: nodepack status " + j.Output + "\n")
+	b.WriteString("# Finish what is left: nodepack resubmit " + j.Output + "\n")
+	logs := j.Output + "/jobs"
+	switch j.Scheduler {
+	case Slurm:
+		directive("--job-name=%s", name)
+		directive("--array=0-%d%s", len(tasks)-1, throttle(j.Nodes, len(tasks), "%"))
+		directive("--nodes=1")
+		if j.GPUsPerNode == 0 && j.CPUsPerNode == 0 {
+			directive("--exclusive")
+		}
+		if j.Time > 0 {
+			directive("--time=%s", slurmTime(j.Time))
+		}
+		if j.GPUsPerNode > 0 {
+			directive("--gres=gpu:%d", j.GPUsPerNode)
+		}
+		if j.CPUsPerNode > 0 {
+			directive("--cpus-per-task=%d", j.CPUsPerNode)
+		}
+		if j.MemBytes > 0 {
+			directive("--mem=%dM", mebibytes(j.MemBytes))
+		}
+		if j.Partition != "" {
+			directive("--partition=%s", j.Partition)
+		}
+		if j.Account != "" {
+			directive("--account=%s", j.Account)
+		}
+		directive("--signal=B:USR1@%d", int(j.Warning().Seconds()))
+		directive("--requeue")
+		directive("--open-mode=append")
+		directive("--output=%s/slurm-%%A_%%a.log", logs)
+	case SGE:
+		directive("-N %s", name)
+		directive("-t 1-%d", len(tasks))
+		if t := throttle(j.Nodes, len(tasks), ""); t != "" {
+			directive("-tc %s", t)
+		}
+		directive("-S /bin/bash")
+		directive("-V")
+		if j.Time > 0 {
+			directive("-l h_rt=%s", clock(j.Time))
+		}
+		if j.CPUsPerNode > 0 {
+			directive("-pe smp %d", j.CPUsPerNode)
+			directive("-binding linear:%d", j.CPUsPerNode) // cores of the job's own, which nodepack uses
+		}
+		if j.GPUsPerNode > 0 {
+			directive("-l gpu=%d", j.GPUsPerNode)
+		}
+		if j.MemBytes > 0 {
+			directive("-l mem_free=%dM", mebibytes(j.MemBytes))
+		}
+		if j.Partition != "" {
+			directive("-q %s", j.Partition)
+		}
+		if j.Account != "" {
+			directive("-A %s", j.Account)
+		}
+		directive("-notify")
+		directive("-r y")
+		directive("-j y")
+		directive("-o %s/sge-$JOB_ID.$TASK_ID.log", logs)
+	case PBS:
+		directive("-N %s", name)
+		if len(tasks) > 1 {
+			directive("-J 0-%d%s", len(tasks)-1, throttle(j.Nodes, len(tasks), "%"))
+		}
+		sel := "select=1"
+		if j.CPUsPerNode > 0 {
+			sel += fmt.Sprintf(":ncpus=%d", j.CPUsPerNode)
+		}
+		if j.GPUsPerNode > 0 {
+			sel += fmt.Sprintf(":ngpus=%d", j.GPUsPerNode)
+		}
+		if j.MemBytes > 0 {
+			sel += fmt.Sprintf(":mem=%dmb", mebibytes(j.MemBytes))
+		}
+		directive("-l %s", sel)
+		if j.GPUsPerNode == 0 && j.CPUsPerNode == 0 {
+			directive("-l place=excl")
+		}
+		if j.Time > 0 {
+			directive("-l walltime=%s", clock(j.Time))
+		}
+		if j.Partition != "" {
+			directive("-q %s", j.Partition)
+		}
+		if j.Account != "" {
+			directive("-A %s", j.Account)
+		}
+		directive("-r y")
+		directive("-j oe")
+		directive("-o %s/", logs)
+	}
+	for _, e := range j.Extra {
+		if strings.HasPrefix(e, strings.TrimSpace(prefix)) {
+			b.WriteString(e + "\n")
+		} else {
+			directive("%s", e)
+		}
+	}
+	b.WriteString("set -euo pipefail\n")
+	b.WriteString("cd " + j.Dir + "\n")
+	// The array task's index, as bash arithmetic: 0, 1, … for each task.
+	index := map[Scheduler]string{Slurm: "SLURM_ARRAY_TASK_ID", SGE: "SGE_TASK_ID - 1", PBS: "${PBS_ARRAY_INDEX:-0}"}[j.Scheduler]
+	switch {
+	case contiguous(tasks) && tasks[0] == 0:
+		fmt.Fprintf(&b, "shard=$((%s))\n", index)
+	case contiguous(tasks):
+		fmt.Fprintf(&b, "shard=$((%d + %s))\n", tasks[0], index)
+	default:
+		words := make([]string, len(tasks))
+		for k, i := range tasks {
+			words[k] = strconv.Itoa(i)
+		}
+		fmt.Fprintf(&b, "shards=(%s)\n", strings.Join(words, " "))
+		fmt.Fprintf(&b, "shard=${shards[%s]}\n", index)
+	}
+	argv := []string{"exec", Quote(j.Nodepack), "run", "--output", Quote(j.Output), "--shard", `"$shard/` + strconv.Itoa(j.Shards) + `"`}
+	if j.Scheduler != PBS {
+		argv = append(argv, "--requeue") // nodepack requeues Slurm and Grid Engine jobs
+	}
+	if sb := j.StopBefore(); sb > 0 && !hasFlag(j.Run, "--stop-before") {
+		argv = append(argv, "--stop-before", sb.String())
+	}
+	if j.RetryFailed {
+		argv = append(argv, "--retry-failed")
+	}
+	for _, a := range j.Run {
+		argv = append(argv, Quote(a))
+	}
+	b.WriteString(strings.Join(argv, " ") + "\n")
+	return b.String(), nil
+}
+
+// hasFlag reports whether args give flag, as --flag or --flag=….
+func hasFlag(args []string, flag string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == flag || strings.HasPrefix(a, flag+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// throttle is the array's limit on tasks at once, after sep; "" when
+// there is none or it is no limit.
+func throttle(nodes, tasks int, sep string) string {
+	if nodes <= 0 || nodes >= tasks {
+		return ""
+	}
+	return sep + strconv.Itoa(nodes)
+}
+
+// contiguous reports whether indices are a run of consecutive numbers.
+func contiguous(indices []int) bool {
+	return indices[len(indices)-1]-indices[0] == len(indices)-1
+}
+
+// spans writes ascending indices as ranges: "0-2", "1,4-5".
+func spans(indices []int) string {
+	var parts []string
+	for k := 0; k < len(indices); {
+		end := k
+		for end+1 < len(indices) && indices[end+1] == indices[end]+1 {
+			end++
+		}
+		if end == k {
+			parts = append(parts, strconv.Itoa(indices[k]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", indices[k], indices[end]))
+		}
+		k = end + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+func mebibytes(b uint64) uint64 { return (b + 1<<20 - 1) >> 20 }
+
+// clock writes d as HH:MM:SS, hours past 24 included, rounded up to the
+// second.
+func clock(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	return fmt.Sprintf("%02d:%02d:%02d", s/3600, s/60%60, s%60)
+}
+
+// slurmTime writes d as Slurm's [D-]HH:MM:SS.
+func slurmTime(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	if s < 86400 {
+		return clock(d)
+	}
+	return fmt.Sprintf("%d-%02d:%02d:%02d", s/86400, s/3600%24, s/60%60, s%60)
+}
+
+// ParseTime parses a time limit: a Go duration (4h, 90m) or the
+// schedulers' [D-]HH:MM[:SS].
+func ParseTime(s string) (time.Duration, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d <= 0 {
+			return 0, fmt.Errorf("time %q: want more than 0", s)
+		}
+		return d, nil
+	}
+	bad := fmt.Errorf("time %q: want a duration (4h, 90m) or [D-]HH:MM[:SS]", s)
+	days := 0
+	rest := s
+	if d, r, ok := strings.Cut(s, "-"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil || n < 0 {
+			return 0, bad
+		}
+		days, rest = n, r
+	}
+	parts := strings.Split(rest, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return 0, bad
+	}
+	var v [3]int
+	for k, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || len(p) == 0 || k > 0 && n > 59 {
+			return 0, bad
+		}
+		v[k] = n
+	}
+	d := time.Duration(days)*24*time.Hour + time.Duration(v[0])*time.Hour + time.Duration(v[1])*time.Minute + time.Duration(v[2])*time.Second
+	if d <= 0 || d > 100*365*24*time.Hour {
+		return 0, bad
+	}
+	return d, nil
+}
+
+// Quote returns s as one bash word: as it is when that is safe, else in
+// single quotes.
+func Quote(s string) string {
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-_./=:,+@%", r)))
+	}) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
