@@ -397,7 +397,7 @@ func submitJob(ctx context.Context, job submit.Job, k, runs int, f jobFlags, std
 		tasks = job.Shards
 	}
 	fmt.Fprintf(stderr, "nodepack %s: job %s (%s): %s, into %s\n", cmd, termSafe(id), job.Scheduler,
-		countWord(tasks, "array task")+fmt.Sprintf(" of %d shards", job.Shards), termSafe(job.Output))
+		countWord(tasks, "array task")+" of "+countWord(job.Shards, "shard"), termSafe(job.Output))
 	fmt.Fprintf(stderr, "nodepack %s: see it: nodepack status %s\n", cmd, shellWord(job.Output))
 	if !f.wait {
 		return exitOK
@@ -434,7 +434,17 @@ func waitJob(ctx context.Context, dir string, stdout, stderr io.Writer) int {
 		case <-time.After(waitInterval):
 		}
 	}
-	return runStatus(ctx, []string{dir}, stdout, stderr)
+	code := runStatus(ctx, []string{dir}, stdout, stderr)
+	if code != exitOK {
+		return code
+	}
+	// Every task left the queue, and yet runs may be left: a task that
+	// died or never started.
+	if st, err := ledger.ReadStatus(dir, time.Now()); err != nil || st.Counts.Pending+st.Counts.Interrupted+st.Counts.Running > 0 || st.Total == nil {
+		fmt.Fprintf(stderr, "nodepack submit: the job ended with runs left: nodepack resubmit %s submits them\n", shellWord(dir))
+		return exitFailed
+	}
+	return exitOK
 }
 
 func runResubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nodepack/nodepack/runner/submit"
 )
@@ -206,5 +207,27 @@ func TestSubmitThenResubmit(t *testing.T) {
 	writeFile(t, dir, "tasks.txt", "echo another\n")
 	if code, _, stderr := runCLI(t, "resubmit", "--retry-failed", out); code != exitUsage || !strings.Contains(stderr, "holds another sweep") {
 		t.Errorf("resubmit of a changed sweep = %d: %s", code, stderr)
+	}
+}
+
+// TestSubmitWait: --wait returns once the scheduler no longer lists the
+// job's tasks (here after three answers that one runs), then prints the
+// sweep's status; a task that never started leaves runs: exit 1.
+func TestSubmitWait(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	fakeScheduler(t, dir)
+	bin := filepath.Join(dir, "bin")
+	writeFile(t, bin, "squeue", `#!/bin/sh
+n=$(cat "$(dirname "$0")/asked" 2>/dev/null || echo 0); echo $((n + 1)) > "$(dirname "$0")/asked"
+[ "$n" -lt 3 ] && echo "100|0|RUNNING|node1"; exit 0`)
+	os.Chmod(filepath.Join(bin, "squeue"), 0o755)
+	defer func(d time.Duration) { waitInterval = d }(waitInterval)
+	waitInterval = time.Millisecond
+	writeFile(t, dir, "tasks.txt", "echo one\n")
+	code, stdout, stderr := runCLI(t, "submit", "--slurm", "--nodes", "1", "--wait", "-o", "w", "--", "tasks.txt")
+	asked, _ := os.ReadFile(filepath.Join(bin, "asked"))
+	if code != exitFailed || strings.TrimSpace(string(asked)) != "5" || !strings.Contains(stdout, "slurm: job 100 (shards 0): 1 not started") || !strings.Contains(stderr, "the job ended with runs left") {
+		t.Errorf("submit --wait = %d after asking %s times\n%s\n%s", code, asked, stdout, stderr)
 	}
 }

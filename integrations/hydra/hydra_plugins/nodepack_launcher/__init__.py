@@ -1,0 +1,1 @@
+"""hydra/launcher=nodepack: Hydra multiruns through the nodepack binary."""

@@ -1,0 +1,89 @@
+"""The job's side: a Hydra callback that writes the job's return value.
+
+Each job runs in a process of its own (a run of nodepack), as the Hydra
+app itself with the job's overrides. This callback, added to that process
+by the launcher, writes what the task function returned, or the exception
+it raised, as JSON in the job's output directory; the launcher reads it
+back. JSON, not pickle: reading it runs no code, whoever wrote the file.
+"""
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+
+RETURN_FILE = ".nodepack-return.json"
+RETURN_FORMAT = "nodepack.hydra-return/v1"
+
+
+def to_json(value: Any) -> Any:
+    """value as JSON data: as it is when json takes it; numpy and torch
+    scalars and arrays by .item() and .tolist(); OmegaConf containers as
+    plain ones. Anything else raises TypeError."""
+    try:
+        json.dumps(value, allow_nan=True)
+        return value
+    except (TypeError, ValueError):
+        pass
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+
+        if isinstance(value, (DictConfig, ListConfig)):
+            return to_json(OmegaConf.to_container(value, resolve=True))
+    except ImportError:  # pragma: no cover - omegaconf comes with hydra
+        pass
+    if isinstance(value, dict):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    for convert in ("item", "tolist"):
+        method = getattr(value, convert, None)
+        if callable(method):
+            try:
+                return to_json(method())
+            except Exception:
+                continue
+    raise TypeError(f"{type(value).__name__} is not JSON data")
+
+
+class ReturnValue(Callback):
+    """Writes the job's return value (or its exception) to RETURN_FILE in
+    the job's output directory when the job ends."""
+
+    def on_job_end(self, config: Any, job_return: JobReturn, **kwargs: Any) -> None:
+        doc = {"format": RETURN_FORMAT, "argv": sys.argv[1:], "run_id": os.environ.get("NODEPACK_RUN_ID", "")}
+        if job_return.status == JobStatus.COMPLETED:
+            doc["status"] = "completed"
+            value = job_return._return_value
+            try:
+                doc["value"] = to_json(value)
+            except TypeError as e:
+                doc["value"] = repr(value)
+                doc["unencodable"] = str(e)
+        else:
+            error = job_return._return_value
+            doc["status"] = "failed"
+            doc["error"] = f"{type(error).__name__}: {error}"
+        out = Path(HydraConfig.get().runtime.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(doc, allow_nan=True)
+        # Written whole or not at all: a reader never sees half of it.
+        fd, tmp = tempfile.mkstemp(dir=out, prefix=RETURN_FILE + ".")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, out / RETURN_FILE)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+

@@ -1,0 +1,451 @@
+// Package hydra_test runs the Hydra launcher plugin (hydra/launcher=nodepack)
+// against the real Hydra 1.3 at ../shared/vendor/hydra-core-1.3, with
+// Debian's /usr/bin/python3 and its python3-omegaconf and python3-antlr4.
+// The tests skip with a reason when that Hydra or those packages are
+// absent, and fail instead when NODEPACK_CI=1. The login-node test also
+// needs the local Slurm (NODEPACK_SLURM_TESTS=1 after
+// scripts/slurm-local.sh start).
+package hydra_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const python = "/usr/bin/python3"
+
+var (
+	here     string // this directory: integrations/hydra
+	vendor   string // the real Hydra
+	nodepack string // built for these tests
+	skipWhy  string // why the tests skip, if they do
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if here, err = filepath.Abs("."); err != nil {
+		panic(err)
+	}
+	vendor = filepath.Join(here, "..", "..", "..", "shared", "vendor", "hydra-core-1.3")
+	if _, err := os.Stat(filepath.Join(vendor, "hydra", "__init__.py")); err != nil {
+		skipWhy = "the real Hydra is not at " + vendor
+	} else if out, err := exec.Command(python, "-c", "import omegaconf, antlr4, packaging").CombinedOutput(); err != nil {
+		skipWhy = fmt.Sprintf("%s cannot import omegaconf, antlr4 and packaging (apt-get install python3-omegaconf python3-antlr4 python3-packaging): %s", python, out)
+	}
+	if skipWhy != "" {
+		if os.Getenv("NODEPACK_CI") == "1" {
+			fmt.Println("the Hydra tests cannot run:", skipWhy)
+			os.Exit(1)
+		}
+		os.Exit(m.Run())
+	}
+	bin, err := os.MkdirTemp("", "nodepack-hydra-bin-")
+	if err != nil {
+		panic(err)
+	}
+	nodepack = filepath.Join(bin, "nodepack")
+	build := exec.Command("go", "build", "-o", nodepack, "./cmd/nodepack")
+	build.Dir, build.Stdout, build.Stderr = filepath.Join(here, "..", ".."), os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Println("building nodepack:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(bin)
+	os.Exit(code)
+}
+
+func needHydra(t *testing.T) {
+	t.Helper()
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+}
+
+// env is the environment the Hydra app runs in: the real Hydra, the
+// plugin and the test's sweeper on PYTHONPATH, nodepack in PATH, four
+// fake GPUs, and no batch job (the launcher runs packed on this node).
+func env(extra ...string) []string {
+	var e []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "PYTHONPATH" || k == "PATH" || k == "CUDA_VISIBLE_DEVICES" || strings.HasPrefix(k, "SLURM_") || strings.HasPrefix(k, "SGE_") || k == "JOB_ID" ||
+			strings.HasPrefix(k, "PBS_") || strings.HasPrefix(k, "LSB_") {
+			continue
+		}
+		e = append(e, kv)
+	}
+	return append(append(e,
+		"PYTHONPATH="+strings.Join([]string{vendor, here, filepath.Join(here, "testdata", "plugins")}, string(os.PathListSeparator)),
+		"PYTHONDONTWRITEBYTECODE=1",
+		"PATH="+filepath.Dir(nodepack)+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"CUDA_VISIBLE_DEVICES=0,1,2,3"), extra...)
+}
+
+// app returns the command that runs the test app with args in dir.
+func app(dir string, args ...string) *exec.Cmd {
+	cmd := exec.Command(python, append([]string{filepath.Join(here, "testdata", "app", "app.py")}, args...)...)
+	cmd.Dir, cmd.Env = dir, env()
+	return cmd
+}
+
+// seen reads what each job wrote to its seen.txt, by job directory.
+func seen(t *testing.T, sweep string) map[string]map[string]string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(sweep, "*", "seen.txt"))
+	all := map[string]map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, kv := range strings.Fields(string(b)) {
+			k, v, _ := strings.Cut(kv, "=")
+			m[k] = v
+		}
+		all[filepath.Base(filepath.Dir(f))] = m
+	}
+	return all
+}
+
+// returned finds the launcher's line for each job: "#N : OVERRIDES:
+// returned VALUE" (or failed), in the order it logged them.
+func returned(out string) []string {
+	var lines []string
+	re := regexp.MustCompile(`\t(#\d+ : .*: (returned|failed).*)$`)
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			lines = append(lines, m[1])
+		}
+	}
+	return lines
+}
+
+// TestClusterduckExample is clusterduck's example with its launcher
+// replaced: four jobs on four fake GPUs, each on its own GPU, each in its
+// own job directory with Hydra's .hydra/ files, the return values back in
+// order.
+func TestClusterduckExample(t *testing.T) {
+	needHydra(t)
+	dir := t.TempDir()
+	cmd := app(dir, "--multirun", "model=convnet,transformer", "+iteration=range(2)", "hydra/launcher=nodepack", "hydra.launcher.mode=local")
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	if err != nil {
+		t.Fatalf("multirun: %v\n%s", err, out)
+	}
+	sweeps, _ := filepath.Glob(filepath.Join(dir, "multirun", "*", "*"))
+	if len(sweeps) != 1 {
+		t.Fatalf("want one sweep directory under multirun/, got %v\n%s", sweeps, out)
+	}
+	jobs := seen(t, sweeps[0])
+	want := map[string][2]string{"0": {"convnet", "0"}, "1": {"convnet", "1"}, "2": {"transformer", "0"}, "3": {"transformer", "1"}}
+	gpus := map[string]bool{}
+	for num, w := range want {
+		j := jobs[num]
+		if j == nil || j["model"] != w[0] || j["iteration"] != w[1] || j["num"] != num {
+			t.Errorf("job %s saw %v, want model %s iteration %s num %s", num, j, w[0], w[1], num)
+		}
+		gpus[j["cuda"]] = true
+		overrides, err := os.ReadFile(filepath.Join(sweeps[0], num, ".hydra", "overrides.yaml"))
+		if wantO := fmt.Sprintf("- model=%s\n- +iteration=%s\n", w[0], w[1]); err != nil || string(overrides) != wantO {
+			t.Errorf("job %s: .hydra/overrides.yaml %q, %v; want %q", num, overrides, err, wantO)
+		}
+		for _, f := range []string{".hydra/config.yaml", ".hydra/hydra.yaml", "app.log"} {
+			if _, err := os.Stat(filepath.Join(sweeps[0], num, f)); err != nil {
+				t.Errorf("job %s has no %s: %v", num, f, err)
+			}
+		}
+	}
+	if len(gpus) != 4 || gpus[""] {
+		t.Errorf("the four jobs saw GPUs %v: want one each, all different", gpus)
+	}
+	got := returned(out)
+	wantR := []string{
+		"#0 : model=convnet +iteration=0: returned 40.5",
+		"#1 : model=convnet +iteration=1: returned 41.5",
+		"#2 : model=transformer +iteration=0: returned 120.5",
+		"#3 : model=transformer +iteration=1: returned 121.5",
+	}
+	if !slices.Equal(got, wantR) {
+		t.Errorf("returns %q, want %q\n%s", got, wantR, out)
+	}
+}
+
+// TestSweeperGetsReturnValues: a sweeper that picks its next parameters
+// from the jobs' return values gets each job's value, in order, over two
+// launches.
+func TestSweeperGetsReturnValues(t *testing.T) {
+	needHydra(t)
+	dir := t.TempDir()
+	b, err := app(dir, "--multirun", "model=convnet", "hydra/sweeper=pick", "hydra/launcher=nodepack", "hydra.launcher.mode=local", "hydra.sweep.dir=sweep").CombinedOutput()
+	if err != nil {
+		t.Fatalf("multirun: %v\n%s", err, b)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "sweep", "picks.json"))
+	if err != nil {
+		t.Fatalf("the sweeper wrote no picks: %v\n%s", err, b)
+	}
+	var doc struct {
+		Picks []struct {
+			Overrides []string `json:"overrides"`
+			Value     float64  `json:"value"`
+		} `json:"picks"`
+		Best []float64 `json:"best"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	lrs := []string{"0.1", "0.3", "0.9", "0.45", "1.8"} // the second round around the best of the first
+	if len(doc.Picks) != len(lrs) {
+		t.Fatalf("%d picks, want %d: %s", len(doc.Picks), len(lrs), raw)
+	}
+	for i, p := range doc.Picks {
+		var lr float64
+		fmt.Sscan(lrs[i], &lr)
+		if !slices.Equal(p.Overrides, []string{"model=convnet", "lr=" + lrs[i]}) || p.Value != 40+lr {
+			t.Errorf("pick %d: %v returned %v; want lr=%s returning %v", i, p.Overrides, p.Value, lrs[i], 40+lr)
+		}
+	}
+	if len(doc.Best) != 2 || doc.Best[0] != 1.8 {
+		t.Errorf("best %v, want lr 1.8", doc.Best)
+	}
+}
+
+// TestFailedJob: a job that raises is a failed JobReturn: the multirun
+// fails as with the basic launcher, saying which job, its failure class,
+// its error and its log; the other jobs ran and returned.
+func TestFailedJob(t *testing.T) {
+	needHydra(t)
+	dir := t.TempDir()
+	b, err := app(dir, "--multirun", "model=convnet", "+iteration=range(3)", "fail=1", "hydra/launcher=nodepack", "hydra.launcher.mode=local", "hydra.sweep.dir=sweep").CombinedOutput()
+	out := string(b)
+	if err == nil {
+		t.Fatalf("a multirun with a failed job exited 0:\n%s", out)
+	}
+	re := regexp.MustCompile(`job #1 \(model=convnet \+iteration=1 fail=1\) failed: class exit, exit 1, ValueError: iteration 1 fails on purpose, log (\S+stderr\.log)`)
+	m := re.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the error does not say which job failed, why and where its log is:\n%s", out)
+	}
+	if log, err := os.ReadFile(m[1]); err != nil || !strings.Contains(string(log), "fails on purpose") {
+		t.Errorf("the log it names: %v\n%s", err, log)
+	}
+	got := returned(out)
+	if len(got) != 3 || got[0] != "#0 : model=convnet +iteration=0 fail=1: returned 40.5" || !strings.HasPrefix(got[1], "#1 : model=convnet +iteration=1 fail=1: failed: ") ||
+		got[2] != "#2 : model=convnet +iteration=2 fail=1: returned 42.5" {
+		t.Errorf("returns %q", got)
+	}
+}
+
+// TestKilledMultirunResumes: a multirun interrupted with Ctrl-C while
+// two jobs run, then run again as it was typed: the finished jobs do not
+// run again and still return their values, the interrupted ones run.
+func TestKilledMultirunResumes(t *testing.T) {
+	needHydra(t)
+	dir := t.TempDir()
+	ran, release := filepath.Join(dir, "ran.txt"), filepath.Join(dir, "release")
+	args := []string{"--multirun", "model=convnet,transformer", "+iteration=range(2)", "log=" + ran, "wait_for=" + release,
+		"hydra/launcher=nodepack", "hydra.launcher.mode=local", "hydra.sweep.dir=sweep"}
+	cmd := app(dir, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's process group
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The convnet jobs finish (nodepack recorded them); the transformer
+	// ones wait for release.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		b, _ := os.ReadFile(ran)
+		st, _ := exec.Command(nodepack, "status", "--json", filepath.Join(dir, "sweep", ".nodepack", "launch-0")).Output()
+		var doc struct {
+			Counts map[string]int `json:"counts"`
+		}
+		json.Unmarshal(st, &doc)
+		if len(strings.Fields(string(b))) == 4 && doc.Counts["succeeded"] == 2 && doc.Counts["running"] == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("the jobs did not all start: ran %q\n%s", b, out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) // Ctrl-C
+	if err := cmd.Wait(); err == nil {
+		t.Fatalf("the interrupted multirun exited 0:\n%s", out.String())
+	}
+	os.WriteFile(release, nil, 0o644)
+	b, err := app(dir, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the rerun: %v\n%s", err, b)
+	}
+	r, _ := os.ReadFile(ran)
+	counts := map[string]int{}
+	for _, num := range strings.Fields(string(r)) {
+		counts[num]++
+	}
+	if counts["0"] != 1 || counts["1"] != 1 || counts["2"] != 2 || counts["3"] != 2 {
+		t.Errorf("jobs ran %v times: want the convnet ones (0, 1) once, the interrupted ones (2, 3) again", counts)
+	}
+	got := returned(string(b))
+	if len(got) != 4 || !strings.HasSuffix(got[0], "returned 40.5") || !strings.HasSuffix(got[3], "returned 121.5") {
+		t.Errorf("the rerun returned %q", got)
+	}
+}
+
+// TestRequestsPerJob: a job whose config asks for 2 GPUs runs beside
+// quarter-GPU jobs: it sees two GPUs, each of them one.
+func TestRequestsPerJob(t *testing.T) {
+	needHydra(t)
+	dir := t.TempDir()
+	b, err := app(dir, "--multirun", "model=convnet,big", "+iteration=range(4)", "hydra/launcher=nodepack", "hydra.launcher.mode=local",
+		"hydra.launcher.gpus_per_run=0.25", "hydra.sweep.dir=sweep").CombinedOutput()
+	if err != nil {
+		t.Fatalf("multirun: %v\n%s", err, b)
+	}
+	jobs := seen(t, filepath.Join(dir, "sweep"))
+	if len(jobs) != 8 {
+		t.Fatalf("%d jobs ran, want 8\n%s", len(jobs), b)
+	}
+	for num, j := range jobs {
+		want := 1
+		if j["model"] == "big" {
+			want = 2
+		}
+		if got := len(strings.Split(j["cuda"], ",")); got != want || j["cuda"] == "" {
+			t.Errorf("job %s (%s) saw CUDA_VISIBLE_DEVICES=%q, want %d GPUs", num, j["model"], j["cuda"], want)
+		}
+	}
+	task, _ := os.ReadFile(filepath.Join(dir, "sweep", ".nodepack", "launch-0.txt"))
+	if !strings.Contains(string(task), "#nodepack gpus=2\n") {
+		t.Errorf("the task file has no request for the big jobs:\n%s", task)
+	}
+}
+
+// TestLoginNodeSlurm: on a login node the launcher submits the jobs
+// through nodepack submit to the local Slurm, waits for the array, and
+// returns every job's value.
+func TestLoginNodeSlurm(t *testing.T) {
+	needHydra(t)
+	if os.Getenv("NODEPACK_SLURM_TESTS") != "1" {
+		t.Skip("needs the local Slurm: NODEPACK_SLURM_TESTS=1 after scripts/slurm-local.sh start")
+	}
+	dir := t.TempDir()
+	conf := os.Getenv("SLURM_CONF")
+	if conf == "" {
+		out, err := exec.Command(filepath.Join(here, "..", "..", "scripts", "slurm-local.sh"), "env").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, conf, _ = strings.Cut(strings.TrimSpace(string(out)), "=")
+	}
+	cmd := app(dir, "--multirun", "model=convnet,transformer", "+iteration=range(2)", "hydra/launcher=nodepack",
+		"hydra.launcher.scheduler=slurm", "hydra.launcher.nodes=2", "hydra.launcher.cpus_per_node=1", "hydra.launcher.time=10m", "hydra.sweep.dir=sweep")
+	cmd.Env = append(cmd.Env, "SLURM_CONF="+conf)
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	if err != nil {
+		t.Fatalf("multirun: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "with nodepack (submit)") || !strings.Contains(out, "2 array tasks of 2 shards") {
+		t.Errorf("the launcher did not submit an array of 2:\n%s", out)
+	}
+	got := returned(out)
+	wantR := []string{
+		"#0 : model=convnet +iteration=0: returned 40.5",
+		"#1 : model=convnet +iteration=1: returned 41.5",
+		"#2 : model=transformer +iteration=0: returned 120.5",
+		"#3 : model=transformer +iteration=1: returned 121.5",
+	}
+	if !slices.Equal(got, wantR) {
+		t.Errorf("returns %q, want %q\n%s", got, wantR, out)
+	}
+	if jobs := seen(t, filepath.Join(dir, "sweep")); len(jobs) != 4 {
+		t.Errorf("%d job directories, want 4", len(jobs))
+	}
+}
+
+// TestReadmeHydra types the README's Hydra block as a user inside an
+// allocation would: python is their Python, train.py their app (here the
+// test app with its conf/), and the launcher runs the jobs packed here.
+func TestReadmeHydra(t *testing.T) {
+	needHydra(t)
+	readme, err := os.ReadFile(filepath.Join(here, "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "## With Hydra\n")
+	_, block, _ := strings.Cut(section, "```sh\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !strings.Contains(block, "hydra/launcher=nodepack") {
+		t.Fatalf("the README's Hydra section has no block with hydra/launcher=nodepack:\n%s", block)
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("cp", "-r", filepath.Join(here, "testdata", "app", "conf"), filepath.Join(here, "testdata", "app", "app.py"), dir).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	os.Rename(filepath.Join(dir, "app.py"), filepath.Join(dir, "train.py"))
+	bin := filepath.Join(dir, "bin")
+	os.Mkdir(bin, 0o755)
+	os.Symlink(python, filepath.Join(bin, "python"))
+	cmd := exec.Command("bash", "-e", "-c", block)
+	cmd.Dir = dir
+	cmd.Env = append(env("SLURM_JOB_ID=4242"), "PATH="+bin+string(os.PathListSeparator)+filepath.Dir(nodepack)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", block, err, b)
+	}
+	if got := returned(string(b)); len(got) != 4 || !strings.Contains(string(b), "with nodepack (local)") {
+		t.Errorf("%s: returns %q\n%s", block, got, b)
+	}
+}
+
+// TestPipInstall: the plugin installs with pip (Debian's setuptools, no
+// network: --no-deps, --no-build-isolation), and Hydra finds it there.
+func TestPipInstall(t *testing.T) {
+	needHydra(t)
+	if err := exec.Command(python, "-m", "pip", "--version").Run(); err != nil {
+		if os.Getenv("NODEPACK_CI") == "1" {
+			t.Fatalf("%s has no pip (apt-get install python3-pip)", python)
+		}
+		t.Skip("no pip for " + python)
+	}
+	target := t.TempDir()
+	build := t.TempDir()
+	if out, err := exec.Command("cp", "-r", here+"/.", build).CombinedOutput(); err != nil { // pip builds in the source tree: not in this checkout
+		t.Fatalf("%v %s", err, out)
+	}
+	cmd := exec.Command(python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index", "--target", target, build)
+	cmd.Env = append(env(), "PIP_DISABLE_PIP_VERSION_CHECK=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pip install: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(target, "hydra_plugins", "nodepack_launcher", "launcher.py")); err != nil {
+		t.Fatalf("pip installed no launcher: %v", err)
+	}
+	check := exec.Command(python, "-c", `from hydra.core.plugins import Plugins
+from hydra.plugins.launcher import Launcher
+names = [p.__name__ for p in Plugins.instance().discover(Launcher)]
+assert "NodepackLauncher" in names, names
+import hydra_plugins.nodepack_launcher.launcher as l
+print(l.__file__)`)
+	check.Dir, check.Env = t.TempDir(), append(env(), "PYTHONPATH="+vendor+string(os.PathListSeparator)+target)
+	if out, err := check.CombinedOutput(); err != nil || !strings.HasPrefix(string(out), target) {
+		t.Errorf("Hydra does not find the installed plugin: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,38 @@
+# The clusterduck example's shape, as the launcher's tests run it: a Hydra
+# app with a config group (model), whose job writes what it saw and
+# returns a number computed from its config.
+import os
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+def main(cfg: DictConfig) -> float:
+    hc = HydraConfig.get()
+    out = hc.runtime.output_dir
+    seen = {
+        "model": cfg.model.name,
+        "iteration": cfg.get("iteration"),
+        "num": hc.job.num,
+        "cuda": os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+        "run_id": os.environ.get("NODEPACK_RUN_ID", ""),
+    }
+    with open(os.path.join(out, "seen.txt"), "w") as f:
+        f.write(" ".join(f"{k}={v}" for k, v in seen.items()) + "\n")
+    if cfg.get("log"):
+        with open(cfg.log, "a") as f:
+            f.write(f"{hc.job.num}\n")
+    if cfg.get("wait_for") and cfg.model.name == "transformer":
+        while not os.path.exists(cfg.wait_for):
+            import time
+
+            time.sleep(0.05)
+    if cfg.get("fail") is not None and cfg.get("fail") == cfg.get("iteration"):
+        raise ValueError(f"iteration {cfg.iteration} fails on purpose")
+    return cfg.model.layers * 10 + (cfg.get("iteration") or 0) + cfg.lr
+
+
+if __name__ == "__main__":
+    main()
