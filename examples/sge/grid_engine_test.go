@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodepack/nodepack/examples/internal/journey"
 )
 
 var (
@@ -50,19 +52,12 @@ func TestMain(m *testing.M) {
 			sgeEnv = append(sgeEnv, kv)
 		}
 	}
-	bin, err := os.MkdirTemp("", "nodepack-sge-bin-")
-	if err != nil {
-		panic(err)
-	}
-	nodepack = filepath.Join(bin, "nodepack")
-	build := exec.Command("go", "build", "-o", nodepack, "./cmd/nodepack")
-	build.Dir, build.Stdout, build.Stderr = repoRoot, os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Println("building nodepack:", err)
+	if nodepack, err = journey.Build(repoRoot); err != nil {
+		fmt.Println(err)
 		os.Exit(1)
 	}
 	code := m.Run()
-	os.RemoveAll(bin)
+	os.RemoveAll(filepath.Dir(nodepack))
 	os.Exit(code)
 }
 

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodepack/nodepack/examples/internal/journey"
 )
 
 var (
@@ -42,19 +44,12 @@ func TestMain(m *testing.M) {
 		_, conf, _ := strings.Cut(strings.TrimSpace(string(out)), "=")
 		os.Setenv("SLURM_CONF", conf)
 	}
-	bin, err := os.MkdirTemp("", "nodepack-slurm-bin-")
-	if err != nil {
-		panic(err)
-	}
-	nodepack = filepath.Join(bin, "nodepack")
-	build := exec.Command("go", "build", "-o", nodepack, "./cmd/nodepack")
-	build.Dir, build.Stdout, build.Stderr = repoRoot, os.Stdout, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Println("building nodepack:", err)
+	if nodepack, err = journey.Build(repoRoot); err != nil {
+		fmt.Println(err)
 		os.Exit(1)
 	}
 	code := m.Run()
-	os.RemoveAll(bin)
+	os.RemoveAll(filepath.Dir(nodepack))
 	os.Exit(code)
 }
 

@@ -9,34 +9,19 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/nodepack/nodepack/examples/internal/journey"
 )
 
 // readmeBlock returns the commands of the README's sh block that holds
-// marker, without comments, one per line.
+// marker.
 func readmeBlock(t *testing.T, marker string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	lines, err := journey.Block(filepath.Join(repoRoot, "README.md"), marker)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, block := range strings.Split(string(b), "```sh\n")[1:] {
-		block, _, _ = strings.Cut(block, "```")
-		if !strings.Contains(block, marker) {
-			continue
-		}
-		var lines []string
-		for _, l := range strings.Split(block, "\n") {
-			if i := strings.Index(l, "   #"); i >= 0 {
-				l = l[:i]
-			}
-			if l = strings.TrimSpace(l); l != "" {
-				lines = append(lines, l)
-			}
-		}
-		return lines
-	}
-	t.Fatalf("the README has no sh block with %q", marker)
-	return nil
+	return lines
 }
 
 // typed runs a command line as a user types it, in dir, with this
@@ -50,22 +35,16 @@ func typed(t *testing.T, dir, line string) (string, error) {
 	return string(out), err
 }
 
-// lastJob returns the job id of the newest submission recorded in out.
+// lastJob returns the job id of the newest submission recorded in out,
+// cancelled when the test ends.
 func lastJob(t *testing.T, out string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(out, "submissions.jsonl"))
+	id, err := journey.LastJob(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	var rec struct {
-		JobID string `json:"job_id"`
-	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &rec); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { exec.Command("scancel", rec.JobID).Run() })
-	return rec.JobID
+	t.Cleanup(func() { exec.Command("scancel", id).Run() })
+	return id
 }
 
 // TestReadmeSubmit types the README's Slurm block from a login node's

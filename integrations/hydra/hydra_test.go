@@ -133,6 +133,15 @@ func returned(out string) []string {
 	return lines
 }
 
+// clusterduckReturns is what the launcher says each job of clusterduck's
+// example returned, in order: layers × 10 + iteration + lr.
+var clusterduckReturns = []string{
+	"#0 : model=convnet +iteration=0: returned 40.5",
+	"#1 : model=convnet +iteration=1: returned 41.5",
+	"#2 : model=transformer +iteration=0: returned 120.5",
+	"#3 : model=transformer +iteration=1: returned 121.5",
+}
+
 // TestClusterduckExample is clusterduck's example with its launcher
 // replaced: four jobs on four fake GPUs, each on its own GPU, each in its
 // own job directory with Hydra's .hydra/ files, the return values back in
@@ -172,15 +181,8 @@ func TestClusterduckExample(t *testing.T) {
 	if len(gpus) != 4 || gpus[""] {
 		t.Errorf("the four jobs saw GPUs %v: want one each, all different", gpus)
 	}
-	got := returned(out)
-	wantR := []string{
-		"#0 : model=convnet +iteration=0: returned 40.5",
-		"#1 : model=convnet +iteration=1: returned 41.5",
-		"#2 : model=transformer +iteration=0: returned 120.5",
-		"#3 : model=transformer +iteration=1: returned 121.5",
-	}
-	if !slices.Equal(got, wantR) {
-		t.Errorf("returns %q, want %q\n%s", got, wantR, out)
+	if got := returned(out); !slices.Equal(got, clusterduckReturns) {
+		t.Errorf("returns %q, want %q\n%s", got, clusterduckReturns, out)
 	}
 }
 
@@ -365,15 +367,8 @@ func TestLoginNodeSlurm(t *testing.T) {
 	if !strings.Contains(out, "with nodepack (submit)") || !strings.Contains(out, "2 array tasks of 2 shards") {
 		t.Errorf("the launcher did not submit an array of 2:\n%s", out)
 	}
-	got := returned(out)
-	wantR := []string{
-		"#0 : model=convnet +iteration=0: returned 40.5",
-		"#1 : model=convnet +iteration=1: returned 41.5",
-		"#2 : model=transformer +iteration=0: returned 120.5",
-		"#3 : model=transformer +iteration=1: returned 121.5",
-	}
-	if !slices.Equal(got, wantR) {
-		t.Errorf("returns %q, want %q\n%s", got, wantR, out)
+	if got := returned(out); !slices.Equal(got, clusterduckReturns) {
+		t.Errorf("returns %q, want %q\n%s", got, clusterduckReturns, out)
 	}
 	if jobs := seen(t, filepath.Join(dir, "sweep")); len(jobs) != 4 {
 		t.Errorf("%d job directories, want 4", len(jobs))
