@@ -78,6 +78,7 @@ type jobFlags struct {
 	time            string
 	gpus, cpus      int
 	mem             string
+	gpuMemory       string
 	partition       string
 	queue           string
 	account         string
@@ -98,6 +99,7 @@ func (f *jobFlags) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&f.gpus, "gpus-per-node", 0, "GPUs each task asks for, `G` (Slurm --gres=gpu:G, Grid Engine -l gpu=G, PBS ngpus=G)")
 	fs.IntVar(&f.cpus, "cpus-per-node", 0, "CPUs each task asks for, `C` (Slurm --cpus-per-task, Grid Engine -pe smp C, PBS ncpus); with neither this nor --gpus-per-node each task asks for a whole node")
 	fs.StringVar(&f.mem, "mem", "", "memory each task asks for, `SIZE` such as 64GiB (Slurm --mem, Grid Engine -l mem_free, PBS mem)")
+	fs.StringVar(&f.gpuMemory, "gpu-memory", "", "each GPU's memory on the nodes, `SIZE` such as 80GiB: what runs' gpu_mem requests are checked against (asks the scheduler for nothing)")
 	fs.StringVar(&f.partition, "partition", "", "Slurm partition `P`")
 	fs.StringVar(&f.queue, "queue", "", "Grid Engine or PBS queue `Q`")
 	fs.StringVar(&f.account, "account", "", "account `A` to charge")
@@ -151,6 +153,13 @@ func (f *jobFlags) apply(fs *pflag.FlagSet, job *submit.Job) error {
 		}
 		job.MemBytes = b
 	}
+	if fs.Changed("gpu-memory") {
+		b, err := pack.ParseSize(f.gpuMemory)
+		if err != nil || b == 0 {
+			return fmt.Errorf("--gpu-memory %q: want a size such as 80GiB", f.gpuMemory)
+		}
+		job.GPUMemBytes = b
+	}
 	if f.partition != "" && f.queue != "" {
 		return errors.New("--partition (Slurm) and --queue (Grid Engine, PBS) name the same thing: give one")
 	}
@@ -201,7 +210,7 @@ func shapeNode(job submit.Job) resources.Node {
 		all[i] = i
 	}
 	for i := range job.GPUsPerNode {
-		n.GPUs = append(n.GPUs, resources.GPU{Index: i, UUID: fmt.Sprintf("GPU-%08d-0000-0000-0000-000000000000", i), CPUs: all})
+		n.GPUs = append(n.GPUs, resources.GPU{Index: i, UUID: fmt.Sprintf("GPU-%08d-0000-0000-0000-000000000000", i), MemoryBytes: job.GPUMemBytes, CPUs: all})
 	}
 	return n
 }
@@ -227,9 +236,6 @@ func checkRuns(ctx context.Context, job submit.Job, shard, output string) (strin
 	o.shape = &node
 	o.DryRun, o.Shard, o.Output = true, shard, output
 	o.Requeue, o.StopBefore = false, 0 // the tasks' own, checked where they run
-	if o.Execute.Sampler == nil && o.AutoGPUMem {
-		return "", 0, errors.New("run's --gpu-mem-per-run auto: measured where the runs run; give a size to submit")
-	}
 	if job.Dir != "" {
 		// Paths as the tasks see them: from the directory they run in.
 		cwd, err := os.Getwd()
@@ -262,8 +268,11 @@ func describeShape(job submit.Job) string {
 	if job.MemBytes > 0 {
 		d += ", " + humanBytes(job.MemBytes)
 	}
-	if job.GPUsPerNode == 0 {
+	switch {
+	case job.GPUsPerNode == 0:
 		d += "; --gpus-per-node asks for GPUs"
+	case job.GPUMemBytes == 0:
+		d += "; --gpu-memory says each GPU's memory, for gpu_mem requests"
 	}
 	return d
 }

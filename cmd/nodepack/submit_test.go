@@ -67,6 +67,7 @@ func TestSubmitRefuses(t *testing.T) {
 	writeFile(t, dir, "tasks.txt", "echo one\n#nodepack gpus=2\necho two\n")
 	writeFile(t, dir, "empty.txt", "# nothing\n")
 	writeFile(t, dir, "bad.txt", "echo 'unclosed\n")
+	writeFile(t, dir, "gpumem.txt", "#nodepack gpu_mem=100GiB\necho big\n")
 	for _, tc := range []struct {
 		description string
 		args        []string
@@ -86,6 +87,8 @@ func TestSubmitRefuses(t *testing.T) {
 		{"a source without runs", []string{"--slurm", "--nodes", "2", "--", "empty.txt"}, "empty.txt: no commands"},
 		{"a line bash cannot parse", []string{"--slurm", "--nodes", "2", "--", "bad.txt"}, "bad.txt:1"},
 		{"a task file that is not there", []string{"--slurm", "--nodes", "2", "--", "missing.txt"}, "missing.txt"},
+		{"a GPU memory request on nodes whose GPU memory is not said", []string{"--slurm", "--nodes", "2", "--gpus-per-node", "2", "--", "gpumem.txt"}, "--gpu-memory says each GPU's memory"},
+		{"a GPU memory request larger than the GPUs", []string{"--slurm", "--nodes", "2", "--gpus-per-node", "2", "--gpu-memory", "80GiB", "--", "gpumem.txt"}, "at most 76GiB"},
 		{"an output path a directive cannot name", []string{"--slurm", "--nodes", "2", "--gpus-per-node", "2", "-o", "my sweep", "--", "tasks.txt"}, "cannot name a path"},
 	} {
 		code, stdout, stderr := runCLI(t, append([]string{"submit"}, tc.args...)...)
@@ -93,8 +96,8 @@ func TestSubmitRefuses(t *testing.T) {
 			t.Errorf("%s: nodepack submit %q = %d, stdout %q, stderr %q; want exit 2 and one line with %q", tc.description, tc.args, code, stdout, stderr, tc.want)
 		}
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 3 {
-		t.Errorf("refused submissions wrote %d entries in the directory, want only the 3 task files", len(entries))
+	if entries, _ := os.ReadDir(dir); len(entries) != 4 {
+		t.Errorf("refused submissions wrote %d entries in the directory, want only the 4 task files", len(entries))
 	}
 }
 

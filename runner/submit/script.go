@@ -51,6 +51,9 @@ type Job struct {
 	GPUsPerNode int    `json:"gpus_per_node,omitempty"`
 	CPUsPerNode int    `json:"cpus_per_node,omitempty"`
 	MemBytes    uint64 `json:"mem_bytes,omitempty"`
+	// GPUMemBytes is each GPU's memory on the nodes: no directive asks
+	// for it; what the runs' gpu_mem requests are checked against.
+	GPUMemBytes uint64 `json:"gpu_mem_bytes,omitempty"`
 	// Partition is Slurm's partition, Grid Engine's and PBS's queue.
 	Partition string `json:"partition,omitempty"`
 	Account   string `json:"account,omitempty"`
