@@ -315,7 +315,11 @@ func printView(w io.Writer, dir string, v *submit.View) {
 		for i, state := range names {
 			states[i] = fmt.Sprintf("%d %s", j.Tasks[state], termSafe(state))
 		}
-		fmt.Fprintf(w, " job %s (shards %s): %s", termSafe(j.JobID), j.Shards, strings.Join(states, ", "))
+		which := "shards"
+		if !strings.ContainsAny(j.Shards, ",-") {
+			which = "shard"
+		}
+		fmt.Fprintf(w, " job %s (%s %s): %s", termSafe(j.JobID), which, j.Shards, strings.Join(states, ", "))
 	}
 	fmt.Fprintln(w)
 	if v.Error != "" {

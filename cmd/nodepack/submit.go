@@ -511,7 +511,7 @@ func runResubmit(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if active := v.Active(); len(active) > 0 {
 		a := active[0]
-		return usageErrorf(stderr, "resubmit", "shard %d of %s is still %s (job %s): wait for it, or cancel it first", a.Shard, dir, a.State, a.JobID)
+		return usageErrorf(stderr, "resubmit", "shard %d of %s is still in the queue, %s (job %s): wait for it, or cancel it first", a.Shard, dir, a.State, a.JobID)
 	}
 	left := submit.Left(job.Shards, shards, *retryFailed)
 	if len(left) == 0 {

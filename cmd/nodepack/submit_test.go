@@ -179,7 +179,7 @@ func TestSubmitThenResubmit(t *testing.T) {
 		t.Errorf("status text:\n%s", text)
 	}
 
-	if code, _, stderr := runCLI(t, "resubmit", out); code != exitUsage || !strings.Contains(stderr, "shard 1 of "+out+" is still running (job 100)") {
+	if code, _, stderr := runCLI(t, "resubmit", out); code != exitUsage || !strings.Contains(stderr, "shard 1 of "+out+" is still in the queue, running (job 100)") {
 		t.Errorf("resubmit while a task runs = %d: %s", code, stderr)
 	}
 	// The queue is empty: task 1 died without an end record (its ledger
@@ -230,7 +230,7 @@ n=$(cat "$(dirname "$0")/asked" 2>/dev/null || echo 0); echo $((n + 1)) > "$(dir
 	writeFile(t, dir, "tasks.txt", "echo one\n")
 	code, stdout, stderr := runCLI(t, "submit", "--slurm", "--nodes", "1", "--wait", "-o", "w", "--", "tasks.txt")
 	asked, _ := os.ReadFile(filepath.Join(bin, "asked"))
-	if code != exitFailed || strings.TrimSpace(string(asked)) != "5" || !strings.Contains(stdout, "slurm: job 100 (shards 0): 1 not started") || !strings.Contains(stderr, "the job ended with runs left") {
+	if code != exitFailed || strings.TrimSpace(string(asked)) != "5" || !strings.Contains(stdout, "slurm: job 100 (shard 0): 1 not started") || !strings.Contains(stderr, "the job ended with runs left") {
 		t.Errorf("submit --wait = %d after asking %s times\n%s\n%s", code, asked, stdout, stderr)
 	}
 }

@@ -159,7 +159,7 @@ func TestSubmitNodeDies(t *testing.T) {
 	if len(ids) != 9 {
 		t.Errorf("%d runs completed, want 9", len(ids))
 	}
-	if st, _ := typed(t, dir, "nodepack status sweep"); !strings.Contains(st, "9 runs: 9 succeeded") || !strings.Contains(st, "job "+id2+" (shards 1): 1 ended") {
+	if st, _ := typed(t, dir, "nodepack status sweep"); !strings.Contains(st, "9 runs: 9 succeeded") || !strings.Contains(st, "job "+id2+" (shard 1): 1 ended") {
 		t.Errorf("status after the resubmission:\n%s", st)
 	}
 }

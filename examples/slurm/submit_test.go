@@ -152,7 +152,7 @@ func TestSubmitNodeDies(t *testing.T) {
 		t.Errorf("%d runs completed, want 9, each once", len(got))
 	}
 	b, _ = exec.Command(nodepack, "status", out).CombinedOutput()
-	if st := string(b); !strings.Contains(st, "9 runs: 9 succeeded") || !strings.Contains(st, "job "+id+" (shards 0-2): 2 ended, 1 resubmitted; job "+id2+" (shards 1): 1 ended") {
+	if st := string(b); !strings.Contains(st, "9 runs: 9 succeeded") || !strings.Contains(st, "job "+id+" (shards 0-2): 2 ended, 1 resubmitted; job "+id2+" (shard 1): 1 ended") {
 		t.Errorf("status after the resubmission:\n%s", st)
 	}
 	// The report and the results table take both submissions together.
