@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/submit"
 )
 
 // classCounts says how many runs failed of each class, in the order of
@@ -62,9 +63,6 @@ func nextSteps(classes map[failure.Class]int, dir string) []string {
 // shellWord quotes s for a shell, when it needs it, so that a command
 // nodepack prints can be pasted as it is.
 func shellWord(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-") == "" {
-		return s
-	}
 	if termSafe(s) != s {
 		// bash's $'…' shows a control character as an escape, and reads
 		// it back as the byte.
@@ -74,7 +72,7 @@ func shellWord(s string) string {
 		b.WriteString("'")
 		return b.String()
 	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return submit.Quote(s)
 }
 
 // retryBudgets is --retry: CLASS=N[,CLASS=N], repeatable, into

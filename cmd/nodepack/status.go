@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/submit"
@@ -128,25 +127,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		clear = true
 	}
 	for {
-		recs, err := submit.Read(dir)
+		doc, view, err := readStatus(ctx, dir)
 		if err != nil {
 			return usageErrorf(stderr, "status", "%v", err)
-		}
-		doc, err := ledger.ReadStatus(dir, time.Now())
-		if errors.Is(err, ledger.ErrNoLedger) && len(recs) > 0 {
-			// Submitted, and no task has started yet.
-			zero := 0
-			doc, err = &ledger.Status{Dir: dir, Time: time.Now().UTC(), Total: &zero, Running: []ledger.RunStatus{}, Failures: []ledger.RunStatus{},
-				Shards: []ledger.ShardStatus{}, Classes: map[failure.Class]int{}, GPUsOut: []ledger.GPUOut{}}, nil
-		}
-		if err != nil {
-			return usageErrorf(stderr, "status", "%v", err)
-		}
-		var view *submit.View
-		if len(recs) > 0 {
-			v := submit.Look(ctx, recs, doc.Shards, nil)
-			view = &v
-			addUnstarted(doc, v, recs[len(recs)-1])
 		}
 		if clear {
 			fmt.Fprint(stdout, "\x1b[H\x1b[2J")
@@ -267,10 +250,31 @@ type statusDoc struct {
 	Scheduler *submit.View `json:"scheduler,omitempty"`
 }
 
+// readStatus reads where dir's sweep stands: its ledgers and, for a
+// sweep started with nodepack submit, what the scheduler says of its
+// tasks (nil view otherwise). A submitted sweep none of whose tasks has
+// started yet has every run pending.
+func readStatus(ctx context.Context, dir string) (*ledger.Status, *submit.View, error) {
+	recs, err := submit.Read(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, err := ledger.ReadStatus(dir, time.Now())
+	if errors.Is(err, ledger.ErrNoLedger) && len(recs) > 0 {
+		doc, err = ledger.NewStatus(dir, time.Now()), nil
+	}
+	if err != nil || len(recs) == 0 {
+		return doc, nil, err
+	}
+	v := submit.Look(ctx, recs, doc.Shards, nil)
+	addUnstarted(doc, recs[len(recs)-1])
+	return doc, &v, nil
+}
+
 // addUnstarted counts the runs of the shards that have no ledger yet (their
 // task has not started) as pending, so that the counts cover the whole
 // sweep rec submitted.
-func addUnstarted(doc *ledger.Status, v submit.View, rec submit.Record) {
+func addUnstarted(doc *ledger.Status, rec submit.Record) {
 	if doc.Total == nil || rec.Runs <= 0 {
 		return
 	}

@@ -318,7 +318,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := f.apply(fs, &job); err != nil {
 		return usageErrorf(stderr, "submit", "%v", err)
 	}
-	if (f.nodes == 0) == (f.runsPerNode == 0) && f.nodes == 0 {
+	if f.nodes == 0 && f.runsPerNode == 0 {
 		return usageErrorf(stderr, "submit", "give --nodes N (N shards) or --runs-per-node M (shards of M runs)")
 	}
 	if output != "" {
@@ -418,18 +418,17 @@ func submitJob(ctx context.Context, job submit.Job, k, runs int, f jobFlags, std
 var waitInterval = 5 * time.Second
 
 // waitJob waits until no shard's task of dir's submissions is queued,
-// then prints dir's status and exits as status does.
+// then prints dir's status: exit 0 when every run finished and none
+// failed, else 1.
 func waitJob(ctx context.Context, dir string, stdout, stderr io.Writer) int {
 	for {
 		recs, err := submit.Read(dir)
 		if err != nil {
 			return usageErrorf(stderr, "submit", "%v", err)
 		}
-		var shards []ledger.ShardStatus
-		if st, err := ledger.ReadStatus(dir, time.Now()); err == nil {
-			shards = st.Shards
-		}
-		v := submit.Look(ctx, recs, shards, nil)
+		// Whether a task is queued is the scheduler's to say: the
+		// ledgers are read once, when none is.
+		v := submit.Look(ctx, recs, nil, nil)
 		if v.Error != "" {
 			return usageErrorf(stderr, "submit", "--wait: %s", v.Error)
 		}
@@ -443,14 +442,19 @@ func waitJob(ctx context.Context, dir string, stdout, stderr io.Writer) int {
 		case <-time.After(waitInterval):
 		}
 	}
-	code := runStatus(ctx, []string{dir}, stdout, stderr)
-	if code != exitOK {
-		return code
+	doc, view, err := readStatus(ctx, dir)
+	if err != nil {
+		return usageErrorf(stderr, "submit", "%v", err)
 	}
+	printStatus(stdout, doc)
+	printView(stdout, dir, view)
 	// Every task left the queue, and yet runs may be left: a task that
 	// died or never started.
-	if st, err := ledger.ReadStatus(dir, time.Now()); err != nil || st.Counts.Pending+st.Counts.Interrupted+st.Counts.Running > 0 || st.Total == nil {
+	if c := doc.Counts; c.Pending+c.Interrupted+c.Running > 0 || doc.Total == nil {
 		fmt.Fprintf(stderr, "nodepack submit: the job ended with runs left: nodepack resubmit %s submits them\n", shellWord(dir))
+		return exitFailed
+	}
+	if doc.Counts.Failed > 0 {
 		return exitFailed
 	}
 	return exitOK

@@ -153,6 +153,18 @@ func TestSubmitThenResubmit(t *testing.T) {
 		t.Errorf("a second submit = %d: %s", code, stderr)
 	}
 
+	// Submitted, nothing started: every run pending, in a whole document.
+	writeFile(t, filepath.Join(dir, "bin"), "queue.txt", "100|0|PENDING|\n100|1|PENDING|\n100|2|PENDING|\n")
+	code, stdout, _ = runCLI(t, "status", "--json", out)
+	var fresh struct {
+		Format string         `json:"format"`
+		Total  *int           `json:"total"`
+		Counts map[string]int `json:"counts"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &fresh); err != nil || code != exitOK || fresh.Format != "nodepack.status/v1" || fresh.Total == nil || *fresh.Total != 6 || fresh.Counts["pending"] != 6 {
+		t.Errorf("status --json before any task started = %d, %v:\n%s\nwant format nodepack.status/v1, total 6, 6 pending", code, err, stdout)
+	}
+
 	// Task 0 runs its shard (here, as the array task would), task 1 is
 	// still running, task 2 never started.
 	if code, _, stderr := runCLI(t, "run", "-q", "--shard", "0/3", "-o", out, "tasks.txt"); code != exitOK {

@@ -252,6 +252,33 @@ func TestFailedJob(t *testing.T) {
 	}
 }
 
+// TestStaleReturnIsNotTaken: a job that returned once and, run again
+// (--restart), dies without a word is a failed job: the value its first
+// attempt left in its directory is not returned for it.
+func TestStaleReturnIsNotTaken(t *testing.T) {
+	needHydra(t)
+	dir := t.TempDir()
+	die := filepath.Join(dir, "die")
+	args := []string{"--multirun", "model=convnet", "+iteration=range(2)", "die_if=" + die, "hydra/launcher=nodepack", "hydra.launcher.mode=local",
+		"hydra.launcher.run_args=['--restart']", "hydra.sweep.dir=sweep"}
+	if b, err := app(dir, args...).CombinedOutput(); err != nil {
+		t.Fatalf("the first multirun: %v\n%s", err, b)
+	}
+	os.WriteFile(die, nil, 0o644)
+	b, err := app(dir, args...).CombinedOutput()
+	if err == nil {
+		t.Fatalf("jobs that died were returned as completed:\n%s", b)
+	}
+	if !strings.Contains(string(b), "failed: class exit, exit 3") {
+		t.Errorf("the error does not say the job failed with exit 3:\n%s", b)
+	}
+	for _, r := range returned(string(b)) {
+		if strings.Contains(r, "returned") {
+			t.Errorf("a stale value was returned: %s", r)
+		}
+	}
+}
+
 // TestKilledMultirunResumes: a multirun interrupted with Ctrl-C while
 // two jobs run, then run again as it was typed: the finished jobs do not
 // run again and still return their values, the interrupted ones run.

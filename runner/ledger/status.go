@@ -131,6 +131,14 @@ func HasLedger(dir string) error {
 	return err
 }
 
+// NewStatus is the status of dir at now before any run: every count 0, a
+// total of none, every list empty (not null in JSON).
+func NewStatus(dir string, now time.Time) *Status {
+	zero := 0
+	return &Status{Format: statusFormat, Dir: dir, Time: now.UTC(), Total: &zero, Running: []RunStatus{}, Failures: []RunStatus{},
+		Shards: []ShardStatus{}, Classes: map[failure.Class]int{}, GPUsOut: []GPUOut{}}
+}
+
 // ReadStatus reads every ledger in dir and says where the sweep stands at
 // now. It only reads, so it works from any host that sees dir, while the
 // sweep runs or after. A line being written (no newline yet) is not there
@@ -169,7 +177,7 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 	if current == nil {
 		return nil, noLedger(dir)
 	}
-	st := &Status{Format: statusFormat, Dir: dir, Time: now.UTC(), Running: []RunStatus{}, Failures: []RunStatus{}, Shards: []ShardStatus{}, Classes: map[failure.Class]int{}, GPUsOut: []GPUOut{}}
+	st := NewStatus(dir, now)
 	total, totalKnown := 0, true
 	left := 0 // runs not finished for good: pending, running, interrupted
 	for _, p := range parts {
@@ -186,8 +194,8 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 		st.Counts.Failed += c[StateFailed]
 		st.Counts.Interrupted += c[StateInterrupted]
 		st.Counts.Pruned += c[StatePruned]
-		if p.shard.Left >= 0 {
-			total += *p.header.Total
+		if p.total != nil {
+			total += *p.total
 			st.Counts.Pending += p.pending
 		} else {
 			totalKnown = false
@@ -200,6 +208,7 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 		}
 		st.RunsPerHour += p.runsPerHour
 	}
+	st.Total = nil // known only when every shard's is
 	if totalKnown {
 		st.Total = &total
 		left += st.Counts.Pending
@@ -218,7 +227,8 @@ type shardPart struct {
 	shard       ShardStatus
 	gpusOut     []GPUOut
 	counts      map[State]int
-	pending     int // runs of the shard's total the ledger does not know yet
+	total       *int // the shard's runs; nil when its source did not know
+	pending     int  // runs of the shard's total the ledger does not know yet
 	running     []RunStatus
 	failures    []RunStatus
 	runsPerHour float64 // in its last session, while it runs
@@ -253,6 +263,7 @@ func summarize(dir, file string, log *Log, host string, now time.Time) shardPart
 	p.counts = c
 	sh.Failed, sh.Left = c[StateFailed], -1
 	if h.Total != nil && *h.Total >= 0 {
+		p.total = h.Total
 		p.pending = max(0, *h.Total-log.Members())
 		sh.Left = c[StateRunning] + c[StateInterrupted] + p.pending
 	}

@@ -76,6 +76,11 @@ func Read(dir string) ([]Record, error) {
 		if r.Format != RecordFormat || r.JobID == "" {
 			return nil, fmt.Errorf("%s:%d: not a %s record", path, no, RecordFormat)
 		}
+		switch r.Job.Scheduler {
+		case Slurm, SGE, PBS:
+		default:
+			return nil, fmt.Errorf("%s:%d: scheduler %q: want slurm, sge or pbs", path, no, r.Job.Scheduler)
+		}
 		if err := r.Job.checkShards(); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, no, err)
 		}
@@ -85,21 +90,4 @@ func Read(dir string) ([]Record, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return recs, nil
-}
-
-// ShardOf returns the shard that array task (as the scheduler counts it)
-// of r's job runs, and whether there is one.
-func (r Record) ShardOf(task int) (int, bool) {
-	tasks := r.Job.tasks()
-	k := task
-	switch {
-	case r.Job.Scheduler == SGE:
-		k = task - 1
-	case task < 0:
-		k = 0 // a job that is no array: one task
-	}
-	if k < 0 || k >= len(tasks) {
-		return 0, false
-	}
-	return tasks[k], true
 }

@@ -89,6 +89,19 @@ func (j Job) tasks() []int {
 	return all
 }
 
+// taskID is the id the scheduler gives the array task that runs the
+// k-th of the job's shards: from 1 on Grid Engine, from 0 elsewhere, -1
+// for a PBS job of one shard (no array).
+func (j Job) taskID(k int) int {
+	switch {
+	case j.Scheduler == SGE:
+		return k + 1
+	case j.Scheduler == PBS && len(j.tasks()) == 1:
+		return -1
+	}
+	return k
+}
+
 // StopBefore is the --stop-before the tasks get: a twelfth of the time
 // limit, between one and fifteen minutes; five minutes when the limit is
 // the queue's; 0 for PBS, whose job's end nodepack cannot ask.

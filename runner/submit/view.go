@@ -91,13 +91,7 @@ func Look(ctx context.Context, recs []Record, shards []ledger.ShardStatus, queue
 	for i, r := range recs {
 		jv := JobView{JobID: r.JobID, Submitted: r.Time, Shards: spans(r.Job.tasks()), Tasks: map[string]int{}}
 		for k, s := range r.Job.tasks() {
-			task := k
-			switch {
-			case r.Job.Scheduler == SGE:
-				task = k + 1
-			case r.Job.Scheduler == PBS && len(r.Job.tasks()) == 1:
-				task = -1
-			}
+			task := r.Job.taskID(k)
 			sv := ShardView{Shard: s, JobID: r.JobID, Task: task, Left: -1}
 			sh, hasLedger := ledgers[s]
 			if hasLedger {

@@ -266,7 +266,9 @@ class NodepackLauncher(Launcher):
             ret.working_dir = str(job.dir) if job.config.hydra.job.chdir else str(self.config.hydra.runtime.cwd)
             row = rows.get(f"{task_name}:{job.line}", {})
             doc, why = read_return(job.dir / RETURN_FILE, job.argv)
-            if doc is not None and doc.get("status") == "completed" and row.get("state") in (None, "succeeded"):
+            # Completed only when nodepack recorded the run as succeeded: a
+            # return file alone may be left from an earlier attempt.
+            if doc is not None and doc.get("status") == "completed" and row.get("state") == "succeeded":
                 if "unencodable" in doc:
                     log.warning(f"#{job.idx}: its return value is no JSON data ({doc['unencodable']}): its repr is returned")
                 ret.status, ret.return_value = JobStatus.COMPLETED, doc.get("value")
@@ -290,9 +292,8 @@ class NodepackLauncher(Launcher):
             parts.append(f"exit {row['exit_code']}")
         if doc is not None and doc.get("status") == "failed":
             parts.append(str(doc.get("error")))
-        logs = row.get("stderr") or row.get("stderr_log") or ""
-        if logs:
-            parts.append(f"log {out / logs}")
+        if row.get("stderr"):
+            parts.append(f"log {out / row['stderr']}")
         return NodepackError(": ".join(parts[:1]) + (": " + ", ".join(parts[1:]) if len(parts) > 1 else ""))
 
 
