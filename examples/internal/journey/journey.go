@@ -11,6 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"testing"
+	"time"
 )
 
 // Build builds nodepack from the repository at root into a new temporary
@@ -74,4 +77,163 @@ func LastJob(out string) (string, error) {
 		return "", errors.New("the newest submission has no job id")
 	}
 	return rec.JobID, nil
+}
+
+// Scheduler is what the submit journeys need of one batch system's tests.
+type Scheduler struct {
+	Name      string // slurm or sge: submit's flag and the word status uses
+	Readme    string // the README's path
+	ArrayLine string // the script's array directive for 3 tasks
+	FirstTask int    // the id the scheduler gives an array's first task
+	// Typed runs a command line as a user types it in dir, nodepack first
+	// in PATH and the scheduler's commands reachable.
+	Typed func(t *testing.T, dir, line string) (string, error)
+	// Wait waits for job id's tasks to end; an error when one did not
+	// complete.
+	Wait func(t *testing.T, id string, seconds int) error
+	// Cancel cancels job id (at the test's end).
+	Cancel func(id string)
+}
+
+// lastJob is LastJob, cancelled when the test ends.
+func (s Scheduler) lastJob(t *testing.T, out string) string {
+	t.Helper()
+	id, err := LastJob(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Cancel(id) })
+	return id
+}
+
+// writeTasks writes lines as dir/tasks.txt.
+func writeTasks(t *testing.T, dir string, lines []string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "tasks.txt"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ReadmeSubmit types the README's submit block for s as a user on a login
+// node would: submit, status once the array ended, then resubmit, which
+// finds nothing left.
+func ReadmeSubmit(t *testing.T, s Scheduler) {
+	t.Helper()
+	lines, err := Block(s.Readme, "nodepack submit --"+s.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "nodepack status ") || !strings.HasPrefix(lines[2], "nodepack resubmit ") {
+		t.Fatalf("the README's block is no longer submit, status, resubmit: %q", lines)
+	}
+	dir := t.TempDir()
+	var tasks []string
+	for i := range 6 {
+		tasks = append(tasks, fmt.Sprintf("echo run %d", i))
+	}
+	writeTasks(t, dir, tasks)
+	out, err := s.Typed(t, dir, lines[0])
+	if err != nil || !strings.Contains(out, s.ArrayLine) || !strings.Contains(out, "3 array tasks of 3 shards") {
+		t.Fatalf("%s: %v\n%s", lines[0], err, out)
+	}
+	id := s.lastJob(t, filepath.Join(dir, "seeds"))
+	if err := s.Wait(t, id, 240); err != nil {
+		t.Fatalf("array %s: %v", id, err)
+	}
+	out, err = s.Typed(t, dir, lines[1])
+	if err != nil || !strings.Contains(out, "6 runs: 6 succeeded") || !strings.Contains(out, s.Name+": job "+id+" (shards 0-2): 3 ended") {
+		t.Errorf("%s: %v\n%s", lines[1], err, out)
+	}
+	out, err = s.Typed(t, dir, lines[2])
+	if err != nil || !strings.Contains(out, "nothing left") {
+		t.Errorf("%s: %v\n%s", lines[2], err, out)
+	}
+}
+
+// NodeDies is issue 33's scenario on s: a 3-task array over one sweep,
+// shard 1's nodepack killed mid-way (as when its node dies: no end
+// record), status saying so beside every run, and resubmit --remaining
+// finishing exactly the missing runs, each once; the report and the
+// results table then cover both submissions.
+func NodeDies(t *testing.T, s Scheduler) {
+	t.Helper()
+	dir := t.TempDir()
+	done, release := filepath.Join(dir, "done.txt"), filepath.Join(dir, "release")
+	var tasks []string
+	for i := range 9 {
+		line := fmt.Sprintf("echo $NODEPACK_RUN_ID >> %s; : run %d", done, i)
+		if i == 4 || i == 7 { // shard 1's second and third runs wait
+			line = fmt.Sprintf("until test -e %s; do sleep 0.2; done; %s", release, line)
+		}
+		tasks = append(tasks, line)
+	}
+	writeTasks(t, dir, tasks)
+	out := filepath.Join(dir, "sweep")
+	if b, err := s.Typed(t, dir, "nodepack submit --"+s.Name+" --nodes 3 --cpus-per-node 1 --time 10m -o sweep -- tasks.txt"); err != nil {
+		t.Fatalf("submit: %v\n%s", err, b)
+	}
+	id := s.lastJob(t, out)
+	// Shard 1 runs its waiting run: kill its nodepack as a dying node
+	// would, with no chance to write its end record.
+	pid := 0
+	for deadline := time.Now().Add(2 * time.Minute); pid == 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("shard 1 never ran tasks.txt:5")
+		}
+		b, _ := s.Typed(t, dir, "nodepack status --json sweep 2>/dev/null")
+		var doc struct {
+			Running []struct{ Origin string }  `json:"running"`
+			Shards  []struct{ Index, PID int } `json:"shards"`
+		}
+		json.Unmarshal([]byte(b), &doc)
+		for _, r := range doc.Running {
+			for _, sh := range doc.Shards {
+				if r.Origin == "tasks.txt:5" && sh.Index == 1 {
+					pid = sh.PID
+				}
+			}
+		}
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s.Wait(t, id, 120) // one task failed: an error, as expected
+	st, _ := s.Typed(t, dir, "nodepack status sweep")
+	if !strings.Contains(st, "9 runs: 7 succeeded") || !strings.Contains(st, s.Name+": job "+id+" (shards 0-2): 2 ended, 1 died") ||
+		!strings.Contains(st, fmt.Sprintf("shard 1: job %s task %d died", id, s.FirstTask+1)) || !strings.Contains(st, "nodepack resubmit sweep submits what is left") {
+		t.Errorf("status after the kill:\n%s", st)
+	}
+	os.WriteFile(release, nil, 0o644)
+	if b, err := s.Typed(t, dir, "nodepack resubmit --remaining sweep"); err != nil || !strings.Contains(b, "1 array task of 3 shards") {
+		t.Fatalf("resubmit: %v\n%s", err, b)
+	}
+	id2 := s.lastJob(t, out)
+	if id2 == id {
+		t.Fatal("resubmit recorded no new job")
+	}
+	if err := s.Wait(t, id2, 120); err != nil {
+		t.Fatalf("resubmission %s: %v", id2, err)
+	}
+	b, _ := os.ReadFile(done)
+	ids := strings.Fields(string(b))
+	once := map[string]bool{}
+	for _, id := range ids {
+		if once[id] {
+			t.Errorf("run %s completed twice", id)
+		}
+		once[id] = true
+	}
+	if len(ids) != 9 {
+		t.Errorf("%d runs completed, want 9", len(ids))
+	}
+	st, _ = s.Typed(t, dir, "nodepack status sweep")
+	if !strings.Contains(st, "9 runs: 9 succeeded") || !strings.Contains(st, "job "+id+" (shards 0-2): 2 ended, 1 resubmitted; job "+id2+" (shard 1): 1 ended") {
+		t.Errorf("status after the resubmission:\n%s", st)
+	}
+	if b, err := s.Typed(t, dir, "nodepack report sweep"); err != nil || !strings.Contains(b, "9 runs") {
+		t.Errorf("nodepack report: %v\n%s", err, b)
+	}
+	if b, err := s.Typed(t, dir, "nodepack status --runs sweep"); err != nil || strings.Count(b, "\n") != 10 {
+		t.Errorf("results table: %v\n%s\nwant a header and 9 rows", err, b)
+	}
 }
