@@ -58,7 +58,7 @@ const resubmitUsage = `Usage: nodepack resubmit [--remaining] [--retry-failed] [
 
 Submits again, as a new array job, the shards of DIR's sweep that have
 runs left: runs pending, interrupted (also those running on a node that
-died) and, with --retry-failed, failed. It reuses what the first
+died), new (a task file that grew) and, with --retry-failed, failed. It reuses what the first
 submission of DIR asked for (scheduler, node shape, time, run's
 arguments); the flags given here replace those. The sweep stays one:
 its shards resume their own ledgers, so status, report and the results
@@ -517,7 +517,7 @@ func runResubmit(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		a := active[0]
 		return usageErrorf(stderr, "resubmit", "shard %d of %s is still in the queue, %s (job %s): wait for it, or cancel it first", a.Shard, dir, a.State, a.JobID)
 	}
-	left := submit.Left(job.Shards, shards, *retryFailed)
+	left := submit.Left(job.Shards, total, shards, *retryFailed)
 	if len(left) == 0 {
 		what := "every run succeeded or was pruned"
 		if !*retryFailed {

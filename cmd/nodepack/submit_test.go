@@ -218,6 +218,13 @@ func TestSubmitThenResubmit(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "bin", "sbatch.log")); strings.Count(string(b), "\n") != 2 {
 		t.Errorf("sbatch ran %d times, want 2:\n%s", strings.Count(string(b), "\n"), b)
 	}
+	// The task file grew by a run (index 6: shard 0's): that is left, and
+	// resubmit says so, rather than "nothing left".
+	writeFile(t, dir, "tasks.txt", strings.Join(lines, "\n")+"\necho run g\n")
+	code, stdout, stderr = runCLI(t, "resubmit", "--dry-run", out)
+	if code != exitOK || !strings.Contains(stdout, "# Written by nodepack submit: shard 0 of 3") {
+		t.Errorf("resubmit after the task file grew = %d\n%s\n%s\nwant shard 0, which has the new run", code, stdout, stderr)
+	}
 	// A changed task file is another sweep: refused before submitting.
 	writeFile(t, dir, "tasks.txt", "echo another\n")
 	if code, _, stderr := runCLI(t, "resubmit", "--retry-failed", out); code != exitUsage || !strings.Contains(stderr, "holds another sweep") {

@@ -80,6 +80,9 @@ type ShardStatus struct {
 	// Failed counts its failed runs.
 	Left   int `json:"left"`
 	Failed int `json:"failed"`
+	// Total is how many runs the shard's source had when its last session
+	// started; -1 when it did not know.
+	Total int `json:"total"`
 }
 
 // GPUOut is a GPU taken out of use after a fault.
@@ -261,9 +264,9 @@ func summarize(dir, file string, log *Log, host string, now time.Time) shardPart
 	}
 	c := log.Count()
 	p.counts = c
-	sh.Failed, sh.Left = c[StateFailed], -1
+	sh.Failed, sh.Left, sh.Total = c[StateFailed], -1, -1
 	if h.Total != nil && *h.Total >= 0 {
-		p.total = h.Total
+		p.total, sh.Total = h.Total, *h.Total
 		p.pending = max(0, *h.Total-log.Members())
 		sh.Left = c[StateRunning] + c[StateInterrupted] + p.pending
 	}

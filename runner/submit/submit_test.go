@@ -264,25 +264,28 @@ func TestLook(t *testing.T) {
 }
 
 func TestLeft(t *testing.T) {
+	// 16 runs in 4 shards of 4 each.
 	shards := []ledger.ShardStatus{
-		{Index: 0, Count: 4, State: ledger.ShardEnded, Left: 0, Failed: 2},
-		{Index: 1, Count: 4, State: ledger.ShardEnded, Left: 3},
-		{Index: 2, Count: 4, State: ledger.ShardEnded, Left: -1},
-		{Index: 0, Count: 2, State: ledger.ShardEnded, Left: 9}, // another shard count: not this sweep's
+		{Index: 0, Count: 4, State: ledger.ShardEnded, Left: 0, Failed: 2, Total: 4},
+		{Index: 1, Count: 4, State: ledger.ShardEnded, Left: 3, Total: 4},
+		{Index: 2, Count: 4, State: ledger.ShardEnded, Left: -1, Total: -1},
+		{Index: 0, Count: 2, State: ledger.ShardEnded, Left: 9, Total: 9}, // another shard count: not this sweep's
 	}
 	for _, tc := range []struct {
 		description string
+		total       int
 		retry       bool
 		want        []int
 	}{
-		{"runs left, and the shard without a ledger", false, []int{1, 3}},
-		{"with failed runs retried", true, []int{0, 1, 3}},
+		{"runs left, and the shard without a ledger", 16, false, []int{1, 3}},
+		{"with failed runs retried", 16, true, []int{0, 1, 3}},
+		{"the source grew by one run, which is shard 0's", 17, false, []int{0, 1, 3}},
 	} {
-		if got := Left(4, shards, tc.retry); !reflect.DeepEqual(got, tc.want) {
+		if got := Left(4, tc.total, shards, tc.retry); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: got %v, want %v", tc.description, got, tc.want)
 		}
 	}
-	if got := Left(2, []ledger.ShardStatus{{Index: 0, Count: 2, State: "unknown", Left: -1}, {Index: 1, Count: 2, State: ledger.ShardEnded, Left: -1, Deferred: 2}}, false); !reflect.DeepEqual(got, []int{0, 1}) {
+	if got := Left(2, 4, []ledger.ShardStatus{{Index: 0, Count: 2, State: "unknown", Left: -1, Total: -1}, {Index: 1, Count: 2, State: ledger.ShardEnded, Left: -1, Deferred: 2, Total: -1}}, false); !reflect.DeepEqual(got, []int{0, 1}) {
 		t.Errorf("unknown totals: got %v, want both (one without an end record, one with runs deferred)", got)
 	}
 }

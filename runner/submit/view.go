@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/sweep"
 )
 
 // Task states a View gives beside the scheduler's own (pending, running,
@@ -138,12 +139,13 @@ func (v View) Active() []ShardView {
 	return active
 }
 
-// Left returns the shards of a sweep of count shards that have runs left,
-// by their ledgers (from ledger.ReadStatus): a shard without a ledger, one
-// with runs pending, running or interrupted (one whose total is not known:
-// without an end record, or with runs deferred), and, with retryFailed,
-// one with failed runs.
-func Left(count int, shards []ledger.ShardStatus, retryFailed bool) []int {
+// Left returns the shards of a sweep of count shards, whose source has
+// total runs now, that have runs left, by their ledgers (from
+// ledger.ReadStatus): a shard without a ledger, one with runs pending,
+// running or interrupted (one whose total is not known: without an end
+// record, or with runs deferred), one with more runs now than its ledger
+// knew (the source grew), and, with retryFailed, one with failed runs.
+func Left(count, total int, shards []ledger.ShardStatus, retryFailed bool) []int {
 	byIndex := map[int]ledger.ShardStatus{}
 	for _, sh := range shards {
 		if sh.State != ledger.ShardOtherSweep && max(sh.Count, 1) == count {
@@ -157,6 +159,7 @@ func Left(count int, shards []ledger.ShardStatus, retryFailed bool) []int {
 		case !ok,
 			sh.Left > 0,
 			sh.Left < 0 && (sh.State != ledger.ShardEnded || sh.Deferred > 0),
+			sh.Total >= 0 && (sweep.Shard{Index: i, Count: count}).Size(total) > sh.Total,
 			retryFailed && sh.Failed > 0:
 			left = append(left, i)
 		}
