@@ -376,7 +376,11 @@ func submitJob(ctx context.Context, job submit.Job, k, runs int, f jobFlags, std
 	if err != nil {
 		return usageErrorf(stderr, cmd, "%v", err)
 	}
-	fmt.Fprint(stdout, script)
+	// Printed as a terminal may show it: a control character of a run's
+	// argument or a flag's value escaped (the file has it as it is).
+	for line := range strings.Lines(script) {
+		fmt.Fprintln(stdout, termSafe(strings.TrimSuffix(line, "\n")))
+	}
 	if why := nodeLocal(job.Output); why != "" {
 		fmt.Fprintf(stderr, "nodepack %s: warning: the nodes may not see %s: %s\n", cmd, termSafe(job.Output), why)
 	}

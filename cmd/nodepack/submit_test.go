@@ -148,6 +148,12 @@ func TestSubmitThenResubmit(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].JobID != "100" || recs[0].Runs != 6 || recs[0].Job.Shards != 3 {
 		t.Fatalf("records: %+v, %v", recs, err)
 	}
+	// A control character in a run's argument reaches the script as it is
+	// and the terminal escaped.
+	code, stdout, _ = runCLI(t, "submit", "--slurm", "--nodes", "1", "--dry-run", "--", "--env", "X=a\x1b[2Jb", "tasks.txt")
+	if code != exitOK || strings.Contains(stdout, "\x1b") || !strings.Contains(stdout, `'X=a\x1b[2Jb'`) {
+		t.Errorf("submit --dry-run with a control character = %d:\n%q", code, stdout)
+	}
 	// A second submit of the same directory is a resubmission.
 	if code, _, stderr := runCLI(t, "submit", "--slurm", "--nodes", "3", "-o", out, "--", "tasks.txt"); code != exitUsage || !strings.Contains(stderr, "nodepack resubmit") {
 		t.Errorf("a second submit = %d: %s", code, stderr)
