@@ -339,12 +339,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return usageErrorf(stderr, "submit", "the source has no runs: nothing to submit")
 	}
 	job.Output = dir
-	job.Shards = f.nodes
-	if f.runsPerNode > 0 {
-		job.Shards = (total + f.runsPerNode - 1) / f.runsPerNode
-		job.Nodes = f.nodes
-	}
-	job.Shards = min(job.Shards, total) // a shard with no run would be a node for nothing
+	job.Shards, job.Nodes = submit.Size(total, f.nodes, f.runsPerNode)
 	if job.Name == "" {
 		job.Name = "nodepack-" + strings.TrimPrefix(filepath.Base(dir), "nodepack-")
 	}

@@ -89,6 +89,19 @@ func (j Job) tasks() []int {
 	return all
 }
 
+// Size returns how many shards a sweep of total runs is cut into, and how
+// many of their tasks run at once (0: all): nodes shards, or, with
+// runsPerNode, as many as runs of that many each need, nodes (if given)
+// at once. Never more shards than runs: a shard without a run would be a
+// node for nothing.
+func Size(total, nodes, runsPerNode int) (shards, atOnce int) {
+	shards = nodes
+	if runsPerNode > 0 {
+		shards, atOnce = (total+runsPerNode-1)/runsPerNode, nodes
+	}
+	return max(min(shards, total), 1), atOnce
+}
+
 // taskID is the id the scheduler gives the array task that runs the
 // k-th of the job's shards: from 1 on Grid Engine, from 0 elsewhere, -1
 // for a PBS job of one shard (no array).

@@ -96,6 +96,25 @@ func TestScriptRefuses(t *testing.T) {
 	}
 }
 
+func TestSize(t *testing.T) {
+	for _, tc := range []struct {
+		description               string
+		total, nodes, runsPerNode int
+		wantShards, wantAtOnce    int
+	}{
+		{"--nodes 3: 3 shards, all at once", 100, 3, 0, 3, 0},
+		{"--runs-per-node 30: shards of up to 30", 100, 0, 30, 4, 0},
+		{"--runs-per-node 25 --nodes 2: 4 shards, 2 at once", 100, 2, 25, 4, 2},
+		{"more nodes than runs: a shard per run", 5, 8, 0, 5, 0},
+		{"one run", 1, 0, 50, 1, 0},
+	} {
+		shards, atOnce := Size(tc.total, tc.nodes, tc.runsPerNode)
+		if shards != tc.wantShards || atOnce != tc.wantAtOnce {
+			t.Errorf("%s: Size(%d, %d, %d) = %d, %d; want %d, %d", tc.description, tc.total, tc.nodes, tc.runsPerNode, shards, atOnce, tc.wantShards, tc.wantAtOnce)
+		}
+	}
+}
+
 func TestStopBefore(t *testing.T) {
 	for _, tc := range []struct {
 		description   string
