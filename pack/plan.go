@@ -293,8 +293,10 @@ func NewPlan(t Topology, o Options) (Plan, error) {
 
 // sharingWarning says that parallel runs at once share ncpus CPUs, up to
 // most on one, and what made them that many: the Parallel the caller gave,
-// the runs per GPU the caller asked for, or the node itself (more GPUs,
-// one run each, than CPUs). It names only settings the caller gave.
+// the runs per GPU the caller asked for, or too few CPUs allowed for the
+// GPUs, one run each (a batch job that asked for fewer CPUs than its
+// GPUs: what to change is the job's request). It names only settings
+// the caller gave.
 func sharingWarning(o Options, parallel, ncpus, gpus, most int) Note {
 	shared := fmt.Sprintf("share %s, up to %d on one CPU", plural(ncpus, "CPU"), most)
 	var by Setting
@@ -309,7 +311,10 @@ func sharingWarning(o Options, parallel, ncpus, gpus, most int) Note {
 	case o.GPUMem > 0:
 		by = Setting{fieldGPUMem, FormatSize(o.GPUMem)}
 	default:
-		return note("this node has more GPUs than CPUs: its %d runs at once (one per GPU) %s", parallel, shared)
+		// The CPUs allowed are the job's (its request, a cpuset, taskset),
+		// rarely all the node has: say what a user can change.
+		return note("%s allowed here for %s: the %d runs at once (one per GPU) %s; a batch job that asks for a whole node, or for more CPUs, gives each run CPUs of its own",
+			plural(ncpus, "CPU"), plural(gpus, "GPU"), parallel, shared)
 	}
 	return note("%s on %s: %d runs at once %s; %s gives each run a CPU of its own, with fewer at once", by, plural(gpus, "GPU"), parallel, shared, set(fieldCPUs, 1))
 }

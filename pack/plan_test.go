@@ -305,10 +305,10 @@ func TestNewPlanSharedCPUs(t *testing.T) {
 			wantWarning: "Parallel=40: 40 runs at once share 32 CPUs, up to 2 on one CPU; lower Parallel to give each run CPUs of its own",
 		},
 		{
-			description: "the node causes it: four GPUs, one run each, on two CPUs; no flag is named",
+			description: "too few CPUs allowed (a job that asked for fewer CPUs than GPUs): four GPUs, one run each, on two CPUs; not blamed on the node",
 			topo:        Topology{CPUs: topoFourGPU.CPUs[:2], GPUs: topoFourGPU.GPUs},
 			opts:        Options{},
-			wantWarning: "this node has more GPUs than CPUs: its 4 runs at once (one per GPU) share 2 CPUs, up to 2 on one CPU",
+			wantWarning: "2 CPUs allowed here for 4 GPUs: the 4 runs at once (one per GPU) share 2 CPUs, up to 2 on one CPU; a batch job that asks for a whole node, or for more CPUs, gives each run CPUs of its own",
 		},
 		{
 			description: "--gpus-per-run 0.5 causes it: eight runs on four GPUs and four CPUs",

@@ -192,14 +192,30 @@ func (s *Sweep) prepare() error {
 		}
 	}
 	if opts.StopBefore > 0 {
-		end, from, err := batch.EndTime(opts.Job)
-		if err != nil {
-			return fmt.Errorf("stop before: %w", err)
-		}
-		s.end = end
-		s.notes = append(s.notes, fmt.Sprintf("the job ends at %s (%s): runs start until %s", end.Format(time.DateTime), from, end.Add(-opts.StopBefore).Format(time.DateTime)))
+		s.notes = append(s.notes, stopBeforeNote(opts.Job, opts.StopBefore, &s.end))
 	}
 	return nil
+}
+
+// stopBeforeNote asks when job ends, sets end (the zero time when that is
+// not known) and says what StopBefore will do. A job whose end is not
+// known (it has no time limit; or the scheduler does not answer, or there
+// is no batch job) runs its sweep to the end: that is no input error, and
+// a job submitted without a time limit must run. Slurm is asked again
+// while the sweep runs (see batch.Follow), so a limit set or told later
+// still counts.
+func stopBeforeNote(job batch.Job, before time.Duration, end *time.Time) string {
+	t, from, err := batch.EndTime(job)
+	switch {
+	case err == nil:
+		*end = t
+		return fmt.Sprintf("the job ends at %s (%s): runs start until %s", t.Format(time.DateTime), from, t.Add(-before).Format(time.DateTime))
+	case errors.Is(err, batch.ErrNoLimit):
+		return fmt.Sprintf("stop before %v: the job has no time limit, so there is nothing to stop before: the sweep runs to its end", before)
+	case !job.InJob():
+		return fmt.Sprintf("stop before %v: not in a batch job, so there is no end to stop before: the sweep runs to its end", before)
+	}
+	return fmt.Sprintf("stop before %v: %v; the sweep runs as if the job had no limit until its end is known", before, err)
 }
 
 // scan reads the output directory's ledgers, then every run of the
@@ -324,9 +340,13 @@ func (s *Sweep) walk() (*ledger.Dir, error) {
 // shardNotes says which shard this is and where that came from, and what
 // in the runs' requests or the shard count a user may not expect.
 func (s *Sweep) shardNotes() {
-	if s.from != "" {
-		s.notes = append(s.notes, fmt.Sprintf("shard %s from %s: runs %d, %d, %d, …; shard none runs them all",
-			s.shard, s.from, s.shard.Index, s.shard.Index+s.shard.Count, s.shard.Index+2*s.shard.Count))
+	if s.shard.Count > 1 {
+		from := ""
+		if s.from != "" {
+			from = " from " + s.from
+		}
+		s.notes = append(s.notes, fmt.Sprintf("shard %s%s: runs %d, %d, %d, …; shard none runs them all",
+			s.shard, from, s.shard.Index, s.shard.Index+s.shard.Count, s.shard.Index+2*s.shard.Count))
 	}
 	if s.shareCPU > 0 {
 		// Said where the runs' requests, not the plan, make runs share CPUs.
@@ -432,7 +452,7 @@ func chooseShard(spec string, job batch.Job, total, runsPerShard int) (sweep.Sha
 	if err != nil {
 		return sweep.Shard{}, "", fmt.Errorf("shard: %w", err)
 	}
-	return sh, "shard " + spec, nil
+	return sh, "", nil // given, not told by the job
 }
 
 // splits says, before the runs are counted, whether the shard spec will
@@ -505,8 +525,9 @@ func (s *Sweep) SetPlan(p pack.Plan) { s.opts.Plan = p }
 // Output returns the output directory.
 func (s *Sweep) Output() string { return s.output }
 
-// Shard returns this invocation's shard of the sweep, and what chose it
-// (empty when the sweep is not split).
+// Shard returns this invocation's shard of the sweep, and what in the
+// batch job chose it (empty when the sweep is not split, or the shard was
+// given).
 func (s *Sweep) Shard() (sweep.Shard, string) { return s.shard, s.from }
 
 // Total returns the number of runs of this shard, and in all shards.
@@ -589,7 +610,7 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	if xo.TempDir == "" {
 		xo.TempDir = opts.Job.Scratch
 	}
-	if opts.StopBefore > 0 {
+	if opts.StopBefore > 0 && !s.end.IsZero() {
 		xo.DrainAt, xo.TerminateAt = s.deadlines(s.end)
 	}
 	xo.PriorAttempts = w.Past().PriorAttempts

@@ -226,6 +226,8 @@ func TestRetryCommand(t *testing.T) {
 	plain := writeFile(t, dir, "plain.txt", "true\ntrue\n")
 	if code, _, stderr := runCLI(t, "run", "-q", "--shard", "0/2", "-o", sharded, plain); code != exitOK {
 		t.Fatalf("sharded run: %d %s", code, stderr)
+	} else if !strings.Contains(stderr, "shard 0/2: runs 0, 2, 4, …") || strings.Contains(stderr, "from shard") {
+		t.Errorf("a given shard is noted as it was given, not from itself:\n%s", stderr)
 	}
 	if code, _, stderr := runCLI(t, "retry", sharded); code != exitUsage || !strings.Contains(stderr, "sharded 2 ways") {
 		t.Errorf("retry of a sharded sweep: exit %d, %q", code, stderr)

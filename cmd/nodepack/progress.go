@@ -102,8 +102,8 @@ func (p *progress) line(ev run.Event) string {
 	if ev.Run.Origin != "" {
 		s += " " + termSafe(ev.Run.Origin)
 	}
-	if ev.Reason != run.OK && ev.Stderr != "" {
-		s += " log " + termSafe(ev.Stderr)
+	if ev.Reason != run.OK && ev.Reason != run.Pruned && ev.Stderr != "" {
+		s += " log " + termSafe(ev.Stderr) // where to look: a pruned run did nothing wrong
 	}
 	switch n := len(ev.StderrTail); {
 	case n > 0 && ev.Reason != run.Interrupted:

@@ -96,6 +96,14 @@ func TestPruneStopsBadRuns(t *testing.T) {
 	if code, stdout, _ := runCLI(t, "status", "--runs", out); code != exitOK || strings.Count(stdout, ",pruned,") != 3 {
 		t.Errorf("status --runs: exit %d\n%s", code, stdout)
 	}
+	// Ranked by loss, the pruned runs' loss is the one they were stopped
+	// at: said, as a ranking of unlike values must be.
+	for _, format := range []string{"csv", "table"} {
+		code, stdout, stderr := runCLI(t, "status", "--runs", "--sort", "loss", "--format", format, out)
+		if said := stdout + stderr; code != exitOK || !strings.Contains(said, "3 pruned runs ranked by their loss when they were stopped, at their last rung") {
+			t.Errorf("status --runs --sort loss --format %s: exit %d, no word on the pruned runs' loss:\n%s", format, code, said)
+		}
+	}
 	code, _, stderr = runCLI(t, args...)
 	if code != exitOK || !strings.Contains(stderr, "nothing left to run: skipped 6 runs done before: 3 succeeded, 3 pruned") {
 		t.Errorf("rerun: exit %d\n%s", code, stderr)
@@ -265,4 +273,67 @@ func FuzzPruneFlag(f *testing.F) {
 		pr.Judge("a", step, value)
 		pr.Judge("b", step, value)
 	})
+}
+
+// TestPruneCountsRunsThatEndBetweenReads: runs that end before the
+// pruner's first read (every=1s, runs of a few milliseconds) are read when
+// they end: their values join the rungs they reached, they are not pruned
+// (they ended) and no note says the metric may be misspelt; a slow run
+// after them, worse at the first rung, is judged against them and pruned.
+// The report's chart of the runs by rung has its steps in order (1, 3, 9,
+// 27; not as text, 1, 27, 3, 9).
+func TestPruneCountsRunsThatEndBetweenReads(t *testing.T) {
+	dir := t.TempDir()
+	params := writeFile(t, dir, "p.jsonl", `{"level": 0.5, "pause": 0}
+{"level": 0.4, "pause": 0}
+{"level": 0.3, "pause": 0}
+{"level": 0.9, "pause": 0.5}
+`)
+	script := writeFile(t, dir, "train.sh", `for a in "$@"; do declare "${a#--}"; done
+for step in $(seq 30); do
+	echo "{\"step\": $step, \"loss\": $(awk -v s="$step" -v l="$level" 'BEGIN { print l + 1 / s }')}" >> "$NODEPACK_METRICS"
+	[ "$pause" = 0 ] || sleep "$pause"
+done
+`)
+	out := filepath.Join(dir, "out")
+	code, _, stderr := runCLI(t, "run", "--gpus", "none", "-j", "1", "--prune", "loss:min,first=1,max=30,every=1s", "-o", out, "--params", params, "--", "bash", script)
+	if code != exitOK || !strings.Contains(stderr, "4 runs: 3 succeeded, 1 pruned, 0 failed") || strings.Contains(stderr, "misspelt") {
+		t.Fatalf("exit %d, want 0, 3 succeeded and the slow bad run pruned, no note of a misspelt name:\n%s", code, stderr)
+	}
+	for line := range strings.Lines(stderr) {
+		if strings.Contains(line, "] pruned ") && (strings.Contains(line, " log ") || !strings.HasSuffix(strings.TrimSpace(line), "p.jsonl:4")) {
+			t.Errorf("a pruned run's line ends with a log, as a failure's does, or not with its origin: %q", line)
+		}
+	}
+	log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The three fast runs at rungs 1, 3, 9 and 27, the slow one stopped at
+	// the first.
+	judged, stops := 0, 0
+	for _, j := range log.Judgements() {
+		judged++
+		if j.Stop {
+			stops++
+		}
+	}
+	if judged != 13 || stops != 1 {
+		t.Errorf("%d judgements, %d stops; want the fast runs' 12 and the slow run's stop", judged, stops)
+	}
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("NODEPACK_CI") != "" {
+			t.Fatal("chromium is not installed, and CI needs this test")
+		}
+		t.Skip("chromium is not installed (apt-get install chromium)")
+	}
+	if code, _, stderr := runCLI(t, "report", out); code != exitOK {
+		t.Fatalf("report: exit %d\n%s", code, stderr)
+	}
+	dom, err := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+		"--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", "file://"+filepath.Join(out, "report.html")).Output()
+	if err != nil || !strings.Contains(string(dom), `data-steps="step 1,step 3,step 9,step 27"`) || !strings.Contains(string(dom), `data-pruned="1"`) {
+		t.Errorf("the chart of runs by rung is not drawn with its steps in order and 1 pruned (%v)", err)
+	}
 }

@@ -31,7 +31,7 @@ var elsewhere = map[string]string{
 	"nodepack submit --slurm --nodes 3 --time 4h --gpus-per-node 4 -o seeds -- --runs-per-gpu 2 tasks.txt": "needs Slurm: examples/slurm's TestReadmeSubmit types the block on the local Slurm",
 	"nodepack status seeds":   "after a submission: examples/slurm's and examples/sge's TestReadmeSubmit type it",
 	"nodepack resubmit seeds": "after a submission: examples/slurm's and examples/sge's TestReadmeSubmit type it",
-	"nodepack submit --sge --nodes 3 --time 4h --cpus-per-node 16 -o seeds -- tasks.txt":                 "needs Grid Engine: examples/sge's TestReadmeSubmit types the block on the local cell",
+	"nodepack submit --sge --nodes 3 --time 4h --gpus-per-node 4 -o seeds -- --runs-per-gpu 2 tasks.txt": "needs Grid Engine: examples/sge's TestReadmeSubmit types the block on the local cell",
 	"python train.py --multirun model=convnet,transformer +iteration='range(2)' hydra/launcher=nodepack": "needs the real Hydra: integrations/hydra's TestReadmeHydra types it",
 	"scripts/sge-local.sh start":                                           "needs root and a minute: .ci/run runs this block in its Grid Engine step",
 	`eval "$(scripts/sge-local.sh env)"`:                                   "the Grid Engine block, run by .ci/run",
@@ -105,8 +105,10 @@ func newSandbox(t *testing.T) *sandbox {
 	writeFile(t, dir, "dgx.json", string(inv))
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
+		// No CGO_CFLAGS exported and a Go settings file of the sandbox's
+		// own: the README's go env -w line must make builds quiet itself.
 		if k == "PATH" || k == "GOPATH" || k == "CUDA_VISIBLE_DEVICES" || strings.HasPrefix(k, "SLURM_") || strings.HasPrefix(k, "SGE_") ||
-			strings.HasPrefix(k, "PBS_") || strings.HasPrefix(k, "LSB_") || k == "JOB_ID" || k == "NODEPACK_TEST_AS_MAIN" {
+			strings.HasPrefix(k, "PBS_") || strings.HasPrefix(k, "LSB_") || k == "JOB_ID" || k == "NODEPACK_TEST_AS_MAIN" || k == "CGO_CFLAGS" || k == "GOENV" {
 			continue
 		}
 		sb.env = append(sb.env, kv)
@@ -114,7 +116,7 @@ func newSandbox(t *testing.T) *sandbox {
 	modcache, _ := exec.Command("go", "env", "GOMODCACHE").Output()
 	sb.env = append(sb.env,
 		"PATH="+sb.bin+string(os.PathListSeparator)+filepath.Join(dir, "gopath", "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"GOPATH="+filepath.Join(dir, "gopath"), "GOMODCACHE="+strings.TrimSpace(string(modcache)), "GOFLAGS=-mod=mod",
+		"GOPATH="+filepath.Join(dir, "gopath"), "GOMODCACHE="+strings.TrimSpace(string(modcache)), "GOFLAGS=-mod=mod", "GOENV="+filepath.Join(dir, "goenv"),
 		"CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7") // eight fake GPUs: no driver here
 	if out, _ := sb.shell("nodepack detect --json", time.Minute, 0); strings.Contains(out, `"gpu_source": "nvml"`) {
 		t.Skip("an NVIDIA driver is present: the examples are checked with fake GPUs")
@@ -319,8 +321,8 @@ func TestReadmeCommands(t *testing.T) {
 				t.Errorf("%s block failed: %v\n%s\n--- output:\n%s", readme, err, script, out)
 				continue
 			}
-			if strings.Contains(out, "warning:") && strings.Contains(script, "go install") {
-				t.Errorf("the install line prints compiler warnings:\n%s", out)
+			if strings.Contains(out, "warning:") && strings.Contains(script, "go run") {
+				t.Errorf("the fresh-machine block prints compiler warnings:\n%s", out)
 			}
 		}
 		for _, cmd := range inline {
@@ -328,6 +330,14 @@ func TestReadmeCommands(t *testing.T) {
 			if out, err := sb.shellIn(dir, cmd, commandLimit, 0); err != nil {
 				t.Errorf("%s inline command %q failed: %v\n%s", readme, cmd, err, out)
 			}
+		}
+	}
+	if os.Getenv("NODEPACK_FRESH_BUILD") == "1" {
+		// A second terminal, later: nothing exported there, a build cache
+		// of its own (go-nvml compiled again), and still no warning.
+		out, err := sb.shell(`GOCACHE="$(mktemp -d)" go build -o /dev/null ./cmd/nodepack`, 2*commandLimit, 0)
+		if err != nil || strings.Contains(out, "warning:") {
+			t.Errorf("a build in another shell after the fresh-machine block: %v\n%s", err, out)
 		}
 	}
 	for cmd := range readmeFills {
@@ -591,5 +601,71 @@ func TestHelpGroupsCoverEveryFlag(t *testing.T) {
 	first, _, _ := strings.Cut(out, "\nWhat each run gets")
 	if code != exitOK || strings.Count(first, "\n") > 40 || !strings.Contains(first, "Flags most runs need:") {
 		t.Errorf("run --help: the usage, examples and the flags most runs need take %d lines, want at most 40 (a screen)", strings.Count(first, "\n"))
+	}
+}
+
+// TestReadmePruneExample types the README's early-stopping block and
+// checks that it shows what it is there to show: runs pruned, the best
+// one run to its end, and no note that the metric might be misspelt (every
+// run reports loss). Under load the runs' steps are timed by sleeps, so
+// the reads keep up.
+func TestReadmePruneExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("copies the repository")
+	}
+	blocks, _, _ := readmeCommands(t, "README.md")
+	var block string
+	for _, b := range blocks {
+		if strings.Contains(b, "--prune") {
+			block = strings.Join(commandLines(b), "\n")
+		}
+	}
+	if block == "" {
+		t.Fatal("the README has no sh block with --prune")
+	}
+	sb := newSandbox(t)
+	out, err := sb.shell(block, commandLimit, 0)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", block, err, out)
+	}
+	if !strings.Contains(out, "3 runs: 1 succeeded, 2 pruned, 0 failed") || strings.Contains(out, "misspelt") {
+		t.Errorf("the README's prune example does not prune 2 of 3 runs, or says the metric may be misspelt:\n%s", out)
+	}
+}
+
+// TestExampleOutputsAreIgnored: every output directory the README's
+// commands and the --help examples name (-o DIR, relative) is ignored by
+// git, so that typing them in a checkout leaves it clean.
+func TestExampleOutputsAreIgnored(t *testing.T) {
+	root, _ := filepath.Abs("../..")
+	if err := exec.Command("git", "-C", root, "rev-parse", "--git-dir").Run(); err != nil {
+		t.Skip("not a git checkout")
+	}
+	var text []string
+	for _, readme := range readmes {
+		b, err := os.ReadFile(filepath.Join(root, readme))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text = append(text, string(b))
+	}
+	for _, c := range commands() {
+		_, usage, _ := runCLI(t, c.name, "--help")
+		text = append(text, usage)
+	}
+	dirs := map[string]bool{}
+	re := regexp.MustCompile(`(?m)nodepack (?:run|submit|report)\b[^\n]*? (?:-o|--output) ([A-Za-z0-9_.-]+)\b`)
+	for _, t := range text {
+		for _, m := range re.FindAllStringSubmatch(t, -1) {
+			dirs[m[1]] = true
+		}
+	}
+	if len(dirs) < 3 {
+		t.Fatalf("found %d output directories in the examples: the pattern is broken", len(dirs))
+	}
+	for dir := range dirs {
+		if err := exec.Command("git", "-C", root, "check-ignore", "-q", "--no-index", dir+"/").Run(); err != nil {
+			t.Errorf("the examples write %s/ in the checkout, and git does not ignore it (.gitignore)", dir)
+		}
 	}
 }

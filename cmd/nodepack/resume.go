@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/nodepack/nodepack/runner/ledger"
 )
@@ -43,8 +44,15 @@ func printSkipped(w io.Writer, c ledger.ResumeCounts) {
 	if skippedBefore(c) > 0 {
 		fmt.Fprintf(w, "nodepack: %s\n", doneBefore(c, ""))
 	}
-	if c.Interrupted > 0 || c.RetriedFailed > 0 {
-		fmt.Fprintf(w, "nodepack: ran again %s and %s\n", countWord(c.Interrupted, "interrupted run"), countWord(c.RetriedFailed, "failed run"))
+	var again []string
+	if c.Interrupted > 0 {
+		again = append(again, countWord(c.Interrupted, "interrupted run"))
+	}
+	if c.RetriedFailed > 0 {
+		again = append(again, countWord(c.RetriedFailed, "failed run"))
+	}
+	if len(again) > 0 {
+		fmt.Fprintf(w, "nodepack: ran again %s\n", strings.Join(again, " and "))
 	}
 }
 

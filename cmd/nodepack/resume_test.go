@@ -479,7 +479,7 @@ func TestRestartAndRetryFailed(t *testing.T) {
 	}{
 		{"first run", nil, exitFailed, 1, 1, "1 failed"},
 		{"resume skips both", nil, exitFailed, 1, 1, "skipped 2 runs done before: 1 succeeded, 1 failed"},
-		{"--retry-failed reruns the failure", []string{"--retry-failed"}, exitFailed, 1, 2, "ran again 0 interrupted runs and 1 failed run"},
+		{"--retry-failed reruns the failure", []string{"--retry-failed"}, exitFailed, 1, 2, "ran again 1 failed run"},
 		{"--restart reruns everything", []string{"--restart"}, exitFailed, 2, 3, "the old ledger is now"},
 	}
 	attempt2 := func() int { // logs with a header for attempt 2
@@ -556,5 +556,73 @@ func TestResumeWithNothingLeftSaysSo(t *testing.T) {
 	code, _, stderr := runCLI(t, "run", "-q", "--gpus", "none", "-o", out, tasks)
 	if code != exitOK || !strings.Contains(stderr, "nothing left to run: skipped 2 runs done before: 2 succeeded") || strings.Contains(stderr, "0 runs:") {
 		t.Errorf("rerun of a done sweep: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestCancelSignalsRunsFirst is a scancel without Slurm: the batch system
+// signals every process of the job in no order, so here each run's command
+// gets SIGTERM first and nodepack 0, 0.3 and 1 s later, with two CPU hogs
+// running. Task lines have the most common shape, "CMD && echo done", whose
+// bash cannot exec CMD and exits 143 itself. Every run ends interrupted,
+// none failed, and a plain rerun runs all of them.
+func TestCancelSignalsRunsFirst(t *testing.T) {
+	startHogs(t, 2)
+	for _, after := range []time.Duration{0, 300 * time.Millisecond, time.Second} {
+		t.Run(after.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			const n = 4
+			var lines []string
+			for i := range n {
+				// The command writes its pid and waits, until a file says the
+				// work is quick (the rerun).
+				lines = append(lines, fmt.Sprintf("sh -c 'test -e %[1]s/quick || { echo $$ > %[1]s/pid.%[2]d; exec sleep 60; }' && echo done %[2]d >> %[1]s/done", dir, i))
+			}
+			file := writeFile(t, dir, "tasks.txt", strings.Join(lines, "\n")+"\n")
+			out := filepath.Join(dir, "out")
+			args := []string{"run", "-q", "--gpus", "none", "--parallel", strconv.Itoa(n), "-o", out, file}
+			cmd := nodepackCommand(t, nil, args...)
+			var stderr syncBuilder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var pids []int
+			for i := range n {
+				path := filepath.Join(dir, fmt.Sprintf("pid.%d", i))
+				if !waitUntil(time.Minute, func() bool { b, err := os.ReadFile(path); return err == nil && strings.HasSuffix(string(b), "\n") }) {
+					cmd.Process.Kill()
+					t.Fatalf("run %d did not start:\n%s", i, stderr.String())
+				}
+				b, _ := os.ReadFile(path)
+				pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				pids = append(pids, pid)
+			}
+			for _, pid := range pids {
+				syscall.Kill(pid, syscall.SIGTERM)
+			}
+			time.Sleep(after) // the batch system's order, not a synchronisation
+			cmd.Process.Signal(syscall.SIGTERM)
+			err := cmd.Wait()
+			if code := cmd.ProcessState.ExitCode(); code != 143 && !(code == 1 && after > 0) {
+				// 1: every run had ended, as interrupted, before the signal came.
+				t.Errorf("nodepack: %v, want exit 143 (or 1 when it had ended first):\n%s", err, stderr.String())
+			}
+			doc := statusDocOf(t, out)
+			if doc.Counts.Interrupted != n || doc.Counts.Failed != 0 {
+				t.Errorf("status after the cancel: %+v, want %d interrupted and none failed:\n%s", doc.Counts, n, stderr.String())
+			}
+			writeFile(t, dir, "quick", "")
+			code, _, errOut := runCLI(t, args...)
+			if code != exitOK || !strings.Contains(errOut, fmt.Sprintf("ran again %d interrupted runs", n)) {
+				t.Errorf("rerun: exit %d, want 0 with every run run again:\n%s", code, errOut)
+			}
+			b, _ := os.ReadFile(filepath.Join(dir, "done"))
+			if got := strings.Count(string(b), "done"); got != n {
+				t.Errorf("%d runs done after the rerun, want %d", got, n)
+			}
+		})
 	}
 }

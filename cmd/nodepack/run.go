@@ -80,7 +80,9 @@ Every start and end is appended to OUTPUT/ledger.jsonl (one file per
 shard), which records what defines the sweep: its source, command,
 --env and --wrap. Rerunning the same command resumes: runs that succeeded
 are skipped, interrupted ones (also those running when nodepack was
-killed) run again, failed ones only with --retry-failed, new ones (a
+killed, and those that ended by a SIGTERM, SIGINT or SIGHUP nodepack did
+not send: a batch system's cancel reaches runs first) run again, failed
+ones only with --retry-failed, new ones (a
 grown task file or grid, more --reps) run; --restart starts over. Runs
 must therefore tolerate being run again. A rerun into a directory that
 holds another sweep (another source, command, --env or --wrap) is refused.
@@ -140,7 +142,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.RetryRuns, "retry-run", nil, "with --retry-failed, only the failed run `ID` (repeatable)")
 	fs.BoolVar(&o.Restart, "restart", false, "start over: keep the old ledger as a backup and run everything (also when DIR holds another sweep)")
 	fs.BoolVar(&o.Requeue, "requeue", false, "when stopped by SIGUSR1/SIGUSR2 (sbatch --signal) or --stop-before with runs left, have the batch system run this job again (Slurm: scontrol requeue; Grid Engine: exit 99); never on SIGTERM (scancel)")
-	fs.DurationVar(&o.StopBefore, "stop-before", 0, "start no runs `D` before the job's end (Slurm: SLURM_JOB_END_TIME or squeue, followed while the job runs) and stop running ones in time for --grace; 0 means off")
+	fs.DurationVar(&o.StopBefore, "stop-before", 0, "start no runs `D` before the job's end (Slurm: SLURM_JOB_END_TIME or squeue, followed while the job runs; Grid Engine: h_rt) and stop running ones in time for --grace; a job without a time limit, or whose end is not known, runs to its end with a note; 0 means off")
 	fs.DurationVar(&o.SampleInterval, "sample-interval", 10*time.Second, "measure each run's process tree and GPUs every `D`; 0 means only the kernel's totals")
 	fs.DurationVar(&x.Stagger, "stagger", 0, "start the k-th run of the first wave (as many as fit at once) k×`D` after the start, each on GPUs of its own while there are; later runs do not wait")
 	fs.DurationVar(&x.MinStartInterval, "min-start-interval", 0, "at least `D` between any two starts")
@@ -496,6 +498,9 @@ func report(w io.Writer, out runner.Outcome, err error, sig syscall.Signal, o *r
 	}
 	if sig != 0 {
 		fmt.Fprintf(w, "nodepack: stopped by %s: %s interrupted; rerun the same command to run them again\n", unix.SignalName(sig), countWord(sum.Interrupted, "run"))
+	} else if sum.OutsideStops > 0 {
+		fmt.Fprintf(w, "nodepack: %s ended by SIGTERM, SIGINT or SIGHUP that nodepack did not send (a cancel, a kill): interrupted, not failed; rerun the same command to run them again\n",
+			countWord(sum.OutsideStops, "run"))
 	}
 	if runErr != nil && sig == 0 {
 		fmt.Fprintf(w, "nodepack run: %s\n", termSafe(runErr.Error()))

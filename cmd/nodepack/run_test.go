@@ -84,16 +84,47 @@ func TestRunPinsEveryRun(t *testing.T) {
 
 func TestRunFailuresAndExitCodes(t *testing.T) {
 	dir := t.TempDir()
-	file := writeFile(t, dir, "tasks.txt", "true\nexit 3\necho oops >&2; kill -TERM $$\n")
+	file := writeFile(t, dir, "tasks.txt", "true\nexit 3\necho oops >&2; kill -ABRT $$\n")
 	out := filepath.Join(dir, "out")
 	code, _, stderr := runCLI(t, "run", "--gpus", "none", "-o", out, file)
 	if code != exitFailed {
 		t.Fatalf("exit %d, want 1:\n%s", code, stderr)
 	}
-	for _, want := range []string{"3 runs: 1 succeeded, 2 failed", "exit (exit 3, " + file + ":2)", "signal (SIGTERM, " + file + ":3)", "| oops", filepath.Join(out, "runs")} {
+	for _, want := range []string{"3 runs: 1 succeeded, 2 failed", "exit (exit 3, " + file + ":2)", "signal (SIGABRT, " + file + ":3)", "| oops", filepath.Join(out, "runs")} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
+	}
+}
+
+// TestStopSignalFromOutsideInterrupts: a run that ends by SIGTERM, SIGINT
+// or SIGHUP that nodepack did not send is interrupted, not failed, also as
+// the most common task line's shell exits 128+N after its command was
+// killed ("CMD && echo done"); a rerun runs it again. Deaths by other
+// signals stay failures.
+func TestStopSignalFromOutsideInterrupts(t *testing.T) {
+	dir := t.TempDir()
+	lines := []string{
+		"sh -c 'kill -TERM $$' && echo done", // bash exits 143
+		"sh -c 'kill -INT $$' && echo done",  // 130
+		"sh -c 'kill -HUP $$' && echo done",  // 129
+		"kill -TERM $$",                      // killed itself
+		"kill -SEGV $$",                      // a crash: failed
+	}
+	file := writeFile(t, dir, "tasks.txt", strings.Join(lines, "\n")+"\n")
+	out := filepath.Join(dir, "out")
+	code, _, stderr := runCLI(t, "run", "--gpus", "none", "-o", out, file)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1:\n%s", code, stderr)
+	}
+	for _, want := range []string{"5 runs: 0 succeeded, 1 failed (1 signal), 4 interrupted", "4 runs ended by SIGTERM, SIGINT or SIGHUP that nodepack did not send", "signal (SIGSEGV, " + file + ":5)"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	code, _, stderr = runCLI(t, "run", "--gpus", "none", "-o", out, file)
+	if code != exitFailed || !strings.Contains(stderr, "ran again 4 interrupted runs") || !strings.Contains(stderr, "4 runs: 0 succeeded, 0 failed, 4 interrupted") {
+		t.Errorf("rerun: exit %d, want 1 with the 4 interrupted runs run again:\n%s", code, stderr)
 	}
 }
 

@@ -564,7 +564,7 @@ func TestStartRefusedForRoomSaysSo(t *testing.T) {
 		t.Fatalf("exit %d, want 2 and the full disk named:\n%s", code, stderr)
 	}
 	code, stdout, _ := runCLI(t, "status", out)
-	if code != exitOK || !strings.Contains(stdout, "ended: stopped: disk full (no space left on device), 200 deferred") || strings.Contains(stdout, "gone") {
+	if code != exitOK || !strings.Contains(stdout, "ended: stopped: disk full (no space left on device), 200 runs left") || strings.Contains(stdout, "gone") {
 		t.Errorf("status (exit %d):\n%s\nwant the full disk, not a nodepack that was killed", code, stdout)
 	}
 }

@@ -207,7 +207,7 @@ func printStatus(w io.Writer, doc *ledger.Status) {
 		case ledger.ShardEnded:
 			fmt.Fprintf(w, ": %s", termSafe(sh.Note))
 			if sh.Deferred > 0 {
-				fmt.Fprintf(w, ", %d deferred", sh.Deferred)
+				fmt.Fprintf(w, ", %s left", countWord(sh.Deferred, "run"))
 			}
 		case ledger.ShardGone:
 			fmt.Fprintf(w, ": nodepack (pid %d) ended without an end record (killed, or its node went down); rerun to resume", sh.PID)
@@ -445,6 +445,14 @@ func printRuns(stdout, stderr io.Writer, o runsOptions) int {
 			return usageErrorf(stderr, "status", "--sort: %v", err)
 		}
 		order = fmt.Sprintf("sorted by %s, %s first", column, map[bool]string{false: "lowest", true: "highest"}[desc])
+		if n := table.PrunedWith(column); n > 0 && slices.Contains(table.Metrics, column) {
+			pruned := fmt.Sprintf("%s ranked by their %s when they were stopped, at their last rung, beside the finished runs' last", countWord(n, "pruned run"), column)
+			if o.format == "table" {
+				order += "; " + pruned
+			} else {
+				fmt.Fprintf(stderr, "nodepack status: %s\n", termSafe(pruned))
+			}
+		}
 	}
 	total := len(table.Rows)
 	if o.top > 0 && o.top < total {

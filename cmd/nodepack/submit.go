@@ -20,6 +20,7 @@ import (
 )
 
 const submitUsage = `Usage: nodepack submit [--slurm|--sge|--pbs] --nodes N|--runs-per-node M [flags] -- RUN-ARGUMENTS…
+       nodepack submit [--slurm|--sge|--pbs] --check
 
 From a login node: starts a sweep on a cluster as one array job, each
 array task one node running 'nodepack run' on its shard of the sweep, all
@@ -29,14 +30,19 @@ give them to run (a task file, or --sweep, --grid or --params and the
 command).
 
 Everything is checked before anything is submitted: every run of the
-source, as run checks it, and that every run's request fits the node the
-job asks for (--gpus-per-node, --cpus-per-node, --mem). The job script
-goes to OUTPUT/jobs/submit-K.sh and is printed; the job's id is recorded
-in OUTPUT/submissions.jsonl. Each task runs 'nodepack run --requeue
---stop-before D' (D a twelfth of --time, between 1 and 15 minutes; 5
-minutes without --time) with the scheduler's warning signal as a backstop
-(Slurm --signal=B:USR1, Grid Engine -notify), so a task stopped by its
-time limit or preempted is requeued and resumes.
+source, as run checks it, that every run's request fits the node the job
+asks for (--gpus-per-node, --cpus-per-node, --mem), and that the
+scheduler answers here (--check asks only that). Each task asks for a
+whole node unless --cpus-per-node gives a count: Slurm --exclusive
+(--mem=0 too, without --mem), PBS place=excl, and on Grid Engine, which
+has no such request, the CPUs of its smallest execution host (qhost). The
+job script goes to OUTPUT/jobs/submit-K.sh and is printed with what each
+task asks for; the job's id is recorded in OUTPUT/submissions.jsonl. Each
+task runs 'nodepack run --requeue --stop-before D' (D a twelfth of
+--time, between 1 and 15 minutes; 5 minutes without --time, which acts
+only when the queue has a limit) with the scheduler's warning signal as a
+backstop (Slurm --signal=B:USR1, Grid Engine -notify), so a task stopped
+by its time limit or preempted is requeued and resumes.
 
 --nodes N makes N shards, one per task; --runs-per-node M makes as many
 shards as M runs each need (clusterduck's total_runs_per_node); with both,
@@ -50,6 +56,7 @@ are installed (sbatch, qconf, pbsnodes). OUTPUT defaults to
 nodepack-NAME-KEY in the current directory, as run names it.
 
 Examples:
+  nodepack submit --check
   nodepack submit --slurm --nodes 3 --time 4h --gpus-per-node 4 --dry-run -- --runs-per-gpu 2 tasks.txt
   nodepack submit --sge --runs-per-node 50 --nodes 4 --cpus-per-node 16 --dry-run -- --sweep -- python train.py lr=0.1,0.01 seed='range(100)'
   nodepack submit --pbs --nodes 2 --time 1:30:00 --queue gpu --extra '-l place=scatter' --dry-run -- --params runs.jsonl -- python train.py --out={run_dir}`
@@ -97,7 +104,7 @@ func (f *jobFlags) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&f.runsPerNode, "runs-per-node", 0, "`M` runs per array task: as many shards as that needs")
 	fs.StringVar(&f.time, "time", "", "each task's time limit, `T` such as 4h, 90m or [D-]HH:MM:SS (default: the queue's)")
 	fs.IntVar(&f.gpus, "gpus-per-node", 0, "GPUs each task asks for, `G` (Slurm --gres=gpu:G, Grid Engine -l gpu=G, PBS ngpus=G)")
-	fs.IntVar(&f.cpus, "cpus-per-node", 0, "CPUs each task asks for, `C` (Slurm --cpus-per-task, Grid Engine -pe smp C, PBS ncpus); with neither this nor --gpus-per-node each task asks for a whole node")
+	fs.IntVar(&f.cpus, "cpus-per-node", 0, "CPUs each task asks for, `C` (Slurm --cpus-per-task, Grid Engine -pe smp C, PBS ncpus); without it each task asks for a whole node")
 	fs.StringVar(&f.mem, "mem", "", "memory each task asks for, `SIZE` such as 64GiB (Slurm --mem, Grid Engine -l mem_free, PBS mem)")
 	fs.StringVar(&f.gpuMemory, "gpu-memory", "", "each GPU's memory on the nodes, `SIZE` such as 80GiB: what runs' gpu_mem requests are checked against (asks the scheduler for nothing)")
 	fs.StringVar(&f.partition, "partition", "", "Slurm partition `P`")
@@ -301,11 +308,16 @@ func nodeLocal(dir string) string {
 func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var f jobFlags
 	var output string
+	var check bool
 	fs := pflag.NewFlagSet("submit", pflag.ContinueOnError)
 	f.addFlags(fs)
 	fs.StringVarP(&output, "output", "o", "", "`DIR` for the sweep: its ledgers, logs, job scripts and records (default nodepack-NAME-KEY, as run names it); the nodes must see it")
+	fs.BoolVar(&check, "check", false, "only say whether the scheduler answers here: exit 0 when it does, 1 when it does not (2: none installed)")
 	if code, ok := parseFlags(fs, submitUsage, args, stdout, stderr); !ok {
 		return code
+	}
+	if check {
+		return checkScheduler(ctx, f, fs, stdout, stderr)
 	}
 	if fs.ArgsLenAtDash() != 0 || fs.NArg() == 0 {
 		return usageErrorf(stderr, "submit", "want run's arguments after --: nodepack submit [flags] -- [run flags] TASKFILE")
@@ -320,6 +332,10 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	if f.nodes == 0 && f.runsPerNode == 0 {
 		return usageErrorf(stderr, "submit", "give --nodes N (N shards) or --runs-per-node M (shards of M runs)")
+	}
+	cpusFrom, err := wholeNodeCPUs(ctx, &job)
+	if err != nil {
+		return usageErrorf(stderr, "submit", "%v", err)
 	}
 	if output != "" {
 		abs, err := filepath.Abs(output)
@@ -356,7 +372,45 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return usageErrorf(stderr, "submit", "%v", err)
 		}
 	}
+	if cpusFrom != "" {
+		fmt.Fprintf(stderr, "nodepack submit: Grid Engine has no request for a whole node: each task asks for %s (%s); --cpus-per-node asks for another count\n",
+			countWord(job.CPUsPerNode, "CPU"), termSafe(cpusFrom))
+	}
 	return submitJob(ctx, job, len(recs)+1, total, f, stdout, stderr)
+}
+
+// wholeNodeCPUs gives a Grid Engine job that names no CPU count the CPUs
+// of a whole node, as its hosts report them (submit.NodeCPUs): it has no
+// request for a whole node, and a job without -pe gets one slot. It
+// returns where the count came from; "" when nothing was asked.
+func wholeNodeCPUs(ctx context.Context, job *submit.Job) (string, error) {
+	if job.Scheduler != submit.SGE || job.CPUsPerNode > 0 {
+		return "", nil
+	}
+	n, from, err := submit.NodeCPUs(ctx, job.Scheduler, job.Partition)
+	if err != nil {
+		return "", fmt.Errorf("Grid Engine has no request for a whole node, and asking its hosts' CPUs failed: %w: give --cpus-per-node", err)
+	}
+	job.CPUsPerNode = n
+	return from, nil
+}
+
+// checkScheduler is submit --check: whether the scheduler the flags name,
+// or the one installed, answers here.
+func checkScheduler(ctx context.Context, f jobFlags, fs *pflag.FlagSet, stdout, stderr io.Writer) int {
+	if fs.NArg() > 0 {
+		return usageErrorf(stderr, "submit", "--check takes no run arguments")
+	}
+	s, err := f.scheduler()
+	if err != nil {
+		return usageErrorf(stderr, "submit", "%v", err)
+	}
+	if err := submit.Ping(ctx, s); err != nil {
+		fmt.Fprintf(stderr, "nodepack submit: %s does not answer here: %s\n", s.Name(), termSafe(err.Error()))
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "%s answers here\n", s.Name())
+	return exitOK
 }
 
 // submitJob writes job's script as submission number k of its output
@@ -376,11 +430,27 @@ func submitJob(ctx context.Context, job submit.Job, k, runs int, f jobFlags, std
 	for line := range strings.Lines(script) {
 		fmt.Fprintln(stdout, termSafe(strings.TrimSuffix(line, "\n")))
 	}
+	tasks := len(job.Indices)
+	if job.Indices == nil {
+		tasks = job.Shards
+	}
+	who := "each of its " + countWord(tasks, "array task")
+	if tasks == 1 {
+		who = "its one task"
+	}
+	fmt.Fprintf(stderr, "nodepack %s: the job asks, for %s: %s; nodepack run uses what its node gives it\n", cmd, who,
+		termSafe(strings.Join(job.Asks(), ", ")))
 	if why := nodeLocal(job.Output); why != "" {
 		fmt.Fprintf(stderr, "nodepack %s: warning: the nodes may not see %s: %s\n", cmd, termSafe(job.Output), why)
 	}
 	if f.dryRun {
 		return exitOK
+	}
+	// Before anything is written: a client installed where no controller
+	// answers (slurm-client on a workstation, a cluster down) fails here,
+	// not half-way.
+	if err := submit.Ping(ctx, job.Scheduler); err != nil {
+		return usageErrorf(stderr, cmd, "%s does not answer here: %v: nothing was submitted", job.Scheduler.Name(), err)
 	}
 	jobs := filepath.Join(job.Output, "jobs")
 	if err := os.MkdirAll(jobs, 0o755); err != nil {
@@ -399,10 +469,6 @@ func submitJob(ctx context.Context, job submit.Job, k, runs int, f jobFlags, std
 	if err := submit.Append(job.Output, submit.Record{Time: time.Now().UTC(), JobID: id, Script: name, Runs: runs, Job: job}); err != nil {
 		fmt.Fprintf(stderr, "nodepack %s: job %s was submitted, but %s\n", cmd, termSafe(id), termSafe(err.Error()))
 		return exitFailed
-	}
-	tasks := len(job.Indices)
-	if job.Indices == nil {
-		tasks = job.Shards
 	}
 	fmt.Fprintf(stderr, "nodepack %s: job %s (%s): %s, into %s\n", cmd, termSafe(id), job.Scheduler,
 		countWord(tasks, "array task")+" of "+countWord(job.Shards, "shard"), termSafe(job.Output))
@@ -495,6 +561,9 @@ func runResubmit(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if fs.Changed("nodes") {
 		job.Nodes = f.nodes
+	}
+	if _, err := wholeNodeCPUs(ctx, &job); err != nil {
+		return usageErrorf(stderr, "resubmit", "%v", err)
 	}
 	// The same sweep: every run checked again, the definition against the
 	// ledgers (a changed task file is refused here, not on the nodes).

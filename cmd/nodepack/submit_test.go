@@ -259,3 +259,80 @@ n=$(cat "$(dirname "$0")/asked" 2>/dev/null || echo 0); echo $((n + 1)) > "$(dir
 		t.Errorf("submit --wait = %d after asking %s times\n%s\n%s", code, asked, stdout, stderr)
 	}
 }
+
+// TestSubmitWhereTheSchedulerDoesNotAnswer: sbatch installed where no
+// Slurm answers (a workstation with slurm-client): submit --check says so
+// (exit 1), and submit refuses before it writes anything, with one line;
+// --check finds the scheduler that answers, and exit 2 when none is
+// installed.
+func TestSubmitWhereTheSchedulerDoesNotAnswer(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeFile(t, dir, "tasks.txt", "echo one\necho two\n")
+	fakeCommands(t, map[string]string{
+		"sbatch": `echo "sbatch: error: Could not establish a configuration source" >&2; exit 1`,
+		"squeue": `echo "squeue: error: Could not establish a configuration source" >&2; exit 1`,
+	})
+	code, stdout, stderr := runCLI(t, "submit", "--check")
+	if code != exitFailed || stdout != "" || !strings.Contains(stderr, "Slurm does not answer here: squeue: exit status 1: squeue: error: Could not establish a configuration source") {
+		t.Errorf("--check: exit %d, %q %q; want 1 and why", code, stdout, stderr)
+	}
+	code, _, stderr = runCLI(t, "submit", "--slurm", "--nodes", "2", "-o", "out", "--", "tasks.txt")
+	if code != exitUsage || strings.Count(stderr, "\n") > 4 || !strings.Contains(stderr, "nodepack submit: Slurm does not answer here") || !strings.Contains(stderr, "nothing was submitted") {
+		t.Errorf("submit: exit %d, want 2 and the reason:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
+		t.Error("a submission Slurm never took wrote its output directory")
+	}
+	fakeScheduler(t, dir) // a Slurm that answers
+	if code, stdout, _ := runCLI(t, "submit", "--check"); code != exitOK || stdout != "Slurm answers here\n" {
+		t.Errorf("--check with Slurm answering: exit %d, %q", code, stdout)
+	}
+	t.Setenv("PATH", t.TempDir()) // nothing installed
+	if code, _, stderr := runCLI(t, "submit", "--check"); code != exitUsage || !strings.Contains(stderr, "no scheduler found") {
+		t.Errorf("--check with no scheduler: exit %d, %q", code, stderr)
+	}
+}
+
+// TestSubmitAsksForWholeNodes: a job that names no CPUs asks for whole
+// nodes, and submit says what each task asks for: --exclusive on Slurm,
+// place=excl on PBS, and on Grid Engine, which has no such request, the
+// CPUs of its smallest host as qhost reports them.
+func TestSubmitAsksForWholeNodes(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeFile(t, dir, "tasks.txt", "echo one\necho two\n")
+	qhost, err := os.ReadFile(filepath.Join(origWD, "../../runner/submit/testdata/qhost.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "qhost.xml", string(qhost))
+	fakeCommands(t, map[string]string{"qhost": `[ "$*" = "-q -xml" ] && cat qhost.xml`})
+	for _, tc := range []struct {
+		args       []string
+		directives []string
+		says       string
+	}{
+		{[]string{"--slurm", "--gpus-per-node", "4"}, []string{"#SBATCH --exclusive", "#SBATCH --mem=0", "#SBATCH --gres=gpu:4"},
+			"each of its 2 array tasks: a whole node, all its CPUs and memory (--exclusive --mem=0), 4 GPUs (--gres=gpu:4), no time limit of its own"},
+		{[]string{"--pbs", "--gpus-per-node", "4", "--time", "1h"}, []string{"#PBS -l select=1:ngpus=4", "#PBS -l place=excl"},
+			"a whole node (-l place=excl), 4 GPUs (ngpus=4), 1h0m0s (-l walltime=01:00:00)"},
+		{[]string{"--sge", "--gpus-per-node", "4"}, []string{"#$ -pe smp 2", "#$ -binding linear:2", "#$ -l gpu=4"},
+			"each task asks for 2 CPUs (qhost: the CPUs of host vm, the fewest of any)"},
+	} {
+		args := append(append([]string{"submit", "--dry-run", "--nodes", "2"}, tc.args...), "--", "tasks.txt")
+		code, stdout, stderr := runCLI(t, args...)
+		if code != exitOK || !strings.Contains(stderr, tc.says) {
+			t.Errorf("%q: exit %d, want 0 and %q:\n%s", args, code, tc.says, stderr)
+		}
+		for _, d := range tc.directives {
+			if !strings.Contains(stdout, d+"\n") {
+				t.Errorf("%q: the script lacks %q:\n%s", args, d, stdout)
+			}
+		}
+	}
+	t.Setenv("PATH", t.TempDir()) // no qhost to ask
+	if code, _, stderr := runCLI(t, "submit", "--dry-run", "--sge", "--nodes", "2", "--", "tasks.txt"); code != exitUsage || !strings.Contains(stderr, "give --cpus-per-node") {
+		t.Errorf("Grid Engine without a CPU count or qhost: exit %d, %q", code, stderr)
+	}
+}

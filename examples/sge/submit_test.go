@@ -1,9 +1,11 @@
 package sge_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -34,6 +36,9 @@ func sgeJourney() journey.Scheduler {
 			cmd.Env = append(cleanEnv(), sgeEnv...)
 			cmd.Run()
 		},
+		// Grid Engine has no whole-node request: the smallest host's CPUs,
+		// this machine's here.
+		WholeNode: fmt.Sprintf("%d CPUs, cores of its own (-pe smp %[1]d -binding linear:%[1]d)", runtime.NumCPU()),
 	}
 }
 

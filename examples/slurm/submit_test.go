@@ -20,8 +20,9 @@ func slurmJourney() journey.Scheduler {
 			out, err := cmd.CombinedOutput()
 			return string(out), err
 		},
-		Wait:   wait,
-		Cancel: func(id string) { exec.Command("scancel", id).Run() },
+		Wait:      wait,
+		Cancel:    func(id string) { exec.Command("scancel", id).Run() },
+		WholeNode: "a whole node, all its CPUs and memory (--exclusive --mem=0)",
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -383,8 +384,11 @@ func TestLoginNodeSlurm(t *testing.T) {
 		}
 		_, conf, _ = strings.Cut(strings.TrimSpace(string(out)), "=")
 	}
-	cmd := app(dir, "--multirun", "model=convnet,transformer", "+iteration=range(2)", "hydra/launcher=nodepack",
-		"hydra.launcher.scheduler=slurm", "hydra.launcher.nodes=2", "hydra.launcher.cpus_per_node=1", "hydra.launcher.time=10m", "hydra.sweep.dir=sweep")
+	// No hydra.launcher.time: the local queue has no limit, and the jobs
+	// run; auto mode finds that Slurm answers.
+	args := []string{"--multirun", "model=convnet,transformer", "+iteration=range(2)", "hydra/launcher=nodepack",
+		"hydra.launcher.nodes=2", "hydra.launcher.cpus_per_node=1", "hydra.sweep.dir=sweep"}
+	cmd := app(dir, args...)
 	cmd.Env = append(cmd.Env, "SLURM_CONF="+conf)
 	b, err := cmd.CombinedOutput()
 	out := string(b)
@@ -400,31 +404,73 @@ func TestLoginNodeSlurm(t *testing.T) {
 	if jobs := seen(t, filepath.Join(dir, "sweep")); len(jobs) != 4 {
 		t.Errorf("%d job directories, want 4", len(jobs))
 	}
+	// Run again, as the advice after an interruption says: the sweep was
+	// submitted before, so the launcher resubmits what is left (nothing)
+	// and returns the same values, where submit would refuse.
+	cmd = app(dir, args...)
+	cmd.Env = append(cmd.Env, "SLURM_CONF="+conf)
+	b, err = cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "nodepack resubmit") || !strings.Contains(string(b), "nothing left") || !slices.Equal(returned(string(b)), clusterduckReturns) {
+		t.Errorf("the multirun run again: %v\n%s", err, b)
+	}
 }
 
-// TestReadmeHydra types the README's Hydra block as a user inside an
-// allocation would: python is their Python, train.py their app (here the
-// test app with its conf/), and the launcher runs the jobs packed here.
-func TestReadmeHydra(t *testing.T) {
+// TestRetryFailedAsAdvised: a job that failed says how to run it again;
+// run again as it says (after the cause is gone), it runs and returns.
+// A plain rerun skips it, as nodepack skips a failed run.
+func TestRetryFailedAsAdvised(t *testing.T) {
 	needHydra(t)
+	dir := t.TempDir()
+	die := filepath.Join(dir, "die")
+	os.WriteFile(die, nil, 0o644)
+	args := []string{"--multirun", "model=convnet", "+iteration=range(2)", "die_if=" + die, "hydra/launcher=nodepack", "hydra.launcher.mode=local", "hydra.sweep.dir=sweep"}
+	b, err := app(dir, args...).CombinedOutput()
+	const advice = "once fixed, run the same multirun again with hydra.launcher.retry_failed=true to run it again"
+	if err == nil || !strings.Contains(string(b), "failed: class exit, exit 3") || !strings.Contains(string(b), advice) {
+		t.Fatalf("the failed multirun: %v, want the failure and the advice:\n%s", err, b)
+	}
+	os.Remove(die)
+	if b, err := app(dir, args...).CombinedOutput(); err == nil || !strings.Contains(string(b), "failed (skipped)") {
+		t.Errorf("a plain rerun ran the failed jobs again: %v\n%s", err, b)
+	}
+	b, err = app(dir, append(args, "hydra.launcher.retry_failed=true")...).CombinedOutput()
+	if got := returned(string(b)); err != nil || len(got) != 2 || !strings.HasSuffix(got[0], "returned 40.5") || !strings.HasSuffix(got[1], "returned 41.5") {
+		t.Errorf("run again as advised: %v, returns %q\n%s", err, got, b)
+	}
+}
+
+// readmeHydra returns the README's Hydra block and a directory with the
+// user's app in it as the block names it (python is their Python, train.py
+// their app: here the test app with its conf/), and a bin directory for
+// the commands the user has.
+func readmeHydra(t *testing.T) (block, dir, bin string) {
+	t.Helper()
 	readme, err := os.ReadFile(filepath.Join(here, "..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, _ := strings.Cut(string(readme), "## With Hydra\n")
-	_, block, _ := strings.Cut(section, "```sh\n")
+	_, block, _ = strings.Cut(section, "```sh\n")
 	block, _, _ = strings.Cut(block, "```")
 	if !strings.Contains(block, "hydra/launcher=nodepack") {
 		t.Fatalf("the README's Hydra section has no block with hydra/launcher=nodepack:\n%s", block)
 	}
-	dir := t.TempDir()
+	dir = t.TempDir()
 	if out, err := exec.Command("cp", "-r", filepath.Join(here, "testdata", "app", "conf"), filepath.Join(here, "testdata", "app", "app.py"), dir).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
 	os.Rename(filepath.Join(dir, "app.py"), filepath.Join(dir, "train.py"))
-	bin := filepath.Join(dir, "bin")
+	bin = filepath.Join(dir, "bin")
 	os.Mkdir(bin, 0o755)
 	os.Symlink(python, filepath.Join(bin, "python"))
+	return block, dir, bin
+}
+
+// TestReadmeHydra types the README's Hydra block as a user inside an
+// allocation would: the launcher runs the jobs packed here.
+func TestReadmeHydra(t *testing.T) {
+	needHydra(t)
+	block, dir, bin := readmeHydra(t)
 	cmd := exec.Command("bash", "-e", "-c", block)
 	cmd.Dir = dir
 	cmd.Env = append(env("SLURM_JOB_ID=4242"), "PATH="+bin+string(os.PathListSeparator)+filepath.Dir(nodepack)+string(os.PathListSeparator)+os.Getenv("PATH"))
@@ -469,5 +515,171 @@ print(l.__file__)`)
 	check.Dir, check.Env = t.TempDir(), append(env(), "PYTHONPATH="+vendor+string(os.PathListSeparator)+target)
 	if out, err := check.CombinedOutput(); err != nil || !strings.HasPrefix(string(out), target) {
 		t.Errorf("Hydra does not find the installed plugin: %v\n%s", err, out)
+	}
+}
+
+// TestResultsAndReportRankJobs: a Hydra multirun's launch directory is a
+// sweep like any: the results table has each job's overrides as
+// parameters and its returned number as the metric "return", sorted by
+// it, and the report ranks the jobs by it, each row named by its own
+// file:line however long the sweep's path. A returned dict's numbers are
+// metrics by their keys, beside the per-step metrics the job reported
+// itself.
+func TestResultsAndReportRankJobs(t *testing.T) {
+	needHydra(t)
+	dir := t.TempDir()
+	sweep := filepath.Join(dir, "outputs", "a-long-project-name", "multirun", "2026-11-27", "10-00-00")
+	b, err := app(dir, "--multirun", "model=convnet,transformer", "+iteration=range(2)", "lr=0.1,0.2", "hydra/launcher=nodepack",
+		"hydra.launcher.mode=local", "hydra.sweep.dir="+sweep).CombinedOutput()
+	if err != nil {
+		t.Fatalf("multirun: %v\n%s", err, b)
+	}
+	launch := filepath.Join(sweep, ".nodepack", "launch-0")
+	csv, err := exec.Command(nodepack, "status", "--runs", "--sort", "return", launch).Output()
+	if err != nil {
+		t.Fatalf("status --runs: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(csv)), "\n")
+	header := strings.Split(lines[0], ",")
+	col := func(name string) int { return slices.Index(header, name) }
+	if len(lines) != 9 || col("model") < 0 || col("iteration") < 0 || col("lr") < 0 || col("return") < 0 {
+		t.Fatalf("the results table has no model, iteration, lr and return columns, or not 8 rows:\n%s", csv)
+	}
+	best := strings.Split(lines[1], ",")
+	if best[col("model")] != "transformer" || best[col("iteration")] != "1" || best[col("lr")] != "0.2" || best[col("return")] != "121.2" {
+		t.Errorf("the best job by return is %q, want transformer, iteration 1, lr 0.2, 121.2:\n%s", lines[1], csv)
+	}
+	page := filepath.Join(dir, "report.html")
+	if out, err := exec.Command(nodepack, "report", "-o", page, launch).CombinedOutput(); err != nil {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	html, _ := os.ReadFile(page)
+	_, data, _ := strings.Cut(string(html), `<script type="application/json" id="data">`)
+	data, _, _ = strings.Cut(data, "</script>")
+	var doc struct {
+		Cols []string `json:"cols"`
+		Rank struct {
+			Metric string `json:"metric"`
+		} `json:"rank"`
+	}
+	if err := json.Unmarshal([]byte(data), &doc); err != nil {
+		t.Fatalf("the report's data: %v", err)
+	}
+	if doc.Rank.Metric != "return" || !slices.Contains(doc.Cols, "model") || !slices.Contains(doc.Cols, "lr") {
+		t.Errorf("the report ranks by %q with columns %q: want return, with the overrides", doc.Rank.Metric, doc.Cols)
+	}
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("NODEPACK_CI") == "1" {
+			t.Fatal("chromium is not installed, and CI needs this test")
+		}
+		t.Skip("chromium is not installed (apt-get install chromium)")
+	}
+	dom, err := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+		"--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", "file://"+page).Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	names := map[string]bool{}
+	for _, m := range regexp.MustCompile(`<tr class="run" data-row="\d+"><td[^>]*>([^<]*)</td>`).FindAllStringSubmatch(string(dom), -1) {
+		names[m[1]] = true
+	}
+	if len(names) != 8 || !names["launch-0.txt:3"] {
+		t.Errorf("the runs table names its rows %q: want 8 different, as launch-0.txt:LINE", slices.Sorted(maps.Keys(names)))
+	}
+	if m := regexp.MustCompile(`id="bestnote">([^<]*)<`).FindStringSubmatch(string(dom)); m == nil || !strings.Contains(m[1], "runs that report return") {
+		t.Errorf("the note under the best runs is %q: want it to rank the runs that report return", m)
+	}
+}
+
+// TestReturnedDictIsMetrics: a job that returns a dict has each of its
+// numbers as a metric, by key, beside the per-step metric it reported to
+// $NODEPACK_METRICS itself.
+func TestReturnedDictIsMetrics(t *testing.T) {
+	needHydra(t)
+	dir := t.TempDir()
+	b, err := app(dir, "--multirun", "model=convnet", "+iteration=range(2)", "+as_dict=true", "hydra/launcher=nodepack",
+		"hydra.launcher.mode=local", "hydra.sweep.dir=sweep").CombinedOutput()
+	if err != nil {
+		t.Fatalf("multirun: %v\n%s", err, b)
+	}
+	csv, err := exec.Command(nodepack, "status", "--runs", "--sort", "score:min", filepath.Join(dir, "sweep", ".nodepack", "launch-0")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(csv)), "\n")
+	header := strings.Split(lines[0], ",")
+	for _, name := range []string{"score", "extra.layers", "loss"} {
+		if !slices.Contains(header, name) {
+			t.Errorf("no %s column:\n%s", name, csv)
+		}
+	}
+	if slices.Contains(header, "return") || slices.Contains(header, "name") {
+		t.Errorf("a dict's keys are its metrics, and only its numbers:\n%s", csv)
+	}
+	if first := strings.Split(lines[1], ","); len(lines) != 3 || first[slices.Index(header, "score")] != "40.5" {
+		t.Errorf("sorted by score: %q", lines)
+	}
+}
+
+// TestAutoModeWithASchedulerThatDoesNotAnswer: the README's Hydra line
+// typed on a workstation where sbatch is installed but no Slurm answers
+// (slurm-client installed, or the local Slurm tried and stopped): the
+// launcher launches nothing and says, in one line, to add
+// hydra.launcher.mode=local; no job ran. The line with that added runs
+// every job here.
+func TestAutoModeWithASchedulerThatDoesNotAnswer(t *testing.T) {
+	needHydra(t)
+	block, dir, bin := readmeHydra(t)
+	for name, body := range map[string]string{
+		"sbatch": "echo 'sbatch: error: Could not establish a configuration source' >&2; exit 1",
+		"squeue": "echo 'squeue: error: Could not establish a configuration source' >&2; exit 1",
+	} {
+		os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755)
+	}
+	typed := func(line string) (string, error) {
+		cmd := exec.Command("bash", "-e", "-c", line)
+		cmd.Dir = dir
+		cmd.Env = append(env(), "PATH="+bin+string(os.PathListSeparator)+filepath.Dir(nodepack)+string(os.PathListSeparator)+os.Getenv("PATH"))
+		b, err := cmd.CombinedOutput()
+		return string(b), err
+	}
+	out, err := typed(block)
+	if err == nil {
+		t.Fatalf("the multirun exited 0 with a Slurm that does not answer:\n%s", out)
+	}
+	var said []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "hydra.launcher.mode=local") {
+			said = append(said, l)
+		}
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "launched nothing") || !strings.Contains(said[0], "Could not establish a configuration source") {
+		t.Errorf("want one line naming hydra.launcher.mode=local and why, got %q:\n%s", said, out)
+	}
+	sweeps, _ := filepath.Glob(filepath.Join(dir, "multirun", "*", "*", ".nodepack", "launch-*"))
+	if jobs, _ := filepath.Glob(filepath.Join(dir, "multirun", "*", "*", "*", "seen.txt")); len(jobs) != 0 || len(sweeps) != 0 {
+		t.Errorf("%d jobs ran, %d launches started", len(jobs), len(sweeps))
+	}
+	// The same line, as the error says to type it.
+	if out, err := typed(strings.TrimSpace(block) + " hydra.launcher.mode=local"); err != nil || !slices.Equal(returned(out), clusterduckReturns) {
+		t.Errorf("with hydra.launcher.mode=local: %v\n%s", err, out)
+	}
+}
+
+// TestRefusedReturnSaysWhy: a job that exits 0 but whose return file is
+// refused (here: replaced by a link) is a failed job whose error says
+// why, not only that it succeeded.
+func TestRefusedReturnSaysWhy(t *testing.T) {
+	needHydra(t)
+	dir := t.TempDir()
+	b, err := app(dir, "--multirun", "model=convnet", "+iteration=range(2)", "+link_return=1", "hydra/launcher=nodepack",
+		"hydra.launcher.mode=local", "hydra.sweep.dir=sweep").CombinedOutput()
+	if err == nil {
+		t.Fatalf("a job whose return file is a link returned:\n%s", b)
+	}
+	if !strings.Contains(string(b), "job #1 (model=convnet +iteration=1 +link_return=1) succeeded: exit 0, but its return value was refused: ") ||
+		!strings.Contains(string(b), "Too many levels of symbolic links") {
+		t.Errorf("the error does not say why the value was refused:\n%s", b)
 	}
 }

@@ -22,6 +22,12 @@ import (
 // A value that is not a finite number (a loss that went NaN) is worse
 // than any: the run stops at its rung. A run that never reports the
 // metric is never judged.
+//
+// A run that ended by itself before its values were judged (a short run,
+// read between two polls) still counts: its values join the rungs they
+// reach (Finish), judged against the runs before as any value, and never
+// stopping it, since it ended; runs that come later are judged against
+// them.
 type Prune struct {
 	Metric string
 	// Max says higher values are better (an accuracy); else lower (a
@@ -101,6 +107,18 @@ func (p *Pruner) Rungs() []float64 { return slices.Clone(p.rungs) }
 // one stops it. It returns those judgements; none when the step reaches
 // no new rung (a step reported twice, or between rungs).
 func (p *Pruner) Judge(run string, step, value float64) []Judgement {
+	return p.take(run, step, value, true)
+}
+
+// Finish takes the value of a run that has ended, at step, as Judge
+// does, except that none of its judgements stops it: it ended by itself,
+// and its value joins the rungs it reached for the runs after it.
+func (p *Pruner) Finish(run string, step, value float64) []Judgement {
+	return p.take(run, step, value, false)
+}
+
+// take is Judge for a running run, Finish for one that ended.
+func (p *Pruner) take(run string, step, value float64, running bool) []Judgement {
 	var out []Judgement
 	next, ok := p.judged[run]
 	if !ok {
@@ -110,6 +128,7 @@ func (p *Pruner) Judge(run string, step, value float64) []Judgement {
 	}
 	for i := next; i < len(p.rungs) && step >= p.rungs[i]; i++ {
 		j := p.judge(run, i, step, value)
+		j.Stop = j.Stop && running
 		out = append(out, j)
 		if j.Stop {
 			break

@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-// report is one metric report of a run in a pruning table case.
+// report is one metric report of a run in a pruning table case; a run
+// written "a!" had ended by then (Finish, not Judge).
 type report struct {
 	run   string
 	step  float64
@@ -80,6 +81,12 @@ func TestPrune(t *testing.T) {
 			Prune{Metric: "loss", FirstStep: 1, Median: true, MaxStep: 10},
 			[]report{{"a", 1, 1}, {"b", 1, 3}, {"c", 1, 1.9}, {"d", 1, 2.1}},
 			"a@0:1/go b@0:3/stop c@0:1.9/go d@0:2.1/stop"},
+		{"a run that ended before it was read counts at every rung it reached, and is never stopped; later runs are judged against it",
+			Prune{Metric: "loss", FirstStep: 1, MaxStep: 10},
+			[]report{{"a!", 1, 0.5}, {"a!", 3, 0.3}, {"a!", 9, 0.2}, {"b!", 1, 0.9}, {"b!", 3, 0.8}, {"c", 1, 0.7}},
+			// b ended worse than a at both rungs it reached: recorded, not
+			// stopped. c, running, is outside the best third of 0.5 and 0.9.
+			"a@0:0.5/go a@1:0.3/go a@2:0.2/go b@0:0.9/go b@1:0.8/go c@0:0.7/stop"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
@@ -89,7 +96,11 @@ func TestPrune(t *testing.T) {
 			}
 			var got []string
 			for _, r := range tc.reports {
-				for _, j := range p.Judge(r.run, r.step, r.value) {
+				take, run := p.Judge, r.run
+				if name, ended := strings.CutSuffix(r.run, "!"); ended {
+					take, run = p.Finish, name
+				}
+				for _, j := range take(run, r.step, r.value) {
 					got = append(got, fmt.Sprintf("%s@%d:%v/%s", j.Run, j.Rung, j.Value, map[bool]string{true: "stop", false: "go"}[j.Stop]))
 				}
 			}

@@ -47,7 +47,9 @@
 //   - Early stopping (Prune, a Pruner of its own): at each rung of steps
 //     FirstStep×Eta^i, a run whose metric is outside the best 1/Eta of
 //     the runs that reached the rung before is stopped, asynchronously
-//     (ASHA's stopping form); table cases in prune_test.go.
+//     (ASHA's stopping form); a run that ended before its values were
+//     read still counts at the rungs it reached, unstopped (Finish);
+//     table cases in prune_test.go.
 //
 // A Scheduler is not safe for concurrent use: one goroutine, or one mutex,
 // drives it. The pack.Allocator under it is its own.

@@ -213,7 +213,7 @@ func TestSGEEndTime(t *testing.T) {
 		{"h_rt before s_rt", qstat("h_rt=600,s_rt=540"), job, start.Add(600 * time.Second), "qstat -j 1: h_rt", ""},
 		{"s_rt alone", qstat("s_rt=540,h_vmem=4G"), job, start.Add(540 * time.Second), "qstat -j 1: s_rt", ""},
 		{"h:m:s", qstat("h_rt=1:30:00"), job, start.Add(90 * time.Minute), "qstat -j 1: h_rt", ""},
-		{"no run-time limit", qstat("h_vmem=4G"), job, time.Time{}, "", "has no run-time limit (submit it with -l h_rt=HH:MM:SS)"},
+		{"no run-time limit", qstat("h_vmem=4G"), job, time.Time{}, "", "the job has no time limit (-l h_rt=HH:MM:SS sets one)"},
 		{"a limit that does not parse", qstat("h_rt=soon"), job, time.Time{}, "", `h_rt: time "soon"`},
 		{"qstat fails", "echo 'denied: job \"1\" does not exist' >&2; exit 1", job, time.Time{}, "", "does not exist"},
 		{"no spool directory", qstat("h_rt=600"), Job{Kind: SGE, JobID: "1"}, time.Time{}, "", "SGE_JOB_SPOOL_DIR is not set"},
@@ -226,7 +226,8 @@ func TestSGEEndTime(t *testing.T) {
 }
 
 // TestFollow: a time limit moved while the job runs (scontrol update
-// TimeLimit) is reported.
+// TimeLimit) is reported, and so is one set on a job that had none (or
+// whose end Slurm did not tell at first: a zero end).
 func TestFollow(t *testing.T) {
 	saved := followPoll
 	followPoll = [2]time.Duration{time.Millisecond, 10 * time.Millisecond}
@@ -234,25 +235,28 @@ func TestFollow(t *testing.T) {
 	end := time.Now().Add(time.Hour).Truncate(time.Second)
 	moved := end.Add(30 * time.Minute)
 	fakeCommands(t, map[string]string{"squeue": "echo " + moved.Format("2006-01-02T15:04:05")})
-	got := make(chan time.Time, 1)
-	done, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		Follow(Job{Kind: Slurm, JobID: "42"}, end, 10*time.Minute, func(e time.Time) {
-			select {
-			case got <- e:
-			default:
+	for _, from := range []time.Time{end, {}} {
+		got := make(chan time.Time, 1)
+		done, finished := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(finished)
+			Follow(Job{Kind: Slurm, JobID: "42"}, from, 10*time.Minute, func(e time.Time) {
+				select {
+				case got <- e:
+				default:
+				}
+			}, done)
+		}()
+		select {
+		case e := <-got:
+			if !e.Equal(moved) {
+				t.Errorf("from %v: moved to %v, want %v", from, e, moved)
 			}
-		}, done)
-	}()
-	defer func() { close(done); <-finished }()
-	select {
-	case e := <-got:
-		if !e.Equal(moved) {
-			t.Errorf("moved to %v, want %v", e, moved)
+		case <-time.After(10 * time.Second):
+			t.Errorf("from %v: the moved end was not followed", from)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the moved end was not followed")
+		close(done)
+		<-finished
 	}
 }
 

@@ -27,6 +27,10 @@ func command(name string, args ...string) ([]byte, error) {
 	return out, err
 }
 
+// ErrNoLimit is wrapped by EndTime's error for a job that has no time
+// limit: it has no end to stop before.
+var ErrNoLimit = errors.New("the job has no time limit")
+
 // EndTime returns when the job ends and where that came from: Slurm
 // itself (squeue, then scontrol show job), which also sees a time limit
 // moved by scontrol update after the job started, else the job's own
@@ -114,7 +118,7 @@ func sgeEnd(j Job) (time.Time, string, error) {
 			return st.ModTime().Add(d), "qstat -j " + j.JobID + ": " + name, nil
 		}
 	}
-	return time.Time{}, "", fmt.Errorf("the job's end time is not known: job %s has no run-time limit (submit it with -l h_rt=HH:MM:SS)", j.JobID)
+	return time.Time{}, "", fmt.Errorf("the job's end time is not known: job %s: %w (-l h_rt=HH:MM:SS sets one)", j.JobID, ErrNoLimit)
 }
 
 // parseSGETime reads a Grid Engine time: seconds, or [[h:]m:]s.
@@ -135,11 +139,16 @@ func parseSGETime(v string) (time.Duration, error) {
 }
 
 // parseSlurmTime reads a time as squeue and scontrol print it: local time,
-// 2006-01-02T15:04:05; "N/A", "Unknown" and "NONE" mean no limit.
+// 2006-01-02T15:04:05; "N/A", "Unknown", "NONE" and "INFINITE" mean no
+// limit (ErrNoLimit).
 func parseSlurmTime(v string) (time.Time, error) {
 	t, err := time.ParseInLocation("2006-01-02T15:04:05", v, time.Local)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("end time %q: the job has no time limit, or Slurm said something unexpected", v)
+		switch v {
+		case "N/A", "Unknown", "NONE", "INFINITE", "UNLIMITED":
+			return time.Time{}, fmt.Errorf("end time %q: %w", v, ErrNoLimit)
+		}
+		return time.Time{}, fmt.Errorf("end time %q: Slurm said something unexpected", v)
 	}
 	return t, nil
 }
@@ -150,7 +159,9 @@ var followPoll = [2]time.Duration{5 * time.Second, time.Minute}
 
 // Follow asks Slurm for the job's end now and then, more often as the
 // moment that matters (the end minus before) comes near, and calls moved
-// with the new end when it changed since end (scontrol update TimeLimit).
+// with the new end when it changed since end (scontrol update TimeLimit);
+// a zero end is one not known yet (no limit, or Slurm did not answer),
+// asked for at the longest interval.
 // It returns when done is closed; for a job that is not Slurm's it returns
 // at once.
 func Follow(j Job, end time.Time, before time.Duration, moved func(end time.Time), done <-chan struct{}) {
@@ -158,7 +169,10 @@ func Follow(j Job, end time.Time, before time.Duration, moved func(end time.Time
 		return
 	}
 	for {
-		wait := min(max(time.Until(end.Add(-before))/4, followPoll[0]), followPoll[1])
+		wait := followPoll[1]
+		if !end.IsZero() {
+			wait = min(max(time.Until(end.Add(-before))/4, followPoll[0]), followPoll[1])
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:

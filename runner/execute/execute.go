@@ -71,6 +71,7 @@ type Execution struct {
 	memGroups    *memGroups   // EnforceMem's cgroups; nil when it samples or is off
 	pruning      *pruning     // Prune's state; nil without
 	running      atomic.Int64 // attempts whose process runs
+	outside      atomic.Int64 // attempts ended by a stop signal the runner did not send (StopSignal)
 	tmpSeq       atomic.Int64
 	grace        time.Duration
 	start        time.Time // when Start was called; never written after
@@ -177,6 +178,7 @@ func (e *Execution) Wait() (Summary, error) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.sum.End = time.Now()
+		e.sum.OutsideStops = int(e.outside.Load())
 		e.schedMu.Lock()
 		for len(e.sum.LaneBusy) < e.sched.Lanes() {
 			e.sum.LaneBusy = append(e.sum.LaneBusy, 0)
@@ -1013,6 +1015,9 @@ func (e *Execution) classify(ev *run.Event, reason run.Reason, exit exitInfo) {
 		ev.Reason = reason
 	case ev.ExitCode == 0:
 		ev.Reason = run.OK
+	case StopSignal(ev.Signal, ev.ExitCode):
+		ev.Reason = run.Interrupted
+		e.outside.Add(1)
 	case e.stoppedAround(ev.Signal):
 		ev.Reason = run.Interrupted
 	default:
@@ -1024,20 +1029,42 @@ func (e *Execution) classify(ev *run.Event, reason run.Reason, exit exitInfo) {
 	}
 }
 
-// stopWindow is how long a run's death by a stop signal may precede the
-// stop of the whole sweep and still count as an interruption.
+// StopSignal reports whether an attempt that the runner did not stop
+// ended by a stop signal: killed by SIGTERM, SIGINT or SIGHUP, or exiting
+// 128 plus one of their numbers (a shell whose command was killed by one:
+// "python train.py && echo done" cannot be exec'd by bash, which waits and
+// exits 143 itself). Such an attempt was interrupted, not failed: batch
+// systems signal every process of a job (scancel, a time limit,
+// preemption) in no order, so a run's death can come well before
+// nodepack's own signal, or without one; and a run that did not succeed
+// runs again on a rerun, while one recorded failed is skipped. A program
+// that sends itself one of these is therefore never failed; the signals a
+// program fails by (SIGSEGV, SIGABRT, SIGBUS, SIGKILL from the OOM killer)
+// stay failures of class signal.
+func StopSignal(sig string, exitCode int) bool {
+	switch sig {
+	case "SIGTERM", "SIGINT", "SIGHUP":
+		return true
+	case "":
+		switch exitCode - run.ExitSignalBase {
+		case int(syscall.SIGTERM), int(syscall.SIGINT), int(syscall.SIGHUP):
+			return true
+		}
+	}
+	return false
+}
+
+// stopWindow is how long a run's death by SIGKILL may precede the stop of
+// the whole sweep and still count as an interruption.
 const stopWindow = 500 * time.Millisecond
 
-// stoppedAround reports whether a run that died of signal sig was stopped
-// together with the sweep. Batch systems signal every process of a job at
-// once (scancel, a time limit, preemption), so the run's death can reach
-// nodepack before its own SIGTERM does; that run was interrupted, not
-// failed. Only deaths by SIGTERM, SIGINT, SIGHUP and SIGKILL wait for the
-// window, and only while the sweep is not already stopping.
+// stoppedAround reports whether a run that died of SIGKILL was stopped
+// together with the sweep: a batch system that kills a job at once kills
+// every process of it, nodepack too, but nodepack may see the run's death
+// first. Only a death by SIGKILL waits for the window, and only while the
+// sweep is not already stopping; the OOM killer's SIGKILL comes alone.
 func (e *Execution) stoppedAround(sig string) bool {
-	switch sig {
-	case "SIGTERM", "SIGINT", "SIGHUP", "SIGKILL":
-	default:
+	if sig != "SIGKILL" {
 		return false
 	}
 	t := time.NewTimer(stopWindow)

@@ -239,7 +239,7 @@ func TestExitCodes(t *testing.T) {
 	sum, events, err := execute(t, t.Context(), lanes(2), Options{},
 		run.Run{ID: "ok", Args: []string{"true"}},
 		run.Run{ID: "three", Args: []string{"bash", "-c", "exit 3"}},
-		run.Run{ID: "term", Args: []string{"bash", "-c", "kill -TERM $$"}},
+		run.Run{ID: "abort", Args: []string{"bash", "-c", "kill -ABRT $$"}},
 		run.Run{ID: "missing", Args: []string{"/nonexistent/command"}},
 	)
 	if err != nil {
@@ -248,7 +248,7 @@ func TestExitCodes(t *testing.T) {
 	want := map[string]struct {
 		code   int
 		reason run.Reason
-	}{"ok": {0, run.OK}, "three": {3, run.Failed}, "term": {143, run.Failed}, "missing": {-1, run.Failed}}
+	}{"ok": {0, run.OK}, "three": {3, run.Failed}, "abort": {134, run.Failed}, "missing": {-1, run.Failed}}
 	for _, ev := range events {
 		w := want[ev.Run.ID]
 		if ev.ExitCode != w.code || ev.Reason != w.reason {

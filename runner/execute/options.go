@@ -261,8 +261,11 @@ type Summary struct {
 	Succeeded   int
 	Failed      int // runs whose last attempt failed or timed out
 	TimedOut    int // of Failed, those whose last attempt timed out
-	Interrupted int // runs stopped by cancellation, Kill or the terminate deadline
-	Pruned      int // runs the pruning policy stopped early (Options.Prune)
+	Interrupted int // runs stopped by cancellation, Kill or the terminate deadline, or ended by a stop signal from outside
+	// OutsideStops counts the attempts, of Interrupted, that ended by a
+	// stop signal the runner did not send (see StopSignal).
+	OutsideStops int
+	Pruned       int // runs the pruning policy stopped early (Options.Prune)
 	// Classes counts the runs of Failed by the class of their last
 	// attempt; nil when none failed.
 	Classes map[failure.Class]int

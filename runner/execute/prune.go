@@ -50,8 +50,11 @@ func newPruning(opts Options) (*pruning, error) {
 // watchMetrics reads the metrics of the attempt ev as it runs, every
 // pruning interval, and has the pruning policy judge each new value of its
 // metric: each judgement is a Judged event, and a run judged out is
-// stopped (st) and ends Pruned. It returns the function that stops the
-// watch, once the attempt's process has exited.
+// stopped (st) and ends Pruned. It returns the function to call once the
+// attempt's process has exited: it stops the watch and reads what the
+// run wrote since the last read, to the end, so that a run that ended
+// between two reads still counts at the rungs it reached (recorded, not
+// judged out: it ended by itself).
 func (e *Execution) watchMetrics(ev run.Event, runDir string, st *runStop) (stop func()) {
 	pr := e.pruning
 	if pr == nil || runDir == "" {
@@ -63,7 +66,46 @@ func (e *Execution) watchMetrics(ev run.Event, runDir string, st *runStop) (stop
 	}
 	metric := pr.pruner.Config().Metric
 	done, finished := make(chan struct{}), make(chan struct{})
-	mine := false // this attempt reported the metric
+	mine, pruned := false, false // this attempt reported the metric; was judged out
+	// read takes the points written since the last read; to the end of an
+	// unfinished last line when the run has ended. It reports whether the
+	// run was judged out.
+	read := func(ended bool) bool {
+		var points []metrics.Point
+		for _, r := range readers {
+			r.Read(ended, func(p metrics.Point) { points = append(points, p) }) // a file it cannot read yet has no points
+		}
+		// The metric's points first: a line that reports it beside others
+		// must not make the others look like its misspelling.
+		for _, p := range points {
+			if p.Name != metric {
+				continue
+			}
+			pr.mu.Lock()
+			pr.seen, mine = true, true
+			var judged []schedule.Judgement
+			if ended {
+				judged = pr.pruner.Finish(ev.Run.ID, p.Step, p.Value)
+			} else {
+				judged = pr.pruner.Judge(ev.Run.ID, p.Step, p.Value)
+			}
+			pr.mu.Unlock()
+			for _, j := range judged {
+				e.emit(run.Event{Kind: run.Judged, Run: ev.Run, Attempt: ev.Attempt, Lane: ev.Lane, Place: ev.Place,
+					Stdout: ev.Stdout, Stderr: ev.Stderr, Start: time.Now(), Judgement: &j})
+				if j.Stop {
+					e.stopRun(st, run.Pruned)
+					return true
+				}
+			}
+		}
+		for _, p := range points {
+			if p.Name != metric {
+				pr.sawOther(p, e)
+			}
+		}
+		return false
+	}
 	go func() {
 		defer close(finished)
 		t := time.NewTicker(pr.interval)
@@ -74,33 +116,18 @@ func (e *Execution) watchMetrics(ev run.Event, runDir string, st *runStop) (stop
 				return
 			case <-t.C:
 			}
-			var points []metrics.Point
-			for _, r := range readers {
-				r.Read(false, func(p metrics.Point) { points = append(points, p) }) // a file it cannot read yet has no points
-			}
-			for _, p := range points {
-				if p.Name != metric {
-					pr.sawOther(p, e)
-					continue
-				}
-				pr.mu.Lock()
-				pr.seen, mine = true, true
-				judged := pr.pruner.Judge(ev.Run.ID, p.Step, p.Value)
-				pr.mu.Unlock()
-				for _, j := range judged {
-					e.emit(run.Event{Kind: run.Judged, Run: ev.Run, Attempt: ev.Attempt, Lane: ev.Lane, Place: ev.Place,
-						Stdout: ev.Stdout, Stderr: ev.Stderr, Start: time.Now(), Judgement: &j})
-					if j.Stop {
-						e.stopRun(st, run.Pruned)
-						return
-					}
-				}
+			if read(false) {
+				pruned = true
+				return
 			}
 		}
 	}()
 	return func() {
 		close(done)
 		<-finished
+		if !pruned {
+			read(true)
+		}
 		pr.mu.Lock()
 		send := !mine && !pr.seen && !pr.noted
 		pr.noted = pr.noted || send

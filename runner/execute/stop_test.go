@@ -26,3 +26,24 @@ func TestStopAfterExit(t *testing.T) {
 		t.Errorf("an attempt whose process exited has reason %q, want none", exited.reason)
 	}
 }
+
+// TestStopSignal: the ends that are a stop from outside, not a failure:
+// death by SIGTERM, SIGINT or SIGHUP, or a shell's exit 128 plus one of
+// them; crashes and other exits are not.
+func TestStopSignal(t *testing.T) {
+	for _, tc := range []struct {
+		sig  string
+		code int
+		want bool
+	}{
+		{"SIGTERM", 143, true}, {"SIGINT", 130, true}, {"SIGHUP", 129, true},
+		{"", 143, true}, {"", 130, true}, {"", 129, true}, // bash after its command was killed
+		{"SIGKILL", 137, false}, {"", 137, false}, // the OOM killer, or a kill -9: by the window only
+		{"SIGSEGV", 139, false}, {"SIGABRT", 134, false}, {"", 1, false}, {"", 3, false}, {"", 0, false},
+		{"SIGUSR1", 138, false},
+	} {
+		if got := StopSignal(tc.sig, tc.code); got != tc.want {
+			t.Errorf("StopSignal(%q, %d) = %v, want %v", tc.sig, tc.code, got, tc.want)
+		}
+	}
+}

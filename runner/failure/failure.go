@@ -38,9 +38,9 @@ const (
 	Setup       Class = "setup"       // the runner could not make the attempt's directory, logs or scratch: not the run's doing
 	NotFound    Class = "not-found"   // the program (or the --wrap prefix) is missing or not executable: exit 126/127, or it could not start
 	Timeout     Class = "timeout"     // the runner stopped it after its time limit
-	Signal      Class = "signal"      // killed by a signal the runner did not send
+	Signal      Class = "signal"      // killed by a signal the runner did not send, other than a stop signal (SIGSEGV, SIGABRT, …)
 	Exit        Class = "exit"        // a non-zero exit status
-	Interrupted Class = "interrupted" // the runner stopped it: the sweep was stopped
+	Interrupted Class = "interrupted" // the sweep was stopped, or the run ended by a stop signal from outside (SIGTERM, SIGINT, SIGHUP)
 )
 
 // Classes lists every class, in the order they are shown.

@@ -220,6 +220,24 @@ func (t *Table) Sort(column string, desc bool) error {
 	return nil
 }
 
+// PrunedWith counts the pruned runs that have a value in column: a
+// pruned run's metric is what it was when the run was stopped, at its last
+// rung, not at the end of a training, so a ranking that puts it beside
+// finished runs should say so.
+func (t *Table) PrunedWith(column string) int {
+	i := slices.Index(t.Columns(), column)
+	if i < 0 {
+		return 0
+	}
+	n := 0
+	for _, r := range t.Rows {
+		if v := t.Cells(r)[i]; r.State == ledger.StatePruned && len(v) > 0 && string(v) != "null" {
+			n++
+		}
+	}
+	return n
+}
+
 // HigherIsBetter says whether a metric named name is better high: names
 // of accuracy, AUC, F1, score, reward, precision, recall, BLEU, IoU and
 // mAP are; losses, errors, perplexity and the rest are better low.

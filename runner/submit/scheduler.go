@@ -215,3 +215,119 @@ func sgeState(s string) string {
 	}
 	return s
 }
+
+// qhostXML is the part of qhost -q -xml that NodeCPUs reads.
+type qhostXML struct {
+	Hosts []struct {
+		Name   string `xml:"name,attr"`
+		Values []struct {
+			Name  string `xml:"name,attr"`
+			Value string `xml:",chardata"`
+		} `xml:"hostvalue"`
+		Queues []struct {
+			Name   string `xml:"name,attr"`
+			Values []struct {
+				Name  string `xml:"name,attr"`
+				Value string `xml:",chardata"`
+			} `xml:"queuevalue"`
+		} `xml:"queue"`
+	} `xml:"host"`
+}
+
+// NodeCPUs returns how many CPUs a Grid Engine job may ask for to have a
+// whole node wherever it lands, since Grid Engine has no request for a
+// whole node: the fewest of any execution host (qhost -q -xml: its
+// num_proc, no more than the slots of its largest queue, or of queue when
+// one is named; hosts without that queue do not count), and what it was
+// read from. The other schedulers have such a request (Slurm --exclusive,
+// PBS place=excl): asked of them, it returns an error.
+func NodeCPUs(ctx context.Context, s Scheduler, queue string) (int, string, error) {
+	if s != SGE {
+		return 0, "", fmt.Errorf("%s asks for whole nodes with a directive of its own", s)
+	}
+	out, err := command(ctx, "qhost", "-q", "-xml")
+	if err != nil {
+		return 0, "", err
+	}
+	return parseQhostXML(out, queue)
+}
+
+// parseQhostXML reads qhost -q -xml for NodeCPUs.
+func parseQhostXML(out []byte, queue string) (int, string, error) {
+	var doc qhostXML
+	if err := xml.Unmarshal(out, &doc); err != nil {
+		return 0, "", fmt.Errorf("qhost -xml: %w", err)
+	}
+	least, host := 0, ""
+	for _, h := range doc.Hosts {
+		cpus := 0
+		for _, v := range h.Values {
+			if v.Name == "num_proc" {
+				cpus, _ = strconv.Atoi(strings.TrimSpace(v.Value))
+			}
+		}
+		if cpus <= 0 { // "global", or a host that reports nothing
+			continue
+		}
+		slots, named := 0, false
+		for _, q := range h.Queues {
+			if queue != "" && q.Name != queue {
+				continue
+			}
+			named = true
+			for _, v := range q.Values {
+				if v.Name == "slots" {
+					if n, err := strconv.Atoi(strings.TrimSpace(v.Value)); err == nil {
+						slots = max(slots, n)
+					}
+				}
+			}
+		}
+		if queue != "" && !named {
+			continue
+		}
+		if slots > 0 {
+			cpus = min(cpus, slots)
+		}
+		if least == 0 || cpus < least {
+			least, host = cpus, h.Name
+		}
+	}
+	if least == 0 {
+		if queue != "" {
+			return 0, "", fmt.Errorf("qhost lists no execution host with queue %s and a CPU count", queue)
+		}
+		return 0, "", errors.New("qhost lists no execution host with a CPU count")
+	}
+	return least, "qhost: the CPUs of host " + host + ", the fewest of any", nil
+}
+
+// Ping asks the scheduler's controller a question that needs it to answer
+// (the queue: squeue, qstat; PBS: qstat -B), and returns why it could not:
+// a client installed on a machine that no controller answers (a
+// workstation with slurm-client, a cluster down) fails there before any job
+// could be submitted.
+func Ping(ctx context.Context, s Scheduler) error {
+	switch s {
+	case Slurm, SGE:
+		_, err := Queue(ctx, s, nil)
+		return err
+	case PBS:
+		_, err := command(ctx, "qstat", "-B")
+		return err
+	}
+	return fmt.Errorf("scheduler %q: want slurm, sge or pbs", s)
+}
+
+// Name is how people call the scheduler: Slurm, Grid Engine, PBS.
+func (s Scheduler) Name() string {
+	switch s {
+	case Slurm:
+		return "Slurm"
+	case SGE:
+		return "Grid Engine"
+	case PBS:
+		return "PBS"
+	}
+	return string(s)
+}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/nodepack/nodepack/pack"
 )
 
 // Scheduler names a batch system.
@@ -148,6 +150,11 @@ func (j Job) check() error {
 	if j.Nodes < 0 || j.GPUsPerNode < 0 || j.CPUsPerNode < 0 || j.Time < 0 {
 		return errors.New("nodes, GPUs, CPUs and time must not be negative")
 	}
+	if j.Scheduler == SGE && j.CPUsPerNode == 0 {
+		// A job without -pe gets one slot, and Grid Engine has no request
+		// for a whole node: the count must be given (see NodeCPUs).
+		return errors.New("grid engine: no CPU count: a job that names none gets one slot, and there is no request for a whole node")
+	}
 	for what, path := range map[string]string{"output directory": j.Output, "nodepack binary": j.Nodepack, "working directory": j.Dir} {
 		if !strings.HasPrefix(path, "/") {
 			return fmt.Errorf("%s %q: want an absolute path", what, path)
@@ -194,6 +201,60 @@ func (j Job) checkShards() error {
 	return nil
 }
 
+// Asks says what each of the job's tasks asks the scheduler for, with the
+// directives that ask it: "a whole node, all its CPUs and memory
+// (--exclusive --mem=0)", "4 GPUs (--gres=gpu:4)", "4h0m0s
+// (--time=04:00:00)".
+func (j Job) Asks() []string {
+	var asks []string
+	add := func(what string, directives ...string) {
+		asks = append(asks, what+" ("+strings.Join(directives, " ")+")")
+	}
+	switch {
+	case j.Scheduler == Slurm && j.CPUsPerNode == 0 && j.MemBytes == 0:
+		add("a whole node, all its CPUs and memory", "--exclusive", "--mem=0")
+	case j.Scheduler == Slurm && j.CPUsPerNode == 0:
+		add("all the CPUs of a node", "--exclusive")
+	case j.Scheduler == Slurm:
+		add(countOf(j.CPUsPerNode, "CPU"), fmt.Sprintf("--cpus-per-task=%d", j.CPUsPerNode))
+	case j.Scheduler == SGE && j.CPUsPerNode > 0:
+		add(countOf(j.CPUsPerNode, "CPU")+", cores of its own", fmt.Sprintf("-pe smp %d", j.CPUsPerNode), fmt.Sprintf("-binding linear:%d", j.CPUsPerNode))
+	case j.Scheduler == PBS && j.CPUsPerNode == 0:
+		add("a whole node", "-l place=excl")
+	case j.Scheduler == PBS:
+		add(countOf(j.CPUsPerNode, "CPU"), fmt.Sprintf("ncpus=%d", j.CPUsPerNode))
+	}
+	// How each scheduler writes GPUs, memory (in MiB) and the time limit.
+	w := map[Scheduler][3]string{
+		Slurm: {"--gres=gpu:%d", "--mem=%dM", "--time=%s"},
+		SGE:   {"-l gpu=%d", "-l mem_free=%dM", "-l h_rt=%s"},
+		PBS:   {"ngpus=%d", "mem=%dmb", "-l walltime=%s"},
+	}[j.Scheduler]
+	if j.GPUsPerNode > 0 {
+		add(countOf(j.GPUsPerNode, "GPU"), fmt.Sprintf(w[0], j.GPUsPerNode))
+	}
+	if j.MemBytes > 0 {
+		add(pack.FormatSize(j.MemBytes)+" of memory", fmt.Sprintf(w[1], mebibytes(j.MemBytes)))
+	}
+	switch {
+	case j.Time == 0:
+		asks = append(asks, "no time limit of its own (the queue's default)")
+	case j.Scheduler == Slurm:
+		add(j.Time.String(), fmt.Sprintf(w[2], slurmTime(j.Time)))
+	default:
+		add(j.Time.String(), fmt.Sprintf(w[2], clock(j.Time)))
+	}
+	return asks
+}
+
+// countOf writes "1 CPU", "4 CPUs".
+func countOf(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
 // Script returns the job's batch script.
 func (j Job) Script() (string, error) {
 	if err := j.check(); err != nil {
@@ -221,8 +282,8 @@ func (j Job) Script() (string, error) {
 		directive("--job-name=%s", name)
 		directive("--array=0-%d%s", len(tasks)-1, throttle(j.Nodes, len(tasks), "%"))
 		directive("--nodes=1")
-		if j.GPUsPerNode == 0 && j.CPUsPerNode == 0 {
-			directive("--exclusive")
+		if j.CPUsPerNode == 0 {
+			directive("--exclusive") // every CPU of the node: Slurm gives a job that asks for none one CPU
 		}
 		if j.Time > 0 {
 			directive("--time=%s", slurmTime(j.Time))
@@ -233,8 +294,11 @@ func (j Job) Script() (string, error) {
 		if j.CPUsPerNode > 0 {
 			directive("--cpus-per-task=%d", j.CPUsPerNode)
 		}
-		if j.MemBytes > 0 {
+		switch {
+		case j.MemBytes > 0:
 			directive("--mem=%dM", mebibytes(j.MemBytes))
+		case j.CPUsPerNode == 0:
+			directive("--mem=0") // and all of its memory
 		}
 		if j.Partition != "" {
 			directive("--partition=%s", j.Partition)
@@ -293,8 +357,8 @@ func (j Job) Script() (string, error) {
 			sel += fmt.Sprintf(":mem=%dmb", mebibytes(j.MemBytes))
 		}
 		directive("-l %s", sel)
-		if j.GPUsPerNode == 0 && j.CPUsPerNode == 0 {
-			directive("-l place=excl")
+		if j.CPUsPerNode == 0 {
+			directive("-l place=excl") // the whole node, not the one CPU of a bare select
 		}
 		if j.Time > 0 {
 			directive("-l walltime=%s", clock(j.Time))

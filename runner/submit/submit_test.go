@@ -43,6 +43,16 @@ func TestScriptGolden(t *testing.T) {
 			j.Indices, j.Nodes = []int{1, 2}, 1
 			return j
 		}(), "sge-resubmit.sh"},
+		{"slurm, GPUs and no CPUs or memory: a whole node (the README's line)", func() Job {
+			j := job(Slurm)
+			j.CPUsPerNode, j.MemBytes, j.Partition, j.Account, j.Extra = 0, 0, "", "", nil
+			return j
+		}(), "slurm-gpus.sh"},
+		{"pbs, GPUs and no CPUs: a whole node", func() Job {
+			j := job(PBS)
+			j.CPUsPerNode, j.MemBytes, j.Partition, j.Account, j.Extra, j.Time = 0, 0, "", "", nil, 0
+			return j
+		}(), "pbs-gpus.sh"},
 		{"pbs, one shard: no array", func() Job {
 			j := job(PBS)
 			j.Indices = []int{1}
@@ -87,11 +97,36 @@ func TestScriptRefuses(t *testing.T) {
 		{"a directive over two lines", func(j *Job) { j.Extra = []string{"--x\n#SBATCH --y"} }, "one line"},
 		{"a partition with a space", func(j *Job) { j.Partition = "gpu -A other" }, "no spaces"},
 		{"negative nodes", func(j *Job) { j.Nodes = -1 }, "must not be negative"},
+		{"grid engine without a CPU count", func(j *Job) { j.Scheduler, j.CPUsPerNode = SGE, 0 }, "no CPU count"},
 	} {
 		j := job(Slurm)
 		tc.change(&j)
 		if _, err := j.Script(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error with %q", tc.description, err, tc.want)
+		}
+	}
+}
+
+// TestAsks: what submit says each task asks for, with the directives
+// that ask it; a job that names no CPUs asks for whole nodes.
+func TestAsks(t *testing.T) {
+	for _, tc := range []struct {
+		description string
+		change      func(*Job)
+		s           Scheduler
+		want        string
+	}{
+		{"slurm, all given", func(*Job) {}, Slurm, "32 CPUs (--cpus-per-task=32); 4 GPUs (--gres=gpu:4); 64GiB of memory (--mem=65536M); 4h0m0s (--time=04:00:00)"},
+		{"slurm, GPUs alone", func(j *Job) { j.CPUsPerNode, j.MemBytes, j.Time = 0, 0, 0 }, Slurm,
+			"a whole node, all its CPUs and memory (--exclusive --mem=0); 4 GPUs (--gres=gpu:4); no time limit of its own (the queue's default)"},
+		{"slurm, memory but no CPUs", func(j *Job) { j.CPUsPerNode = 0 }, Slurm, "all the CPUs of a node (--exclusive); 4 GPUs (--gres=gpu:4); 64GiB of memory (--mem=65536M); 4h0m0s (--time=04:00:00)"},
+		{"grid engine", func(j *Job) { j.CPUsPerNode, j.GPUsPerNode = 2, 1 }, SGE, "2 CPUs, cores of its own (-pe smp 2 -binding linear:2); 1 GPU (-l gpu=1); 64GiB of memory (-l mem_free=65536M); 4h0m0s (-l h_rt=04:00:00)"},
+		{"pbs, no CPUs", func(j *Job) { j.CPUsPerNode, j.MemBytes = 0, 0 }, PBS, "a whole node (-l place=excl); 4 GPUs (ngpus=4); 4h0m0s (-l walltime=04:00:00)"},
+	} {
+		j := job(tc.s)
+		tc.change(&j)
+		if got := strings.Join(j.Asks(), "; "); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.description, got, tc.want)
 		}
 	}
 }
@@ -365,4 +400,48 @@ func FuzzRead(f *testing.F) {
 			Look(context.Background(), []Record{r}, nil, func(context.Context, Scheduler, []string) ([]Task, error) { return nil, nil })
 		}
 	})
+}
+
+// TestNodeCPUs reads qhost -q -xml as Son of Grid Engine 8.1.9 prints it
+// (testdata/qhost.xml, the local cell: 2 CPUs, a queue of 16 slots) and a
+// cluster of three hosts: the fewest CPUs of any host, capped by its
+// queue's slots, only hosts of the named queue counted.
+func TestNodeCPUs(t *testing.T) {
+	local, err := os.ReadFile("testdata/qhost.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := func(name, cpus string, queues ...string) string {
+		h := "<host name='" + name + "'><hostvalue name='num_proc'>" + cpus + "</hostvalue>"
+		for _, q := range queues {
+			n, slots, _ := strings.Cut(q, ":")
+			h += "<queue name='" + n + "'><queuevalue qname='" + n + "' name='slots'>" + slots + "</queuevalue></queue>"
+		}
+		return h + "</host>"
+	}
+	cluster := "<qhost>" + host("global", "-") + host("big", "64", "all.q:64", "gpu.q:48") + host("small", "16", "all.q:16") + host("odd", "32", "gpu.q:8") + "</qhost>"
+	for _, tc := range []struct {
+		description, xml, queue string
+		want                    int
+		wantErr                 string
+	}{
+		{"the local cell", string(local), "", 2, ""},
+		{"the fewest of any host, capped by its largest queue", cluster, "", 8, ""},
+		{"hosts of the named queue only", cluster, "all.q", 16, ""},
+		{"the named queue's slots", cluster, "gpu.q", 8, ""},
+		{"a queue no host has", cluster, "nope.q", 0, "no execution host with queue nope.q"},
+		{"no host", "<qhost>" + host("global", "-") + "</qhost>", "", 0, "no execution host"},
+		{"not XML", "qhost: error", "", 0, "qhost -xml"},
+	} {
+		got, from, err := parseQhostXML([]byte(tc.xml), tc.queue)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: %d, %v; want an error with %q", tc.description, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want || !strings.HasPrefix(from, "qhost: ") {
+			t.Errorf("%s: %d (%s), %v; want %d", tc.description, got, from, err, tc.want)
+		}
+	}
 }

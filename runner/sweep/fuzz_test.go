@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -123,7 +124,8 @@ func FuzzReadParams(f *testing.F) {
 // that names file:line.
 func FuzzReadTaskFile(f *testing.F) {
 	for _, s := range []string{"echo a\n#nodepack gpus=2 cpus=16\necho b\n", "#nodepack\n", "#nodepack gpu_mem=auto\nx\n",
-		"#nodepack gpus=0.6,mem=1G\n\\\n", "#nodepackx\nls\n", "#nodepack gpus=1/0\nls\n", "a\r\n#nodepack\tcpus=0\r\nb"} {
+		"#nodepack gpus=0.6,mem=1G\n\\\n", "#nodepackx\nls\n", "#nodepack gpus=1/0\nls\n", "a\r\n#nodepack\tcpus=0\r\nb",
+		"#nodepack params {\"lr\": 0.1, \"m\": \"x\"}\n#nodepack gpus=1\necho a\n", "#nodepack params{\"a\": [1, {\"b\": null}]}\n\n# c\nls\n#nodepack params {\"a\": 1}\n"} {
 		f.Add(s)
 	}
 	base := pack.Request{GPUs: 1, CPUs: 8}
@@ -147,6 +149,9 @@ func FuzzReadTaskFile(f *testing.F) {
 				if err := r.Request.Validate(); err != nil {
 					t.Fatalf("run %d: invalid request %v: %v", n, r.Request, err)
 				}
+			}
+			if r.Params != nil && (!json.Valid(r.Params) || r.Params[0] != '{') {
+				t.Fatalf("run %d: params %q are no JSON object", n, r.Params)
 			}
 			if n++; n > fuzzRunLimit {
 				return

@@ -124,3 +124,50 @@ func TestReadTaskFileReadError(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskFileParams: a "#nodepack params" line gives the next command,
+// and only it, parameters and a name made of them; its command and ID are
+// the line's alone. A request line may come between.
+func TestTaskFileParams(t *testing.T) {
+	text := "#nodepack params {\"model\": \"convnet\", \"lr\": 0.1}\n#nodepack gpus=2\npython app.py model=convnet lr=0.1\npython app.py other\n  #nodepack params{\"seed\": 3}\necho seed 3\n"
+	runs, err := readAll(t, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := readAll(t, "python app.py model=convnet lr=0.1\npython app.py other\necho seed 3\n")
+	if len(runs) != 3 {
+		t.Fatalf("%d runs, want 3", len(runs))
+	}
+	for i, want := range []struct{ params, name string }{
+		{`{"model":"convnet","lr":0.1}`, "model=convnet,lr=0.1"},
+		{"", "python_app.py_other"},
+		{`{"seed":3}`, "seed=3"},
+	} {
+		r := runs[i]
+		if string(r.Params) != want.params || r.Name != want.name || r.ID != plain[i].ID || !slices.Equal(r.Args, plain[i].Args) {
+			t.Errorf("run %d: params %s, name %q, id %s, args %q; want %s, %q and the plain line's id %s and args", i, r.Params, r.Name, r.ID, r.Args, want.params, want.name, plain[i].ID)
+		}
+	}
+	if runs[0].Request == nil || runs[0].Request.GPUs != 2 {
+		t.Errorf("the request line between params and command was lost: %+v", runs[0].Request)
+	}
+	for _, tc := range []struct{ name, text, want string }{
+		{"two for one command", "#nodepack params {\"a\": 1}\n#nodepack params {\"a\": 2}\necho\n", "tasks.txt:2: a second #nodepack params line for the command after line 1"},
+		{"none follows", "echo\n#nodepack params {\"a\": 1}\n# only comments\n", "tasks.txt:2: #nodepack params for no command"},
+		{"not an object", "#nodepack params [1, 2]\necho\n", "tasks.txt:1:18: #nodepack params: want a JSON object"},
+		{"bad JSON, column in the line", "  #nodepack params {\"a\": tru}\necho\n", "tasks.txt:1:"},
+		{"a request inside", "#nodepack params {\"nodepack\": {\"gpus\": 1}}\necho\n", "a task line's request goes on a #nodepack line of its own"},
+		{"empty", "#nodepack params {}\necho\n", "an empty object"},
+	} {
+		if _, err := readAll(t, tc.text); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	// Not a params line: a request, or a comment that looks like one.
+	if runs, err := readAll(t, "#nodepack paramsx=1\necho\n"); err == nil {
+		t.Errorf("#nodepack paramsx=1 was taken: %+v", runs)
+	}
+	if runs, err := readAll(t, "#nodepacker params {\"a\": 1}\necho\n"); err != nil || runs[0].Params != nil {
+		t.Errorf("a comment was read as params: %+v, %v", runs, err)
+	}
+}

@@ -40,6 +40,8 @@ func TestSourceTasksAreExpandedTaskFiles(t *testing.T) {
 		{"reps and a shard", tasks, expandOptions{Reps: 3, Shard: Shard{Index: 1, Count: 2}}, false},
 		{"a bad line after good ones", tasks + "echo c\n#nodepack gpus=x\n", expandOptions{Reps: 2}, true},
 		{"a NUL byte", tasks + "a\x00b\n", expandOptions{}, true},
+		{"params for some lines", "#nodepack params {\"lr\": 0.1}\n" + tasks + "#nodepack params {\"x\": [1]}\necho x\n", expandOptions{Reps: 2}, false},
+		{"params for no line", tasks + "#nodepack params {\"x\": 1}\n", expandOptions{}, true},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			want, wantErr := runsOf(expand(readTaskFile(strings.NewReader(tc.text), "t.txt", base), tc.opts))

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,6 +94,8 @@ type Scheduler struct {
 	Wait func(t *testing.T, id string, seconds int) error
 	// Cancel cancels job id (at the test's end).
 	Cancel func(id string)
+	// WholeNode is how submit says each task asks for a whole node.
+	WholeNode string
 }
 
 // lastJob is LastJob, cancelled when the test ends.
@@ -116,7 +119,11 @@ func writeTasks(t *testing.T, dir string, lines []string) {
 
 // ReadmeSubmit types the README's submit block for s as a user on a login
 // node would: submit, status once the array ended, then resubmit, which
-// finds nothing left.
+// finds nothing left. The job asks for whole nodes, and each task's
+// nodepack has every CPU of this machine (the local cluster's one node).
+// Then the same submit line without --time, on a queue without a time
+// limit (the local one): the job runs its sweep, with nothing to stop
+// before.
 func ReadmeSubmit(t *testing.T, s Scheduler) {
 	t.Helper()
 	lines, err := Block(s.Readme, "nodepack submit --"+s.Name)
@@ -126,28 +133,78 @@ func ReadmeSubmit(t *testing.T, s Scheduler) {
 	if len(lines) != 3 || !strings.HasPrefix(lines[1], "nodepack status ") || !strings.HasPrefix(lines[2], "nodepack resubmit ") {
 		t.Fatalf("the README's block is no longer submit, status, resubmit: %q", lines)
 	}
-	dir := t.TempDir()
-	var tasks []string
-	for i := range 6 {
-		tasks = append(tasks, fmt.Sprintf("echo run %d", i))
+	if !strings.Contains(lines[0], " --time 4h ") {
+		t.Fatalf("the README's submit line has no --time 4h to leave out: %q", lines[0])
 	}
-	writeTasks(t, dir, tasks)
-	out, err := s.Typed(t, dir, lines[0])
-	if err != nil || !strings.Contains(out, s.ArrayLine) || !strings.Contains(out, "3 array tasks of 3 shards") {
-		t.Fatalf("%s: %v\n%s", lines[0], err, out)
+	for _, line := range []string{lines[0], strings.Replace(lines[0], " --time 4h ", " ", 1)} {
+		dir := t.TempDir()
+		var tasks []string
+		for i := range 6 {
+			tasks = append(tasks, fmt.Sprintf("echo run %d", i))
+		}
+		writeTasks(t, dir, tasks)
+		out, err := s.Typed(t, dir, line)
+		if err != nil || !strings.Contains(out, s.ArrayLine) || !strings.Contains(out, "3 array tasks of 3 shards") || !strings.Contains(out, s.WholeNode) {
+			t.Fatalf("%s: %v\n%s\nwant the array, and each task asking for %q", line, err, out, s.WholeNode)
+		}
+		id := s.lastJob(t, filepath.Join(dir, "seeds"))
+		if err := s.Wait(t, id, 240); err != nil {
+			t.Fatalf("%s: array %s: %v\n%s", line, id, err, logs(filepath.Join(dir, "seeds", "jobs")))
+		}
+		out, err = s.Typed(t, dir, lines[1])
+		if err != nil || !strings.Contains(out, "6 runs: 6 succeeded") || !strings.Contains(out, s.Name+": job "+id+" (shards 0-2): 3 ended") {
+			t.Errorf("%s, then %s: %v\n%s\n%s", line, lines[1], err, out, logs(filepath.Join(dir, "seeds", "jobs")))
+		}
+		checkCPUs(t, filepath.Join(dir, "seeds"))
+		if !strings.Contains(line, "--time") && !strings.Contains(logs(filepath.Join(dir, "seeds", "jobs")), "nothing to stop before") {
+			t.Errorf("%s: the tasks' logs do not say there is nothing to stop before:\n%s", line, logs(filepath.Join(dir, "seeds", "jobs")))
+		}
+		out, err = s.Typed(t, dir, lines[2])
+		if err != nil || !strings.Contains(out, "nothing left") {
+			t.Errorf("%s, then %s: %v\n%s", line, lines[2], err, out)
+		}
 	}
-	id := s.lastJob(t, filepath.Join(dir, "seeds"))
-	if err := s.Wait(t, id, 240); err != nil {
-		t.Fatalf("array %s: %v", id, err)
+}
+
+// checkCPUs checks that the nodepack of each shard in out had every CPU
+// of this machine, as its ledger's header records them: the job asked for
+// a whole node.
+func checkCPUs(t *testing.T, out string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(out, "ledger-*.jsonl"))
+	if len(files) != 3 {
+		t.Errorf("%d ledgers in %s, want 3", len(files), out)
 	}
-	out, err = s.Typed(t, dir, lines[1])
-	if err != nil || !strings.Contains(out, "6 runs: 6 succeeded") || !strings.Contains(out, s.Name+": job "+id+" (shards 0-2): 3 ended") {
-		t.Errorf("%s: %v\n%s", lines[1], err, out)
+	want := runtime.NumCPU()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _, _ := strings.Cut(string(b), "\n")
+		var h struct {
+			Node struct {
+				CPUs []struct{ ID int } `json:"cpus"`
+			} `json:"node"`
+		}
+		if err := json.Unmarshal([]byte(first), &h); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if len(h.Node.CPUs) != want {
+			t.Errorf("%s: the task's nodepack had %d CPUs, this node has %d: the job did not ask for the whole node", f, len(h.Node.CPUs), want)
+		}
 	}
-	out, err = s.Typed(t, dir, lines[2])
-	if err != nil || !strings.Contains(out, "nothing left") {
-		t.Errorf("%s: %v\n%s", lines[2], err, out)
+}
+
+// logs returns the text of the job logs in dir, for a failure's message.
+func logs(dir string) string {
+	var b strings.Builder
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, f := range files {
+		text, _ := os.ReadFile(f)
+		fmt.Fprintf(&b, "--- %s\n%s", f, text)
 	}
+	return b.String()
 }
 
 // NodeDies is issue 33's scenario on s: a 3-task array over one sweep,

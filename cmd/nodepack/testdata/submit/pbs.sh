@@ -5,6 +5,7 @@
 #PBS -N nodepack-seeds
 #PBS -J 0-1
 #PBS -l select=1:ngpus=4
+#PBS -l place=excl
 #PBS -l walltime=01:30:00
 #PBS -q gpu
 #PBS -A proj1

@@ -5,8 +5,10 @@
 #SBATCH --job-name=nodepack-seeds
 #SBATCH --array=0-2
 #SBATCH --nodes=1
+#SBATCH --exclusive
 #SBATCH --time=04:00:00
 #SBATCH --gres=gpu:4
+#SBATCH --mem=0
 #SBATCH --partition=gpu
 #SBATCH --signal=B:USR1@450
 #SBATCH --requeue

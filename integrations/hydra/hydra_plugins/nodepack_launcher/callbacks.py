@@ -7,6 +7,7 @@ it raised, as JSON in the job's output directory; the launcher reads it
 back. JSON, not pickle: reading it runs no code, whoever wrote the file.
 """
 import json
+import math
 import os
 import sys
 import tempfile
@@ -51,9 +52,48 @@ def to_json(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON data")
 
 
+# The metric a number the job returns is reported as; a returned dict's
+# numbers are reported by their keys.
+RETURN_METRIC = "return"
+
+
+def numbers(value: Any, prefix: str = "") -> dict:
+    """The finite numbers in a JSON value: a number as RETURN_METRIC (or
+    prefix), a dict's by their keys, nested ones joined with '.'; no
+    booleans, no lists."""
+    if isinstance(value, bool):
+        return {}
+    if isinstance(value, (int, float)):
+        return {prefix or RETURN_METRIC: value} if math.isfinite(value) else {}
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            out.update(numbers(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {}
+
+
+def report_metrics(value: Any) -> None:
+    """Appends the numbers of the job's return value to the run's metrics
+    file (NODEPACK_METRICS), one JSON line: nodepack's results table and
+    report then show them as the run's metrics, beside the per-step ones
+    the job reported itself."""
+    path = os.environ.get("NODEPACK_METRICS")
+    found = numbers(value)
+    found.pop("step", None)  # the metrics file's own key
+    if not path or not found:
+        return
+    try:
+        with open(path, "a") as f:
+            f.write(json.dumps(found, allow_nan=False) + "\n")
+    except OSError as e:  # the value still goes back to Hydra
+        print(f"hydra/launcher=nodepack: the return value's numbers are not in the run's metrics: {e}", file=sys.stderr)
+
+
 class ReturnValue(Callback):
     """Writes the job's return value (or its exception) to RETURN_FILE in
-    the job's output directory when the job ends."""
+    the job's output directory when the job ends, and its numbers to the
+    run's metrics (report_metrics)."""
 
     def on_job_end(self, config: Any, job_return: JobReturn, **kwargs: Any) -> None:
         doc = {"format": RETURN_FORMAT, "argv": sys.argv[1:], "run_id": os.environ.get("NODEPACK_RUN_ID", "")}
@@ -65,6 +105,8 @@ class ReturnValue(Callback):
             except TypeError as e:
                 doc["value"] = repr(value)
                 doc["unencodable"] = str(e)
+            else:
+                report_metrics(doc["value"])
         else:
             error = job_return._return_value
             doc["status"] = "failed"

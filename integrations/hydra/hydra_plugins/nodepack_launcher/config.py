@@ -41,6 +41,10 @@ class NodepackLauncherConf:
     retries: Optional[int] = None
     # More flags for nodepack run, as a list: ["--retry", "cuda-oom=2"].
     run_args: List[str] = field(default_factory=list)
+    # A multirun run again runs the jobs that did not finish; with
+    # retry_failed, also those that failed (nodepack run --retry-failed,
+    # resubmit --retry-failed).
+    retry_failed: bool = False
 
     # Submitting (mode submit): the scheduler (slurm, sge, pbs; None: the
     # installed one), nodes (array tasks; with total_runs_per_node, at

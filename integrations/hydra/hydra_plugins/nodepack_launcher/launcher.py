@@ -12,9 +12,9 @@ value and returns one JobReturn per job, in order.
 """
 import json
 import logging
+import math
 import os
 import shlex
-import shutil
 import signal
 import stat
 import subprocess
@@ -115,10 +115,16 @@ class NodepackLauncher(Launcher):
         out = work / name
         tasks.write_text(self._task_file(jobs))
         cwd = str(self.config.hydra.runtime.cwd)
+        nodepack = p.get("nodepack", "nodepack")
+        retry = ["--retry-failed"] if p.get("retry_failed") else []
         if mode == "local":
-            code = self._run([p.get("nodepack", "nodepack"), "run", "-o", str(out), *self._run_flags(), str(tasks)], cwd)
+            code = self._run([nodepack, "run", "-o", str(out), *retry, *self._run_flags(), str(tasks)], cwd)
+        elif (out / "submissions.jsonl").exists():
+            # Submitted before (a multirun run again to resume): the shards
+            # with jobs left, as a new array; submit would refuse.
+            code = self._run([nodepack, "resubmit", *retry, *self._submit_flags(resubmit=True), "--wait", str(out)], cwd)
         else:
-            code = self._run([p.get("nodepack", "nodepack"), "submit", *self._submit_flags(), "--wait", "-o", str(out),
+            code = self._run([nodepack, "submit", *self._submit_flags(), "--wait", "-o", str(out),
                               "--", *self._run_flags(), str(tasks)], cwd)
         if code == 2:
             raise NodepackError(f"nodepack refused the launch (exit 2; its line above says why): {tasks}")
@@ -132,9 +138,27 @@ class NodepackLauncher(Launcher):
             raise NodepackError(f"hydra.launcher.mode={mode}: want auto, local or submit")
         if in_batch_job():
             return "local"
-        if self.params.get("scheduler") or any(shutil.which(c) for c in ("sbatch", "qconf", "pbsnodes")):
+        # A login node only where a scheduler is installed and answers:
+        # nodepack submit --check exits 0 when it does, 1 when it does not,
+        # 2 when none is installed.
+        cmd = [self.params.get("nodepack", "nodepack"), "submit", "--check"]
+        if self.params.get("scheduler"):
+            cmd.append(f"--{self.params['scheduler']}")
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        except FileNotFoundError:
+            raise NodepackError(f"{cmd[0]}: not found: install nodepack, or set hydra.launcher.nodepack to its path")
+        except subprocess.TimeoutExpired:
+            res = subprocess.CompletedProcess(cmd, 1, "", "nodepack submit --check: the scheduler did not answer in 120 s")
+        if res.returncode == 0:
             return "submit"
-        return "local"
+        if res.returncode == 2 and not self.params.get("scheduler"):
+            return "local"
+        why = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
+        # Running the whole sweep here instead may be running it on a login
+        # node: not a fallback to take unasked.
+        raise NodepackError(f"hydra/launcher=nodepack launched nothing: a scheduler is installed here but does not answer ({why}); "
+                            f"add hydra.launcher.mode=local to run the jobs on this machine")
 
     def _jobs(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> List[_Job]:
         assert self.config is not None and self.hydra_context is not None
@@ -179,7 +203,9 @@ class NodepackLauncher(Launcher):
         return " ".join(words)
 
     def _task_file(self, jobs: List[_Job]) -> str:
-        """One line per job, each after the directive of its request."""
+        """One line per job, each after the directive of its request and
+        the line of its parameters (its overrides, for the results table
+        and the report)."""
         lines = [f"# nodepack task file for {len(jobs)} Hydra jobs, written by hydra/launcher=nodepack"]
         command = app_command()
         current = ""
@@ -188,9 +214,35 @@ class NodepackLauncher(Launcher):
             if request != current:
                 lines.append(f"#nodepack {request}".rstrip())
                 current = request
+            params = self._params(job)
+            if params:
+                lines.append("#nodepack params " + json.dumps(params, allow_nan=False))
             lines.append(shlex.join([*command, *job.argv]))
             job.line = len(lines)
         return "\n".join(lines) + "\n"
+
+    def _params(self, job: _Job) -> Dict[str, Any]:
+        """The job's overrides as parameters: each key's value in the job's
+        config where that is a plain value (typed: 0.1, 3, true), else the
+        override's own text (a config group's option: model=convnet).
+        Hydra's own keys and the job's request are not parameters."""
+        request_key = str(self.params.get("request_key", "nodepack"))
+        params: Dict[str, Any] = {}
+        for o in filter_overrides(job.overrides):
+            key, sep, text = o.partition("=")
+            key = key.lstrip("+~")
+            if not sep or not key or key == request_key or key.startswith(request_key + ".") or key in params:
+                continue
+            try:
+                value = OmegaConf.select(job.config, key, default=None, throw_on_missing=False)
+            except Exception:
+                value = None
+            if isinstance(value, bool) or isinstance(value, str) or (
+                    isinstance(value, (int, float)) and math.isfinite(value)):
+                params[key] = value
+            else:
+                params[key] = text
+        return params
 
     def _run_flags(self) -> List[str]:
         p = self.params
@@ -206,7 +258,9 @@ class NodepackLauncher(Launcher):
                 flags += [flag, f"{float(p[key])}s"]
         return flags + [str(a) for a in p.get("run_args") or []]
 
-    def _submit_flags(self) -> List[str]:
+    def _submit_flags(self, resubmit: bool = False) -> List[str]:
+        """nodepack submit's flags; for resubmit, those it takes (the
+        shards are the first submission's)."""
         p = self.params
         flags: List[str] = []
         if p.get("scheduler"):
@@ -215,9 +269,9 @@ class NodepackLauncher(Launcher):
                           ("gpus_per_node", "--gpus-per-node"), ("cpus_per_node", "--cpus-per-node"),
                           ("mem_per_node", "--mem"), ("partition", "--partition"), ("queue", "--queue"),
                           ("account", "--account")):
-            if p.get(key) is not None:
+            if p.get(key) is not None and not (resubmit and key == "total_runs_per_node"):
                 flags += [flag, str(p[key])]
-        if p.get("nodes") is None and p.get("total_runs_per_node") is None:
+        if p.get("nodes") is None and p.get("total_runs_per_node") is None and not resubmit:
             flags += ["--nodes", "1"]
         for e in p.get("extra") or []:
             flags += ["--extra", str(e)]
@@ -283,18 +337,28 @@ class NodepackLauncher(Launcher):
     def _failure(self, job: _Job, row: Dict[str, Any], doc: Optional[dict], why: str, out: Path, code: int) -> Exception:
         what = f"job #{job.idx} ({' '.join(filter_overrides(job.overrides))})"
         state = row.get("state")
-        if not row:
-            return NodepackError(f"{what} did not run: nodepack exited {code} ({why}); rerun the same multirun to resume")
+        if not row or state in ("pending", "running", "interrupted"):
+            # Run again, it runs: nodepack run resumes, resubmit submits
+            # the shards with jobs left.
+            did = "did not run" if not row or state == "pending" else f"was {state}"
+            return NodepackError(f"{what} {did}: nodepack exited {code} ({why}); run the same multirun again to resume it")
         parts = [f"{what} {state}"]
+        if state == "succeeded":
+            # nodepack ran it to exit 0, and its value could not be taken.
+            parts.append(f"exit 0, but its return value was refused: {why}")
         if row.get("class"):
             parts.append(f"class {row['class']}")
-        if row.get("exit_code") not in (None, ""):
+        if row.get("exit_code") not in (None, "") and state != "succeeded":
             parts.append(f"exit {row['exit_code']}")
         if doc is not None and doc.get("status") == "failed":
             parts.append(str(doc.get("error")))
         if row.get("stderr"):
             parts.append(f"log {out / row['stderr']}")
-        return NodepackError(": ".join(parts[:1]) + (": " + ", ".join(parts[1:]) if len(parts) > 1 else ""))
+        msg = ": ".join(parts[:1]) + (": " + ", ".join(parts[1:]) if len(parts) > 1 else "")
+        if state == "failed":
+            # A rerun skips a failed job, as nodepack skips a failed run.
+            msg += "; once fixed, run the same multirun again with hydra.launcher.retry_failed=true to run it again"
+        return NodepackError(msg)
 
 
 def read_return(path: Path, argv: List[str]):
