@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # throughput.sh: nodepack run against xargs -P and GNU parallel on N
-# trivial runs (`true` through bash -c, as a task file's lines are run),
-# in turn on this machine, ROUNDS times; it prints the median of each.
+# trivial runs (task lines `true`, which xargs and GNU parallel run through
+# bash -c; nodepack starts a plain line's program directly, as bash would
+# exec it), in turn on this machine, ROUNDS times; it prints the median of
+# each. nodepack also runs lines bash must run (`true;`), as xargs does
+# every line: its own cost beside the same bash.
 #
 #   go build -o /tmp/nodepack ./cmd/nodepack && bench/throughput.sh [N] [P] [ROUNDS]
 #
@@ -42,6 +45,7 @@ fi
 parallel=${PARALLEL_BIN:-$(command -v parallel || true)}
 
 seq "$n" | sed "s/.*/true/" >"$work/tasks.txt"
+seq "$n" | sed "s/.*/true;/" >"$work/shell.txt"
 
 goexec=
 if command -v go >/dev/null; then
@@ -59,10 +63,10 @@ timed() {
 	echo "$name $wall $(echo "$user + $sys" | bc -l)" >>"$work/times"
 }
 
-run_nodepack() { # run_nodepack DIR: output and TMPDIR under DIR
+run_nodepack() { # run_nodepack DIR [TASKS]: output and TMPDIR under DIR
 	rm -rf "$1/out" "$1/tmp"
 	mkdir -p "$1/tmp"
-	TMPDIR=$1/tmp "$nodepack" run --parallel "$p" --quiet --output "$1/out" "$work/tasks.txt"
+	TMPDIR=$1/tmp "$nodepack" run --parallel "$p" --quiet --output "$1/out" "${2:-$work/tasks.txt}"
 }
 
 for round in $(seq "$rounds"); do
@@ -75,6 +79,7 @@ for round in $(seq "$rounds"); do
 	fi
 	timed nodepack-tmpfs run_nodepack "$shmwork"
 	cp "$shmwork/out/ledger.jsonl" "$work/ledger-tmpfs-$round.jsonl"
+	timed nodepack-bash run_nodepack "$shmwork" "$work/shell.txt"
 	timed nodepack-fs run_nodepack "$work"
 	if [[ $(find "$work/out/runs" -mindepth 1 -maxdepth 1 -type d | wc -l) -ne $n ]]; then
 		echo "nodepack did not leave $n run directories" >&2
@@ -118,16 +123,16 @@ for path in ledgers:
 gaps.sort()
 q = lambda f: gaps[min(len(gaps) - 1, int(f * len(gaps)))] * 1e3
 
-print(f"{n} runs of `true` (bash -c), {p} at once, {cpus} CPUs; median of {len(by['xargs'])} rounds")
+print(f"{n} runs of `true` (xargs and GNU parallel: bash -c), {p} at once, {cpus} CPUs; median of {len(by['xargs'])} rounds")
 print(f"{'':26} {'wall':>8} {'runs/s':>8} {'CPU/run':>9}")
 labels = {"xargs": f"xargs -P {p}", "parallel": f"GNU parallel -j {p} --joblog", "goexec": "Go os/exec loop (goexec)",
-          "nodepack-tmpfs": "nodepack (tmpfs)", "nodepack-fs": "nodepack (TMPDIR's fs)"}
-for k in ["xargs", "parallel", "goexec", "nodepack-tmpfs", "nodepack-fs"]:
+          "nodepack-tmpfs": "nodepack (tmpfs)", "nodepack-bash": "nodepack (tmpfs), `true;`", "nodepack-fs": "nodepack (TMPDIR's fs)"}
+for k in ["xargs", "parallel", "goexec", "nodepack-tmpfs", "nodepack-bash", "nodepack-fs"]:
     if k in med:
         w, c = med[k]
         print(f"{labels[k]:26} {w:7.2f}s {n / w:8.0f} {c / n * 1e3:7.2f}ms")
 xw, xc = med["xargs"]
-for k in ["nodepack-tmpfs", "nodepack-fs"]:
+for k in ["nodepack-tmpfs", "nodepack-bash", "nodepack-fs"]:
     w, c = med[k]
     line = f"{labels[k]}: {xw / w:.2f}x xargs throughput, {c / xc:.2f}x its CPU per run"
     if "parallel" in med:

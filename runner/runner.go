@@ -613,6 +613,7 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	if opts.StopBefore > 0 && !s.end.IsZero() {
 		xo.DrainAt, xo.TerminateAt = s.deadlines(s.end)
 	}
+	xo.Stagger = s.staggerWithin(xo.Stagger)
 	xo.PriorAttempts = w.Past().PriorAttempts
 	if xo.Prune != nil {
 		// A resumed sweep judges as its earlier sessions did.
@@ -686,6 +687,29 @@ func (s *Sweep) note(line string) {
 	if s.opts.OnNote != nil {
 		s.opts.OnNote(line)
 	}
+}
+
+// staggerWithin returns the stagger to use: d, unless the first wave's
+// lanes would open past the job's end, when they open within the first
+// half of the time left instead, with a note. The job's end is asked
+// only for a stagger: one not known leaves d.
+func (s *Sweep) staggerWithin(d time.Duration) time.Duration {
+	lanes := max(s.opts.Plan.Parallel, len(s.opts.Plan.Slots))
+	if d <= 0 || lanes < 2 {
+		return d
+	}
+	end := s.end
+	if end.IsZero() && s.opts.Job.InJob() {
+		end, _, _ = batch.EndTime(s.opts.Job)
+	}
+	left := time.Until(end)
+	if end.IsZero() || d*time.Duration(lanes-1) < left {
+		return d
+	}
+	capped := max(left/time.Duration(2*(lanes-1)), time.Millisecond).Round(time.Millisecond)
+	s.note(fmt.Sprintf("stagger %v: the first wave's %d lanes would open over %v, past the job's end (in %v): they open %v apart instead",
+		d, lanes, d*time.Duration(lanes-1), left.Round(time.Second), capped))
+	return capped
 }
 
 // terminateMargin is how long before the job's end, beyond the grace, the

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -50,21 +49,26 @@ func (c *console) drain() {
 	}
 }
 
-// Write queues p and never blocks; it always reports success, since a
-// console that cannot keep up must not fail the sweep.
+// Write queues a copy of p and never blocks; it always reports success,
+// since a console that cannot keep up must not fail the sweep.
 func (c *console) Write(p []byte) (int, error) {
+	c.queueOwned(append([]byte(nil), p...))
+	return len(p), nil
+}
+
+// queueOwned is Write for a p the caller hands over: queued, not copied.
+func (c *console) queueOwned(p []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		c.dropped.Add(1)
-		return len(p), nil
+		return
 	}
 	select {
-	case c.queue <- append([]byte(nil), p...):
+	case c.queue <- p:
 	default:
 		c.dropped.Add(1)
 	}
-	return len(p), nil
 }
 
 // close writes out what is queued, waiting at most wait for a reader, and
@@ -92,14 +96,7 @@ func (c *console) close(wait time.Duration) int64 {
 // that are not UTF-8 \xNN, and the Unicode controls that reorder or hide
 // text (bidi overrides and isolates, line and paragraph separators) \uNNNN.
 func termSafe(s string) string {
-	clean := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 && c != '\t' || c == 0x7f || c >= 0x80 {
-			clean = false
-			break
-		}
-	}
-	if clean {
+	if clean(s) {
 		return s // the common case: no copy
 	}
 	var b strings.Builder
@@ -107,27 +104,71 @@ func termSafe(s string) string {
 	return b.String()
 }
 
+// clean reports whether s has nothing termSafe escapes: printable ASCII
+// and tabs (anything past ASCII is looked at closer by termSafe).
+func clean[S ~string | ~[]byte](s S) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 && c != '\t' || c == 0x7f || c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// escapedLen is about how long s is escaped: four bytes for each ASCII
+// control, six for each byte past ASCII (at most), so that the line is
+// made in one allocation.
+func escapedLen(s []byte) int {
+	n := len(s)
+	for _, c := range s {
+		switch {
+		case c < 0x20 && c != '\t', c == 0x7f:
+			n += 3
+		case c >= 0x80:
+			n += 5
+		}
+	}
+	return n
+}
+
 // writeEscaped writes s to b with what termSafe escapes escaped; with
 // quoted, for the inside of bash's $'…' as well: backslashes and single
 // quotes too, so that it pastes back as the same bytes.
 func writeEscaped(b *strings.Builder, s string, quoted bool) {
+	b.Write(appendEscaped(make([]byte, 0, len(s)+len(s)/4), s, quoted))
+}
+
+// appendEscaped appends s to dst as writeEscaped writes it. A run's control
+// bytes by the megabyte (--live) cost a few appends each, no formatting.
+func appendEscaped(dst []byte, s string, quoted bool) []byte {
 	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			switch {
+			case c < 0x20 && c != '\t', c == 0x7f:
+				dst = append(dst, '\\', 'x', hexDigits[c>>4], hexDigits[c&0xf])
+			case quoted && (c == '\\' || c == '\''):
+				dst = append(dst, '\\', c)
+			default:
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(b, `\x%02x`, s[i])
-		case r < 0x20 && r != '\t', r == 0x7f:
-			fmt.Fprintf(b, `\x%02x`, r)
-		case r >= 0x80 && r < 0xa0, hidesText(r):
-			fmt.Fprintf(b, `\u%04x`, r)
-		case quoted && (r == '\\' || r == '\''):
-			b.WriteString(`\` + string(r))
+			dst = append(dst, '\\', 'x', hexDigits[s[i]>>4], hexDigits[s[i]&0xf])
+		case r < 0xa0, hidesText(r):
+			dst = append(dst, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
 		default:
-			b.WriteString(s[i : i+n])
+			dst = append(dst, s[i:i+n]...)
 		}
 		i += n
 	}
+	return dst
 }
+
+const hexDigits = "0123456789abcdef"
 
 // hidesText reports whether r reorders or hides the text around it on a
 // terminal: bidi marks, embeddings, overrides and isolates, and the line

@@ -61,3 +61,14 @@ func TestRunsTextReachesNoTerminal(t *testing.T) {
 		t.Errorf("tail --raw: %q, want the run's bytes as they are", stdout)
 	}
 }
+
+// BenchmarkTermSafeControlBytes is --live's cost for a run that prints
+// control bytes by the megabyte (head -c 50M /dev/zero): 64 KiB of NULs
+// escaped per line, as the live writer cuts a line without a newline.
+func BenchmarkTermSafeControlBytes(b *testing.B) {
+	line := strings.Repeat("\x00", 64<<10)
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		termSafe(line)
+	}
+}

@@ -117,16 +117,21 @@ func (p *progress) line(ev run.Event) string {
 // live writes --live output to w; the bar is cleared first so lines do not
 // tangle with it.
 func (p *progress) live(w io.Writer, b []byte) (int, error) {
-	// One line of a run's output: shown, not acted on by the terminal.
-	line := b
-	text := string(bytes.TrimSuffix(b, []byte("\n")))
-	if safe := termSafe(text); safe != text {
-		line = []byte(safe + "\n")
+	// One line of a run's output: shown, not acted on by the terminal;
+	// escaped in one pass when it needs it (megabytes of control bytes).
+	line, own := b, false
+	if text := bytes.TrimSuffix(b, []byte("\n")); !clean(text) {
+		line = append(appendEscaped(make([]byte, 0, escapedLen(text)+1), string(text), false), '\n')
+		own = true
 	}
 	if p.bar != nil {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.bar.Clear()
+	}
+	if c, ok := w.(*console); ok && own {
+		c.queueOwned(line) // made here: queued as it is, not copied again
+		return len(b), nil
 	}
 	if _, err := w.Write(line); err != nil {
 		return 0, err

@@ -225,7 +225,7 @@ func TestPruneBadSpec(t *testing.T) {
 	}{
 		{"no metric", ":min", "want METRIC[:min|max]"},
 		{"a direction that is none", "loss:down", `want loss:min or loss:max`},
-		{"eta below 2", "loss,eta=1", "eta 1: want at least 2"},
+		{"eta below 2", "loss,eta=1", "eta=1: want at least 2"},
 		{"eta not a number", "loss,eta=three", "eta=three"},
 		{"a last step at the first rung", "loss,first=10,max=10", "last step 10"},
 		{"a last step that is no number", "loss,max=nan", "last step NaN"},
@@ -234,6 +234,11 @@ func TestPruneBadSpec(t *testing.T) {
 		{"an unknown key", "loss,rungs=3", `unknown key "rungs"`},
 		{"a rule that is none", "loss,rule=hyperband", "want asha or median"},
 		{"an interval of zero", "loss,every=0s", "want a duration above 0"},
+		{"eta 0 is no default", "loss,eta=0", "eta=0: want at least 2"},
+		{"first 0 is no default", "loss,first=0", "first=0: want a step above 0"},
+		{"a key given twice", "loss,eta=2,eta=4", "eta given twice"},
+		{"an empty item", "loss,,eta=2", "an empty item between commas"},
+		{"a trailing comma", "loss,eta=2,", "an empty item between commas"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
@@ -335,5 +340,45 @@ done
 		"--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", "file://"+filepath.Join(out, "report.html")).Output()
 	if err != nil || !strings.Contains(string(dom), `data-steps="step 1,step 3,step 9,step 27"`) || !strings.Contains(string(dom), `data-pruned="1"`) {
 		t.Errorf("the chart of runs by rung is not drawn with its steps in order and 1 pruned (%v)", err)
+	}
+}
+
+// TestPrunedStaysPrunedAcrossKill9: a run judged out that takes its time
+// to stop (it traps SIGTERM, within --grace) when nodepack is killed with
+// SIGKILL: its judgement, in the ledger, is final: status says pruned, and
+// the rerun does not run it again from its first step.
+func TestPrunedStaysPrunedAcrossKill9(t *testing.T) {
+	dir := t.TempDir()
+	params := writeFile(t, dir, "p.jsonl", "{\"name\": \"good\", \"level\": 0.1}\n{\"name\": \"bad\", \"level\": 0.9}\n")
+	script := writeFile(t, dir, "train.sh", `for a in "$@"; do declare "${a#--}"; done
+echo started >> `+dir+`/$name.starts
+trap 'touch `+dir+`/$name.stopping; sleep 60' TERM
+for step in 1 2 3 4; do
+	echo "{\"step\": $step, \"loss\": $level}" >> "$NODEPACK_METRICS"
+	[ $name = good ] || sleep 0.2
+done
+`)
+	out := filepath.Join(dir, "out")
+	args := []string{"run", "-q", "--gpus", "none", "-j", "1", "--grace", "60s", "--prune", "loss:min,first=1,max=8,every=20ms", "-o", out, "--params", params, "--", "bash", script}
+	cmd := nodepackCommand(t, nil, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !waitUntil(time.Minute, func() bool { _, err := os.Stat(filepath.Join(dir, "bad.stopping")); return err == nil }) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("the bad run was never stopped")
+	}
+	cmd.Process.Signal(syscall.SIGKILL) // while bad shuts down, in its grace
+	cmd.Wait()
+	if st := statusDocOf(t, out); st.Counts.Pruned != 1 || st.Counts.Succeeded != 1 || st.Counts.Interrupted != 0 {
+		t.Errorf("status after the kill: %+v, want 1 succeeded, 1 pruned", st.Counts)
+	}
+	code, _, stderr := runCLI(t, args...)
+	if code != exitOK || !strings.Contains(stderr, "skipped 2 runs done before: 1 succeeded, 1 pruned") {
+		t.Errorf("rerun: exit %d, want both runs skipped:\n%s", code, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "bad.starts")); strings.Count(string(b), "started") != 1 {
+		t.Errorf("the pruned run started %d times, want once", strings.Count(string(b), "started"))
 	}
 }

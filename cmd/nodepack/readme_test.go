@@ -467,6 +467,7 @@ var layers = map[string]int{
 	"runner/run":         2,
 	"pack":               0,
 	"pack/schedule":      1,
+	"runner/untrusted":   0,
 }
 
 // ourPackage names a package of this module as the Architecture table

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -50,7 +51,9 @@ Examples:
 // runDetails is the rest of run's --help, after its flags.
 const runDetails = `Details:
 Task-file lines run with bash -c (blank lines and # comments skipped; a
-pipe or process substitution works too); sweeps, grids and params run the
+pipe or process substitution works too); a line that is one plain command
+(words of letters, digits and _./=:,+@%^- only, not a builtin) is started
+as bash would exec it, without bash's own start; sweeps, grids and params run the
 command directly, no shell, with {key}, {rep}, {index}, {run_id},
 {run_dir} and {params_json} filled in. Each run gets its own GPUs or its
 share of one (CUDA_VISIBLE_DEVICES with full UUIDs), its own CPUs
@@ -144,7 +147,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Requeue, "requeue", false, "when stopped by SIGUSR1/SIGUSR2 (sbatch --signal) or --stop-before with runs left, have the batch system run this job again (Slurm: scontrol requeue; Grid Engine: exit 99); never on SIGTERM (scancel)")
 	fs.DurationVar(&o.StopBefore, "stop-before", 0, "start no runs `D` before the job's end (Slurm: SLURM_JOB_END_TIME or squeue, followed while the job runs; Grid Engine: h_rt) and stop running ones in time for --grace; a job without a time limit, or whose end is not known, runs to its end with a note; 0 means off")
 	fs.DurationVar(&o.SampleInterval, "sample-interval", 10*time.Second, "measure each run's process tree and GPUs every `D`; 0 means only the kernel's totals")
-	fs.DurationVar(&x.Stagger, "stagger", 0, "start the k-th run of the first wave (as many as fit at once) k×`D` after the start, each on GPUs of its own while there are; later runs do not wait")
+	fs.DurationVar(&x.Stagger, "stagger", 0, "fill the node gradually: lane k of the first wave (as many as fit at once) opens k×`D` after the start, its first run on GPUs of its own while there are; an open lane takes the next run at once")
 	fs.DurationVar(&x.MinStartInterval, "min-start-interval", 0, "at least `D` between any two starts")
 	fs.DurationVar(&x.Timeout, "timeout", 0, "stop a run after `D` (SIGTERM, then SIGKILL after --grace); 0 means none")
 	fs.DurationVar(&x.Grace, "grace", execute.DefaultGrace, "time between SIGTERM and SIGKILL; 0 sends SIGKILL right after SIGTERM")
@@ -288,7 +291,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.Live {
 		o.Execute.Live = writerFunc(func(b []byte) (int, error) { return progress.live(outOut, b) })
 	}
-	o.OnNote = func(line string) { printNotes(errOut, []string{line}) }
+	// Until the sweep has started, what nodepack says waits: a start
+	// refused (the ledger cannot be opened) is one line, exit 2.
+	head := &heldWriter{w: errOut}
+	o.OnNote = func(line string) { printNotes(head, []string{line}) }
 	sw, node, err := o.prepare(ctx, fs.Args(), args)
 	if err != nil {
 		return usageErrorf(errOut, "run", "%v", err)
@@ -298,16 +304,51 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printNotes(errOut, sw.Notes())
 		return dryRun(sw.Sweep, &o.Execute, o.JSON, outOut, errOut)
 	}
-	fmt.Fprintf(errOut, "nodepack: output %s (nodepack status %s)\n", termSafe(sw.Output()), shellWord(sw.Output()))
-	printWarnings(errOut, node.Warnings)
-	printWarnings(errOut, noteTexts(o.Plan.Warnings))
-	printNotes(errOut, sw.Notes())
+	fmt.Fprintf(head, "nodepack: output %s (nodepack status %s)\n", termSafe(sw.Output()), shellWord(sw.Output()))
+	printWarnings(head, node.Warnings)
+	printWarnings(head, noteTexts(o.Plan.Warnings))
+	printNotes(head, sw.Notes())
 	if o.memNote != "" {
-		printNotes(errOut, []string{o.memNote})
+		printNotes(head, []string{o.memNote})
 	}
 	shardTotal, _ := sw.Total()
 	progress = newProgress(errOut, shardTotal, sw.Done(), o.Quiet)
-	return o.run(ctx, sw.Sweep, progress, errOut)
+	return o.run(ctx, sw.Sweep, progress, head)
+}
+
+// heldWriter holds what is written to it until release, then writes it
+// to w, and from then on writes straight through; discard drops what it
+// held. Safe for concurrent use.
+type heldWriter struct {
+	mu       sync.Mutex
+	w        io.Writer
+	held     []byte
+	released bool
+}
+
+func (h *heldWriter) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.released {
+		return h.w.Write(p)
+	}
+	h.held = append(h.held, p...)
+	return len(p), nil
+}
+
+func (h *heldWriter) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.released {
+		h.w.Write(h.held)
+		h.held, h.released = nil, true
+	}
+}
+
+func (h *heldWriter) discard() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held, h.released = nil, true
 }
 
 // consoleWait is how long nodepack waits for its own output to be written
@@ -428,7 +469,7 @@ func runPlanFor(topo pack.Topology, opts pack.Options) (pack.Plan, error) {
 }
 
 // run runs the prepared sweep, reports, and returns the exit status.
-func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progress, stderr io.Writer) int {
+func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progress, head *heldWriter) int {
 	var started atomic.Pointer[runner.Session]
 	running := func() int {
 		if s := started.Load(); s != nil {
@@ -436,12 +477,15 @@ func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progre
 		}
 		return 0
 	}
-	ctx, signals := notifySignals(ctx, stderr, running, o.Execute.GracePeriod())
+	stderr := head.w
+	ctx, signals := notifySignals(ctx, head, running, o.Execute.GracePeriod())
 	defer signals.stop()
 	session, err := sw.Start(ctx)
 	if err != nil {
+		head.discard() // the start was refused: its one line, no more
 		return usageErrorf(stderr, "run", "%v", err)
 	}
+	head.release()
 	started.Store(session)
 	printWarnings(stderr, session.Ledger().Warnings())
 	if b := session.Ledger().Backup(); b != "" {

@@ -165,6 +165,11 @@ func TestRunBadInput(t *testing.T) {
 			}
 		})
 	}
+	// A start refused where the ledger cannot be made is one line too: the
+	// lines before the start (the output directory, notes) are not said.
+	if code, _, stderr := runCLI(t, "run", "--gpus", "none", "-o", "/proc/nodepack-cannot-be-here", good); code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "open ledger") {
+		t.Errorf("a ledger that cannot be opened: exit %d, %q; want 2 and one line", code, stderr)
+	}
 }
 
 // processesWith lists the pids of live (non-zombie) processes whose command

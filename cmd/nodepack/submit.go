@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -227,16 +228,24 @@ func shapeNode(job submit.Job) resources.Node {
 // default); it returns the output directory and how many runs the sweep
 // has.
 func checkRuns(ctx context.Context, job submit.Job, shard, output string) (string, int, error) {
+	dir, total, _, err := checkShard(ctx, job, shard, output)
+	return dir, total, err
+}
+
+// checkShard is checkRuns, and also says how many runs of the shard a
+// task would run: its runs of the source that its ledger does not hold as
+// done (an edited line is a run of its own, never done).
+func checkShard(ctx context.Context, job submit.Job, shard, output string) (string, int, int, error) {
 	var o runOptions
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o.AddFlags(fs)
 	if err := fs.Parse(job.Run); err != nil {
-		return "", 0, fmt.Errorf("run's arguments %q: %w", job.Run, err)
+		return "", 0, 0, fmt.Errorf("run's arguments %q: %w", job.Run, err)
 	}
 	for _, name := range []string{"output", "shard", "inventory", "gpus", "cpus", "dry-run", "json", "restart"} {
 		if fs.Changed(name) {
-			return "", 0, fmt.Errorf("run's --%s: submit chooses it (the output directory with submit's own -o; start over with another -o)", name)
+			return "", 0, 0, fmt.Errorf("run's --%s: submit chooses it (the output directory with submit's own -o; start over with another -o)", name)
 		}
 	}
 	node := shapeNode(job)
@@ -248,21 +257,21 @@ func checkRuns(ctx context.Context, job submit.Job, shard, output string) (strin
 		cwd, err := os.Getwd()
 		if err == nil && cwd != job.Dir {
 			if err := os.Chdir(job.Dir); err != nil {
-				return "", 0, err
+				return "", 0, 0, err
 			}
 			defer os.Chdir(cwd)
 		}
 	}
 	sw, _, err := o.prepare(ctx, fs.Args(), job.Run)
 	if err != nil && strings.Contains(err.Error(), "never fits") {
-		return "", 0, fmt.Errorf("%w (on the node each task asks for: %s)", err, describeShape(job))
+		return "", 0, 0, fmt.Errorf("%w (on the node each task asks for: %s)", err, describeShape(job))
 	}
 	if err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	defer sw.Close()
-	_, total := sw.Total()
-	return sw.Output(), total, nil
+	mine, total := sw.Total()
+	return sw.Output(), total, max(mine-sw.Done(), 0), nil
 }
 
 // describeShape says what each task of job asks for.
@@ -586,6 +595,20 @@ func runResubmit(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return usageErrorf(stderr, "resubmit", "shard %d of %s is still in the queue, %s (job %s): wait for it, or cancel it first", a.Shard, dir, a.State, a.JobID)
 	}
 	left := submit.Left(job.Shards, total, shards, *retryFailed)
+	// A shard its ledger holds as finished may still have runs of the
+	// source it never ran: a line edited since (a run of its own). Its
+	// runs are counted against the source, as its task would.
+	for i := range job.Shards {
+		if slices.Contains(left, i) {
+			continue
+		}
+		if _, _, n, err := checkShard(ctx, job, fmt.Sprintf("%d/%d", i, job.Shards), dir); err != nil {
+			return usageErrorf(stderr, "resubmit", "%v", err)
+		} else if n > 0 {
+			left = append(left, i)
+		}
+	}
+	slices.Sort(left)
 	if len(left) == 0 {
 		what := "every run succeeded or was pruned"
 		if !*retryFailed {

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -334,5 +335,42 @@ func TestSubmitAsksForWholeNodes(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // no qhost to ask
 	if code, _, stderr := runCLI(t, "submit", "--dry-run", "--sge", "--nodes", "2", "--", "tasks.txt"); code != exitUsage || !strings.Contains(stderr, "give --cpus-per-node") {
 		t.Errorf("Grid Engine without a CPU count or qhost: exit %d, %q", code, stderr)
+	}
+}
+
+// TestResubmitAfterAnEditedLine: every shard of a submitted sweep ran,
+// then a line in the middle of the task file was edited: that line is a
+// run that never ran (its command changed), so resubmit submits its shard
+// (index 4 of 10: shard 0 of 2), never "nothing left", and that shard's
+// task runs it.
+func TestResubmitAfterAnEditedLine(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	fakeScheduler(t, dir)
+	var lines []string
+	for i := range 10 {
+		lines = append(lines, fmt.Sprintf("echo run %d", i))
+	}
+	writeFile(t, dir, "tasks.txt", strings.Join(lines, "\n")+"\n")
+	out := filepath.Join(dir, "sweep")
+	if code, _, stderr := runCLI(t, "submit", "--slurm", "--nodes", "2", "-o", out, "--", "tasks.txt"); code != exitOK {
+		t.Fatalf("submit: %d %s", code, stderr)
+	}
+	for _, shard := range []string{"0/2", "1/2"} {
+		if code, _, stderr := runCLI(t, "run", "-q", "--shard", shard, "-o", out, "tasks.txt"); code != exitOK {
+			t.Fatalf("shard %s: %d %s", shard, code, stderr)
+		}
+	}
+	lines[4] = "echo run four, edited"
+	writeFile(t, dir, "tasks.txt", strings.Join(lines, "\n")+"\n")
+	code, stdout, stderr := runCLI(t, "resubmit", out)
+	if code != exitOK || strings.Contains(stderr, "nothing left") || !strings.Contains(stdout, "# Written by nodepack submit: shard 0 of 2") {
+		t.Fatalf("resubmit after an edit = %d\n%s\n%s\nwant shard 0 submitted, which has the edited run", code, stdout, stderr)
+	}
+	if code, _, stderr := runCLI(t, "run", "-q", "--shard", "0/2", "-o", out, "tasks.txt"); code != exitOK || !strings.Contains(stderr, "1 run: 1 succeeded") {
+		t.Errorf("shard 0's task after the edit: exit %d, want the edited run run:\n%s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "resubmit", out); code != exitOK || !strings.Contains(stderr, "nothing left") {
+		t.Errorf("resubmit once the edited run ran = %d: %s", code, stderr)
 	}
 }

@@ -134,20 +134,33 @@ func (f pruneFlag) Set(s string) error {
 		return fmt.Errorf("%q: want %s:min or %s:max", head, name, name)
 	}
 	p := schedule.Prune{Metric: name, Max: higher}
+	seen := map[string]bool{}
 	for kv := range strings.SplitSeq(rest, ",") {
-		if kv == "" {
-			continue
+		if kv == "" && rest == "" {
+			break // the metric alone
 		}
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
+		switch {
+		case kv == "":
+			return fmt.Errorf("%q: an empty item between commas", s)
+		case !ok:
 			return fmt.Errorf("%q: want KEY=VALUE (eta, first, max, rule, every)", kv)
+		case seen[k]:
+			return fmt.Errorf("%s given twice", k)
 		}
+		seen[k] = true
 		var err error
 		switch k {
 		case "eta":
-			p.Eta, err = strconv.Atoi(v)
+			// The policy's zero values are its defaults: 0 given is no
+			// default, it is a mistake.
+			if p.Eta, err = strconv.Atoi(v); err == nil && p.Eta < 2 {
+				err = errors.New("want at least 2")
+			}
 		case "first":
-			p.FirstStep, err = strconv.ParseFloat(v, 64)
+			if p.FirstStep, err = strconv.ParseFloat(v, 64); err == nil && !(p.FirstStep > 0) {
+				err = errors.New("want a step above 0")
+			}
 		case "max":
 			p.MaxStep, err = strconv.ParseFloat(v, 64)
 		case "rule":

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nodepack/nodepack/examples/internal/journey"
@@ -38,4 +39,48 @@ func TestReadmeSubmit(t *testing.T) {
 func TestSubmitNodeDies(t *testing.T) {
 	needSlurm(t)
 	journey.NodeDies(t, slurmJourney())
+}
+
+// TestSubmitFromHostileDirectory: submit typed in a directory whose name
+// is shell syntax (R&D, a(b), w;{touch,pwned}): the array's tasks run
+// their shards there and nothing of the name runs.
+func TestSubmitFromHostileDirectory(t *testing.T) {
+	needSlurm(t)
+	root := t.TempDir()
+	dir := filepath.Join(root, "R&D(b);{touch,pwned}")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tasks.txt"), []byte("echo one\necho two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := slurmJourney()
+	out, err := s.Typed(t, dir, "nodepack submit --slurm --nodes 2 --cpus-per-node 1 -o sweep -- tasks.txt")
+	if err != nil {
+		t.Fatalf("submit: %v\n%s", err, out)
+	}
+	id, err := journey.LastJob(filepath.Join(dir, "sweep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Cancel(id) })
+	if err := wait(t, id, 120); err != nil {
+		logs, _ := filepath.Glob(filepath.Join(dir, "sweep", "jobs", "*.log"))
+		var text []byte
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			text = append(text, b...)
+		}
+		t.Fatalf("array %s: %v\n%s", id, err, text)
+	}
+	if st, _ := s.Typed(t, dir, "nodepack status sweep"); !strings.Contains(st, "2 runs: 2 succeeded") {
+		t.Errorf("status:\n%s", st)
+	}
+	for _, canary := range []string{"pwned", "touch"} {
+		for _, where := range []string{root, dir, "/"} {
+			if _, err := os.Stat(filepath.Join(where, canary)); err == nil {
+				t.Errorf("%s/%s exists: the directory's name ran", where, canary)
+			}
+		}
+	}
 }

@@ -667,19 +667,33 @@ func TestAutoModeWithASchedulerThatDoesNotAnswer(t *testing.T) {
 	}
 }
 
-// TestRefusedReturnSaysWhy: a job that exits 0 but whose return file is
-// refused (here: replaced by a link) is a failed job whose error says
-// why, not only that it succeeded.
+// TestRefusedReturnSaysWhy: a job that exits 0 but leaves in place of its
+// return file something hostile (a link, a FIFO, a directory, a document
+// nested 100,000 deep, one over 64 MiB) is a failed job whose error says
+// why: no hang, no crash of the multirun, the other job returned.
 func TestRefusedReturnSaysWhy(t *testing.T) {
 	needHydra(t)
-	dir := t.TempDir()
-	b, err := app(dir, "--multirun", "model=convnet", "+iteration=range(2)", "+link_return=1", "hydra/launcher=nodepack",
-		"hydra.launcher.mode=local", "hydra.sweep.dir=sweep").CombinedOutput()
-	if err == nil {
-		t.Fatalf("a job whose return file is a link returned:\n%s", b)
-	}
-	if !strings.Contains(string(b), "job #1 (model=convnet +iteration=1 +link_return=1) succeeded: exit 0, but its return value was refused: ") ||
-		!strings.Contains(string(b), "Too many levels of symbolic links") {
-		t.Errorf("the error does not say why the value was refused:\n%s", b)
+	for kind, why := range map[string]string{
+		"link": "a symbolic link, not followed",
+		"fifo": "not a regular file",
+		"dir":  "not a regular file",
+		"deep": "nested too deep",
+		"big":  "larger than 67108864 bytes",
+	} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			b, err := app(dir, "--multirun", "model=convnet", "+iteration=range(2)", "+hostile_return="+kind, "hydra/launcher=nodepack",
+				"hydra.launcher.mode=local", "hydra.sweep.dir=sweep").CombinedOutput()
+			if err == nil {
+				t.Fatalf("a job whose return file is a %s returned:\n%s", kind, b)
+			}
+			if !strings.Contains(string(b), "job #1 (model=convnet +iteration=1 +hostile_return="+kind+") succeeded: exit 0, but its return value was refused: ") ||
+				!strings.Contains(string(b), why) || strings.Contains(string(b), "RecursionError") || strings.Contains(string(b), "IsADirectoryError") {
+				t.Errorf("the error does not say why the value was refused (%s), or the launcher crashed on it:\n%s", why, b)
+			}
+			if got := returned(string(b)); len(got) != 2 || !strings.HasSuffix(got[0], "returned 40.5") {
+				t.Errorf("returns %q: want job 0's value and job 1 failed", got)
+			}
+		})
 	}
 }

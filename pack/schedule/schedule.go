@@ -19,10 +19,14 @@
 //     a run may start ahead of one that does not fit yet for at most
 //     Config.BackfillWait; then the waiting run reserves what frees up
 //     until it fits (pack.Queue).
-//   - Stagger: the k-th start of the first wave (as many runs of the
-//     default Request as fit at once, no more than Parallel) is not before
-//     k×Stagger; the wave goes to distinct GPUs (pack.Allocator.Spread);
-//     later starts do not wait.
+//   - Stagger: lane k of the first wave (as many runs of the default
+//     Request as fit at once, no more than Parallel) opens k×Stagger after
+//     the start, the lanes past it with its last: at most one more run at
+//     once per Stagger while the node fills. An open lane takes the next
+//     run as soon as it is free (runs shorter than the stagger reuse the
+//     lanes open so far; no run waits for the clock while an open lane is
+//     free); the first wave's starts go to distinct GPUs
+//     (pack.Allocator.Spread).
 //   - Readiness gate: a run that shares its GPU by GPU memory keeps new
 //     runs off that GPU from its start until its memory there settles (the
 //     caller's sampler says so) or SettleTimeout passes.
@@ -433,12 +437,11 @@ func (s *Scheduler) Next(now time.Time) (Plan, error) {
 	}
 	var err error
 	for !s.draining && !s.stopped && !s.halted && s.queue.Len() > 0 {
-		if wait := s.staggered(now); wait > 0 {
-			plan.Wake = now.Add(wait)
-			break
-		}
-		lane := s.freeLane()
+		lane, opens := s.freeLane(now)
 		if lane < 0 {
+			if !opens.IsZero() {
+				plan.Wake = opens // a free lane the stagger opens then
+			}
 			break
 		}
 		w, as, nerr := s.queue.Next(now)
@@ -468,24 +471,33 @@ func (s *Scheduler) Next(now time.Time) (Plan, error) {
 	return plan, err
 }
 
-// staggered is how long the next start waits for the stagger: the k-th
-// start of the first wave is not before k×Stagger after the sweep's
-// start. It waits for the clock only, never for a lane.
-func (s *Scheduler) staggered(now time.Time) time.Duration {
-	if s.cfg.Stagger <= 0 || s.launched >= s.wave {
-		return 0
+// laneOpens is when lane i opens under the stagger: lane k of the first
+// wave k×Stagger after the sweep's start, the lanes past the wave with
+// its last; the zero time without a stagger.
+func (s *Scheduler) laneOpens(i int) time.Time {
+	if s.cfg.Stagger <= 0 {
+		return time.Time{}
 	}
-	return max(s.start.Add(time.Duration(s.launched)*s.cfg.Stagger).Sub(now), 0)
+	return s.start.Add(time.Duration(min(i, max(s.wave-1, 0))) * s.cfg.Stagger)
 }
 
-// freeLane returns the lowest free lane, or -1 when Parallel are busy.
-func (s *Scheduler) freeLane() int {
+// freeLane returns the lowest lane that is free and open at now, or -1
+// (Parallel are busy, or the free ones are not open yet); then opens is
+// when the first free lane that is not open yet opens (zero: none).
+func (s *Scheduler) freeLane(now time.Time) (lane int, opens time.Time) {
 	for i := range min(len(s.lanes)+1, s.parallel) {
-		if i >= len(s.lanes) || !s.lanes[i] {
-			return i
+		if i < len(s.lanes) && s.lanes[i] {
+			continue
+		}
+		at := s.laneOpens(i)
+		if !now.Before(at) {
+			return i, time.Time{}
+		}
+		if opens.IsZero() || at.Before(opens) {
+			opens = at
 		}
 	}
-	return -1
+	return -1, opens
 }
 
 // place records run w in lane on as; a run sharing its GPU by memory

@@ -38,16 +38,39 @@ func TestPolicy(t *testing.T) {
 	}{
 		{
 			name: "stagger/shorter-runs",
-			desc: "runs shorter than the stagger: the k-th start of the first wave is at k×D, each on a GPU of its own though each ended before the next, and the starts after the wave do not wait",
+			desc: "runs shorter than the stagger: lane k opens at k×D, and an open lane takes the next run as soon as it is free, the first wave's each on a GPU of its own; no run waits for the clock while an open lane is free",
 			cfg:  Config{Topology: fourGPUs, Request: oneGPU, Stagger: 300 * ms},
 			runs: runsOf(6, oneGPU, 100*ms),
 			starts: []string{
 				"0s r0 lane0 GPU-0 [gpus=1 cpus=4] #1",
-				"300ms r1 lane0 GPU-1 [gpus=1 cpus=4] #1",
-				"600ms r2 lane0 GPU-2 [gpus=1 cpus=4] #1",
-				"900ms r3 lane0 GPU-3 [gpus=1 cpus=4] #1",
-				"900ms r4 lane1 GPU-2 [gpus=1 cpus=4] #1",
-				"900ms r5 lane2 GPU-0 [gpus=1 cpus=4] #1",
+				"100ms r1 lane0 GPU-1 [gpus=1 cpus=4] #1",
+				"200ms r2 lane0 GPU-2 [gpus=1 cpus=4] #1",
+				"300ms r3 lane0 GPU-3 [gpus=1 cpus=4] #1",
+				"300ms r4 lane1 GPU-2 [gpus=1 cpus=4] #1",
+				"400ms r5 lane0 GPU-0 [gpus=1 cpus=4] #1",
+			},
+		},
+		{
+			name: "stagger/later-runs-do-not-wait",
+			desc: "-j 2 --stagger 5s, four instant CPU runs: lane 1 opens at 5 s, and lane 0 has run all four long before; the sweep does not wait for it",
+			cfg:  Config{Parallel: 2, Stagger: 5 * sec},
+			runs: runsOf(4, pack.Request{}, 10*ms),
+			starts: []string{
+				"0s r0 lane0 - [gpus=0 cpus=0] #1",
+				"10ms r1 lane0 - [gpus=0 cpus=0] #1",
+				"20ms r2 lane0 - [gpus=0 cpus=0] #1",
+				"30ms r3 lane0 - [gpus=0 cpus=0] #1",
+			},
+		},
+		{
+			name: "stagger/longer-than-the-sweep",
+			desc: "a stagger of 1000 hours holds no run while lane 0 is free: the sweep ends when its runs do",
+			cfg:  Config{Topology: fourGPUs, Request: oneGPU, Stagger: 1000 * time.Hour},
+			runs: runsOf(3, oneGPU, sec),
+			starts: []string{
+				"0s r0 lane0 GPU-0 [gpus=1 cpus=4] #1",
+				"1s r1 lane0 GPU-1 [gpus=1 cpus=4] #1",
+				"2s r2 lane0 GPU-2 [gpus=1 cpus=4] #1",
 			},
 		},
 		{

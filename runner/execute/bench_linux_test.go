@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/runner/run"
 )
 
@@ -103,4 +104,73 @@ func refillGaps(events []run.Event) []time.Duration {
 	}
 	slices.Sort(gaps)
 	return gaps
+}
+
+// BenchmarkFeatureCost is what each of a run's features costs nodepack
+// per run, in CPU (this process and its children, of which true itself is
+// the floor) and wall time per run, two at a time: a bare start, then
+// with its directory and logs (and its metrics read at its end), then
+// pinned to its CPUs with thread caps, then watched for --prune. The
+// ledger is package runner's: bench/throughput.sh measures the whole.
+func BenchmarkFeatureCost(b *testing.B) {
+	policy := schedule.Prune{Metric: "loss", FirstStep: 1}
+	for _, tc := range []struct {
+		name   string
+		logs   bool
+		pinned bool
+		prune  bool
+	}{
+		{"bare", false, false, false},
+		{"logs", true, false, false},
+		{"logs+pinned", true, true, false},
+		{"logs+pinned+prune", true, true, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			runs := func(yield func(run.Run, error) bool) {
+				for i := range b.N {
+					if !yield(run.Run{ID: strconv.Itoa(i), Index: i, Args: []string{"true"}}, nil) {
+						return
+					}
+				}
+			}
+			dir := b.TempDir()
+			if d := os.Getenv("NODEPACK_BENCH_DIR"); d != "" {
+				var err error
+				if dir, err = os.MkdirTemp(d, "bench"); err != nil {
+					b.Fatal(err)
+				}
+				defer os.RemoveAll(dir)
+			}
+			opts := Options{TempDir: dir}
+			if tc.logs {
+				opts.OutputDir = filepath.Join(dir, "out")
+			}
+			if tc.prune {
+				p := policy
+				opts.Prune = &p
+			}
+			slots := lanes(2)
+			if tc.pinned {
+				slots = benchSlots()
+			}
+			var before, beforeKids unix.Rusage
+			unix.Getrusage(unix.RUSAGE_SELF, &before)
+			unix.Getrusage(unix.RUSAGE_CHILDREN, &beforeKids)
+			b.ResetTimer()
+			sum, err := Execute(b.Context(), runs, place(slots, opts))
+			b.StopTimer()
+			if err != nil || sum.Succeeded != b.N {
+				b.Fatalf("%d of %d succeeded: %v", sum.Succeeded, b.N, err)
+			}
+			var after, afterKids unix.Rusage
+			unix.Getrusage(unix.RUSAGE_SELF, &after)
+			unix.Getrusage(unix.RUSAGE_CHILDREN, &afterKids)
+			cpu := func(r unix.Rusage) time.Duration {
+				return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+			}
+			used := cpu(after) - cpu(before) + cpu(afterKids) - cpu(beforeKids)
+			b.ReportMetric(float64(used.Microseconds())/float64(b.N), "cpu-µs/run")
+			b.ReportMetric(float64(b.N)/sum.Wall().Seconds(), "runs/s")
+		})
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,6 +25,7 @@ import (
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/untrusted"
 )
 
 // waitDelay bounds how long Wait keeps reading a run's output pipes (Live
@@ -587,8 +589,9 @@ func (e *Execution) record(i int, ev run.Event, first, halt bool) {
 
 // attemptFiles are one attempt's log files and private directories.
 type attemptFiles struct {
-	runDir         string // "" without OutputDir
-	createdRunDir  bool   // this attempt made runDir
+	runDir         string   // "" without OutputDir
+	dir            *os.File // runDir, held open for the attempt: its files are read from it
+	createdRunDir  bool     // this attempt made runDir
 	stdout, stderr *os.File
 	tmpDir         string
 	lane           *string // the lane's TMPDIR, which tmpDir is
@@ -611,6 +614,10 @@ func (f *attemptFiles) close(unused bool) {
 	if unused && f.createdRunDir {
 		os.RemoveAll(f.runDir)
 	}
+	if f.dir != nil {
+		f.dir.Close()
+		f.dir = nil
+	}
 }
 
 // prepare makes attempt n's run directory, logs and TMPDIR. The logs are
@@ -624,7 +631,7 @@ func (e *Execution) prepare(ev *run.Event, lane, n int) (*attemptFiles, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer dir.Close()
+		f.dir = dir // closed with the logs
 		f.runDir, f.createdRunDir = dir.Name(), created
 		ev.Stdout = filepath.Join(f.runDir, "stdout.log")
 		ev.Stderr = filepath.Join(f.runDir, "stderr.log")
@@ -720,7 +727,7 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 	if err != nil {
 		return ev, false, &filesError{err}
 	}
-	cmd, outW, errW, cmdErr := e.command(ev, files, n)
+	cmd, outW, errW, cmdErr := e.command(ev, files, n, false)
 
 	// The turn and the deadline are checked last, right before the start,
 	// so MinStartInterval and the drain deadline hold at the process start.
@@ -754,6 +761,13 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 	oomBefore, oomKnown := e.oomKills()
 	p, err := startProcess(cmd, place.CPUs, group, attemptKey{j.run.ID, n})
 	var notStarted *startError
+	if errors.As(err, &notStarted) && errors.Is(notStarted.err, syscall.ENOEXEC) && !slices.Equal(cmd.Args, ev.Run.Args) {
+		// A plain line's program that is no executable format (a script
+		// without #!): bash runs it as a script of its own.
+		if cmd, outW, errW, _ = e.command(ev, files, n, true); cmd.Err == nil {
+			p, err = startProcess(cmd, place.CPUs, group, attemptKey{j.run.ID, n})
+		}
+	}
 	if errors.As(err, &notStarted) {
 		return e.notStarted(ev, notStarted.err), true, nil
 	}
@@ -777,7 +791,7 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 		stopSampling = e.opts.Sampler.Sample(target)
 	}
 	stop := e.watch(p)
-	stopMetrics := e.watchMetrics(ev, files.runDir, stop)
+	stopMetrics := e.watchMetrics(ev, files.dir, stop)
 	p.waitExit()
 	stopMetrics()
 	ev.End = time.Now()
@@ -819,8 +833,10 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 		e.name(&ev, o, files.stderrFrom)
 	}
 	ev.Usage.Sampled = sampled
-	if files.runDir != "" {
-		ev.Metrics, ev.Curves, ev.MetricsSkipped = metrics.Report(files.runDir, "", ev.Stdout, e.opts.Metrics, curvePoints)
+	if files.dir != nil {
+		// Read from the run's directory nodepack made and holds open,
+		// following no link: a run's files are untrusted.
+		ev.Metrics, ev.Curves, ev.MetricsSkipped = metrics.ReportIn(untrusted.In(files.dir), "stdout.log", e.opts.Metrics, curvePoints)
 	}
 	if ev.Reason == run.Failed && files.runDir != "" {
 		// A run whose logs could not be written fails in its own way
@@ -873,16 +889,34 @@ func probeDisk(dir string) error {
 }
 
 // command builds attempt n's command: argv (with the Wrap prefix),
-// directory, environment and output.
-func (e *Execution) command(ev run.Event, files *attemptFiles, n int) (cmd *exec.Cmd, outW, errW *lineWriter, err error) {
-	argv := append(slices.Clip(e.opts.Wrap), ev.Run.Args...)
+// directory, environment and output. A task line that is one plain
+// command is started directly (see plainLine), unless shell says through
+// bash.
+func (e *Execution) command(ev run.Event, files *attemptFiles, n int, shell bool) (cmd *exec.Cmd, outW, errW *lineWriter, err error) {
+	args, direct := ev.Run.Args, false
+	if words, ok := plainLine(args); ok && len(e.opts.Wrap) == 0 && !shell {
+		args, direct = words, true // not under --wrap: its bash may be another's
+	}
+	argv := append(slices.Clip(e.opts.Wrap), args...)
 	if len(argv) == 0 {
 		return nil, nil, nil, errors.New("empty command")
 	}
 	cmd = e.lookup(argv)
+	cmd.Env = e.env.build(attemptEnv{run: ev.Run, lane: ev.Lane, place: ev.Place, attempt: n, runDir: files.runDir, tmpDir: files.tmpDir})
+	if direct && (cmd.Err != nil || bashFunction(cmd.Env, args[0])) {
+		// Not a program bash would find (a builtin's name only, an
+		// exported function): bash's to run after all.
+		direct = false
+		argv = append(slices.Clip(e.opts.Wrap), ev.Run.Args...)
+		env := cmd.Env
+		cmd = e.lookup(argv)
+		cmd.Env = env
+	}
+	if direct {
+		cmd.Env = asBashExecs(cmd.Env, cmd.Path, ev.Run.Dir)
+	}
 	cmd.Stdin = devNull() // as exec.Cmd gives, without opening it for every run
 	cmd.Dir = ev.Run.Dir
-	cmd.Env = e.env.build(attemptEnv{run: ev.Run, lane: ev.Lane, place: ev.Place, attempt: n, runDir: files.runDir, tmpDir: files.tmpDir})
 	switch {
 	case e.live != nil:
 		prefix := []byte("[" + label(ev.Run) + "] ")
@@ -898,6 +932,68 @@ func (e *Execution) command(ev run.Event, files *attemptFiles, n int) (cmd *exec
 	}
 	return cmd, outW, errW, nil
 }
+
+// plainLine returns the words of a task line's run, bash -c LINE, when
+// LINE is one plain command (run.Plain): bash would only exec it, so it is
+// started directly, without bash's own start (about a millisecond of CPU,
+// most of a short run's cost). Its ID and its ledger record are the
+// line's, as ever.
+func plainLine(args []string) ([]string, bool) {
+	if len(args) != 3 || args[0] != "bash" || args[1] != "-c" {
+		return nil, false
+	}
+	return run.Plain(args[2])
+}
+
+// bashFunction reports whether env exports a bash function named name,
+// which bash -c would call rather than a program.
+func bashFunction(env []string, name string) bool {
+	prefix := "BASH_FUNC_" + name + "%%="
+	for _, kv := range env {
+		if strings.HasPrefix(kv, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// asBashExecs sets in env what bash sets in the environment of a command
+// it execs: PWD (the directory it runs in), _ (the program's path),
+// SHLVL (0 when not set) and no OLDPWD that is not a directory.
+func asBashExecs(env []string, path, dir string) []string {
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(workingDir(), dir)
+	}
+	out := make([]string, 0, len(env)+3)
+	shlvl := false
+	for _, kv := range env {
+		switch {
+		case strings.HasPrefix(kv, "PWD="), strings.HasPrefix(kv, "_="):
+			continue
+		case strings.HasPrefix(kv, "OLDPWD="):
+			if st, err := os.Stat(kv[len("OLDPWD="):]); err != nil || !st.IsDir() {
+				continue
+			}
+		case strings.HasPrefix(kv, "SHLVL="):
+			shlvl = true
+		}
+		out = append(out, kv)
+	}
+	if !shlvl {
+		out = append(out, "SHLVL=0")
+	}
+	if dir != "" {
+		out = append(out, "PWD="+dir)
+	}
+	return append(out, "_="+path)
+}
+
+// workingDir is nodepack's working directory, where runs without a Dir
+// start; "" when it cannot be read.
+var workingDir = sync.OnceValue(func() string {
+	dir, _ := os.Getwd()
+	return dir
+})
 
 // devNull is /dev/null opened once for reading, every run's standard input;
 // nil when it cannot be opened (exec.Cmd then opens it itself).
@@ -1198,7 +1294,9 @@ func (e *Execution) name(ev *run.Event, o failure.Outcome, stderrFrom int64) {
 	o.TimedOut, o.Interrupted = ev.Reason == run.TimedOut, ev.Reason == run.Interrupted
 	var tail []byte
 	if ev.Stderr != "" && !o.Interrupted && o.StartErr == nil { // nothing ran: the log holds earlier attempts only
-		tail = failure.ReadTail(ev.Stderr, stderrFrom)
+		if rel, err := filepath.Rel(e.outDir, ev.Stderr); err == nil {
+			tail = failure.ReadTail(e.outDir, rel, stderrFrom)
+		}
 	}
 	ev.Class = failure.Classify(o, tail, e.patterns)
 	ev.StderrTail = failure.LastLines(tail, run.MaxTailLines, run.MaxTailLine)

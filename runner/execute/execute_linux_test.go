@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -379,12 +380,12 @@ func TestStagger(t *testing.T) {
 		runs        []string
 		parallel    int
 		stagger     time.Duration
-		wave        int // starts spaced by the stagger, each on a GPU of its own
+		wave        int // the first starts, each on a GPU of its own
 	}{
-		{"runs shorter than the stagger: four runs on four GPUs, a stagger apart", []string{"true", "true", "true", "true"}, 0, 150 * time.Millisecond, 4},
-		{"runs longer than the stagger", []string{"sleep 1", "sleep 1", "sleep 1", "sleep 1"}, 0, 100 * time.Millisecond, 4},
-		{"more runs than fit: the fifth and later do not wait", []string{"true", "true", "true", "true", "true", "true", "true", "true"}, 0, time.Second, 4},
-		{"--parallel 2 on four GPUs: a wave of two", []string{"true", "true", "true", "true"}, 2, time.Second, 2},
+		{"runs shorter than the stagger: lane 0 runs them as it frees, on four GPUs", []string{"true", "true", "true", "true"}, 0, 150 * time.Millisecond, 4},
+		{"runs longer than the stagger: lane k opens k staggers in", []string{"sleep 1", "sleep 1", "sleep 1", "sleep 1"}, 0, 100 * time.Millisecond, 4},
+		{"more runs than fit", []string{"true", "true", "true", "true", "true", "true", "true", "true"}, 0, time.Second, 4},
+		{"--parallel 2 on four GPUs", []string{"true", "true", "true", "true"}, 2, time.Second, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
@@ -394,28 +395,22 @@ func TestStagger(t *testing.T) {
 			if err != nil || sum.Succeeded != len(tc.runs) {
 				t.Fatalf("Execute: %d of %d succeeded, %v", sum.Succeeded, len(tc.runs), err)
 			}
-			// The runs start in input order, all asking for the same: the
-			// first wave is the first runs. (Runs launched together may
-			// reach their exec in any order.)
-			slices.SortFunc(events, func(a, b run.Event) int { return a.Run.Index - b.Run.Index })
+			// No run starts in a lane before the lane opens: lane k at
+			// k×stagger after the sweep's start.
+			for _, ev := range events {
+				if d := ev.Start.Sub(sum.Start); d < time.Duration(ev.Lane)*tc.stagger {
+					t.Errorf("run %d started in lane %d %v after the sweep's start, before the lane opened at %v", ev.Run.Index, ev.Lane, d, time.Duration(ev.Lane)*tc.stagger)
+				}
+			}
+			// The first starts of the sweep go to GPUs none of them had.
+			slices.SortFunc(events, func(a, b run.Event) int { return a.Start.Compare(b.Start) })
 			used := map[string]int{}
 			for k, ev := range events[:tc.wave] {
-				if d := ev.Start.Sub(sum.Start); d < time.Duration(k)*tc.stagger {
-					t.Errorf("start %d (run %d) came %v after the sweep's, want ≥ %v", k, ev.Run.Index, d, time.Duration(k)*tc.stagger)
-				}
 				gpu := ev.Place.UUIDs()[0]
 				if k2, ok := used[gpu]; ok {
 					t.Errorf("starts %d and %d of the first wave both went to %s, with GPUs left unused", k2, k, gpu)
 				}
 				used[gpu] = k
-			}
-			// After the wave nothing waits for the stagger: the next
-			// starts come well before another stagger has passed.
-			last := events[tc.wave-1].Start
-			for _, ev := range events[tc.wave:] {
-				if d := ev.Start.Sub(last); d >= tc.stagger {
-					t.Errorf("run %d started %v after the first wave's last start, want < %v: only the first wave is staggered", ev.Run.Index, d, tc.stagger)
-				}
 			}
 		})
 	}
@@ -897,4 +892,57 @@ func TestNoSignalAfterReap(t *testing.T) {
 			t.Errorf("the process that has a reaped run's number now ended by %v; want SIGTERM, the only signal meant for it", ws.Signal())
 		}
 	})
+}
+
+// TestPlainLinesAsBashRunsThem: a task line that is one plain command is
+// started without bash, and what the program sees is what it sees
+// through bash -c: its arguments, and the environment bash gives a
+// command it execs (PWD, SHLVL, _, no OLDPWD that is no directory). A
+// script without #! (bash runs it as one of its own), an exported bash
+// function of the command's name and a builtin's name go through bash.
+func TestPlainLinesAsBashRunsThem(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "noshebang")
+	os.WriteFile(script, []byte("echo script ran\n"), 0o755)
+	t.Setenv("OLDPWD", "/nonexistent")
+	t.Setenv("BASH_FUNC_greet%%", "() {  echo function ran\n}")
+	lines := []string{
+		"env",
+		script,
+		"greet",
+		"printf %s plain-printf", // printf is a builtin: bash's
+	}
+	_, events, err := execute(t, t.Context(), lanes(1), Options{}, shell(lines...)...)
+	if err != nil || len(events) != len(lines) {
+		t.Fatalf("%v, %d events", err, len(events))
+	}
+	out := map[string]string{}
+	for _, ev := range events {
+		if ev.Reason != run.OK {
+			t.Errorf("%q: %s exit %d: %s", ev.Run.Args[2], ev.Reason, ev.ExitCode, readLog(t, ev.Stderr))
+		}
+		out[ev.Run.Args[2]] = readLog(t, ev.Stdout)
+	}
+	bash := exec.Command("bash", "-c", "env")
+	bash.Env = os.Environ()
+	want, err := bash.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pick := func(env string) map[string]string {
+		m := map[string]string{}
+		for _, kv := range strings.Split(env, "\n") {
+			k, v, _ := strings.Cut(kv, "=")
+			if k == "PWD" || k == "SHLVL" || k == "_" || k == "OLDPWD" {
+				m[k] = v
+			}
+		}
+		return m
+	}
+	if got, w := pick(out["env"]), pick(string(want)); !maps.Equal(got, w) {
+		t.Errorf("a plain line's program saw %v; through bash -c it sees %v", got, w)
+	}
+	if out[script] != "script ran\n" || out["greet"] != "function ran\n" || out["printf %s plain-printf"] != "plain-printf" {
+		t.Errorf("outputs %q", out)
+	}
 }

@@ -124,14 +124,15 @@ type Options struct {
 	// from Live are ignored.
 	Live io.Writer
 
-	// Stagger spaces the first wave of starts, so that its runs do not
-	// all load data at the same moment: the k-th start (k from 0) is not
-	// before k×Stagger after Execute starts, for as many starts as runs
-	// of Request fit the Topology at once (no more than Parallel); later
-	// starts do not wait. Each run of the first wave goes to the GPUs the
-	// fewest of the wave went to (see pack.Allocator.Spread), so the first
-	// runs land on distinct GPUs even when each ends before the next
-	// starts, and no GPU waits on another's clock.
+	// Stagger fills the node gradually, so that its runs do not all load
+	// data at the same moment: lane k (from 0) opens k×Stagger after
+	// Execute starts, for as many lanes as runs of Request fit the
+	// Topology at once (no more than Parallel; the lanes past them open
+	// with the last). An open lane takes the next run as soon as it is
+	// free: no run waits for the clock while an open lane is free. Each run
+	// of the first wave goes to the GPUs the fewest of the wave went to
+	// (see pack.Allocator.Spread), so the first runs land on distinct GPUs
+	// even when each ends before the next starts.
 	Stagger time.Duration
 	// MinStartInterval is the least time between any two starts, across all
 	// slots (retries included).

@@ -3,7 +3,7 @@ package execute
 import (
 	"fmt"
 	"maps"
-	"path/filepath"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +12,7 @@ import (
 	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/untrusted"
 )
 
 // DefaultPruneInterval is how often a running attempt's metrics are read
@@ -47,7 +48,8 @@ func newPruning(opts Options) (*pruning, error) {
 	return &pruning{pruner: p, first: p.Rungs()[0], interval: interval, patterns: opts.Metrics, names: map[string]bool{}}, nil
 }
 
-// watchMetrics reads the metrics of the attempt ev as it runs, every
+// watchMetrics reads the metrics of the attempt ev as it runs (from its
+// run directory, open; nil: none), every
 // pruning interval, and has the pruning policy judge each new value of its
 // metric: each judgement is a Judged event, and a run judged out is
 // stopped (st) and ends Pruned. It returns the function to call once the
@@ -55,14 +57,16 @@ func newPruning(opts Options) (*pruning, error) {
 // run wrote since the last read, to the end, so that a run that ended
 // between two reads still counts at the rungs it reached (recorded, not
 // judged out: it ended by itself).
-func (e *Execution) watchMetrics(ev run.Event, runDir string, st *runStop) (stop func()) {
+func (e *Execution) watchMetrics(ev run.Event, runDir *os.File, st *runStop) (stop func()) {
 	pr := e.pruning
-	if pr == nil || runDir == "" {
+	if pr == nil || runDir == nil {
 		return func() {}
 	}
-	readers := []*metrics.Reader{{Path: filepath.Join(runDir, metrics.FileName)}}
-	if len(pr.patterns) > 0 && ev.Stdout != "" {
-		readers = append(readers, &metrics.Reader{Path: ev.Stdout, Patterns: pr.patterns})
+	// From the run's directory, following no link (untrusted files).
+	dir := untrusted.In(runDir)
+	readers := []*metrics.Reader{{Dir: dir, Path: metrics.FileName}}
+	if len(pr.patterns) > 0 {
+		readers = append(readers, &metrics.Reader{Dir: dir, Path: "stdout.log", Patterns: pr.patterns})
 	}
 	metric := pr.pruner.Config().Metric
 	done, finished := make(chan struct{}), make(chan struct{})

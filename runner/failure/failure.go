@@ -8,7 +8,8 @@
 // (exit status, signal, who stopped the run, the kernel's OOM kill count,
 // GPU errors) and from the tail of the run's standard error, matched
 // against [Builtin] patterns and the user's own. Reading that tail is
-// [ReadTail], bounded to [tailBytes] whatever the log's size.
+// [ReadTail], bounded to [tailBytes] whatever the log's size, and opened
+// as package untrusted opens a run's file.
 package failure
 
 import (
@@ -22,6 +23,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/nodepack/nodepack/runner/untrusted"
 )
 
 // Class is the reason an attempt failed. The zero value means none: the
@@ -171,18 +174,19 @@ func Classify(o Outcome, tail []byte, patterns []Pattern) Class {
 // to classify a failure.
 const tailBytes = 64 << 10
 
-// ReadTail returns at most the last tailBytes of the file at path after
-// offset from (where an attempt's output began, in a log that holds
+// ReadTail returns at most the last tailBytes of the file rel below dir
+// after offset from (where an attempt's output began, in a log that holds
 // earlier attempts too), from the start of a line; nil if it cannot be
-// read.
-func ReadTail(path string, from int64) []byte {
-	f, err := os.Open(path)
+// read. The log is the run's, untrusted: read only as a regular file that
+// no link below dir leads to (package untrusted).
+func ReadTail(dir, rel string, from int64) []byte {
+	f, err := untrusted.Open(dir, rel)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
 	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
+	if err != nil {
 		return nil
 	}
 	off := max(st.Size()-tailBytes, from, 0)

@@ -127,7 +127,7 @@ func TestReadTailIsBounded(t *testing.T) {
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tail := ReadTail(path, 0)
+	tail := ReadTail(filepath.Dir(path), filepath.Base(path), 0)
 	if len(tail) > tailBytes || len(tail) < tailBytes-100 {
 		t.Fatalf("tail of %d bytes, want at most %d and nearly that", len(tail), tailBytes)
 	}
@@ -137,15 +137,15 @@ func TestReadTailIsBounded(t *testing.T) {
 	if Classify(Outcome{ExitCode: 1}, tail, Builtin) != CUDAOOM {
 		t.Error("the message at the end of a long log is not found")
 	}
-	if ReadTail(filepath.Join(t.TempDir(), "missing"), 0) != nil || ReadTail(t.TempDir(), 0) != nil {
+	if ReadTail(t.TempDir(), "missing", 0) != nil || ReadTail(filepath.Dir(t.TempDir()), filepath.Base(t.TempDir()), 0) != nil {
 		t.Error("a missing file or a directory has a tail")
 	}
 	// A later attempt's part of the log only.
 	from := int64(b.Len() - len(logs["torch"]))
-	if got := string(ReadTail(path, from)); got != logs["torch"] {
+	if got := string(ReadTail(filepath.Dir(path), filepath.Base(path), from)); got != logs["torch"] {
 		t.Errorf("tail from the attempt's start: %.60q", got)
 	}
-	if got := ReadTail(path, int64(b.Len())); got != nil {
+	if got := ReadTail(filepath.Dir(path), filepath.Base(path), int64(b.Len())); got != nil {
 		t.Errorf("an attempt that wrote nothing has a tail %.40q", got)
 	}
 }

@@ -493,7 +493,15 @@ func (log *Log) add(line []byte, off int64, no int) (*Record, int, error) {
 			return nil, -1, errors.New("rung record without its run or rung")
 		}
 		log.judgements = append(log.judgements, judgementOf(rec))
-		_, at := log.find(rec.ID)
+		r, at := log.find(rec.ID)
+		if rec.Pruned && r != nil && r.State == StateRunning {
+			// Judged out: final, also when the session is killed while
+			// the run shuts down, before its end is recorded.
+			r.State = StatePruned
+			if log.stream {
+				log.keep(at, r)
+			}
+		}
 		return rec, at, nil
 	case TypeStarted, TypeFinished:
 	default:

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+
+	"github.com/nodepack/nodepack/runner/untrusted"
 )
 
 // finalFile is the file in a run's directory where it may write its final
@@ -18,12 +20,28 @@ import (
 // above the last values of the per-step metrics of the same names.
 const finalFile = "metrics.json"
 
+// MaxObjectBytes is the largest metrics.json (or params.json) a run's
+// directory may hold: a larger one is not read, and says so.
+const MaxObjectBytes = 1 << 20
+
 // ReadObject reads a flat JSON object from the file at path in dir
 // (metrics.json, params.json), and its keys in the order the file has them
 // (the last of a repeated key wins); a missing file is nil. A list or an
-// object as a value is made one line. Errors name path.
+// object as a value is made one line. The file is read as package
+// untrusted reads one: a regular file of at most MaxObjectBytes, no link
+// below dir followed. Errors name path.
 func ReadObject(dir, path string) (map[string]json.RawMessage, []string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, path))
+	d, err := untrusted.OpenDir(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("metrics: %w", err)
+	}
+	defer d.Close()
+	return readObject(d, path)
+}
+
+// readObject is ReadObject below the open directory d.
+func readObject(d *untrusted.Dir, path string) (map[string]json.RawMessage, []string, error) {
+	b, err := d.ReadFile(path, MaxObjectBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
 	}
@@ -84,34 +102,70 @@ func ParseObject(b []byte) (map[string]json.RawMessage, []string, error) {
 	return m, keys, nil
 }
 
+// MaxValueBytes is the longest value of metrics.json a run's record
+// takes: a longer one (a table, a long text) is left out, and said.
+const MaxValueBytes = 1 << 10
+
 // Report is what a run reported by the end of an attempt, for its ledger
 // record: Final, one JSON object of each metric's last value with
-// metrics.json's values on top ("{}" for none; a metrics.json that is not an
-// object is said under "metrics_error"); Curves, {"name": [[step,
-// value], …]} of at most points points each (steps as they are, values to
-// 4 significant digits: a curve's shape, the final values being exact), nil
-// for none; and the lines of the metrics file skipped (malformed or too
-// long). The run's directory is run in dir (errors name it so); log, when
-// not empty, is read with patterns.
+// metrics.json's values on top ("{}" for none; a metrics file that could
+// not be read, a link, a FIFO, a metrics.json that is not an object or
+// is over MaxObjectBytes, is said under "metrics_error", and what a bound
+// left out under "metrics_note": bytes not read, metrics past MaxNames,
+// values over MaxValueBytes); Curves, {"name": [[step, value], …]} of at
+// most points points each (steps as they are, values to 4 significant
+// digits: a curve's shape, the final values being exact), nil for none;
+// and the lines of the metrics file skipped (malformed or too long). The
+// run's directory is run in dir, which is trusted (errors name it so; no
+// link below it is followed); log, when not empty, is a file below dir too
+// (the run's stdout.log), read with patterns.
 func Report(dir, run, log string, patterns []Pattern, points int) (final, curves json.RawMessage, skipped int) {
+	d, err := untrusted.OpenDir(dir)
+	if err != nil {
+		msg, _ := json.Marshal(fmt.Sprintf("metrics: %v", err))
+		return Object([]string{"metrics_error"}, []json.RawMessage{msg}), nil, 0
+	}
+	defer d.Close()
+	return report(d, run, log, patterns, points)
+}
+
+// ReportIn is Report for a run whose directory the caller holds open,
+// d: log, when not empty, is a file in it (stdout.log). A run's files
+// are opened from there, one system call each.
+func ReportIn(d *untrusted.Dir, log string, patterns []Pattern, points int) (final, curves json.RawMessage, skipped int) {
+	return report(d, ".", log, patterns, points)
+}
+
+func report(d *untrusted.Dir, run, log string, patterns []Pattern, points int) (final, curves json.RawMessage, skipped int) {
 	var s Summary
-	r := Reader{Path: filepath.Join(dir, run, FileName)}
+	r := Reader{Dir: d, Path: filepath.Join(run, FileName)}
 	var errs []error
 	errs = append(errs, r.Read(true, s.Add))
 	skipped = r.Malformed + r.Long
+	notRead := r.Skipped
 	if len(patterns) > 0 && log != "" {
-		lr := Reader{Path: log, Patterns: patterns}
+		lr := Reader{Dir: d, Path: log, Patterns: patterns}
 		errs = append(errs, lr.Read(true, s.Add))
+		notRead += lr.Skipped
 	}
 	names, values := s.Final()
-	own, keys, err := ReadObject(dir, filepath.Join(run, finalFile))
+	own, keys, err := readObject(d, filepath.Join(run, finalFile))
 	errs = append(errs, err)
+	leftOut, long := s.Dropped, 0
 	for _, k := range keys {
+		if len(own[k]) > MaxValueBytes {
+			long++
+			continue
+		}
 		i := 0
 		for i < len(names) && names[i] != k {
 			i++
 		}
 		if i == len(names) {
+			if len(names) >= MaxNames || len(k) > MaxNameBytes {
+				leftOut++
+				continue
+			}
 			names, values = append(names, k), append(values, nil)
 		}
 		values[i] = own[k]
@@ -119,6 +173,20 @@ func Report(dir, run, log string, patterns []Pattern, points int) (final, curves
 	if err := errors.Join(errs...); err != nil {
 		msg, _ := json.Marshal(err.Error())
 		names, values = append(names, "metrics_error"), append(values, msg)
+	}
+	var notes []string
+	if notRead > 0 {
+		notes = append(notes, fmt.Sprintf("%d bytes of its metrics not read (each read takes the newest %d MiB, %d MiB in all)", notRead, ReadBudget>>20, MaxRead>>20))
+	}
+	if leftOut > 0 {
+		notes = append(notes, fmt.Sprintf("%d values of metrics past the first %d names (or named longer than %d bytes) left out", leftOut, MaxNames, MaxNameBytes))
+	}
+	if long > 0 {
+		notes = append(notes, fmt.Sprintf("%d values of metrics.json longer than %d bytes left out", long, MaxValueBytes))
+	}
+	if len(notes) > 0 {
+		msg, _ := json.Marshal(strings.Join(notes, "; "))
+		names, values = append(names, "metrics_note"), append(values, msg)
 	}
 	final = Object(names, values)
 	if len(s.Series) == 0 {

@@ -5,11 +5,17 @@
 //
 // A Reader reads a file from where it stopped, so the same run can be read
 // while it runs (early stopping) and once it ended (the ledger, the
-// report), and in bounded memory: a line longer than 64 KiB (maxLine) is skipped and
-// counted, and so is a line that is not a JSON object; neither stops the
-// reading. A Summary keeps, per metric, the last value and a curve thinned
-// to a bounded number of points. Package metrics is pure: the standard
-// library only, and it does not know about runs or ledgers.
+// report), and what a run wrote is untrusted input: the file is opened as
+// package untrusted opens one (a regular file, no link followed, never a
+// blocking open), each Read takes at most ReadBudget bytes (the newest,
+// when more was written since: the rest is skipped and counted) and a
+// Reader MaxRead in all, a line longer than 64 KiB (maxLine) is skipped and
+// counted, and so is a line that is not a JSON object; none of it stops
+// the reading. A Summary keeps, per metric, the last value and a curve
+// thinned to a bounded number of points, for at most MaxNames metrics of
+// names no longer than MaxNameBytes. Package metrics is pure: the standard
+// library and package untrusted only, and it does not know about runs or
+// ledgers.
 //
 // A Reader or a Summary is not safe for concurrent use.
 package metrics
@@ -26,6 +32,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/nodepack/nodepack/runner/untrusted"
 )
 
 // FileName is the file in a run's directory where it appends its metrics,
@@ -86,29 +94,67 @@ func ParsePattern(s string) (Pattern, error) {
 	return p, nil
 }
 
+// ReadBudget is the most bytes one Read takes: when more were written
+// since the last Read, the newest ReadBudget are read and the rest is
+// skipped (counted in Reader.Skipped). A Read's time is so bounded, what
+// a run writes (yes '{"loss": 0.5}' > $NODEPACK_METRICS), and the last
+// values, which matter most, are read.
+const ReadBudget = 4 << 20
+
+// MaxRead is the most bytes a Reader reads in all; past it each Read
+// takes only the newest line's worth (maxLine), for the last values.
+const MaxRead = 64 << 20
+
 // Reader reads the points of a file that grows, from where it stopped:
 // FileName's JSON lines, or, with Patterns, a log's lines matched by
 // them. The zero Reader with a Path reads JSON lines.
 type Reader struct {
+	// Dir, when not nil, is the open directory that Path is relative to;
+	// else Root, when not empty, the directory's path. Either is trusted
+	// (an output directory, a run's directory nodepack holds open): no
+	// part of Path below it is followed if it is a symbolic link. Without
+	// either, Path's own directory is trusted and its file is not followed
+	// if a link.
+	Dir      *untrusted.Dir
+	Root     string
 	Path     string
 	Patterns []Pattern
 
 	// Malformed counts the lines that were not a JSON object (JSON
 	// lines only); Long the lines longer than 64 KiB. Both were skipped.
 	Malformed, Long int
+	// Skipped counts the bytes not read: written faster than ReadBudget a
+	// Read, or past MaxRead.
+	Skipped int64
 
 	off      int64
+	read     int64  // bytes read in all
 	rest     []byte // the unfinished last line, at most maxLine bytes
 	skipping bool   // the unfinished last line is longer than maxLine
+	resync   bool   // a cut line's end comes first: dropped, not counted
 	steps    []float64
 }
 
+// open opens the file as package untrusted does; fs.ErrNotExist when it
+// is not there yet.
+func (r *Reader) open() (*os.File, error) {
+	if r.Dir != nil {
+		return r.Dir.Open(r.Path)
+	}
+	if r.Root != "" {
+		return untrusted.Open(r.Root, r.Path)
+	}
+	return untrusted.Open(untrusted.Split(r.Path))
+}
+
 // Read calls each with every point of the lines added to the file since
-// the last Read. An unfinished last line waits for the next Read, unless
-// final says the writer is done (the run ended). A file that does not
-// exist yet has no points.
+// the last Read (at most ReadBudget bytes: the newest). An unfinished
+// last line waits for the next Read, unless final says the writer is done
+// (the run ended). A file that does not exist yet has no points; one that
+// is a link, a FIFO, a device or a directory is an error, never followed
+// or waited on.
 func (r *Reader) Read(final bool, each func(Point)) error {
-	f, err := os.Open(r.Path)
+	f, err := r.open()
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -116,14 +162,32 @@ func (r *Reader) Read(final bool, each func(Point)) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() < r.off {
-		// The file was replaced or cut short: read it from the start.
-		r.off, r.rest, r.skipping = 0, r.rest[:0], false
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := f.ReadAt(buf, r.off)
+	size := st.Size()
+	if size < r.off {
+		// The file was replaced or cut short: read it from the start.
+		r.off, r.rest, r.skipping, r.resync = 0, r.rest[:0], false, false
+	}
+	budget := int64(ReadBudget)
+	if r.read >= MaxRead {
+		budget = maxLine
+	}
+	if size-r.off > budget {
+		// More than a Read takes: the newest budget bytes, from the first
+		// whole line in them.
+		r.Skipped += size - budget - r.off + int64(len(r.rest))
+		r.off, r.rest, r.skipping, r.resync = size-budget, r.rest[:0], false, true
+	}
+	end := size // what was written when this Read began: a file that
+	// keeps growing is read up to here, and the rest the next time
+	buf := make([]byte, min(64<<10, max(end-r.off, 1)))
+	for r.off < end {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), end-r.off)], r.off)
 		r.off += int64(n)
+		r.read += int64(n)
 		r.take(buf[:n], each)
 		if err == io.EOF || n == 0 {
 			break
@@ -136,7 +200,7 @@ func (r *Reader) Read(final bool, each func(Point)) error {
 		switch {
 		case r.skipping:
 			r.Long++
-		case len(r.rest) > 0:
+		case len(r.rest) > 0 && !r.resync:
 			r.line(r.rest, each)
 		}
 		r.rest, r.skipping = r.rest[:0], false
@@ -146,6 +210,15 @@ func (r *Reader) Read(final bool, each func(Point)) error {
 
 // take splits b into lines, keeping an unfinished last one in rest.
 func (r *Reader) take(b []byte, each func(Point)) {
+	if r.resync {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			r.Skipped += int64(len(b))
+			return
+		}
+		r.Skipped += int64(i + 1)
+		b, r.resync = b[i+1:], false
+	}
 	for len(b) > 0 {
 		i := bytes.IndexByte(b, '\n')
 		if i < 0 {
@@ -282,8 +355,169 @@ func lenient(line []byte) []byte {
 }
 
 // object takes the points of a JSON object line: every number but the
-// step. It reports whether the line was one.
+// step. It reports whether the line was one. The lines runs write (a flat
+// object of numbers) are read by a scan of their own, many times faster
+// than encoding/json; any other is read by encoding/json, to the same
+// result.
 func (r *Reader) object(line []byte, each func(Point)) bool {
+	if ok, handled := r.flat(line, each); handled {
+		return ok
+	}
+	return r.objectJSON(line, each)
+}
+
+// flatValue is one number of a flat line.
+type flatValue struct {
+	k string
+	v float64
+}
+
+// flat reads line as object does when it is a flat JSON object: keys
+// without escapes, values that are numbers, Python's bare NaN and
+// Infinity, strings without escapes, booleans or null. handled is false
+// for any other line, which objectJSON reads.
+func (r *Reader) flat(line []byte, each func(Point)) (ok, handled bool) {
+	n := len(line)
+	ws := func(i int) int {
+		for i < n && (line[i] == ' ' || line[i] == '\t' || line[i] == '\n' || line[i] == '\r') {
+			i++
+		}
+		return i
+	}
+	i := ws(0)
+	if i == n || line[i] != '{' {
+		return false, false
+	}
+	var values [8]flatValue
+	vals := values[:0]
+	step, hasStep := 0.0, false
+	i = ws(i + 1)
+	if i < n && line[i] == '}' {
+		i++
+	} else {
+		for {
+			if i == n || line[i] != '"' {
+				return false, false
+			}
+			k := i + 1
+			for k < n && line[k] != '"' {
+				if line[k] == '\\' || line[k] < 0x20 || line[k] >= 0x80 {
+					return false, false // escapes and what is past ASCII: as encoding/json decodes them
+				}
+				k++
+			}
+			if k == n {
+				return false, false
+			}
+			key := line[i+1 : k]
+			i = ws(k + 1)
+			if i == n || line[i] != ':' {
+				return false, false
+			}
+			i = ws(i + 1)
+			if i == n {
+				return false, false
+			}
+			isNum, v := false, 0.0
+			switch c := line[i]; {
+			case c == '"':
+				j := i + 1
+				for j < n && line[j] != '"' {
+					if line[j] == '\\' || line[j] < 0x20 {
+						return false, false
+					}
+					j++
+				}
+				if j == n {
+					return false, false
+				}
+				i = j + 1 // text is no value
+			case c == 't' || c == 'f' || c == 'n':
+				lit := map[byte]string{'t': "true", 'f': "false", 'n': "null"}[c]
+				if !bytes.HasPrefix(line[i:], []byte(lit)) {
+					return false, false
+				}
+				i += len(lit)
+			case c == 'N' || c == 'I' || c == '-' && i+1 < n && line[i+1] == 'I':
+				word := ""
+				for _, w := range []string{"NaN", "Infinity", "-Infinity"} {
+					if bytes.HasPrefix(line[i:], []byte(w)) {
+						word = w
+					}
+				}
+				if word == "" {
+					return false, false
+				}
+				isNum, v = true, map[string]float64{"NaN": math.NaN(), "Infinity": math.Inf(1), "-Infinity": math.Inf(-1)}[word]
+				i += len(word)
+			case c == '-' || '0' <= c && c <= '9':
+				j := i
+				for j < n && (line[j] >= '0' && line[j] <= '9' || line[j] == '-' || line[j] == '+' || line[j] == '.' || line[j] == 'e' || line[j] == 'E') {
+					j++
+				}
+				tok := line[i:j]
+				if !plainNumber(tok) {
+					return false, false
+				}
+				f, err := strconv.ParseFloat(string(tok), 64)
+				switch {
+				case err == nil:
+					isNum, v = true, f
+				case !errors.Is(err, strconv.ErrRange):
+					return false, false // no number: encoding/json says what it is
+				} // out of range: no value, as encoding/json's Float64 says
+				i = j
+			default:
+				return false, false // a list, an object: encoding/json reads it
+			}
+			if isNum {
+				if string(key) == stepKey {
+					if !finite(v) {
+						return false, true // a step that is no number: not a line of points
+					}
+					step, hasStep = v, true
+				} else {
+					vals = append(vals, flatValue{string(key), v})
+				}
+			}
+			i = ws(i)
+			if i == n {
+				return false, false
+			}
+			if line[i] == '}' {
+				i++
+				break
+			}
+			if line[i] != ',' {
+				return false, false
+			}
+			i = ws(i + 1)
+		}
+	}
+	if ws(i) != n {
+		return false, false // more after the object: encoding/json decides
+	}
+	r.emit(vals, step, hasStep, each)
+	return true, true
+}
+
+// emit gives the points of one line: at its step, or the one after the
+// line before's.
+func (r *Reader) emit(vals []flatValue, step float64, hasStep bool, each func(Point)) {
+	if r.steps == nil {
+		r.steps = []float64{0}
+	}
+	if !hasStep {
+		step = r.steps[0] + 1
+	}
+	r.steps[0] = step
+	for _, v := range vals {
+		each(Point{Step: step, Name: v.k, Value: v.v})
+	}
+}
+
+// objectJSON is object for any line, read by encoding/json.
+func (r *Reader) objectJSON(line []byte, each func(Point)) bool {
 	if l := lenient(line); l != nil {
 		line = l
 	}
@@ -339,15 +573,10 @@ func (r *Reader) object(line []byte, each func(Point)) bool {
 	if dec.More() {
 		return false
 	}
-	if r.steps == nil {
-		r.steps = []float64{0}
+	vals := make([]flatValue, len(values))
+	for i, v := range values {
+		vals[i] = flatValue(v)
 	}
-	if !hasStep {
-		step = r.steps[0] + 1
-	}
-	r.steps[0] = step
-	for _, v := range values {
-		each(Point{Step: step, Name: v.k, Value: v.v})
-	}
+	r.emit(vals, step, hasStep, each)
 	return true
 }

@@ -108,7 +108,8 @@ func TestReaderIncremental(t *testing.T) {
 }
 
 // TestReaderHugeLineBoundedMemory: a 64 MiB line without a newline, then
-// more, costs the reader at most maxLine of buffer.
+// more, costs the reader at most maxLine of buffer; the line is skipped
+// (too long, or not read: over ReadBudget), and the next one read.
 func TestReaderHugeLineBoundedMemory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	f, err := os.Create(path)
@@ -126,8 +127,8 @@ func TestReaderHugeLineBoundedMemory(t *testing.T) {
 		t.Errorf("kept %d bytes of an unfinished line, want at most %d", cap(r.rest), maxLine)
 	}
 	appendFile(t, path, "\n{\"step\": 7, \"loss\": 1}\n")
-	if got := readPoints(t, r, true); !reflect.DeepEqual(got, []Point{{7, "loss", 1}}) || r.Long != 1 {
-		t.Errorf("after the huge line: %v, long %d", got, r.Long)
+	if got := readPoints(t, r, true); !reflect.DeepEqual(got, []Point{{7, "loss", 1}}) || r.Long == 0 && r.Skipped < 60<<20 {
+		t.Errorf("after the huge line: %v, long %d, %d bytes skipped", got, r.Long, r.Skipped)
 	}
 }
 
@@ -219,8 +220,10 @@ func TestSummary(t *testing.T) {
 	}
 }
 
-// TestManyLinesBounded: 300,000 lines (a million cost the same memory,
-// only time) cost a Summary no more than its limit of points.
+// TestManyLinesBounded: 300,000 lines (8.6 MB) cost a Summary no more
+// than its limit of points, and one Read no more than ReadBudget bytes:
+// the newest, so the last value is the run's last; the rest is skipped
+// and counted.
 func TestManyLinesBounded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	var b strings.Builder
@@ -233,8 +236,13 @@ func TestManyLinesBounded(t *testing.T) {
 	if err := r.Read(true, s.Add); err != nil {
 		t.Fatal(err)
 	}
-	if m := s.Get("loss"); m.N != 300_000 || len(m.Points) > defaultLimit {
-		t.Errorf("N %d, %d points kept", m.N, len(m.Points))
+	st, _ := os.Stat(path)
+	m := s.Get("loss")
+	if m == nil || len(m.Points) > defaultLimit || m.LastStep != 299_999 || m.Last != 1/float64(300_000) {
+		t.Fatalf("series %+v: want at most %d points and the last line's value", m, defaultLimit)
+	}
+	if read := st.Size() - r.Skipped; read > ReadBudget || r.Skipped == 0 || m.N >= 300_000 {
+		t.Errorf("read %d bytes of %d (%d skipped), %d points: want at most %d read, the newest", read, st.Size(), r.Skipped, m.N, ReadBudget)
 	}
 }
 
@@ -332,5 +340,40 @@ func TestReport(t *testing.T) {
 	appendFile(t, filepath.Join(dir, "runs/bad", finalFile), `{"acc": `)
 	if final, _, _ = Report(dir, "runs/bad", "", nil, 12); !json.Valid(final) || !strings.Contains(string(final), `"metrics_error":`) {
 		t.Errorf("a broken metrics.json: %s", final)
+	}
+}
+
+// FuzzFlatLine: the scan of flat lines reads what encoding/json reads,
+// and the same: points, steps, and whether the line was one.
+func FuzzFlatLine(f *testing.F) {
+	for _, s := range []string{`{"step": 200, "loss": 0.41, "acc": 0.83}`, `{"loss": NaN, "gn": -Infinity, "s": "x", "b": true, "z": null}`,
+		`{}`, ` { "loss" : 1e400 , "step" : 3 } `, `{"step": "a", "loss": 01}`, `{"step": Infinity}`, `{"a": 1}}`, `{"a": [1]}`, `{"a\"b": 1}`, `{"a": -0.5e-3}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		var fast, slow []Point
+		rf, rs := &Reader{steps: []float64{5}}, &Reader{steps: []float64{5}}
+		ok, handled := rf.flat([]byte(line), func(p Point) { fast = append(fast, p) })
+		if !handled {
+			return
+		}
+		want := rs.objectJSON([]byte(line), func(p Point) { slow = append(slow, p) })
+		if ok != want || fmt.Sprint(fast) != fmt.Sprint(slow) || ok && rf.steps[0] != rs.steps[0] {
+			t.Fatalf("%q: the scan says %v %v (step %v), encoding/json %v %v (step %v)", line, ok, fast, rf.steps, want, slow, rs.steps)
+		}
+	})
+}
+
+// BenchmarkReadLines is the metrics file a run writes as fast as it can
+// (yes '{"loss":0.5}'): how many bytes a second one Read takes.
+func BenchmarkReadLines(b *testing.B) {
+	path := filepath.Join(b.TempDir(), FileName)
+	appendFile(&testing.T{}, path, strings.Repeat("{\"step\": 12345, \"loss\": 0.4321, \"acc\": 0.87}\n", ReadBudget/46))
+	st, _ := os.Stat(path)
+	b.SetBytes(st.Size())
+	for b.Loop() {
+		var s Summary
+		r := &Reader{Path: path}
+		r.Read(true, s.Add)
 	}
 }

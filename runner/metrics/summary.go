@@ -10,14 +10,27 @@ import (
 // when its Limit is zero.
 const defaultLimit = 64
 
+// MaxNames is the most metrics a Summary keeps: a run that reports more
+// names (a million, one per step) has the first MaxNames, and the points
+// of the others are counted in Summary.Dropped. What a run reported must
+// fit its ledger record.
+const MaxNames = 256
+
+// MaxNameBytes is the longest metric name a Summary keeps; the points of
+// a longer one are counted in Summary.Dropped.
+const MaxNameBytes = 128
+
 // Summary is what a run's points come to, per metric in the order first
-// seen: the last value and a curve of at most Limit points. The zero
-// Summary keeps 64 points per metric.
+// seen: the last value and a curve of at most Limit points, for at most
+// MaxNames metrics. The zero Summary keeps 64 points per metric.
 type Summary struct {
 	// Limit bounds each Series' Points; zero means 64.
 	Limit  int
 	Series []*Series
-	byName map[string]*Series
+	// Dropped counts the points of metrics left out: past MaxNames, or
+	// named longer than MaxNameBytes.
+	Dropped int
+	byName  map[string]*Series
 }
 
 // Series is one metric's history. A step lower than the step before
@@ -43,6 +56,10 @@ func (s *Summary) Add(p Point) {
 	}
 	m := s.byName[p.Name]
 	if m == nil {
+		if len(s.Series) >= MaxNames || len(p.Name) > MaxNameBytes {
+			s.Dropped++
+			return
+		}
 		m = &Series{Name: p.Name}
 		s.byName[p.Name] = m
 		s.Series = append(s.Series, m)

@@ -451,10 +451,10 @@ func bestCurve(dir, logs string, metric string, patterns []metrics.Pattern) [][2
 		return nil
 	}
 	sum := metrics.Summary{Limit: bestCurvePoints}
-	reader := metrics.Reader{Path: filepath.Join(dir, logs, metrics.FileName)}
+	reader := metrics.Reader{Root: dir, Path: filepath.Join(logs, metrics.FileName)}
 	reader.Read(true, sum.Add) // a run's file it cannot read leaves its curve out
 	if len(patterns) > 0 {
-		lr := metrics.Reader{Path: filepath.Join(dir, logs, "stdout.log"), Patterns: patterns}
+		lr := metrics.Reader{Root: dir, Path: filepath.Join(logs, "stdout.log"), Patterns: patterns}
 		lr.Read(true, sum.Add)
 	}
 	if m := sum.Get(metric); m != nil {

@@ -519,7 +519,7 @@ func (s *store) fill(g int32, kindTasks bool) {
 	}
 	if len(s.opts.Metrics) > 0 {
 		var sum metrics.Summary
-		reader := metrics.Reader{Path: filepath.Join(s.dir, logs, "stdout.log"), Patterns: s.opts.Metrics}
+		reader := metrics.Reader{Root: s.dir, Path: filepath.Join(logs, "stdout.log"), Patterns: s.opts.Metrics}
 		if reader.Read(true, sum.Add) == nil {
 			names, values := sum.Final()
 			for k, name := range names {

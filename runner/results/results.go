@@ -360,7 +360,7 @@ func (l *lastRecords) row(dir string, run *ledger.Run, patterns []metrics.Patter
 	}
 	if len(patterns) > 0 {
 		var s metrics.Summary
-		r := metrics.Reader{Path: filepath.Join(dir, row.Stdout), Patterns: patterns}
+		r := metrics.Reader{Root: dir, Path: row.Stdout, Patterns: patterns}
 		if err := r.Read(true, s.Add); err != nil {
 			return row, nil, nil, fmt.Errorf("results: %w", err)
 		}

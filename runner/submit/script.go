@@ -159,10 +159,17 @@ func (j Job) check() error {
 		if !strings.HasPrefix(path, "/") {
 			return fmt.Errorf("%s %q: want an absolute path", what, path)
 		}
-		if i := strings.IndexFunc(path, func(r rune) bool {
-			return unicode.IsSpace(r) || !unicode.IsPrint(r) || strings.ContainsRune(`%$"'\`+"`", r)
-		}); i >= 0 {
-			return fmt.Errorf("%s %q: a job script's directives cannot name a path with %q in it", what, path, path[i:i+1])
+		// The output directory is named in directives (the tasks' logs),
+		// which no shell reads, and in comments; the others only in the
+		// script's commands, quoted (Quote), where one line is the limit.
+		bad := func(r rune) bool { return r == 0 || r == '\n' || r == '\r' }
+		if path == j.Output {
+			bad = func(r rune) bool {
+				return unicode.IsSpace(r) || !unicode.IsPrint(r) || strings.ContainsRune(`%$"'\`+"`", r)
+			}
+		}
+		if i := strings.IndexFunc(path, bad); i >= 0 {
+			return fmt.Errorf("%s %q: a job script cannot name a path with %q in it", what, path, path[i:i+1])
 		}
 	}
 	for _, v := range append([]string{j.Name, j.Partition, j.Account}, j.Extra...) {
@@ -381,7 +388,7 @@ func (j Job) Script() (string, error) {
 		}
 	}
 	b.WriteString("set -euo pipefail\n")
-	b.WriteString("cd " + j.Dir + "\n")
+	b.WriteString("cd " + Quote(j.Dir) + "\n") // a word of its own: R&D, a(b) and w;{touch,x} are directories, not commands
 	// The array task's index, as bash arithmetic: 0, 1, … for each task.
 	index := map[Scheduler]string{Slurm: "SLURM_ARRAY_TASK_ID", SGE: "SGE_TASK_ID - 1", PBS: "${PBS_ARRAY_INDEX:-0}"}[j.Scheduler]
 	switch {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -442,6 +443,55 @@ func TestNodeCPUs(t *testing.T) {
 		}
 		if err != nil || got != tc.want || !strings.HasPrefix(from, "qhost: ") {
 			t.Errorf("%s: %d (%s), %v; want %d", tc.description, got, from, err, tc.want)
+		}
+	}
+}
+
+// TestScriptRunsFromHostileDirectories runs each scheduler's script with
+// bash, as the array task would, from submitting directories whose names
+// are shell syntax (R&D, a(b), w;{touch,pwned}, …) and into an output
+// directory of the same kind: the task changes into that directory and
+// runs nodepack (a stand-in that records what it got) with the output
+// directory as one argument, and nothing else runs.
+func TestScriptRunsFromHostileDirectories(t *testing.T) {
+	for _, name := range []string{"R&D", "a(b)", "w;{touch,pwned}", "x|y", "semi;colon", "star*", "tilde~", "back`tick", "brace{a,b}", "lt<gt>", "hash#", "bang!",
+		"with space", "dollar$HOME", "quote'd", "dq\"x", "$(touch pwned)"} {
+		for _, s := range []Scheduler{Slurm, SGE, PBS} {
+			root := t.TempDir()
+			dir := filepath.Join(root, name)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			stub := filepath.Join(root, "nodepack-stub")
+			os.WriteFile(stub, []byte("#!/bin/sh\npwd > \"$(dirname \"$0\")/cwd\"\nprintf '%s\\n' \"$@\" > \"$(dirname \"$0\")/args\"\n"), 0o755)
+			out := filepath.Join(dir, "out")
+			if strings.ContainsAny(name, "`$'\" ") { // what no directive names: the output elsewhere
+				out = filepath.Join(root, "out")
+			}
+			j := Job{Scheduler: s, Shards: 2, CPUsPerNode: 2, Output: out, Dir: dir, Nodepack: stub, Run: []string{"tasks.txt"}}
+			script, err := j.Script()
+			if err != nil {
+				// Only what a directive cannot name is refused: not these.
+				t.Errorf("%s, %s: %v", name, s, err)
+				continue
+			}
+			cmd := exec.Command("bash", "-c", script)
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "SLURM_ARRAY_TASK_ID=1", "SGE_TASK_ID=2", "PBS_ARRAY_INDEX=1")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("%s, %s: the script failed: %v\n%s\n%s", name, s, err, out, script)
+				continue
+			}
+			cwd, _ := os.ReadFile(filepath.Join(root, "cwd"))
+			args, _ := os.ReadFile(filepath.Join(root, "args"))
+			if strings.TrimSpace(string(cwd)) != dir || !strings.Contains(string(args), "--output\n"+j.Output+"\n--shard\n1/2\n") {
+				t.Errorf("%s, %s: nodepack ran in %q with %q; want %q and --output %s --shard 1/2", name, s, cwd, args, dir, j.Output)
+			}
+			for _, canary := range []string{"pwned", "touch", "D", "b", "y"} {
+				if _, err := os.Stat(filepath.Join(root, canary)); err == nil {
+					t.Errorf("%s, %s: the script ran something of the directory's name (%s exists)", name, s, canary)
+				}
+			}
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/results"
+	"github.com/nodepack/nodepack/runner/untrusted"
 )
 
 // Options says which runs to follow and how. The zero Options follows
@@ -66,7 +67,7 @@ func Follow(ctx context.Context, dir string, opts Options, w io.Writer) error {
 			if p == "" {
 				continue
 			}
-			f := &followed{path: filepath.Join(dir, p), prefix: label, line: opts.Line}
+			f := &followed{root: dir, rel: p, prefix: label, line: opts.Line}
 			f.start(opts.Lines)
 			files = append(files, f)
 		}
@@ -160,21 +161,24 @@ func choose(rows []results.Row, opts Options) ([]results.Row, error) {
 	return out, nil
 }
 
-// followed is one log file being followed.
+// followed is one log file being followed: rel below the output
+// directory root, opened as package untrusted opens a run's file (a
+// regular file, no link followed, never a blocking open).
 type followed struct {
-	path, prefix string
-	f            *os.File
-	off          int64
-	partial      []byte // the start of a line whose end is not written yet
-	first        []byte // the last lines already written, shown first
-	buf          []byte
-	line         func(string) string // Options.Line
+	root, rel string
+	prefix    string
+	f         *os.File
+	off       int64
+	partial   []byte // the start of a line whose end is not written yet
+	first     []byte // the last lines already written, shown first
+	buf       []byte
+	line      func(string) string // Options.Line
 }
 
 // start opens the file and keeps its last n lines (none if n < 0); a file
 // not made yet is opened once it is.
 func (f *followed) start(n int) {
-	file, err := os.Open(f.path)
+	file, err := untrusted.Open(f.root, f.rel)
 	if err != nil {
 		return
 	}
@@ -216,12 +220,21 @@ func lastLines(b []byte, n int) int {
 	return i
 }
 
-// copy writes the lines written to the file since the last call.
+// copyBudget is the most bytes one copy writes: a log that grows faster
+// is followed as fast as that, and the other runs' logs get their turn.
+const copyBudget = 4 << 20
+
+// maxPartial is the longest line kept waiting for its end: a longer one
+// is written cut there.
+const maxPartial = 64 << 10
+
+// copy writes the lines written to the file since the last call, at most
+// copyBudget bytes of them.
 func (f *followed) copy(w io.Writer) error {
 	if f.f == nil {
-		file, err := os.Open(f.path)
+		file, err := untrusted.Open(f.root, f.rel)
 		if err != nil {
-			return nil // not made yet
+			return nil // not made yet (or refused: a link, a FIFO)
 		}
 		f.f = file
 	}
@@ -234,10 +247,11 @@ func (f *followed) copy(w io.Writer) error {
 	if f.buf == nil {
 		f.buf = make([]byte, 64<<10)
 	}
-	for {
+	for done := 0; done < copyBudget; {
 		n, err := f.f.ReadAt(f.buf, f.off)
 		if n > 0 {
 			f.off += int64(n)
+			done += n
 			if err := f.write(w, f.buf[:n]); err != nil {
 				return err
 			}
@@ -246,6 +260,7 @@ func (f *followed) copy(w io.Writer) error {
 			return nil
 		}
 	}
+	return nil
 }
 
 // write writes the complete lines of b, each with the prefix, and keeps
@@ -269,6 +284,9 @@ func (f *followed) write(w io.Writer, b []byte) error {
 	}
 	f.partial = append([]byte(nil), data...)
 	_, err := w.Write(out.Bytes())
+	if err == nil && len(f.partial) > maxPartial {
+		err = f.write(w, []byte("\n")) // a line without an end, cut
+	}
 	return err
 }
 

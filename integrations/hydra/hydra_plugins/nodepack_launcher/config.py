@@ -30,7 +30,7 @@ class NodepackLauncherConf:
 
     # clusterduck's knobs: jobs at once on a node (--parallel), jobs per
     # node when submitting (--runs-per-node), seconds between the first
-    # wave's starts (--stagger).
+    # wave's lanes opening (--stagger).
     parallel_runs_per_node: Optional[int] = None
     total_runs_per_node: Optional[int] = None
     stagger: Optional[float] = None

@@ -10,6 +10,7 @@ launcher writes one task file per launch, runs it with nodepack run (or
 submits it with nodepack submit and waits), then reads every job's return
 value and returns one JobReturn per job, in order.
 """
+import errno
 import json
 import logging
 import math
@@ -363,22 +364,34 @@ class NodepackLauncher(Launcher):
 
 def read_return(path: Path, argv: List[str]):
     """The job's return document, and why there is none: read only from a
-    regular file of this user's (no link followed), no larger than
-    MAX_RETURN_BYTES, that this very job wrote (its arguments match)."""
+    regular file of this user's (no link followed, a FIFO or a device
+    refused without waiting on it), no larger than MAX_RETURN_BYTES, that
+    this very job wrote (its arguments match). Whatever the file holds,
+    the answer is a document or a reason, never a hang or an exception."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         return None, "the job wrote no return value"
     except OSError as e:
+        if e.errno == errno.ELOOP:
+            return None, f"{path}: a symbolic link, not followed"
         return None, f"{path}: {e.strerror}"
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None, f"{path}: not a regular file"
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
-            return None, f"{path}: not a regular file of this user's"
+        if st.st_uid != os.getuid():
+            return None, f"{path}: not a file of this user's"
         if st.st_size > MAX_RETURN_BYTES:
             return None, f"{path}: larger than {MAX_RETURN_BYTES} bytes"
+        data = f.read(MAX_RETURN_BYTES + 1)
+        if len(data) > MAX_RETURN_BYTES:
+            return None, f"{path}: larger than {MAX_RETURN_BYTES} bytes"
         try:
-            doc = json.loads(f.read())
+            doc = json.loads(data)
+        except RecursionError:
+            return None, f"{path}: nested too deep"
         except (ValueError, UnicodeDecodeError) as e:
             return None, f"{path}: {e}"
     if not isinstance(doc, dict) or doc.get("format") != RETURN_FORMAT:

@@ -34,17 +34,30 @@ def main(cfg: DictConfig) -> float:
     if cfg.get("fail") is not None and cfg.get("fail") == cfg.get("iteration"):
         raise ValueError(f"iteration {cfg.iteration} fails on purpose")
     value = cfg.model.layers * 10 + (cfg.get("iteration") or 0) + cfg.lr
-    if cfg.get("link_return") and cfg.get("iteration") == 1:
+    if cfg.get("hostile_return") and cfg.get("iteration") == 1:
         # After the launcher's callback wrote the return file, as the
-        # process exits: the file becomes a link, which is refused.
+        # process exits, the job puts something hostile in its place: a
+        # link, a FIFO, a directory, a document nested too deep, one too
+        # large.
         import atexit
 
-        def link():
+        def spoil(kind=cfg.hostile_return):
             path = os.path.join(out, ".nodepack-return.json")
             os.rename(path, path + ".real")
-            os.symlink(path + ".real", path)
+            if kind == "link":
+                os.symlink(path + ".real", path)
+            elif kind == "fifo":
+                os.mkfifo(path)
+            elif kind == "dir":
+                os.mkdir(path)
+            elif kind == "deep":
+                with open(path, "w") as f:
+                    f.write("[" * 100000 + "]" * 100000)
+            elif kind == "big":
+                with open(path, "w") as f:
+                    f.truncate((64 << 20) + 1)
 
-        atexit.register(link)
+        atexit.register(spoil)
     if cfg.get("as_dict"):
         # Per-step metrics of its own, and a dict of numbers (and a name).
         with open(os.environ["NODEPACK_METRICS"], "a") as f:

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// hostileRuns are task lines whose runs leave hostile files where
+// nodepack reads, as a buggy script would: a FIFO or a link to /dev/zero
+// as the metrics file, a FIFO as metrics.json, a link to another file's
+// values, logs replaced by links, a metrics.json over its bound, a
+// million metric names. secret is a file of values none of it may read.
+func hostileRuns(secret string) []string {
+	return []string{
+		`mkfifo "$NODEPACK_METRICS"; sleep 0.5`,
+		`ln -s /dev/zero "$NODEPACK_METRICS"; sleep 0.5`,
+		`mkfifo "$NODEPACK_RUN_DIR/metrics.json"; echo '{"loss": 1}' >> "$NODEPACK_METRICS"`,
+		`ln -s ` + secret + ` "$NODEPACK_METRICS"`,
+		`ln -s ` + secret + ` "$NODEPACK_RUN_DIR/metrics.json"`,
+		`rm "$NODEPACK_RUN_DIR/stderr.log"; ln -s ` + secret + ` "$NODEPACK_RUN_DIR/stderr.log"; exit 1`,
+		`rm "$NODEPACK_RUN_DIR/stdout.log"; ln -s ` + secret + ` "$NODEPACK_RUN_DIR/stdout.log"`,
+		`head -c 2100000 /dev/zero | tr '\0' ' ' > "$NODEPACK_RUN_DIR/metrics.json"`,
+		`seq 100000 | sed 's/.*/{"m&": 1}/' > "$NODEPACK_METRICS"`,
+	}
+}
+
+// TestRunFilesAreUntrusted: a sweep of such runs ends, every run recorded
+// (the one that failed by its exit), none of the secret's values or text
+// anywhere in what nodepack prints or records, every ledger record
+// bounded, and status --runs, report and tail finish on the directory.
+func TestRunFilesAreUntrusted(t *testing.T) {
+	dir := t.TempDir()
+	secret := writeFile(t, t.TempDir(), "secret.jsonl", "{\"loss\": 0.424242, \"SECRETNAME\": 7}\nSECRET-TEXT\n")
+	lines := hostileRuns(secret)
+	tasks := writeFile(t, dir, "tasks.txt", strings.Join(lines, "\n")+"\n")
+	out := filepath.Join(dir, "out")
+	args := []string{"run", "--gpus", "none", "-j", "3", "--metric", "loss=loss=(\\S+)", "--prune", "loss:min,first=1,every=50ms", "-o", out, tasks}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	code, _, stderr := runCLIContext(t, ctx, args...)
+	if ctx.Err() != nil {
+		t.Fatalf("the sweep hung on the runs' files:\n%s", stderr)
+	}
+	if code != exitFailed || !strings.Contains(stderr, "9 runs: 8 succeeded, 1 failed") {
+		t.Errorf("exit %d, want 1 with the one run that exits 1 failed:\n%s", code, stderr)
+	}
+	ledger, err := os.ReadFile(filepath.Join(out, "ledger.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(ledger)))
+	sc.Buffer(nil, 1<<30)
+	for sc.Scan() {
+		if n := len(sc.Bytes()); n > 64<<10 {
+			t.Errorf("a ledger record of %d bytes: %.200s…", n, sc.Text())
+		}
+	}
+	for _, view := range [][]string{{"status", "--runs", out}, {"status", "--failed", out}, {"report", "-o", filepath.Join(dir, "r.html"), out}, {"tail", "--failed", out}} {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		_, stdout, stderr := runCLIContext(t, ctx, view...)
+		if ctx.Err() != nil {
+			t.Errorf("%s did not finish", view[0])
+		}
+		cancel()
+		stderr += stdout
+		for _, leak := range []string{"0.424242", "SECRETNAME", "SECRET-TEXT"} {
+			if strings.Contains(stderr, leak) {
+				t.Errorf("%q shows the secret the runs linked to (%s):\n%.2000s", view, leak, stderr)
+			}
+		}
+	}
+	report, _ := os.ReadFile(filepath.Join(dir, "r.html"))
+	for _, leak := range []string{"0.424242", "SECRETNAME", "SECRET-TEXT"} {
+		if strings.Contains(string(ledger), leak) || strings.Contains(string(report), leak) {
+			t.Errorf("the ledger or the report holds the secret the runs linked to (%s)", leak)
+		}
+	}
+	for _, why := range []string{"a symbolic link, not followed", "not a regular file", "larger than nodepack reads", "left out"} {
+		if !strings.Contains(string(ledger), why) {
+			t.Errorf("no run's record says %q", why)
+		}
+	}
+}
+
+// TestStopActsWhateverTheFilesDo: SIGTERM to nodepack while its runs hold
+// a FIFO, a link to /dev/zero and an ever growing file as their metrics
+// (with --prune reading them) ends the sweep within --grace and a second.
+func TestStopActsWhateverTheFilesDo(t *testing.T) {
+	dir := t.TempDir()
+	tasks := writeFile(t, dir, "tasks.txt", strings.Join([]string{
+		`mkfifo "$NODEPACK_METRICS"; touch ` + dir + `/a; sleep 60`,
+		`ln -s /dev/zero "$NODEPACK_METRICS"; touch ` + dir + `/b; sleep 60`,
+		`touch ` + dir + `/c; yes '{"loss": 0.5}' > "$NODEPACK_METRICS"`,
+	}, "\n")+"\n")
+	cmd := nodepackCommand(t, nil, "run", "-q", "--gpus", "none", "-j", "3", "--grace", "2s", "--prune", "loss:min,first=1,every=20ms", "-o", filepath.Join(dir, "out"), tasks)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"a", "b", "c"} {
+		if !waitUntil(time.Minute, func() bool { _, err := os.Stat(filepath.Join(dir, f)); return err == nil }) {
+			cmd.Process.Kill()
+			t.Fatalf("run %s did not start", f)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // the growing file grows; the pruner reads
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		// Measured for the note: the bound is --grace + 1 s; the test
+		// only fails on a hang, as a loaded machine may be slow.
+		t.Logf("stopped %v after SIGTERM", time.Since(start))
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("nodepack did not stop on SIGTERM within 30 s")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 143 {
+		t.Errorf("exit %d, want 143", code)
+	}
+}
+
+// runCLIContext is runCLI under ctx.
+func runCLIContext(t *testing.T, ctx context.Context, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := nodepackCommand(t, nil, args...)
+	var stdout, stderr syncBuilder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			cmd.Process.Kill()
+		case <-done:
+		}
+	}()
+	cmd.Wait()
+	close(done)
+	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
+}
