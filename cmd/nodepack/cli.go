@@ -19,25 +19,40 @@ const (
 	exitUsage  = 2
 )
 
-// command is one subcommand: its name, a one-line summary, and the
-// function that parses its flags and does the work.
+// command is one subcommand: its name, a one-line summary, the function
+// that parses its flags and does the work, and what its arguments are (for
+// shell completion).
 type command struct {
 	name, summary string
 	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	operands      operandKind
 }
+
+// operandKind is what a command's arguments are, as completion offers them.
+type operandKind int
+
+const (
+	noOperands   operandKind = iota
+	fileOperand              // a task file; run also takes "-- COMMAND…"
+	dirOperand               // a sweep's output directory
+	runOperands              // submit: "-- " and then run's flags and arguments
+	shellOperand             // completion: a shell's name
+)
 
 func commands() []command {
 	return []command{
-		{"detect", "show the GPUs, CPUs and memory this allocation was given", runDetect},
-		{"plan", "show which GPUs and CPUs each concurrent run gets, without running", runPlan},
-		{"run", "run every command of a task file, each on its own GPUs and cores", runRun},
-		{"submit", "from a login node: start a sweep as an array job, one node per shard", runSubmit},
-		{"resubmit", "submit again the shards of a submitted sweep that have runs left", runResubmit},
-		{"status", "show a sweep's progress from its output directory, while it runs or after", runStatus},
-		{"retry", "run again the failed runs of an output directory, all or by failure class", runRetry},
-		{"report", "write a sweep's output directory as one self-contained HTML page: timeline, use, numbers, runs", runReport},
-		{"tail", "follow the logs of a sweep's runs, each line prefixed with the run's origin", runTail},
-		{"version", "print nodepack's version", runVersion},
+		{"detect", "show the GPUs, CPUs and memory this allocation was given", runDetect, noOperands},
+		{"plan", "show which GPUs and CPUs each concurrent run gets, without running", runPlan, fileOperand},
+		{"run", "run every command of a task file, each on its own GPUs and cores", runRun, fileOperand},
+		{"submit", "from a login node: start a sweep as an array job, one node per shard", runSubmit, runOperands},
+		{"resubmit", "submit again the shards of a submitted sweep that have runs left", runResubmit, dirOperand},
+		{"status", "show a sweep's progress from its output directory, while it runs or after", runStatus, dirOperand},
+		{"retry", "run again the failed runs of an output directory, all or by failure class", runRetry, dirOperand},
+		{"report", "write a sweep's output directory as one self-contained HTML page: timeline, use, numbers, runs", runReport, dirOperand},
+		{"tail", "follow the logs of a sweep's runs, each line prefixed with the run's origin", runTail, dirOperand},
+		{"completion", "print a shell's completion script: bash, zsh or fish", runCompletion, shellOperand},
+		{"man", "print nodepack's manual page (roff), made from every command's --help", runMan, noOperands},
+		{"version", "print nodepack's version", runVersion, noOperands},
 	}
 }
 
@@ -61,7 +76,7 @@ func program(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		var list strings.Builder
 		for _, c := range commands() {
-			fmt.Fprintf(&list, "  %-8s %s\n", c.name, c.summary)
+			fmt.Fprintf(&list, "  %-11s %s\n", c.name, c.summary)
 		}
 		w := stdout
 		if len(args) == 0 {
@@ -82,9 +97,34 @@ func program(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitUsage
 }
 
+// describeKey is the context key under which a command, instead of
+// running, hands parseFlags' flag set and usage to a *commandHelp. The
+// completion scripts and the manual page read every command's help this
+// way, so that it is written once.
+type describeKey struct{}
+
+// commandHelp is what a command says of itself: its flags and usage text.
+type commandHelp struct {
+	flags *pflag.FlagSet
+	usage string
+}
+
+// describe returns c's help: c runs with a context that makes parseFlags
+// stop before parsing anything.
+func describe(c command) commandHelp {
+	var h commandHelp
+	c.run(context.WithValue(context.Background(), describeKey{}, &h), nil, io.Discard, io.Discard)
+	return h
+}
+
 // parseFlags parses args into fs. It prints the help (exit 0) or one line
 // naming the problem (exit 2); ok is false when the caller should return code.
-func parseFlags(fs *pflag.FlagSet, usage string, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+func parseFlags(ctx context.Context, fs *pflag.FlagSet, usage string, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	if h, ok := ctx.Value(describeKey{}).(*commandHelp); ok {
+		fs.SortFlags = false // in the order --help shows them
+		h.flags, h.usage = fs, usage
+		return exitOK, false
+	}
 	fs.SetOutput(io.Discard)
 	fs.SortFlags = false
 	err := fs.Parse(args)

@@ -36,7 +36,7 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := pflag.NewFlagSet("detect", pflag.ContinueOnError)
 	fs.BoolVar(&o.JSON, "json", false, "print the inventory as a JSON document (schema nodepack.node/v1)")
 	o.nodeOptions.AddFlags(fs)
-	if code, ok := parseFlags(fs, detectUsage, args, stdout, stderr); !ok {
+	if code, ok := parseFlags(ctx, fs, detectUsage, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {

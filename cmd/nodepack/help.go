@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/spf13/pflag"
 )
 
@@ -38,6 +39,26 @@ func writeGroupedHelp(w io.Writer, fs *pflag.FlagSet, usage string, groups []fla
 	if details != "" {
 		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(details, "\n"))
 	}
+}
+
+// choicesKey annotates a flag whose value is one of a few words, which the
+// completion scripts offer.
+const choicesKey = "nodepack-choices"
+
+// offerChoices marks fs's flag name as taking one of values.
+func offerChoices(fs *pflag.FlagSet, name string, values ...string) {
+	if err := fs.SetAnnotation(name, choicesKey, values); err != nil {
+		panic(err) // a flag this package defines: a typo is a bug
+	}
+}
+
+// classNames are the failure classes as --class takes them.
+func classNames() []string {
+	var names []string
+	for _, c := range failure.Classes {
+		names = append(names, string(c))
+	}
+	return names
 }
 
 // helpGroups are the commands whose --help groups their flags.

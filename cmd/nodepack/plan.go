@@ -207,7 +207,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o.nodeOptions.AddFlags(fs)
 	fs.BoolVar(&o.JSON, "json", false, "print the plan as a JSON document (schema nodepack.plan/v1)")
 	addSourceFlags(fs, &o.Source, &o.RunsPerShard)
-	if code, ok := parseFlags(fs, planUsage, args, stdout, stderr); !ok {
+	if code, ok := parseFlags(ctx, fs, planUsage, args, stdout, stderr); !ok {
 		return code
 	}
 	hasSource := o.Source.Kind() != sweep.KindTasks || fs.NArg() > 0

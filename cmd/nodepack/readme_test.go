@@ -114,7 +114,12 @@ func newSandbox(t *testing.T) *sandbox {
 		sb.env = append(sb.env, kv)
 	}
 	modcache, _ := exec.Command("go", "env", "GOMODCACHE").Output()
-	sb.env = append(sb.env,
+	gocache, _ := exec.Command("go", "env", "GOCACHE").Output()
+	// A home of the sandbox's own: examples that install a completion
+	// script or the manual page write under ~. Go keeps its build cache.
+	home := filepath.Join(dir, "home")
+	os.Mkdir(home, 0o755)
+	sb.env = append(sb.env, "HOME="+home, "GOCACHE="+strings.TrimSpace(string(gocache)),
 		"PATH="+sb.bin+string(os.PathListSeparator)+filepath.Join(dir, "gopath", "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"GOPATH="+filepath.Join(dir, "gopath"), "GOMODCACHE="+strings.TrimSpace(string(modcache)), "GOFLAGS=-mod=mod", "GOENV="+filepath.Join(dir, "goenv"),
 		"CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7") // eight fake GPUs: no driver here
@@ -184,9 +189,14 @@ func readmeCommands(t *testing.T, readme string) (blocks, inline, named []string
 	outputDir := regexp.MustCompile(`\bDIR\b|nodepack-[A-Z]+ID\b`)
 	var paragraph []string
 	spans := func() {
+		table := len(paragraph) > 0 && strings.HasPrefix(paragraph[0], "|")
 		// A span may break over lines: look for them in the paragraph.
 		for _, m := range span.FindAllStringSubmatch(strings.Join(paragraph, " "), -1) {
-			switch cmd := strings.Join(strings.Fields(m[1]), " "); {
+			cmd := strings.Join(strings.Fields(m[1]), " ")
+			if table {
+				cmd = strings.ReplaceAll(cmd, `\|`, "|") // a table cell's code shows \| as |
+			}
+			switch {
 			case outputDir.MatchString(cmd) && !synopsis.MatchString(cmd):
 				named = append(named, cmd)
 			case placeholder.MatchString(cmd), cmd == "nodepack run", cmd == "nodepack status", cmd == "nodepack submit":

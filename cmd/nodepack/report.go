@@ -57,7 +57,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	out := fs.StringP("output", "o", "", "write the page to `FILE` (default DIR/report.html)")
 	var metricFlags []string
 	fs.StringArrayVar(&metricFlags, "metric", nil, "`NAME[:min|max]`: rank the runs by that metric, lowest or highest first (default: a validation loss, a loss, else the first metric, as its name suggests); NAME=REGEX: a per-step metric from each run's stdout (repeatable)")
-	if code, ok := parseFlags(fs, reportUsage, args, stdout, stderr); !ok {
+	if code, ok := parseFlags(ctx, fs, reportUsage, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {

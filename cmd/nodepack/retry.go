@@ -35,8 +35,9 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := pflag.NewFlagSet("retry", pflag.ContinueOnError)
 	var classes []failure.Class
 	fs.Var(classList{&classes}, "class", "retry only the failed runs of failure class `CLASS` (repeatable)")
+	offerChoices(fs, "class", classNames()...)
 	runs := fs.StringArray("run", nil, "retry only the failed run `ID` (repeatable)")
-	if code, ok := parseFlags(fs, retryUsage, args, stdout, stderr); !ok {
+	if code, ok := parseFlags(ctx, fs, retryUsage, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {

@@ -102,12 +102,13 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	runs := fs.Bool("runs", false, "print a table of the runs, one row each: id, origin, each parameter, state, class, attempts, start, end, duration, exit, GPUs, CPUs, peak memory, metrics, logs")
 	var ro runsOptions
 	fs.StringVar(&ro.format, "format", "", "with --runs: table (the default on a terminal), csv (the default otherwise) or json (an array of flat objects)")
+	offerChoices(fs, "format", "table", "csv", "json")
 	fs.StringVar(&ro.sort, "sort", "", "with --runs: order the runs by `COLUMN[:min|max]`, a metric, a parameter or duration_s (default: input order; min or max as the metric's name suggests, so loss lowest first, accuracy highest first)")
 	fs.IntVar(&ro.top, "top", 0, "with --runs: only the first `N` runs (after --sort)")
 	var metrics []string
 	fs.StringArrayVar(&metrics, "metric", nil, "with --runs: a metric `NAME=REGEX` from each run's stdout, its last value (the group named value, else the first), on top of what the run reported")
 	fs.Lookup("watch").NoOptDefVal = "2s"
-	if code, ok := parseFlags(fs, statusUsage, watchValue(args), stdout, stderr); !ok {
+	if code, ok := parseFlags(ctx, fs, statusUsage, watchValue(args), stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {

@@ -322,7 +322,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	f.addFlags(fs)
 	fs.StringVarP(&output, "output", "o", "", "`DIR` for the sweep: its ledgers, logs, job scripts and records (default nodepack-NAME-KEY, as run names it); the nodes must see it")
 	fs.BoolVar(&check, "check", false, "only say whether the scheduler answers here: exit 0 when it does, 1 when it does not (2: none installed)")
-	if code, ok := parseFlags(fs, submitUsage, args, stdout, stderr); !ok {
+	if code, ok := parseFlags(ctx, fs, submitUsage, args, stdout, stderr); !ok {
 		return code
 	}
 	if check {
@@ -540,7 +540,7 @@ func runResubmit(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	f.addFlags(fs)
 	remaining := fs.Bool("remaining", true, "the shards with runs left (what resubmit always submits; said for scripts that name it)")
 	retryFailed := fs.Bool("retry-failed", false, "also the shards with failed runs, whose tasks run those again")
-	if code, ok := parseFlags(fs, resubmitUsage, args, stdout, stderr); !ok {
+	if code, ok := parseFlags(ctx, fs, resubmitUsage, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() != 1 {

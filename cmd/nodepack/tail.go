@@ -31,7 +31,7 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.Running, "running", false, "follow the running runs (the default when no run is named)")
 	fs.IntVarP(&o.Lines, "lines", "n", 10, "show the last `N` lines each log has first")
 	raw := fs.Bool("raw", false, "write the runs' bytes as they are, control characters and escape sequences included (by default they are shown escaped, \\x1b)")
-	if code, ok := parseFlags(fs, tailUsage, args, stdout, stderr); !ok {
+	if code, ok := parseFlags(ctx, fs, tailUsage, args, stdout, stderr); !ok {
 		return code
 	}
 	if fs.NArg() < 1 {

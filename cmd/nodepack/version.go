@@ -34,7 +34,7 @@ func nodepackVersion() string {
 
 func runVersion(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("version", pflag.ContinueOnError)
-	if code, ok := parseFlags(fs, "Usage: nodepack version\n\nExample:\n  nodepack version", args, stdout, stderr); !ok {
+	if code, ok := parseFlags(ctx, fs, "Usage: nodepack version\n\nExample:\n  nodepack version", args, stdout, stderr); !ok {
 		return code
 	}
 	fmt.Fprintf(stdout, "nodepack %s\n", nodepackVersion())
