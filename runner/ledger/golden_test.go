@@ -1,0 +1,103 @@
+package ledger
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/pack/schedule"
+	"github.com/nodepack/nodepack/resources/usage"
+	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/sweep"
+)
+
+var updateGolden = flag.Bool("update", false, "write testdata/records.golden.jsonl from the Writer")
+
+// goldenEvents are a session with every kind of record and every field a
+// record may hold.
+func goldenSession(t *testing.T, w *Writer) {
+	t.Helper()
+	total := 4
+	def := sweep.Definition{Kind: sweep.KindGrid, Source: "grid.yml", Command: []string{"python", "train.py"}, Env: []string{"A=1"}, Reps: 2, Shards: 2}
+	if err := w.WriteHeader(Record{Version: "v1.2.3", Command: []string{"nodepack", "run", "--grid", "grid.yml"}, Cwd: "/home/u/sweeps",
+		Shard: &sweep.Shard{Index: 1, Count: 2}, Total: &total, Node: json.RawMessage(`{"cpus":[0,1]}`), Plan: json.RawMessage(`{"slots":2}`),
+		Sweep: &def, Retired: []string{"old1", "old2"}}); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 27, 12, 0, 0, 123456789, time.UTC)
+	r := run.Run{ID: "r1", Index: 3, Origin: "grid.yml:3", Params: json.RawMessage(`{"lr":0.1,"model":"big"}`)}
+	place := pack.Assignment{GPUs: []pack.GPU{{UUID: "GPU-a"}, {UUID: "GPU-b"}}, CPUs: []int{0, 1, 2, 3, 8}, Request: pack.Request{GPUs: 2, CPUs: 5}}
+	dir := filepath.Dir(w.path)
+	out, errp := filepath.Join(dir, "runs", "r1", "stdout.log"), filepath.Join(dir, "runs", "r1", "stderr.log")
+	for _, ev := range []run.Event{
+		{Kind: run.Started, Run: r, Attempt: 1, Lane: 1, Place: place, Stdout: out, Stderr: errp, Start: at, PID: 4242},
+		{Kind: run.Judged, Run: r, Attempt: 1, Start: at.Add(time.Second), Judgement: &schedule.Judgement{Run: "r1", Metric: "loss", Rung: 0, Step: 100, At: 104, Value: 0.5, Cutoff: math.NaN(), Others: 0}},
+		{Kind: run.Judged, Run: r, Attempt: 1, Start: at.Add(2 * time.Second), Judgement: &schedule.Judgement{Run: "r1", Metric: "loss", Rung: 1, Step: 300, At: 300, Value: math.Inf(1), Cutoff: 0.25, Others: 3, Stop: true}},
+		{Kind: run.Finished, Run: r, Attempt: 1, Lane: 1, Place: place, Stdout: out, Stderr: errp, Start: at, PID: 4242,
+			End: at.Add(2272 * time.Millisecond), ExitCode: 137, Signal: "SIGKILL", Reason: run.Failed, Err: errors.New("out of memory"), Retry: true,
+			Usage: run.Usage{MaxRSS: 1 << 30, CPU: 1500 * time.Millisecond, Sampled: usage.Sampled{Samples: 3, TreeRSSPeak: 2 << 30,
+				GPUs: []usage.GPU{{UUID: "GPU-a", PeakMemoryBytes: 1 << 33, ProcessPeakMemoryBytes: 1 << 32, MeanUtilization: 87.5, Samples: 3}}}},
+			Class: failure.HostOOM, StderrTail: []string{"Killed", "tail \"quoted\" <html>"},
+			Metrics: json.RawMessage(`{"loss":0.5,"acc":"nan"}`), Curves: json.RawMessage(`{"loss":[[100,0.5]]}`), MetricsSkipped: 2},
+		{Kind: run.Finished, Run: run.Run{ID: "r2", Index: 0}, Attempt: 1, Start: at, End: at, ExitCode: -1, Reason: run.Failed, Err: errors.New("exec: not found"), Class: failure.NotFound},
+		{Kind: run.Started, Run: run.Run{ID: "r3"}, Attempt: 2, Place: pack.Assignment{CPUs: []int{5}, SharedCPUs: true}, Start: at, PID: 7},
+		{Kind: run.Finished, Run: run.Run{ID: "r3"}, Attempt: 2, Start: at, End: at.Add(time.Second), ExitCode: 0, Reason: run.OK, Metrics: json.RawMessage(`{}`)},
+	} {
+		if err := w.Append(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 1)
+	w.PostGPUOut(usage.GPUFault{UUID: "GPU-b", Reason: "Xid 79", Time: at.Add(3 * time.Second)}, func(err error) { done <- err })
+	if err := w.Flush(); err != nil || <-done != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteEnd("deadline: 3 runs left", 3); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRecordsGolden: the records a Writer writes are byte for byte those
+// of testdata/records.golden.jsonl (the header's time, host and pid
+// aside), the nodepack.ledger/v1 format that every reader, old and new,
+// reads. Each record type is its own Go type; this holds their JSON to it.
+func TestRecordsGolden(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Open(filepath.Join(dir, "ledger.jsonl"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goldenSession(t, w)
+	w.Close()
+	got, err := os.ReadFile(filepath.Join(dir, "ledger.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mask := regexp.MustCompile(`("type":"header","time":)"[^"]*"(.*"host":)"[^"]*","pid":[0-9]+`)
+	got = mask.ReplaceAll(got, []byte(`$1"TIME"$2"HOST","pid":1`))
+	mask = regexp.MustCompile(`("type":"end","time":)"[^"]*"`)
+	got = mask.ReplaceAll(got, []byte(`$1"TIME"`))
+	mask = regexp.MustCompile(`"host":"[^"]*","pid":(4242|7)`)
+	got = mask.ReplaceAll(got, []byte(`"host":"HOST","pid":$1`))
+	golden := filepath.Join("testdata", "records.golden.jsonl")
+	if *updateGolden {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("the Writer's records differ from %s:\ngot:\n%s\nwant:\n%s", golden, got, want)
+	}
+}
