@@ -31,7 +31,7 @@ func writeSweepOf(t *testing.T, dir string, j batch.Job, name string, shards int
 			task.Array = &a
 		}
 		node, _ := json.Marshal(map[string]any{"schema": "nodepack.node/v1", "scheduler": task})
-		h, _ := json.Marshal(ledger.Record{Type: ledger.TypeHeader, Format: ledger.Format, Node: node, Shard: &sweep.Shard{Index: i, Count: shards}, Sweep: &def})
+		h, _ := json.Marshal(ledger.Header{Type: ledger.TypeHeader, Format: ledger.Format, Node: node, Shard: &sweep.Shard{Index: i, Count: shards}, Sweep: &def})
 		if err := os.WriteFile(filepath.Join(out, ledger.FileName(i, shards)), append(h, '\n'), 0o644); err != nil {
 			t.Fatal(err)
 		}

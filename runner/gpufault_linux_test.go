@@ -13,7 +13,7 @@ import (
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/execute"
-	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
@@ -75,7 +75,7 @@ func TestGPUFaultIsRecorded(t *testing.T) {
 	if err != nil || o.Summary.Succeeded != 2 || len(o.Summary.GPUsOut) != 1 {
 		t.Fatalf("outcome %+v, %v", o.Summary, err)
 	}
-	st, err := ledger.ReadStatus(out, time.Now())
+	st, err := results.ReadStatus(out, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

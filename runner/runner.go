@@ -252,8 +252,8 @@ func (s *Sweep) walk() (*ledger.Dir, error) {
 	read := make(chan struct{})
 	readPast := func() {
 		defer close(read)
-		if past, pastErr = ledger.ReadDir(s.output); pastErr == nil && s.opts.Restart {
-			past = &ledger.Dir{Path: s.output, Logs: map[string]*ledger.Log{}}
+		if past, pastErr = ledger.ReadDir(s.output, ledger.ReadOptions{}); pastErr == nil && s.opts.Restart {
+			past = &ledger.Dir{Path: s.output}
 		}
 	}
 	type runAt struct {
@@ -378,7 +378,7 @@ func (s *Sweep) resume() error {
 	log := s.past.Log(file)
 	retired, none := ledger.Retired(log, s.shard)
 	if none {
-		return anotherSweep(s.output, []string{fmt.Sprintf("none of the %d runs in %s is part of this sweep", len(log.Order), file)})
+		return anotherSweep(s.output, []string{fmt.Sprintf("none of the %d runs in %s is part of this sweep", log.Len(), file)})
 	}
 	s.retired = retired
 	retiredSet := make(map[string]bool, len(retired))
@@ -386,8 +386,9 @@ func (s *Sweep) resume() error {
 		retiredSet[id] = true
 	}
 	s.done = 0
-	for id, run := range log.Runs {
-		if !retiredSet[id] && (run.State == ledger.StateSucceeded || run.State == ledger.StatePruned || run.State == ledger.StateFailed && !s.opts.retries(run)) {
+	for i := range log.Len() {
+		run := log.At(i)
+		if !retiredSet[run.ID] && (run.State == ledger.StateSucceeded || run.State == ledger.StatePruned || run.State == ledger.StateFailed && !s.opts.retries(run)) {
 			s.done++
 		}
 	}
@@ -732,9 +733,9 @@ func (s *Sweep) deadlines(end time.Time) (drainAt, terminateAt time.Time) {
 }
 
 // header is the session's first ledger record.
-func (s *Sweep) header(total int) ledger.Record {
+func (s *Sweep) header(total int) ledger.Header {
 	def, shard := s.def, s.shard
-	h := ledger.Record{
+	h := ledger.Header{
 		Version: s.opts.Version,
 		Command: s.opts.Command,
 		Cwd:     workingDir(),
@@ -878,11 +879,11 @@ func diskFull(err error) bool {
 }
 
 // retries reports whether a run the ledger says failed runs again.
-func (o *Options) retries(run *ledger.Run) bool {
+func (o *Options) retries(run ledger.Run) bool {
 	if !o.RetryFailed {
 		return false
 	}
-	if len(o.RetryClasses) > 0 && (run.Finished == nil || !slices.Contains(o.RetryClasses, ledger.ClassOf(run.Finished))) {
+	if len(o.RetryClasses) > 0 && !slices.Contains(o.RetryClasses, run.Class) {
 		return false
 	}
 	return len(o.RetryRuns) == 0 || slices.Contains(o.RetryRuns, run.ID)

@@ -163,7 +163,7 @@ func TestLeftIsWhatARerunRuns(t *testing.T) {
 			if o.Interrupt == nil {
 				t.Fatalf("not interrupted: %+v", o)
 			}
-			log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)))
+			log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)), ledger.ReadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,9 +179,9 @@ func TestLeftIsWhatARerunRuns(t *testing.T) {
 				}
 				// A rerun runs what is neither succeeded nor failed — failed
 				// before this session too, with --retry-failed.
-				r := log.Runs[run.ID]
-				failedNow := r != nil && r.State == ledger.StateFailed && r.Session == len(log.Sessions)-1
-				if r == nil || r.State != ledger.StateSucceeded && (r.State != ledger.StateFailed || tc.retryFailed && !failedNow) {
+				r, known := log.Run(run.ID)
+				failedNow := known && r.State == ledger.StateFailed && r.Session == len(log.Sessions)-1
+				if !known || r.State != ledger.StateSucceeded && (r.State != ledger.StateFailed || tc.retryFailed && !failedNow) {
 					recount++
 				}
 			}
@@ -227,19 +227,23 @@ true
 		t.Fatal(err)
 	}
 	sw.Close()
-	log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)))
+	log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)), ledger.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range log.Order {
-		r := log.Runs[id]
-		if r.Started.Params == nil || r.Finished.Metrics == nil || r.Finished.Curves == nil || r.Finished.MetricsSkipped != 1 {
-			t.Fatalf("run %s: params %s, metrics %s, curves %s, skipped %d", id, r.Started.Params, r.Finished.Metrics, r.Finished.Curves, r.Finished.MetricsSkipped)
+	err = log.Last(nil, func(i int, st *ledger.Started, fin *ledger.Finished) error {
+		id := log.At(i).ID
+		if st.Params == nil || fin.Metrics == nil || fin.Curves == nil || fin.MetricsSkipped != 1 {
+			t.Fatalf("run %s: params %s, metrics %s, curves %s, skipped %d", id, st.Params, fin.Metrics, fin.Curves, fin.MetricsSkipped)
 		}
 		var curves map[string][][2]float64
-		if err := json.Unmarshal(r.Finished.Curves, &curves); err != nil || len(curves["loss"]) > 12 || curves["loss"][len(curves["loss"])-1][0] != 400 {
-			t.Errorf("run %s: curves %s (%v): want at most 12 points, the last at step 400", id, r.Finished.Curves, err)
+		if err := json.Unmarshal(fin.Curves, &curves); err != nil || len(curves["loss"]) > 12 || curves["loss"][len(curves["loss"])-1][0] != 400 {
+			t.Errorf("run %s: curves %s (%v): want at most 12 points, the last at step 400", id, fin.Curves, err)
 		}
+		return nil
+	})
+	if err != nil || log.Len() != 2 {
+		t.Fatalf("%d runs: %v", log.Len(), err)
 	}
 	// The table from the records alone: the runs' params.json may go.
 	fromRecords, err := results.Read(out, nil)

@@ -102,7 +102,7 @@ func writeShard(output string, shard sweep.Shard, total int, def sweep.Definitio
 	if err != nil {
 		return err
 	}
-	if err := w.WriteHeader(ledger.Record{Shard: &shard, Total: &total, Sweep: &def}); err != nil {
+	if err := w.WriteHeader(ledger.Header{Shard: &shard, Total: &total, Sweep: &def}); err != nil {
 		return err
 	}
 	start := time.Now()

@@ -192,25 +192,25 @@ func TestCompletionFish(t *testing.T) {
 	everyFlag(t, "fish", complete)
 }
 
-// zshDriver types each line and a Tab into an interactive zsh in a
-// pseudo-terminal, with compsys and nodepack's function loaded and
-// compadd wrapped to print what it adds; after each line it prints a
-// marker the echo of its own command cannot match.
+// zshDriver types each line into an interactive zsh in a pseudo-terminal,
+// with compsys and nodepack's function loaded and compadd wrapped to
+// print what it adds, then a key (^T, a prefix of no other) bound to a widget that completes, prints
+// a numbered marker and clears the line: all in one widget, so that no
+// key waits as type-ahead while completion runs (zsh cuts completion
+// short then), and no listing waits for a key (auto-list off).
 const zshDriver = `zmodload zsh/zpty
 dir=$1; shift
 zpty z zsh -f -i
-zpty -w z "PS1=''; PROMPT_EOL_MARK=''; fpath=(${(q)dir} \$fpath); autoload -U compinit; compinit -u -D"
+zpty -w z "PS1=''; PROMPT_EOL_MARK=''; unsetopt autolist listbeep beep; fpath=(${(q)dir} \$fpath); autoload -U compinit; compinit -u -D"
 zpty -w z 'compadd () { if (( ${@[(I)-[OAD]]} )); then builtin compadd "$@"; return; fi; local -a h; builtin compadd -A h "$@"; (( $#h )) && print -r -- "<hits>" ${(j: :)h} "</hits>"; builtin compadd "$@"; }'
-zpty -w z 'zstyle ":completion:*" menu no; zstyle ":completion:*" list-prompt ""'
-i=0
+zpty -w z '_np_n=0; _np_tab() { zle complete-word; print -r -- "@@done$((++_np_n))@@"; BUFFER=; zle -R; }; zle -N _np_tab; bindkey "^T" _np_tab'
+zpty -w z 'zstyle ":completion:*" menu no; zstyle ":completion:*" list-prompt ""; print -r -- @@done$((0*1))@@'
 out=
-zpty -w z 'print -r -- @@done$((0*1))@@'
 while zpty -r z chunk; do out+=$chunk; [[ $out == *@@done0@@* ]] && break; done
+i=0
 for line in "$@"; do
   (( i++ ))
-  zpty -w -n z "$line"$'\t'
-  zpty -w -n z $'\C-u'
-  zpty -w z "print -r -- @@done\$(($i*1))@@"
+  zpty -w -n z "$line"$'\C-t'
   while zpty -r z chunk; do out+=$chunk; [[ $out == *@@done$i@@* ]] && break; done
 done
 print -r -- $out

@@ -13,6 +13,7 @@ import (
 	"github.com/nodepack/nodepack/resources"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/results"
 )
 
 // TestFailuresExplainThemselves: a sweep with mixed failures names each
@@ -56,7 +57,7 @@ func TestFailuresExplainThemselves(t *testing.T) {
 	attempts := map[failure.Class]int{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var r ledger.Record
+		var r ledger.Finished
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +81,7 @@ func TestFailuresExplainThemselves(t *testing.T) {
 		t.Errorf("status --failed (exit %d):\n%s", code, stdout)
 	}
 	code, stdout, _ = runCLI(t, "status", "--json", out)
-	var doc ledger.Status
+	var doc results.Status
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || code != exitFailed {
 		t.Fatalf("status --json: %v\n%s", err, stdout)
 	}
@@ -192,10 +193,10 @@ func TestRetryCommand(t *testing.T) {
 	if code != exitFailed || !strings.Contains(stderr, "2 failed runs of 4 failed runs, in "+dir) {
 		t.Fatalf("retry: exit %d\n%s", code, stderr)
 	}
-	status := func() ledger.Status {
+	status := func() results.Status {
 		t.Helper()
 		_, stdout, _ := runCLI(t, "status", "--json", out)
-		var doc ledger.Status
+		var doc results.Status
 		if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
 			t.Fatal(err)
 		}
@@ -278,7 +279,7 @@ func TestStatusShowsGPUsOut(t *testing.T) {
 		}
 	}
 	_, stdout, _ := runCLI(t, "status", "--json", out)
-	var doc ledger.Status
+	var doc results.Status
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil || len(doc.GPUsOut) != 1 || doc.GPUsOut[0].UUID != "GPU-b" {
 		t.Errorf("status --json: %v %+v", err, doc.GPUsOut)
 	}

@@ -104,12 +104,12 @@ func TestMixedRequestsEndToEnd(t *testing.T) {
 	if !strings.Contains(stderr, "--parallel 32: 4 runs asking for 1 GPU") {
 		t.Errorf("no warning that 4 runs of the default request fit at once:\n%s", stderr)
 	}
-	log, err := ledger.ReadFile(filepath.Join(out, "ledger.jsonl"))
+	log, err := ledger.ReadFile(filepath.Join(out, "ledger.jsonl"), ledger.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(log.Runs) != len(want) {
-		t.Fatalf("%d runs in the ledger, want %d", len(log.Runs), len(want))
+	if log.Len() != len(want) {
+		t.Fatalf("%d runs in the ledger, want %d", log.Len(), len(want))
 	}
 	type change struct {
 		at       time.Time
@@ -121,12 +121,11 @@ func TestMixedRequestsEndToEnd(t *testing.T) {
 		starting bool
 	}
 	var changes []change
-	for _, id := range log.Order {
-		run := log.Runs[id]
-		if run.State != ledger.StateSucceeded || run.Started == nil || run.Finished == nil {
-			t.Fatalf("%s: %s", id, run.State)
+	err = log.Last(nil, func(i int, started *ledger.Started, finished *ledger.Finished) error {
+		id, state := log.At(i).ID, log.At(i).State
+		if state != ledger.StateSucceeded || started == nil || finished == nil {
+			t.Fatalf("%s: %s", id, state)
 		}
-		started := run.Started
 		asked, err := pack.ParseRequest(want[filepath.Base(started.Origin)], pack.Request{}, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -150,9 +149,13 @@ func TestMixedRequestsEndToEnd(t *testing.T) {
 			}
 			begin, end := c, c
 			begin.at, begin.starting = started.Time, true
-			end.at, end.whole, end.share, end.mem = run.Finished.Time, -c.whole, -c.share, -c.mem
+			end.at, end.whole, end.share, end.mem = finished.Time, -c.whole, -c.share, -c.mem
 			changes = append(changes, begin, end)
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	// Ends before starts at the same instant: what ended was given back
 	// before it was handed out again.

@@ -43,19 +43,20 @@ done
 // states reads the runs' states and rung records from the ledger in out.
 func pruneLedger(t *testing.T, out string) (states map[string]ledger.State, rungs map[string][]int) {
 	t.Helper()
-	log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)))
+	log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)), ledger.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]string{} // id → name
 	states = map[string]ledger.State{}
-	for i := range log.Len() {
+	log.Last(nil, func(i int, st *ledger.Started, _ *ledger.Finished) error {
 		r := log.At(i)
 		var p struct{ Name string }
-		json.Unmarshal(r.Started.Params, &p)
+		json.Unmarshal(st.Params, &p)
 		names[r.ID] = p.Name
 		states[p.Name] = r.State
-	}
+		return nil
+	})
 	rungs = map[string][]int{}
 	for _, j := range log.Judgements() {
 		rungs[names[j.Run]] = append(rungs[names[j.Run]], j.Rung)
@@ -310,7 +311,7 @@ done
 			t.Errorf("a pruned run's line ends with a log, as a failure's does, or not with its origin: %q", line)
 		}
 	}
-	log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)))
+	log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)), ledger.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

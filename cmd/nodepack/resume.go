@@ -16,7 +16,7 @@ const exitDeferred = 3
 // printResuming says what an existing ledger holds before a resumed sweep
 // starts.
 func printResuming(w io.Writer, past *ledger.Log, retired int, retryFailed, chosen bool) {
-	if len(past.Runs) == 0 {
+	if past.Len() == 0 {
 		return
 	}
 	c := past.Count()

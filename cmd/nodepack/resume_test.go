@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/run"
 )
 
@@ -68,7 +69,7 @@ func (s *gatedSweep) start(t *testing.T) (*syncProcess, func() string) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if blocked, _ := filepath.Glob(filepath.Join(s.dir, "BLOCK.*")); len(blocked) == 2 {
-			if log, err := ledger.ReadFile(filepath.Join(s.out, "ledger.jsonl")); err == nil && log.Count()[ledger.StateRunning] == 2 && log.Count()[ledger.StateSucceeded] == 2 {
+			if log, err := ledger.ReadFile(filepath.Join(s.out, "ledger.jsonl"), ledger.ReadOptions{}); err == nil && log.Count()[ledger.StateRunning] == 2 && log.Count()[ledger.StateSucceeded] == 2 {
 				break
 			}
 		}
@@ -112,7 +113,7 @@ func (s *gatedSweep) completions(t *testing.T) map[string]int {
 
 func (s *gatedSweep) ledger(t *testing.T) *ledger.Log {
 	t.Helper()
-	log, err := ledger.ReadFile(filepath.Join(s.out, "ledger.jsonl"))
+	log, err := ledger.ReadFile(filepath.Join(s.out, "ledger.jsonl"), ledger.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,13 +143,13 @@ func waitGone(t *testing.T, token string, limit time.Duration) {
 
 // checkStatusMatchesLedger compares status --json with the ledger's own
 // fold.
-func checkStatusMatchesLedger(t *testing.T, s *gatedSweep, want ledger.Counts) {
+func checkStatusMatchesLedger(t *testing.T, s *gatedSweep, want results.Counts) {
 	t.Helper()
 	code, stdout, stderr := runCLI(t, "status", "--json", s.out)
 	if code != exitOK {
 		t.Fatalf("status: exit %d: %s", code, stderr)
 	}
-	var doc ledger.Status
+	var doc results.Status
 	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, stdout)
 	}
@@ -157,7 +158,7 @@ func checkStatusMatchesLedger(t *testing.T, s *gatedSweep, want ledger.Counts) {
 	}
 	log := s.ledger(t)
 	c := log.Count()
-	fold := ledger.Counts{Pending: s.n - len(log.Runs), Running: c[ledger.StateRunning], Succeeded: c[ledger.StateSucceeded],
+	fold := results.Counts{Pending: s.n - log.Len(), Running: c[ledger.StateRunning], Succeeded: c[ledger.StateSucceeded],
 		Failed: c[ledger.StateFailed], Interrupted: c[ledger.StateInterrupted]}
 	if log.Live() && syscall.Kill(log.Header().PID, 0) != nil {
 		fold.Interrupted += fold.Running
@@ -185,7 +186,7 @@ func TestKill9ThenRerun(t *testing.T) {
 		s := newGatedSweep(t, 5)
 		p, stderr := s.start(t)
 		if cycle == 0 {
-			checkStatusMatchesLedger(t, s, ledger.Counts{Pending: 1, Running: 2, Succeeded: 2})
+			checkStatusMatchesLedger(t, s, results.Counts{Pending: 1, Running: 2, Succeeded: 2})
 		}
 		if err := p.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
@@ -195,7 +196,7 @@ func TestKill9ThenRerun(t *testing.T) {
 		if cycle == 0 {
 			// The ledger shows 2 started, never finished: status sees that
 			// their nodepack is gone.
-			checkStatusMatchesLedger(t, s, ledger.Counts{Pending: 1, Interrupted: 2, Succeeded: 2})
+			checkStatusMatchesLedger(t, s, results.Counts{Pending: 1, Interrupted: 2, Succeeded: 2})
 		}
 
 		s.open(t)
@@ -216,7 +217,7 @@ func TestKill9ThenRerun(t *testing.T) {
 			t.Errorf("cycle %d: rerun summary:\n%s", cycle, errOut)
 		}
 		if cycle == 0 {
-			checkStatusMatchesLedger(t, s, ledger.Counts{Succeeded: s.n})
+			checkStatusMatchesLedger(t, s, results.Counts{Succeeded: s.n})
 		}
 		if t.Failed() {
 			return
@@ -275,7 +276,7 @@ func TestKill9AtRandomMoments(t *testing.T) {
 		t.Fatal(err)
 	}
 	for line := range strings.Lines(string(b)) {
-		var rec ledger.Record
+		var rec ledger.Finished
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatalf("ledger line %q: %v", line, err)
 		}
@@ -327,16 +328,17 @@ func TestSIGTERMThenRerun(t *testing.T) {
 		}
 		first := s.ledger(t)
 		var interrupted []string
-		for _, r := range first.InOrder() {
-			if r.State == ledger.StateInterrupted && r.Finished != nil && r.Finished.Reason == run.Interrupted {
+		first.Last(nil, func(i int, _ *ledger.Started, fin *ledger.Finished) error {
+			if r := first.At(i); r.State == ledger.StateInterrupted && fin != nil && fin.Reason == run.Interrupted {
 				interrupted = append(interrupted, r.ID)
 			}
-		}
+			return nil
+		})
 		if len(interrupted) != 2 || first.End == nil || !strings.Contains(first.End.Note, "SIGTERM") {
 			t.Fatalf("cycle %d: interrupted records for %v, end %+v; want 2 and an end record", cycle, interrupted, first.End)
 		}
 		if cycle == 0 {
-			checkStatusMatchesLedger(t, s, ledger.Counts{Pending: 1, Interrupted: 2, Succeeded: 2})
+			checkStatusMatchesLedger(t, s, results.Counts{Pending: 1, Interrupted: 2, Succeeded: 2})
 		}
 
 		s.open(t)
@@ -345,13 +347,13 @@ func TestSIGTERMThenRerun(t *testing.T) {
 		}
 		second := s.ledger(t)
 		var rerun []string
-		for _, run := range second.InOrder() {
-			if run.Session == len(second.Sessions)-1 {
+		for i := range second.Len() {
+			if run := second.At(i); run.Session == len(second.Sessions)-1 {
 				rerun = append(rerun, run.ID)
 			}
 		}
-		if len(first.Order) != 4 {
-			t.Fatalf("cycle %d: the first session started %d runs, want 4", cycle, len(first.Order))
+		if first.Len() != 4 {
+			t.Fatalf("cycle %d: the first session started %d runs, want 4", cycle, first.Len())
 		}
 		want := append(interrupted, s.lastID(t, first)) // and the one never started
 		slices.Sort(want)
@@ -379,7 +381,7 @@ func (s *gatedSweep) lastID(t *testing.T, first *ledger.Log) string {
 	}
 	for line := range strings.Lines(stdout) {
 		id, _, _ := strings.Cut(line, "\t")
-		if _, ok := first.Runs[id]; !ok && id != "" {
+		if _, ok := first.Find(id); !ok && id != "" {
 			return id
 		}
 	}
@@ -407,7 +409,7 @@ func TestTornLastLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, _ := runCLI(t, "status", "--json", s.out)
-	var doc ledger.Status
+	var doc results.Status
 	if code != exitOK || json.Unmarshal([]byte(stdout), &doc) != nil || !doc.Shards[0].Torn {
 		t.Fatalf("status on a torn ledger: exit %d\n%s", code, stdout)
 	}
@@ -415,7 +417,7 @@ func TestTornLastLine(t *testing.T) {
 	if code != exitOK || !strings.Contains(errOut, "left out an unfinished last line") || !strings.Contains(errOut, "1 interrupted (run again)") {
 		t.Errorf("rerun: exit %d:\n%s", code, errOut)
 	}
-	if _, err := ledger.ReadFile(path); err != nil {
+	if _, err := ledger.ReadFile(path, ledger.ReadOptions{}); err != nil {
 		t.Errorf("the ledger after the resume: %v", err)
 	}
 }

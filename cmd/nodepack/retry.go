@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/results"
 	"github.com/spf13/pflag"
 )
 
@@ -51,12 +52,12 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return usageErrorf(stderr, "retry", "%v", err)
 	}
-	doc, err := ledger.ReadStatus(dir, time.Now())
+	doc, err := results.ReadStatus(dir, time.Now())
 	if err != nil {
 		return usageErrorf(stderr, "retry", "%v", err)
 	}
 	for _, sh := range doc.Shards {
-		if sh.State == ledger.ShardRunning {
+		if sh.State == results.ShardRunning {
 			return usageErrorf(stderr, "retry", "%s: its nodepack (pid %d) still runs; retry once it has ended", sh.File, sh.PID)
 		}
 		if sh.Count > 1 {
@@ -72,7 +73,7 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	for _, id := range *runs {
-		if !slices.ContainsFunc(doc.Failures, func(r ledger.RunStatus) bool { return r.ID == id }) {
+		if !slices.ContainsFunc(doc.Failures, func(r results.RunStatus) bool { return r.ID == id }) {
 			return usageErrorf(stderr, "retry", "run %s did not fail in %s (nodepack status --failed %s lists those that did)", id, dir, fs.Arg(0))
 		}
 	}
@@ -118,18 +119,11 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // dir's ledgers and the directory it ran in ("" when the ledger is older
 // than that record: then it runs from here).
 func recordedCommand(dir string) (command []string, cwd string, err error) {
-	d, err := ledger.ReadDir(dir)
+	d, err := ledger.ReadDir(dir, ledger.ReadOptions{})
 	if err != nil {
 		return nil, "", err
 	}
-	var newest *ledger.Record
-	for _, log := range d.Logs {
-		if len(log.Sessions) > 0 {
-			if h := log.Header(); newest == nil || h.Time.After(newest.Time) {
-				newest = &h
-			}
-		}
-	}
+	newest := d.Current
 	if newest == nil || len(newest.Command) < 2 || newest.Command[1] != "run" {
 		return nil, "", fmt.Errorf("%s: its ledger records no nodepack run command to repeat", dir)
 	}

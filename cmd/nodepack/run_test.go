@@ -388,7 +388,7 @@ func TestHugeParallelCostsWhatTheRunsUse(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
-	log, err := ledger.ReadFile(filepath.Join(out, "ledger.jsonl"))
+	log, err := ledger.ReadFile(filepath.Join(out, "ledger.jsonl"), ledger.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

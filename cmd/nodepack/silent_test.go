@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/results"
 )
 
 // doneIn counts the lines of dir/DONE by content.
@@ -128,7 +129,7 @@ func TestOutputDirectoryHoldsOneSweep(t *testing.T) {
 		t.Errorf("grown grid: exit %d\n%s", code, stderr)
 	}
 	// Its walk stopped at the runs the ledger knew; the rest was counted.
-	if doc := statusDocOf(t, out); doc.Total == nil || *doc.Total != 3 || doc.Counts != (ledger.Counts{Succeeded: 3}) {
+	if doc := statusDocOf(t, out); doc.Total == nil || *doc.Total != 3 || doc.Counts != (results.Counts{Succeeded: 3}) {
 		t.Errorf("status after the growth: total %v (nil: unknown), counts %+v; want 3 runs, 3 succeeded", derefOr(doc.Total, -1), doc.Counts)
 	}
 	// It shrinks: the run that left is retired, and status adds up.
@@ -137,7 +138,7 @@ func TestOutputDirectoryHoldsOneSweep(t *testing.T) {
 		t.Errorf("shrunk grid: exit %d\n%s", code, stderr)
 	}
 	doc := statusDocOf(t, out)
-	if doc.Total == nil || *doc.Total != 2 || doc.Counts != (ledger.Counts{Succeeded: 2}) {
+	if doc.Total == nil || *doc.Total != 2 || doc.Counts != (results.Counts{Succeeded: 2}) {
 		t.Errorf("status after the shrink: total %v, counts %+v; want 2 runs, 2 succeeded", doc.Total, doc.Counts)
 	}
 	// A task file: refused in the grid's directory, fine in its own; one
@@ -162,10 +163,10 @@ func TestOutputDirectoryHoldsOneSweep(t *testing.T) {
 }
 
 // statusDocOf runs status --json on dir.
-func statusDocOf(t *testing.T, dir string) ledger.Status {
+func statusDocOf(t *testing.T, dir string) results.Status {
 	t.Helper()
 	code, stdout, stderr := runCLI(t, "status", "--json", dir)
-	var doc ledger.Status
+	var doc results.Status
 	if code != exitOK || json.Unmarshal([]byte(stdout), &doc) != nil {
 		t.Fatalf("status: exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -439,7 +440,7 @@ func TestLedgerDeletedMidSweep(t *testing.T) {
 	if !strings.Contains(stderr.String(), "ledger.jsonl was deleted while the sweep ran: it was written again from the open file") {
 		t.Errorf("no message:\n%s", stderr.String())
 	}
-	log, err := ledger.ReadFile(ledgerPath)
+	log, err := ledger.ReadFile(ledgerPath, ledger.ReadOptions{})
 	if err != nil || log.Count()[ledger.StateSucceeded] != 4 || log.End == nil {
 		t.Fatalf("the ledger after the delete: %v, counts %v, end %v", err, log.Count(), log.End)
 	}
@@ -595,7 +596,7 @@ func TestSIGHUPStopsLikeSIGTERM(t *testing.T) {
 	if left := processesWith(token); len(left) > 0 {
 		t.Errorf("processes left: %v", left)
 	}
-	log, err := ledger.ReadFile(filepath.Join(out, "ledger.jsonl"))
+	log, err := ledger.ReadFile(filepath.Join(out, "ledger.jsonl"), ledger.ReadOptions{})
 	if err != nil || log.End == nil || log.End.Note != "stopped by SIGHUP" || log.Count()[ledger.StateInterrupted] != 2 {
 		t.Errorf("ledger: %v, end %+v, counts %v", err, log.End, log.Count())
 	}
@@ -635,7 +636,7 @@ func TestConsoleGoneDoesNotStopTheSweep(t *testing.T) {
 	if done := doneIn(t, dir); len(done) != 200 {
 		t.Errorf("%d runs done, want 200", len(done))
 	}
-	log, err := ledger.ReadFile(filepath.Join(dir, "out", "ledger.jsonl"))
+	log, err := ledger.ReadFile(filepath.Join(dir, "out", "ledger.jsonl"), ledger.ReadOptions{})
 	if err != nil || log.End == nil || log.End.Note != "done" {
 		t.Errorf("ledger: %v, end %+v", err, log.End)
 	}

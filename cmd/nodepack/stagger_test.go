@@ -26,18 +26,15 @@ func TestStaggerSeedWorkflow(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	log, err := ledger.ReadFile(out + "/ledger.jsonl")
+	log, err := ledger.ReadFile(out+"/ledger.jsonl", ledger.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var starts []*ledger.Record
-	for _, run := range log.Runs {
-		starts = append(starts, run.Started)
-	}
+	starts := startedRecords(t, log)
 	if len(starts) != 4 {
 		t.Fatalf("%d runs started, want 4", len(starts))
 	}
-	slices.SortFunc(starts, func(a, b *ledger.Record) int { return a.Index - b.Index })
+	slices.SortFunc(starts, func(a, b *ledger.Started) int { return a.Index - b.Index })
 	gpus := map[string]bool{}
 	for k, r := range starts {
 		if len(r.GPUs) != 1 || gpus[r.GPUs[0]] {
@@ -64,14 +61,14 @@ func TestStaggerHoldsNoLaterRun(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	log, err := ledger.ReadFile(filepath.Join(out, "ledger.jsonl"))
+	log, err := ledger.ReadFile(filepath.Join(out, "ledger.jsonl"), ledger.ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, run := range log.Runs {
-		d := run.Started.Time.Sub(log.Header().Time)
-		if run.Started.Lane == nil || *run.Started.Lane == 0 && d >= 5*time.Second || d < time.Duration(*run.Started.Lane)*5*time.Second {
-			t.Errorf("%s started %v after the sweep in lane %v: a lane holds no run before it opens, and an open one waits for nothing", run.Started.Origin, d, run.Started.Lane)
+	for _, started := range startedRecords(t, log) {
+		d := started.Time.Sub(log.Header().Time)
+		if started.Lane == nil || *started.Lane == 0 && d >= 5*time.Second || d < time.Duration(*started.Lane)*5*time.Second {
+			t.Errorf("%s started %v after the sweep in lane %v: a lane holds no run before it opens, and an open one waits for nothing", started.Origin, d, started.Lane)
 		}
 	}
 	fakeCommands(t, map[string]string{"squeue": "exit 1"}) // the end from the job's variable
@@ -81,4 +78,20 @@ func TestStaggerHoldsNoLaterRun(t *testing.T) {
 	if code != exitOK || !strings.Contains(stderr, "stagger 1000h0m0s: the first wave's 2 lanes would open over 1000h0m0s, past the job's end") || !strings.Contains(stderr, "4 runs: 4 succeeded") {
 		t.Errorf("--stagger 1000h in a job of an hour: exit %d, want it capped with a note, and every run run:\n%s", code, stderr)
 	}
+}
+
+// startedRecords are the last started records of the log's runs.
+func startedRecords(t *testing.T, log *ledger.Log) []*ledger.Started {
+	t.Helper()
+	var starts []*ledger.Started
+	err := log.Last(nil, func(_ int, s *ledger.Started, _ *ledger.Finished) error {
+		if s != nil {
+			starts = append(starts, s)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return starts
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -13,10 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/submit"
-	"github.com/nodepack/nodepack/runner/sweep"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 )
@@ -130,7 +127,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		clear = true
 	}
 	for {
-		doc, view, err := readStatus(ctx, dir)
+		doc, err := submit.Status(ctx, dir)
 		if err != nil {
 			return usageErrorf(stderr, "status", "%v", err)
 		}
@@ -140,12 +137,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if *asJSON {
 			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
-			enc.Encode(statusDoc{doc, view})
+			enc.Encode(doc)
 		} else if *failedOnly {
-			printFailures(stdout, doc)
+			printFailures(stdout, doc.Status)
 		} else {
-			printStatus(stdout, doc)
-			printView(stdout, dir, view)
+			printStatus(stdout, doc.Status)
+			printView(stdout, dir, doc.Scheduler)
 		}
 		if *watch == 0 {
 			if doc.Counts.Failed > 0 {
@@ -192,7 +189,7 @@ func watchValue(args []string) []string {
 	return args
 }
 
-func printStatus(w io.Writer, doc *ledger.Status) {
+func printStatus(w io.Writer, doc *results.Status) {
 	c := doc.Counts
 	total := "?"
 	if doc.Total != nil {
@@ -207,14 +204,14 @@ func printStatus(w io.Writer, doc *ledger.Status) {
 	for _, sh := range doc.Shards {
 		fmt.Fprintf(w, "  %s (shard %d/%d): %s", termSafe(sh.File), sh.Index, sh.Count, sh.State)
 		switch sh.State {
-		case ledger.ShardEnded:
+		case results.ShardEnded:
 			fmt.Fprintf(w, ": %s", termSafe(sh.Note))
 			if sh.Deferred > 0 {
 				fmt.Fprintf(w, ", %s left", countWord(sh.Deferred, "run"))
 			}
-		case ledger.ShardGone:
+		case results.ShardGone:
 			fmt.Fprintf(w, ": nodepack (pid %d) ended without an end record (killed, or its node went down); rerun to resume", sh.PID)
-		case ledger.ShardOtherSweep:
+		case results.ShardOtherSweep:
 			fmt.Fprintf(w, ": holds another sweep than the newest ledger here, not counted")
 		default:
 			fmt.Fprintf(w, " on %s (pid %d) since %s", termSafe(sh.Host), sh.PID, sh.Started.Local().Format(time.DateTime))
@@ -243,56 +240,6 @@ func printStatus(w io.Writer, doc *ledger.Status) {
 			fmt.Fprintf(w, ", about %v left", time.Duration(*doc.ETASeconds*float64(time.Second)).Round(time.Second))
 		}
 		fmt.Fprintln(w)
-	}
-}
-
-// statusDoc is status --json's document: the ledgers' status and, for a
-// submitted sweep, the scheduler's view of its array tasks.
-type statusDoc struct {
-	*ledger.Status
-	Scheduler *submit.View `json:"scheduler,omitempty"`
-}
-
-// readStatus reads where dir's sweep stands: its ledgers and, for a
-// sweep started with nodepack submit, what the scheduler says of its
-// tasks (nil view otherwise). A submitted sweep none of whose tasks has
-// started yet has every run pending.
-func readStatus(ctx context.Context, dir string) (*ledger.Status, *submit.View, error) {
-	recs, err := submit.Read(dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	doc, err := ledger.ReadStatus(dir, time.Now())
-	if errors.Is(err, ledger.ErrNoLedger) && len(recs) > 0 {
-		doc, err = ledger.NewStatus(dir, time.Now()), nil
-	}
-	if err != nil || len(recs) == 0 {
-		return doc, nil, err
-	}
-	v := submit.Look(ctx, recs, doc.Shards, nil)
-	addUnstarted(doc, recs[len(recs)-1])
-	return doc, &v, nil
-}
-
-// addUnstarted counts the runs of the shards that have no ledger yet (their
-// task has not started) as pending, so that the counts cover the whole
-// sweep rec submitted.
-func addUnstarted(doc *ledger.Status, rec submit.Record) {
-	if doc.Total == nil || rec.Runs <= 0 {
-		return
-	}
-	started := map[int]bool{}
-	for _, sh := range doc.Shards {
-		if sh.State != ledger.ShardOtherSweep && sh.Count == rec.Job.Shards {
-			started[sh.Index] = true
-		}
-	}
-	for i := range rec.Job.Shards {
-		if !started[i] {
-			n := sweep.Shard{Index: i, Count: rec.Job.Shards}.Size(rec.Runs)
-			*doc.Total += n
-			doc.Counts.Pending += n
-		}
 	}
 }
 
@@ -361,7 +308,7 @@ func printView(w io.Writer, dir string, v *submit.View) {
 
 // printFailures is status --failed: the failed runs, what failed them,
 // and what to do next.
-func printFailures(w io.Writer, doc *ledger.Status) {
+func printFailures(w io.Writer, doc *results.Status) {
 	defer printGPUsOut(w, doc.GPUsOut)
 	if len(doc.Failures) == 0 {
 		fmt.Fprintf(w, "%s: no failed runs\n", termSafe(doc.Dir))
@@ -374,7 +321,7 @@ func printFailures(w io.Writer, doc *ledger.Status) {
 	}
 }
 
-func printFailedRuns(w io.Writer, runs []ledger.RunStatus) {
+func printFailedRuns(w io.Writer, runs []results.RunStatus) {
 	for _, r := range runs {
 		how := "exit ?"
 		switch {
@@ -395,7 +342,7 @@ func printTail(w io.Writer, lines []string) {
 	}
 }
 
-func printGPUsOut(w io.Writer, gpus []ledger.GPUOut) {
+func printGPUsOut(w io.Writer, gpus []results.GPUOut) {
 	for _, g := range gpus {
 		fmt.Fprintf(w, "GPU out of use: %s after %s at %s on %s\n", termSafe(g.UUID), termSafe(g.Reason), g.Time.Local().Format(time.DateTime), termSafe(g.Host))
 	}

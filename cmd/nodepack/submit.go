@@ -15,6 +15,7 @@ import (
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/submit"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
@@ -516,12 +517,12 @@ func waitJob(ctx context.Context, dir string, stdout, stderr io.Writer) int {
 		case <-time.After(waitInterval):
 		}
 	}
-	doc, view, err := readStatus(ctx, dir)
+	doc, err := submit.Status(ctx, dir)
 	if err != nil {
 		return usageErrorf(stderr, "submit", "%v", err)
 	}
-	printStatus(stdout, doc)
-	printView(stdout, dir, view)
+	printStatus(stdout, doc.Status)
+	printView(stdout, dir, doc.Scheduler)
 	// Every task left the queue, and yet runs may be left: a task that
 	// died or never started.
 	if c := doc.Counts; c.Pending+c.Interrupted+c.Running > 0 || doc.Total == nil {
@@ -580,8 +581,8 @@ func runResubmit(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		return usageErrorf(stderr, "resubmit", "%v", err)
 	}
-	var shards []ledger.ShardStatus
-	if st, err := ledger.ReadStatus(dir, time.Now()); err == nil {
+	var shards []results.ShardStatus
+	if st, err := results.ReadStatus(dir, time.Now()); err == nil {
 		shards = st.Shards
 	} else if files, _ := ledger.Files(dir); len(files) > 0 {
 		return usageErrorf(stderr, "resubmit", "%v", err)

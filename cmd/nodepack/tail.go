@@ -4,7 +4,7 @@ import (
 	"context"
 	"io"
 
-	"github.com/nodepack/nodepack/runner/tail"
+	"github.com/nodepack/nodepack/runner/results"
 	"github.com/spf13/pflag"
 )
 
@@ -26,7 +26,7 @@ Examples:
 
 func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("tail", pflag.ContinueOnError)
-	var o tail.Options
+	var o results.FollowOptions
 	fs.BoolVar(&o.Failed, "failed", false, "follow the failed runs")
 	fs.BoolVar(&o.Running, "running", false, "follow the running runs (the default when no run is named)")
 	fs.IntVarP(&o.Lines, "lines", "n", 10, "show the last `N` lines each log has first")
@@ -48,7 +48,7 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return exitUsage
 	}
-	if err := tail.Follow(ctx, dir, o, stdout); err != nil {
+	if err := results.Follow(ctx, dir, o, stdout); err != nil {
 		return usageErrorf(stderr, "tail", "%v", err)
 	}
 	return exitOK

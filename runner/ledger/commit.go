@@ -29,14 +29,14 @@ type committer struct {
 }
 
 type queued struct {
-	rec  *Record // nil for a Flush
+	rec  any // a record; nil for a Flush
 	sync bool
 	done func(error)
 }
 
 // post queues rec (nil: only a commit point); fsync asks the commit to
 // sync the file, now to skip the wait for commitInterval.
-func (c *committer) post(l *Writer, rec *Record, fsync, now bool, done func(error)) {
+func (c *committer) post(l *Writer, rec any, fsync, now bool, done func(error)) {
 	// The record is encoded by the committer, not here: a run's slot is
 	// given to the next run once its end is posted.
 	q := queued{rec: rec, sync: fsync, done: done}
@@ -115,7 +115,7 @@ func (c *committer) run(l *Writer) {
 			if err != nil {
 				// A record nodepack cannot write is lost from the ledger:
 				// never silently, so the sweep stops starting runs too.
-				encodeErr[i] = fmt.Errorf("ledger %s: %s record of run %s: %w", l.path, q.rec.Type, q.rec.ID, err)
+				encodeErr[i] = fmt.Errorf("ledger %s: %s: %w", l.path, recordName(q.rec), err)
 				l.mu.Lock()
 				if l.problem == nil {
 					l.problem = encodeErr[i]

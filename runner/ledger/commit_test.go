@@ -45,8 +45,8 @@ func finishedEvent(i int) run.Event {
 // there are far fewer fsyncs than records.
 func TestPostIsDurableWhenDone(t *testing.T) {
 	disk := &syncedDisk{fullDisk: fullDisk{room: 1 << 30, noReserve: true}}
-	l := &Writer{path: "disk", dir: ".", past: &Log{Runs: map[string]*Run{}}, file: disk}
-	if err := l.WriteHeader(Record{Version: "test"}); err != nil {
+	l := &Writer{path: "disk", dir: ".", past: &Log{byID: newIDIndex()}, file: disk}
+	if err := l.WriteHeader(Header{Version: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 200
@@ -60,7 +60,7 @@ func TestPostIsDurableWhenDone(t *testing.T) {
 				problems = append(problems, err.Error())
 			}
 			log, rerr := readLedger(strings.NewReader(disk.durable()), "disk")
-			if rerr != nil || log.Runs["run"+strconv.Itoa(i)] == nil || log.Runs["run"+strconv.Itoa(i)].State != StateSucceeded {
+			if r, ok := log.Run("run" + strconv.Itoa(i)); rerr != nil || !ok || r.State != StateSucceeded {
 				problems = append(problems, "run"+strconv.Itoa(i)+" reported before it was durable")
 			}
 		})
@@ -89,8 +89,8 @@ func TestPostIsDurableWhenDone(t *testing.T) {
 // in order, and nothing is written after them.
 func TestPostAfterAFullDisk(t *testing.T) {
 	disk := &fullDisk{room: 500, noReserve: true}
-	l := &Writer{path: "disk", dir: ".", past: &Log{Runs: map[string]*Run{}}, file: disk}
-	if err := l.WriteHeader(Record{Version: "test"}); err != nil {
+	l := &Writer{path: "disk", dir: ".", past: &Log{byID: newIDIndex()}, file: disk}
+	if err := l.WriteHeader(Header{Version: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	var errs []error
@@ -152,7 +152,7 @@ func TestPostOfARecordThatCannotBeEncoded(t *testing.T) {
 	if p := l.Problem(); p == nil || !strings.Contains(p.Error(), "finished record of run run1") {
 		t.Errorf("Problem %v: want the record that could not be written", p)
 	}
-	log, err := ReadFile(path)
+	log, err := ReadFile(path, ReadOptions{})
 	if err != nil || log.Len() != 2 {
 		t.Errorf("the ledger reads %v with %d runs: want run0 and run2", err, log.Len())
 	}

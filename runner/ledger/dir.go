@@ -4,28 +4,75 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
-	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
 // Dir is what an output directory's ledgers hold: one Log per shard
-// ledger file, read without locking anything, as a rerun reads them before
-// it decides what to resume.
+// ledger, read without locking anything, as a rerun reads them before it
+// decides what to resume and as every reader of a sweep reads them.
 type Dir struct {
 	Path string
-	Logs map[string]*Log // by file name
+	Logs []*Log // in file name order
+	// Current is the newest header: the directory's sweep; nil when no
+	// ledger has one.
+	Current *Header
 
 	seen atomic.Int64 // runs See found
 }
 
+// FileName is the name of shard index's ledger in a sweep of count
+// shards: ledger.jsonl when the sweep is not sharded.
+func FileName(index, count int) string {
+	if count <= 1 {
+		return "ledger.jsonl"
+	}
+	return fmt.Sprintf("ledger-%d-of-%d.jsonl", index, count)
+}
+
+// Files lists the ledgers in dir, sorted; backups are not included.
+func Files(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, e := range entries {
+		if name := e.Name(); strings.HasPrefix(name, "ledger") && strings.HasSuffix(name, ".jsonl") && !e.IsDir() {
+			files = append(files, filepath.Join(dir, name))
+		}
+	}
+	return files, nil
+}
+
+// ErrNoLedger is wrapped by the error of a reader of an output directory
+// that holds no ledger.
+var ErrNoLedger = errors.New("no ledger (ledger*.jsonl): not a nodepack output directory, or nothing started yet")
+
+func noLedger(dir string) error { return fmt.Errorf("%s: %w", dir, ErrNoLedger) }
+
+// HasLedger returns nil when dir holds a ledger, else an error wrapping
+// ErrNoLedger (or the error reading dir): a check before a reader's
+// costlier work.
+func HasLedger(dir string) error {
+	files, err := Files(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), err == nil && len(files) == 0:
+		return noLedger(dir)
+	}
+	return err
+}
+
 // ReadDir reads every ledger in dir. A directory that does not exist yet
-// holds none; a ledger with a bad line is an error naming it. Its Logs keep
-// the records of the runs that did not succeed only (see Run).
-func ReadDir(dir string) (*Dir, error) {
-	d := &Dir{Path: dir, Logs: map[string]*Log{}}
+// holds none; a ledger with a bad line is an error naming it. The logs of
+// another sweep than the newest header's are marked Other, and the runs
+// that a session gone from this host left running are interrupted.
+func ReadDir(dir string, o ReadOptions) (*Dir, error) {
+	d := &Dir{Path: dir}
 	files, err := Files(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return d, nil
@@ -33,14 +80,102 @@ func ReadDir(dir string) (*Dir, error) {
 	if err != nil {
 		return nil, err
 	}
+	var total, before int64
+	if o.Progress != nil {
+		for _, f := range files {
+			if st, err := os.Stat(f); err == nil {
+				total += st.Size()
+			}
+		}
+	}
 	for _, f := range files {
-		log, err := readLean(f)
+		var progress func(int64)
+		if o.Progress != nil {
+			progress = func(n int64) { o.Progress(before+n, total) }
+		}
+		log, err := readPath(f, o, progress)
 		if err != nil {
 			return nil, err
 		}
-		d.Logs[filepath.Base(f)] = log
+		before += log.Size + log.Torn
+		d.Logs = append(d.Logs, log)
+		if len(log.Sessions) > 0 {
+			if h := log.Header(); d.Current == nil || h.Time.After(d.Current.Time) {
+				d.Current = &h
+			}
+		}
+	}
+	host, _ := os.Hostname()
+	for _, log := range d.Logs {
+		log.Other = len(log.Sessions) > 0 && otherSweep(log.Header(), *d.Current)
+		log.Gone = log.markGone(host)
 	}
 	return d, nil
+}
+
+// readPath is ReadFile with progress.
+func readPath(path string, o ReadOptions, progress func(int64)) (*Log, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	log, err := read(f, path, o, progress)
+	if err != nil {
+		return nil, err
+	}
+	if log.Size+log.Torn == st.Size() {
+		log.ident = st
+	}
+	return log, nil
+}
+
+// Sweep returns the logs of the directory's sweep: those with a header,
+// and not of another sweep. Its error wraps ErrNoLedger when there are
+// none.
+func (d *Dir) Sweep() ([]*Log, error) {
+	var logs []*Log
+	for _, log := range d.Logs {
+		if len(log.Sessions) > 0 && !log.Other {
+			logs = append(logs, log)
+		}
+	}
+	if len(logs) == 0 {
+		return nil, noLedger(d.Path)
+	}
+	return logs, nil
+}
+
+// markGone marks the runs of the log's last session as interrupted when
+// that session wrote no end record, ran on host (this one) and its
+// nodepack is gone: it was killed. It reports whether it did.
+func (log *Log) markGone(host string) bool {
+	h := log.Header()
+	if log.End != nil || len(log.Sessions) == 0 || h.Host != host || processAlive(h.PID) {
+		return false
+	}
+	log.MarkInterrupted()
+	if log.timeline {
+		log.spans[len(log.spans)-1].Live = false
+		log.settle()
+	}
+	return true
+}
+
+// otherSweep reports whether a shard ledger's last header h belongs to
+// another sweep than current, the directory's newest header.
+func otherSweep(h, current Header) bool {
+	switch {
+	case h.Sweep != nil && current.Sweep != nil:
+		return h.Sweep.Key() != current.Sweep.Key() || max(h.Sweep.Shards, 1) != max(current.Sweep.Shards, 1)
+	case h.Sweep == nil && current.Sweep == nil:
+		return shardCount(h) != shardCount(current)
+	}
+	return false // a ledger from before definitions were recorded: assumed the same
 }
 
 // Known returns how many runs the ledgers have a record of (a run that
@@ -48,7 +183,7 @@ func ReadDir(dir string) (*Dir, error) {
 func (d *Dir) Known() int {
 	n := 0
 	for _, log := range d.Logs {
-		n += len(log.Runs)
+		n += log.Len()
 	}
 	return n
 }
@@ -60,12 +195,13 @@ func (d *Dir) Known() int {
 func (d *Dir) See(id string, index int) bool {
 	known := false
 	for _, log := range d.Logs {
-		if run := log.Runs[id]; run != nil {
-			if !run.seen {
+		if i, ok := log.Find(id); ok {
+			r := &log.runs[i]
+			if !r.seen {
 				d.seen.Add(1)
 				log.seen.Add(1)
 			}
-			run.seen, run.index, known = true, index, true
+			r.seen, r.index, known = true, int32(index), true
 		}
 	}
 	return known
@@ -75,12 +211,15 @@ func (d *Dir) See(id string, index int) bool {
 // (counted as Known counts).
 func (d *Dir) Seen() int { return int(d.seen.Load()) }
 
-// Log returns the log of one ledger file; an empty one if there is none.
+// Log returns the log of one ledger file, by its base name; an empty one
+// if there is none.
 func (d *Dir) Log(file string) *Log {
-	if log := d.Logs[file]; log != nil {
-		return log
+	for _, log := range d.Logs {
+		if filepath.Base(log.Name) == file {
+			return log
+		}
 	}
-	return &Log{Runs: map[string]*Run{}}
+	return &Log{Name: filepath.Join(d.Path, file), byID: newIDIndex()}
 }
 
 // Changes checks that the directory's ledgers hold the sweep def, so that
@@ -88,13 +227,7 @@ func (d *Dir) Log(file string) *Log {
 // each, what changed (see sweep.Definition.Changes); nil when the sweep
 // may resume.
 func (d *Dir) Changes(def sweep.Definition) []string {
-	files := make([]string, 0, len(d.Logs))
-	for f := range d.Logs {
-		files = append(files, f)
-	}
-	slices.Sort(files)
-	for _, file := range files {
-		log := d.Logs[file]
+	for _, log := range d.Logs {
 		if len(log.Sessions) == 0 {
 			continue
 		}
@@ -108,13 +241,13 @@ func (d *Dir) Changes(def sweep.Definition) []string {
 		// A ledger from before definitions were recorded: at least the
 		// shards must agree.
 		if count := shardCount(h); count != max(def.Shards, 1) {
-			return []string{fmt.Sprintf("%s is a shard of %d, this sweep has %d", file, count, max(def.Shards, 1))}
+			return []string{fmt.Sprintf("%s is a shard of %d, this sweep has %d", filepath.Base(log.Name), count, max(def.Shards, 1))}
 		}
 	}
 	return nil
 }
 
-func shardCount(h Record) int {
+func shardCount(h Header) int {
 	if h.Shard == nil {
 		return 1
 	}
@@ -126,13 +259,13 @@ func shardCount(h Record) int {
 // — in the log's order, and whether the log knew runs and none of them is
 // part of it: another sweep altogether.
 func Retired(log *Log, shard sweep.Shard) (ids []string, none bool) {
-	if shard.Count <= 1 && int(log.seen.Load()) == len(log.Order) {
+	if shard.Count <= 1 && int(log.seen.Load()) == log.Len() {
 		return nil, false // every run seen, and one shard has them all
 	}
-	for _, id := range log.Order {
-		if run := log.Runs[id]; !run.seen || !shard.Contains(run.index) {
-			ids = append(ids, id)
+	for i, r := range log.runs {
+		if !r.seen || !shard.Contains(int(r.index)) {
+			ids = append(ids, log.ids.at(i))
 		}
 	}
-	return ids, len(log.Order) > 0 && len(ids) == len(log.Order)
+	return ids, log.Len() > 0 && len(ids) == log.Len()
 }

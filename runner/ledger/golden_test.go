@@ -27,7 +27,7 @@ func goldenSession(t *testing.T, w *Writer) {
 	t.Helper()
 	total := 4
 	def := sweep.Definition{Kind: sweep.KindGrid, Source: "grid.yml", Command: []string{"python", "train.py"}, Env: []string{"A=1"}, Reps: 2, Shards: 2}
-	if err := w.WriteHeader(Record{Version: "v1.2.3", Command: []string{"nodepack", "run", "--grid", "grid.yml"}, Cwd: "/home/u/sweeps",
+	if err := w.WriteHeader(Header{Version: "v1.2.3", Command: []string{"nodepack", "run", "--grid", "grid.yml"}, Cwd: "/home/u/sweeps",
 		Shard: &sweep.Shard{Index: 1, Count: 2}, Total: &total, Node: json.RawMessage(`{"cpus":[0,1]}`), Plan: json.RawMessage(`{"slots":2}`),
 		Sweep: &def, Retired: []string{"old1", "old2"}}); err != nil {
 		t.Fatal(err)

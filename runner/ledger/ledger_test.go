@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,7 +77,7 @@ func TestReadLedgerStates(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := map[string]State{}
-				for id, run := range log.Runs {
+				for id, run := range runsOf(log) {
 					if !run.Retired {
 						got[id] = run.State
 					}
@@ -104,26 +105,44 @@ func TestReadLedgerStates(t *testing.T) {
 	}
 }
 
-// readers read a ledger's text as Read does (every record kept) and as a
-// resume or a status does (readLean: a file, the records of the runs that
-// did not succeed); both must tell the same states and errors.
+// readers read a ledger's text from a reader, from a file, and from a
+// file keeping every attempt for a timeline: all must tell the same
+// states and errors.
 var readers = []struct {
 	name string
 	read func(t testing.TB, text string) (*Log, error)
 }{
-	{"Read", func(t testing.TB, text string) (*Log, error) { return readLedger(strings.NewReader(text), "l") }},
-	{"lean", func(t testing.TB, text string) (*Log, error) {
-		path := filepath.Join(t.TempDir(), "l")
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		log, err := readLean(path)
-		if err != nil {
-			// Name the ledger as Read was told to.
-			return nil, errors.New(strings.ReplaceAll(err.Error(), path, "l"))
-		}
-		return log, nil
-	}},
+	{"reader", func(t testing.TB, text string) (*Log, error) { return readLedger(strings.NewReader(text), "l") }},
+	{"file", func(t testing.TB, text string) (*Log, error) { return readText(t, text, ReadOptions{}) }},
+	{"timeline", func(t testing.TB, text string) (*Log, error) { return readText(t, text, ReadOptions{Attempts: true}) }},
+}
+
+// readLedger folds a ledger's text.
+func readLedger(r io.Reader, name string) (*Log, error) { return read(r, name, ReadOptions{}, nil) }
+
+// readText writes text to a file and reads it with o, naming it "l" in
+// errors.
+func readText(t testing.TB, text string, o ReadOptions) (*Log, error) {
+	path := filepath.Join(t.TempDir(), "l")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log, err := ReadFile(path, o)
+	if err != nil {
+		// Name the ledger as the reader was told to.
+		return nil, errors.New(strings.ReplaceAll(err.Error(), path, "l"))
+	}
+	return log, nil
+}
+
+// runsOf is the log's runs by id.
+func runsOf(log *Log) map[string]Run {
+	runs := map[string]Run{}
+	for i := range log.Len() {
+		r := log.At(i)
+		runs[r.ID] = r
+	}
+	return runs
 }
 
 func TestReadLedgerCorruption(t *testing.T) {
@@ -174,29 +193,44 @@ func FuzzReadLedger(f *testing.F) {
 		if log.Size+log.Torn != int64(len(s)) {
 			t.Fatalf("size %d + torn %d != %d", log.Size, log.Torn, len(s))
 		}
-		for _, run := range log.Runs {
+		for _, run := range runsOf(log) {
 			switch run.State {
-			case StateRunning, StateSucceeded, StateFailed, StateInterrupted:
+			case StateRunning, StateSucceeded, StateFailed, StateInterrupted, StatePruned:
 			default:
 				t.Fatalf("run %s in state %q", run.ID, run.State)
 			}
 		}
-		// A resume's lean read tells the same states.
-		lean, err := readers[1].read(t, s)
+		// A read for a timeline tells the same states, and gives every
+		// attempt an ending.
+		// (A read for a timeline reads times, lanes and GPUs a resume does
+		// not need: one it cannot read is an error naming the line.)
+		timeline, err := readers[2].read(t, s)
 		if err != nil {
-			t.Fatalf("Read reads it, the lean read does not: %v", err)
+			if !strings.HasPrefix(err.Error(), "ledger l:") {
+				t.Fatalf("error without file and line: %v", err)
+			}
+			return
 		}
-		for id, run := range log.Runs {
-			if l := lean.Runs[id]; l == nil || l.State != run.State || l.Attempts != run.Attempts || l.Retired != run.Retired {
-				t.Fatalf("run %s: lean %+v, Read %+v", id, l, run)
+		runs := runsOf(log)
+		if timeline.Len() != len(runs) {
+			t.Fatalf("%d runs for a timeline, %d read", timeline.Len(), len(runs))
+		}
+		for id, run := range runsOf(timeline) {
+			if run != runs[id] {
+				t.Fatalf("run %s: for a timeline %+v, read %+v", id, run, runs[id])
+			}
+		}
+		for _, a := range timeline.Attempts() {
+			if a.Ending() == "running" && (!timeline.Live() || timeline.At(int(a.Run)).State != StateRunning) {
+				t.Fatalf("attempt %d of %s runs on, in a log that is over or a run that is not running", a.N, timeline.At(int(a.Run)).ID)
 			}
 		}
 		// Whatever follows a torn tail once it is completed must not change
 		// what the complete lines said.
 		if log.Torn > 0 {
 			again, err := readLedger(strings.NewReader(s[:log.Size]), "f")
-			if err != nil || len(again.Runs) != len(log.Runs) {
-				t.Fatalf("the complete lines alone: %v, %d runs, want %d", err, len(again.Runs), len(log.Runs))
+			if err != nil || again.Len() != log.Len() {
+				t.Fatalf("the complete lines alone: %v, %d runs, want %d", err, again.Len(), log.Len())
 			}
 		}
 	})
@@ -224,9 +258,9 @@ func TestResume(t *testing.T) {
 		{false, []string{"cut", "killed", "new"}, ResumeCounts{SkippedSucceeded: 1, SkippedFailed: 1, Interrupted: 2, New: 1}},
 		{true, []string{"bad", "cut", "killed", "new"}, ResumeCounts{SkippedSucceeded: 1, RetriedFailed: 1, Interrupted: 2, New: 1}},
 	} {
-		var retry func(*Run) bool
+		var retry func(Run) bool
 		if tc.retryFailed {
-			retry = retryAll
+			retry = func(Run) bool { return true }
 		}
 		pending, counts := l.Past().Resume(runs, retry)
 		var got []string
@@ -302,8 +336,8 @@ func startedEvent(i int) run.Event {
 // cut short by a full disk is taken back, and nothing is written after it.
 func TestFullDiskKeepsTheLedgerWhole(t *testing.T) {
 	disk := &fullDisk{room: 700, noReserve: true}
-	l := &Writer{path: "disk", dir: ".", past: &Log{Runs: map[string]*Run{}}, file: disk}
-	if err := l.WriteHeader(Record{Version: "test"}); err != nil {
+	l := &Writer{path: "disk", dir: ".", past: &Log{byID: newIDIndex()}, file: disk}
+	if err := l.WriteHeader(Header{Version: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	var err error
@@ -318,8 +352,8 @@ func TestFullDiskKeepsTheLedgerWhole(t *testing.T) {
 		t.Errorf("a write after the error: %v, %d bytes more", err, len(disk.b)-size)
 	}
 	log, err := disk.records()
-	if err != nil || log.Torn != 0 || len(log.Runs) == 0 {
-		t.Errorf("after a full disk the ledger reads %v, torn %d, %d runs; want whole records", err, log.Torn, len(log.Runs))
+	if err != nil || log.Torn != 0 || log.Len() == 0 {
+		t.Errorf("after a full disk the ledger reads %v, torn %d, %d runs; want whole records", err, log.Torn, log.Len())
 	}
 }
 
@@ -328,8 +362,8 @@ func TestFullDiskKeepsTheLedgerWhole(t *testing.T) {
 // stops starting runs and still records the running ones and its end.
 func TestFullDiskIsSeenBeforeWritesFail(t *testing.T) {
 	disk := &fullDisk{room: 1 << 30}
-	l := &Writer{path: "disk", dir: ".", past: &Log{Runs: map[string]*Run{}}, file: disk}
-	if err := l.WriteHeader(Record{Version: "test"}); err != nil {
+	l := &Writer{path: "disk", dir: ".", past: &Log{byID: newIDIndex()}, file: disk}
+	if err := l.WriteHeader(Header{Version: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	disk.room = len(disk.b) + 100 // another program fills the disk
@@ -371,7 +405,7 @@ func TestFullDiskOnARealFileSystem(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if err := l.WriteHeader(Record{Version: "test"}); err != nil {
+	if err := l.WriteHeader(Header{Version: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	filler, err := os.Create(filepath.Join(dir, "filler"))
@@ -402,7 +436,7 @@ func TestFullDiskOnARealFileSystem(t *testing.T) {
 	if err := l.WriteEnd("stopped: disk full", 0); err != nil {
 		t.Fatalf("end record: %v", err)
 	}
-	log, err := ReadFile(path)
+	log, err := ReadFile(path, ReadOptions{})
 	if err != nil || log.End == nil || log.Torn != 0 {
 		t.Fatalf("the ledger reads %v, end %v, torn %d", err, log.End, log.Torn)
 	}
@@ -430,8 +464,8 @@ func TestDeletedLedgerIsWrittenAgain(t *testing.T) {
 	if p := l.Problem(); p == nil || !strings.Contains(p.Error(), "was deleted while the sweep ran") {
 		t.Errorf("problem %v, want the deletion", p)
 	}
-	log, err := ReadFile(path)
-	if err != nil || len(log.Sessions) != 1 || log.Runs["run1"] == nil || log.Runs["run1"].State != StateSucceeded {
+	log, err := ReadFile(path, ReadOptions{})
+	if r, _ := log.Run("run1"); err != nil || len(log.Sessions) != 1 || r.State != StateSucceeded {
 		t.Fatalf("the ledger on disk: %v, %+v", err, log)
 	}
 	// Written again with the mode it had, so that other accounts reading
@@ -460,7 +494,7 @@ func TestReplacedLedgerIsKeptBeside(t *testing.T) {
 	if b, _ := os.ReadFile(path); string(b) != "someone else's\n" {
 		t.Errorf("the other file was overwritten: %q", b)
 	}
-	if log, err := ReadFile(recovered[0]); err != nil || log.Runs["run1"] == nil {
+	if log, err := ReadFile(recovered[0], ReadOptions{}); err != nil || log.PriorAttempts("run1") == 0 {
 		t.Errorf("recovered ledger: %v", err)
 	}
 }
@@ -497,7 +531,7 @@ func openTestLedger(t *testing.T) (*Writer, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	if err := l.WriteHeader(Record{Version: "test"}); err != nil {
+	if err := l.WriteHeader(Header{Version: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	return l, path
@@ -520,15 +554,17 @@ func TestRequestAndMeasuredGPUMemory(t *testing.T) {
 	if err := l.Append(ended); err != nil {
 		t.Fatal(err)
 	}
-	log, err := ReadFile(path)
+	log, err := ReadFile(path, ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := log.Runs["run1"]
-	if r == nil || r.Started.Request != "gpu_mem=12GiB cpus=2" || r.Finished.Request != "gpu_mem=12GiB cpus=2" {
-		t.Fatalf("requests recorded: %+v", r)
+	var started *Started
+	var finished *Finished
+	log.Last(nil, func(_ int, s *Started, f *Finished) error { started, finished = s, f; return nil })
+	if started == nil || finished == nil || started.Request != "gpu_mem=12GiB cpus=2" || finished.Request != "gpu_mem=12GiB cpus=2" {
+		t.Fatalf("requests recorded: %+v %+v", started, finished)
 	}
-	if g := r.Finished.GPUUsage; len(g) != 1 || g[0].UUID != "GPU-a" || g[0].ProcessPeakMemoryBytes != 9<<30 {
+	if g := finished.GPUUsage; len(g) != 1 || g[0].UUID != "GPU-a" || g[0].ProcessPeakMemoryBytes != 9<<30 {
 		t.Errorf("GPU usage recorded: %+v, want GPU-a's 9 GiB", g)
 	}
 }

@@ -39,13 +39,13 @@ func BenchmarkReadLean(b *testing.B) {
 	b.ResetTimer()
 	var log *Log
 	for b.Loop() {
-		if log, err = readLean(path); err != nil {
+		if log, err = ReadFile(path, ReadOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.StopTimer()
-	if len(log.Runs) != runs {
-		b.Fatalf("%d runs, want %d", len(log.Runs), runs)
+	if log.Len() != runs {
+		b.Fatalf("%d runs, want %d", log.Len(), runs)
 	}
 	b.ReportMetric(float64(2*runs*b.N)/b.Elapsed().Seconds(), "records/s")
 	runtime.GC()

@@ -4,56 +4,94 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/run"
 )
 
-// head is what folding a started or finished record into a Log needs of
-// it.
-type head struct {
-	typ, id, reason []byte // within the line
-	attempt         int
-	retry, exitCode bool // exitCode: the record has a numeric exit_code
-}
+// A ledger of millions of records is read in about a second by reading
+// its lines as json.Marshal writes them (no blanks, plain keys), where
+// encoding/json takes seconds and a kilobyte a record. eachField walks
+// such a line's keys and values and checks its shape: an object of
+// "key":value pairs, strings without control bytes, literals of the right
+// letters, brackets that close. A line it declines — another writer's
+// spacing, an escape in a value read, a damaged line — is decoded with
+// encoding/json, which reads what is valid and names what is not; where
+// the fast path reads a line, it reads what encoding/json would
+// (FuzzScanHead, FuzzDecodeStarted, FuzzDecodeFinished).
 
-// scanHead reads a record's head from line without decoding the rest: a
-// ledger of millions of records is read in well under a second this way,
-// where encoding/json takes seconds and a kilobyte a record. It takes the
-// lines json.Marshal writes (no blanks, plain keys) and checks their
-// shape: an object of "key":value pairs, strings without control bytes,
-// literals of the right letters, brackets that close. It reports false
-// for anything else — another writer's spacing, an escape in a value it
-// reads, a damaged line — and the caller decodes that line with
-// encoding/json, which reads what is valid and names what is not.
-func scanHead(line []byte) (h head, ok bool) {
+// eachField calls f with each key and raw value of line, in order. It
+// reports false when line is not an object as json.Marshal writes it, or
+// when f returns false.
+func eachField(line []byte, f func(key, val []byte) bool) bool {
 	n := len(line)
 	if n < 2 || line[0] != '{' || line[n-1] != '}' {
-		return h, false
+		return false
 	}
-	i := 1
-	for {
+	for i := 1; ; {
 		if i >= n || line[i] != '"' {
-			return h, false
+			return false
 		}
 		k := i + 1
 		for k < n && line[k] != '"' {
 			if line[k] == '\\' || line[k] < 0x20 {
-				return h, false
+				return false
 			}
 			k++
 		}
 		if k+1 >= n || line[k+1] != ':' {
-			return h, false
+			return false
 		}
-		key := line[i+1 : k]
 		start := k + 2
 		end, ok := skipValue(line, start)
-		if !ok {
-			return h, false
+		if !ok || !f(line[i+1:k], line[start:end]) {
+			return false
 		}
-		val := line[start:end]
+		switch {
+		case end == n-1:
+			return true
+		case end < n && line[end] == ',':
+			i = end + 1
+		default:
+			return false
+		}
+	}
+}
+
+// head is what the fold needs of a line: its type and, for the records
+// of an attempt, which run and attempt, and how it ended.
+type head struct {
+	typ, id, reason, class, signal []byte // within the line
+	attempt                        int
+	retry                          bool
+	exitCode                       int
+	hasExit                        bool // a numeric exit_code
+}
+
+// headKeys are the keys head reads.
+var headKeys = []string{"type", "id", "reason", "class", "signal", "attempt", "retry", "exit_code"}
+
+// timing is what a timeline needs of a started or finished record
+// besides its head: its time and, for a started one, its lane, GPUs,
+// CPUs and request.
+type timing struct {
+	time          time.Time
+	lane          *int
+	gpus          []string
+	cpus, request string
+}
+
+// scanHead reads a line's head without decoding the rest; false for a
+// line eachField declines or whose head values are not plain.
+func scanHead(line []byte) (h head, ok bool) { return (*decoder)(nil).scan(line, nil) }
+
+// scan is scanHead and, when t is not nil, in the same pass the line's
+// timing.
+func (d *decoder) scan(line []byte, t *timing) (h head, ok bool) {
+	ok = eachField(line, func(key, val []byte) bool {
+		var ok bool
 		switch string(key) {
 		case "type":
 			h.typ, ok = plainString(val)
@@ -61,97 +99,224 @@ func scanHead(line []byte) (h head, ok bool) {
 			h.id, ok = plainString(val)
 		case "reason":
 			h.reason, ok = plainString(val)
+		case "class":
+			h.class, ok = plainString(val)
+		case "signal":
+			h.signal, ok = plainString(val)
 		case "attempt":
-			h.attempt, ok = smallInt(val)
+			h.attempt, ok = intOf(val)
 		case "retry":
 			h.retry, ok = string(val) == "true", string(val) == "true" || string(val) == "false"
 		case "exit_code":
-			_, ok = smallInt(val)
-			h.exitCode = ok
+			h.exitCode, ok = intOf(val)
+			h.hasExit = ok
 		default:
+			if t != nil {
+				return d.timingField(t, key, val)
+			}
 			// encoding/json matches keys without regard to case: "ID"
 			// would be the id to it.
 			ok = !isHeadKeyFolded(key)
 		}
-		if !ok {
-			return h, false
-		}
-		switch {
-		case end == n-1:
-			return h, true
-		case end < n && line[end] == ',':
-			i = end + 1
-		default:
-			return h, false
-		}
-	}
+		return ok
+	})
+	return h, ok
 }
 
-// skipValue returns the end of the JSON value that starts at line[i].
-func skipValue(line []byte, i int) (int, bool) {
-	if i >= len(line) {
+// timingField reads key into t, when it is one of timing's keys.
+func (d *decoder) timingField(t *timing, key, val []byte) bool {
+	ok := true
+	switch string(key) {
+	case "time":
+		ok = val[0] == '"' && t.time.UnmarshalJSON(val) == nil
+	case "slot":
+		t.lane, ok = intPtrOf(val)
+	case "gpus":
+		t.gpus, ok = textsOf(val)
+	case "cpus":
+		t.cpus, ok = d.repeated(val)
+	case "request":
+		t.request, ok = d.repeated(val)
+	default:
+		// encoding/json matches keys without regard to case.
+		ok = !isHeadKeyFolded(key) && !isFoldedKey(key, "time", "slot", "gpus", "cpus", "request")
+	}
+	return ok
+}
+
+// headOf is the head of a line scanHead declines, by encoding/json.
+func headOf(line []byte) (head, error) {
+	var v struct {
+		Type     string `json:"type"`
+		ID       string `json:"id"`
+		Reason   string `json:"reason"`
+		Class    string `json:"class"`
+		Signal   string `json:"signal"`
+		Attempt  int    `json:"attempt"`
+		Retry    bool   `json:"retry"`
+		ExitCode *int   `json:"exit_code"`
+	}
+	if err := json.Unmarshal(line, &v); err != nil {
+		return head{}, err
+	}
+	h := head{typ: []byte(v.Type), id: []byte(v.ID), reason: []byte(v.Reason), class: []byte(v.Class), signal: []byte(v.Signal),
+		attempt: v.Attempt, retry: v.Retry, hasExit: v.ExitCode != nil}
+	if v.ExitCode != nil {
+		h.exitCode = *v.ExitCode
+	}
+	return h, nil
+}
+
+// classOf is the failure class of a finished record's head, as ClassOf
+// gives it.
+func (h *head) classOf() failure.Class {
+	fin := Finished{Class: failure.Class(h.class), Signal: string(h.signal), Reason: run.Reason(h.reason)}
+	if h.hasExit {
+		code := h.exitCode
+		fin.ExitCode = &code
+	}
+	return ClassOf(&fin)
+}
+
+// maxDepth bounds the nesting skipValue follows, as encoding/json's.
+const maxDepth = 10000
+
+// skipValue returns the end of the JSON value that starts at line[i],
+// checking it as encoding/json would (a value as json.Marshal writes it:
+// no blanks), so that a line the fast path reads is one encoding/json
+// reads too.
+func skipValue(line []byte, i int) (int, bool) { return skipNested(line, i, 0) }
+
+func skipNested(line []byte, i, depth int) (int, bool) {
+	if i >= len(line) || depth > maxDepth {
 		return 0, false
 	}
 	switch c := line[i]; {
 	case c == '"':
 		return skipString(line, i)
-	case c == '{' || c == '[':
-		depth := 0
-		for i < len(line) {
-			switch line[i] {
-			case '"':
-				end, ok := skipString(line, i)
-				if !ok {
-					return 0, false
-				}
-				i = end
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1, true
-				}
-			default:
-				if line[i] < 0x20 {
-					return 0, false
-				}
+	case c == '{':
+		if i+1 < len(line) && line[i+1] == '}' {
+			return i + 2, true
+		}
+		for i++; ; {
+			if i >= len(line) || line[i] != '"' {
+				return 0, false
 			}
-			i++
+			j, ok := skipString(line, i)
+			if !ok || j >= len(line) || line[j] != ':' {
+				return 0, false
+			}
+			if j, ok = skipNested(line, j+1, depth+1); !ok || j >= len(line) {
+				return 0, false
+			}
+			switch line[j] {
+			case ',':
+				i = j + 1
+			case '}':
+				return j + 1, true
+			default:
+				return 0, false
+			}
 		}
-		return 0, false
+	case c == '[':
+		if i+1 < len(line) && line[i+1] == ']' {
+			return i + 2, true
+		}
+		for i++; ; {
+			j, ok := skipNested(line, i, depth+1)
+			if !ok || j >= len(line) {
+				return 0, false
+			}
+			switch line[j] {
+			case ',':
+				i = j + 1
+			case ']':
+				return j + 1, true
+			default:
+				return 0, false
+			}
+		}
+	case c == '-' || '0' <= c && c <= '9':
+		return numberEnd(line, i)
 	default:
-		j := i
-		for j < len(line) && isLiteralByte(line[j]) {
-			j++
-		}
-		switch lit := string(line[i:j]); {
-		case lit == "true", lit == "false", lit == "null":
-			return j, true
-		case j > i && (lit[0] == '-' || '0' <= lit[0] && lit[0] <= '9'):
-			return j, true
+		for _, lit := range []string{"true", "false", "null"} {
+			if len(line)-i >= len(lit) && string(line[i:i+len(lit)]) == lit {
+				return i + len(lit), true
+			}
 		}
 		return 0, false
 	}
 }
 
-// skipString returns the end of the JSON string that starts at line[i].
+// numberEnd returns the end of the JSON number at line[i], as JSON's
+// grammar has it: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func numberEnd(line []byte, i int) (int, bool) {
+	n := len(line)
+	digits := func() bool {
+		j := i
+		for i < n && '0' <= line[i] && line[i] <= '9' {
+			i++
+		}
+		return i > j
+	}
+	if line[i] == '-' {
+		i++
+	}
+	switch {
+	case i < n && line[i] == '0':
+		i++
+	case !digits():
+		return 0, false
+	}
+	if i < n && line[i] == '.' {
+		i++
+		if !digits() {
+			return 0, false
+		}
+	}
+	if i < n && (line[i] == 'e' || line[i] == 'E') {
+		i++
+		if i < n && (line[i] == '+' || line[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return 0, false
+		}
+	}
+	return i, true
+}
+
+// skipString returns the end of the JSON string that starts at line[i]:
+// no control byte, and only the escapes JSON has.
 func skipString(line []byte, i int) (int, bool) {
 	for j := i + 1; j < len(line); j++ {
 		switch c := line[j]; {
 		case c == '"':
 			return j + 1, true
 		case c == '\\':
-			j++
+			if j++; j >= len(line) {
+				return 0, false
+			}
+			switch line[j] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if j+4 >= len(line) {
+					return 0, false
+				}
+				for _, h := range line[j+1 : j+5] {
+					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+						return 0, false
+					}
+				}
+				j += 4
+			default:
+				return 0, false
+			}
 		case c < 0x20:
 			return 0, false
 		}
 	}
 	return 0, false
-}
-
-func isLiteralByte(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || c == '-' || c == '+' || c == '.' || c == 'E'
 }
 
 // plainString returns the contents of a JSON string of printable ASCII
@@ -193,169 +358,140 @@ func smallInt(val []byte) (int, bool) {
 
 // isHeadKeyFolded reports whether key is one of the keys scanHead reads,
 // in other letter case.
-func isHeadKeyFolded(key []byte) bool {
-	plain := true // lower-case ASCII: folded, it is only itself
+func isHeadKeyFolded(key []byte) bool { return isFoldedKey(key, headKeys...) }
+
+// isFoldedKey reports whether key is one of keys in other letter case.
+func isFoldedKey(key []byte, keys ...string) bool {
 	for _, c := range key {
 		if 'A' <= c && c <= 'Z' || c >= 0x80 {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		return false
-	}
-	for _, k := range []string{"type", "id", "reason", "attempt", "retry", "exit_code"} {
-		if bytes.EqualFold(key, []byte(k)) {
-			return true
-		}
-	}
-	return false
-}
-
-// decodeRecord decodes a started or finished record as json.Marshal
-// writes it (see scanHead) into rec, which must be zero, several times
-// faster than encoding/json; it reports false for any other line (a key it
-// does not know, an escape in a string, a null), which the caller then
-// decodes with encoding/json. Where it reports true, rec is what
-// json.Unmarshal makes of the line (FuzzDecodeRecord checks it).
-func decodeRecord(line []byte, rec *Record) bool { return (&decoder{}).decode(line, rec) }
-
-// decoder is decodeRecord with two ways to spend less: texts that repeat
-// from record to record (a host, a request, a CPU list) are made once, in
-// strs, and with alias the raw values (params, metrics, curves) are the
-// line's own bytes, not checked to be valid JSON beyond their brackets and
-// strings: for a record that lives until the next line is read (Stream).
-type decoder struct {
-	alias bool
-	strs  map[string]string
-}
-
-// decode is decodeRecord.
-func (d *decoder) decode(line []byte, rec *Record) bool {
-	n := len(line)
-	if n < 2 || line[0] != '{' || line[n-1] != '}' {
-		return false
-	}
-	for i := 1; ; {
-		if i >= n || line[i] != '"' {
-			return false
-		}
-		k := i + 1
-		for k < n && line[k] != '"' {
-			if line[k] == '\\' || line[k] < 0x20 {
-				return false
+			for _, k := range keys {
+				if bytes.EqualFold(key, []byte(k)) {
+					return true
+				}
 			}
-			k++
-		}
-		if k+1 >= n || line[k+1] != ':' {
-			return false
-		}
-		key := line[i+1 : k]
-		start := k + 2
-		end, ok := skipValue(line, start)
-		if !ok || !d.field(rec, key, line[start:end]) {
-			return false
-		}
-		switch {
-		case end == n-1:
-			return rec.Type == TypeStarted || rec.Type == TypeFinished
-		case end < n && line[end] == ',':
-			i = end + 1
-		default:
 			return false
 		}
 	}
+	return false // lower-case ASCII: folded, it is only itself
 }
 
-// field sets the field of rec that key names from its value val.
-func (d *decoder) field(rec *Record, key, val []byte) bool {
+// decoder decodes started and finished records as json.Marshal writes
+// them, several times faster than encoding/json; a line it declines (a
+// key it does not know, an escape in a string, a null) is the caller's to
+// decode with encoding/json. Texts that repeat from record to record (a
+// host, a request, a CPU list) are made once.
+type decoder struct {
+	strs map[string]string
+}
+
+// started decodes line into s, which must be zero.
+func (d *decoder) started(line []byte, s *Started) bool {
+	return eachField(line, func(key, val []byte) bool {
+		var ok bool
+		switch string(key) {
+		case "type":
+			s.Type, ok = d.repeated(val)
+			ok = ok && s.Type == TypeStarted
+		case "time":
+			ok = val[0] == '"' && s.Time.UnmarshalJSON(val) == nil
+		case "host":
+			s.Host, ok = d.repeated(val)
+		case "pid":
+			s.PID, ok = intOf(val)
+		case "slot":
+			s.Lane, ok = intPtrOf(val)
+		case "gpus":
+			s.GPUs, ok = textsOf(val)
+		case "cpus":
+			s.CPUs, ok = d.repeated(val)
+		case "request":
+			s.Request, ok = d.repeated(val)
+		case "stdout":
+			s.Stdout, ok = textOf(val)
+		case "stderr":
+			s.Stderr, ok = textOf(val)
+		case "params":
+			s.Params, ok = rawOf(val)
+		default:
+			ok = d.runAttempt(&s.RunAttempt, key, val)
+		}
+		return ok
+	}) && s.Type == TypeStarted
+}
+
+// finished decodes line into f, which must be zero.
+func (d *decoder) finished(line []byte, f *Finished) bool {
+	return eachField(line, func(key, val []byte) bool {
+		var ok bool
+		switch string(key) {
+		case "type":
+			f.Type, ok = d.repeated(val)
+			ok = ok && f.Type == TypeFinished
+		case "time":
+			ok = val[0] == '"' && f.Time.UnmarshalJSON(val) == nil
+		case "slot":
+			f.Lane, ok = intPtrOf(val)
+		case "request":
+			f.Request, ok = d.repeated(val)
+		case "stdout":
+			f.Stdout, ok = textOf(val)
+		case "stderr":
+			f.Stderr, ok = textOf(val)
+		case "exit_code":
+			f.ExitCode, ok = intPtrOf(val)
+		case "signal":
+			f.Signal, ok = d.repeated(val)
+		case "reason":
+			var s string
+			s, ok = d.repeated(val)
+			f.Reason = run.Reason(s)
+		case "retry":
+			f.Retry, ok = string(val) == "true", string(val) == "true" || string(val) == "false"
+		case "error":
+			f.Error, ok = textOf(val)
+		case "duration_s":
+			f.Seconds, ok = floatOf(val)
+		case "max_rss_bytes":
+			f.MaxRSS, ok = uintOf(val)
+		case "cpu_s":
+			f.CPUSeconds, ok = floatOf(val)
+		case "tree_rss_peak_bytes":
+			f.TreeRSSPeak, ok = uintOf(val)
+		case "gpu_usage":
+			ok = val[0] == '[' && json.Unmarshal(val, &f.GPUUsage) == nil
+		case "class":
+			var s string
+			s, ok = d.repeated(val)
+			f.Class = failure.Class(s)
+		case "stderr_tail":
+			f.StderrTail, ok = textsOf(val)
+		case "metrics":
+			f.Metrics, ok = rawOf(val)
+		case "curves":
+			f.Curves, ok = rawOf(val)
+		case "metrics_skipped":
+			f.MetricsSkipped, ok = intOf(val)
+		default:
+			ok = d.runAttempt(&f.RunAttempt, key, val)
+		}
+		return ok
+	}) && f.Type == TypeFinished
+}
+
+// runAttempt sets the field of a that key names; false for another key.
+func (d *decoder) runAttempt(a *RunAttempt, key, val []byte) bool {
 	var ok bool
 	switch string(key) {
-	case "type":
-		rec.Type, ok = d.repeated(val)
-	case "time":
-		ok = val[0] == '"' && rec.Time.UnmarshalJSON(val) == nil
-	case "host":
-		rec.Host, ok = d.repeated(val)
-	case "pid":
-		rec.PID, ok = intOf(val)
 	case "id":
-		rec.ID, ok = textOf(val)
+		a.ID, ok = textOf(val)
 	case "index":
-		rec.Index, ok = intOf(val)
+		a.Index, ok = intOf(val)
 	case "origin":
-		rec.Origin, ok = textOf(val)
+		a.Origin, ok = textOf(val)
 	case "attempt":
-		rec.Attempt, ok = intOf(val)
-	case "slot":
-		var lane int
-		if lane, ok = intOf(val); ok {
-			rec.Lane = &lane
-		}
-	case "gpus":
-		rec.GPUs, ok = textsOf(val)
-	case "cpus":
-		rec.CPUs, ok = d.repeated(val)
-	case "request":
-		rec.Request, ok = d.repeated(val)
-	case "stdout":
-		rec.Stdout, ok = textOf(val)
-	case "stderr":
-		rec.Stderr, ok = textOf(val)
-	case "params":
-		rec.Params, ok = d.raw(val)
-	case "exit_code":
-		var code int
-		if code, ok = intOf(val); ok {
-			rec.ExitCode = &code
-		}
-	case "signal":
-		rec.Signal, ok = d.repeated(val)
-	case "reason":
-		var s string
-		s, ok = d.repeated(val)
-		rec.Reason = run.Reason(s)
-	case "retry":
-		rec.Retry, ok = string(val) == "true", string(val) == "true" || string(val) == "false"
-	case "error":
-		rec.Error, ok = textOf(val)
-	case "duration_s":
-		rec.Seconds, ok = floatOf(val)
-	case "cpu_s":
-		rec.CPUSeconds, ok = floatOf(val)
-	case "max_rss_bytes":
-		rec.MaxRSS, ok = uintOf(val)
-	case "tree_rss_peak_bytes":
-		rec.TreeRSSPeak, ok = uintOf(val)
-	case "gpu_usage":
-		ok = val[0] == '[' && json.Unmarshal(val, &rec.GPUUsage) == nil
-	case "class":
-		var s string
-		s, ok = d.repeated(val)
-		rec.Class = failure.Class(s)
-	case "stderr_tail":
-		rec.StderrTail, ok = textsOf(val)
-	case "metrics":
-		rec.Metrics, ok = d.raw(val)
-	case "curves":
-		rec.Curves, ok = d.raw(val)
-	case "metrics_skipped":
-		rec.MetricsSkipped, ok = intOf(val)
+		a.Attempt, ok = intOf(val)
 	}
 	return ok
-}
-
-// textOf reads a JSON string without escapes whose bytes are valid UTF-8
-// (encoding/json would replace others).
-func textOf(val []byte) (string, bool) {
-	if len(val) < 2 || val[0] != '"' {
-		return "", false
-	}
-	s := val[1 : len(val)-1]
-	if bytes.IndexByte(s, '\\') >= 0 || !utf8.Valid(s) {
-		return "", false
-	}
-	return string(s), true
 }
 
 // repeated is textOf for a text that repeats from record to record: made
@@ -376,12 +512,26 @@ func (d *decoder) repeated(val []byte) (string, bool) {
 	return s, ok
 }
 
-// raw is rawOf, or with alias the bytes of val.
-func (d *decoder) raw(val []byte) (json.RawMessage, bool) {
-	if d.alias {
-		return val, string(val) != "null"
+// intPtrOf is intOf for a field that is a pointer.
+func intPtrOf(val []byte) (*int, bool) {
+	n, ok := intOf(val)
+	if !ok {
+		return nil, false
 	}
-	return rawOf(val)
+	return &n, true
+}
+
+// textOf reads a JSON string without escapes whose bytes are valid UTF-8
+// (encoding/json would replace others).
+func textOf(val []byte) (string, bool) {
+	if len(val) < 2 || val[0] != '"' {
+		return "", false
+	}
+	s := val[1 : len(val)-1]
+	if bytes.IndexByte(s, '\\') >= 0 || !utf8.Valid(s) {
+		return "", false
+	}
+	return string(s), true
 }
 
 // textsOf reads a JSON list of strings as textOf does.
@@ -415,11 +565,11 @@ func textsOf(val []byte) ([]string, bool) {
 	return out, true
 }
 
-// rawOf copies an object or a list as json.RawMessage holds it; a text, a
-// number or a literal too, but not null (json leaves a RawMessage of null
-// as the four letters; a writer never writes one).
+// rawOf copies a value (eachField checked it) as json.RawMessage holds
+// it, but not null (json leaves a RawMessage of null as the four letters;
+// a writer never writes one).
 func rawOf(val []byte) (json.RawMessage, bool) {
-	if string(val) == "null" || !json.Valid(val) {
+	if string(val) == "null" {
 		return nil, false
 	}
 	return append(json.RawMessage(nil), val...), true

@@ -43,23 +43,26 @@ func TestWrittenRecordsTakeTheFastPath(t *testing.T) {
 			t.Errorf("scanHead does not read %s", line)
 			continue
 		}
-		var rec Record
-		if err := json.Unmarshal(line, &rec); err != nil {
-			t.Fatal(err)
-		}
-		checkHead(t, line, h, &rec)
+		checkHead(t, line, h)
 	}
 }
 
 // checkHead fails t when scanHead's head of line says other than
 // encoding/json's decoding of it.
-func checkHead(t *testing.T, line []byte, h head, rec *Record) {
+func checkHead(t *testing.T, line []byte, h head) {
 	t.Helper()
-	if string(h.typ) != rec.Type || string(h.id) != rec.ID || string(h.reason) != string(rec.Reason) ||
-		h.attempt != rec.Attempt || h.retry != rec.Retry || h.exitCode != (rec.ExitCode != nil) {
-		t.Errorf("%s: scanHead reads type %q id %q reason %q attempt %d retry %v exit code %v; encoding/json %q %q %q %d %v %v",
-			line, h.typ, h.id, h.reason, h.attempt, h.retry, h.exitCode, rec.Type, rec.ID, rec.Reason, rec.Attempt, rec.Retry, rec.ExitCode != nil)
+	want, err := headOf(line)
+	if err != nil {
+		t.Fatalf("%s: scanHead reads it, encoding/json does not: %v", line, err)
 	}
+	if !reflect.DeepEqual(h.fields(), want.fields()) {
+		t.Errorf("%s: scanHead reads %v; encoding/json %v", line, h.fields(), want.fields())
+	}
+}
+
+// fields is what a head says, for a comparison.
+func (h head) fields() []any {
+	return []any{string(h.typ), string(h.id), string(h.reason), string(h.class), string(h.signal), h.attempt, h.retry, h.hasExit, h.exitCode}
 }
 
 // TestScanHeadDeclines lists lines scanHead must leave to encoding/json.
@@ -89,56 +92,104 @@ func FuzzScanHead(f *testing.F) {
 	f.Add(`{"type":"started","id":"a","attempt":1,"slot":0,"gpus":["GPU-1"]}`)
 	f.Add(`{"ID":"b","id":"a"}`)
 	f.Fuzz(func(t *testing.T, line string) {
-		h, ok := scanHead([]byte(line))
-		var rec Record
-		if !ok || json.Unmarshal([]byte(line), &rec) != nil {
-			return
+		if h, ok := scanHead([]byte(line)); ok {
+			checkHead(t, []byte(line), h)
 		}
-		checkHead(t, []byte(line), h, &rec)
 	})
 }
 
-// TestLeanReadKeepsWhatAResumeAndAStatusNeed compares a lean read of a
-// ledger with Read: the same runs in the same states; the records of
-// the runs that did not succeed, and none of those that did.
-func TestLeanReadKeepsWhatAResumeAndAStatusNeed(t *testing.T) {
-	text := ledgerHeader + ledgerStarted("ok", 1) + ledgerFinished("ok", 1, "ok", false) +
-		ledgerStarted("failed", 1) + strings.Replace(ledgerFinished("failed", 1, "failed", false), `"exit_code":0`, `"exit_code":3,"error":"a \"quoted\"\nerror"`, 1) +
+// TestLastReadsTheLastRecords: Last gives each run's last started and
+// finished records, as encoding/json reads them, whatever runs between
+// them; and says so when the file is no longer the one read.
+func TestLastReadsTheLastRecords(t *testing.T) {
+	text := ledgerHeader + ledgerStarted("ok", 1) + ledgerStarted("failed", 1) + ledgerFinished("ok", 1, "ok", false) +
+		strings.Replace(ledgerFinished("failed", 1, "failed", false), `"exit_code":0`, `"exit_code":3,"error":"a \"quoted\"\nerror"`, 1) +
 		ledgerStarted("retried", 1) + ledgerFinished("retried", 1, "failed", true) + ledgerStarted("retried", 2) +
-		ledgerStarted("stopped", 1) + ledgerFinished("stopped", 1, "interrupted", false) +
 		ledgerStarted("later", 1) + ledgerFinished("later", 1, "failed", false) + ledgerEnd + ledgerHeader + ledgerStarted("later", 2) + ledgerFinished("later", 2, "ok", false)
-	full, err := readLedger(strings.NewReader(text), "l")
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "ledger.jsonl")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	lean, err := readLean(path)
+	log, err := ReadFile(path, ReadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(full.Order, lean.Order) || len(full.Runs) != len(lean.Runs) || lean.Size != full.Size {
-		t.Fatalf("lean read: runs %v size %d; Read: %v %d", lean.Order, lean.Size, full.Order, full.Size)
+	got := map[string]string{}
+	err = log.Last(nil, func(i int, s *Started, fin *Finished) error {
+		desc := ""
+		if s != nil {
+			desc += fmt.Sprintf("started %d", s.Attempt)
+		}
+		if fin != nil {
+			desc += fmt.Sprintf(" finished %d %s %d %q", fin.Attempt, fin.Reason, *fin.ExitCode, fin.Error)
+		}
+		got[log.At(i).ID] = desc
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for id, f := range full.Runs {
-		l := lean.Runs[id]
-		if l.State != f.State || l.Attempts != f.Attempts || l.Session != f.Session || l.Retired != f.Retired {
-			t.Errorf("run %s: lean %+v, Read %+v", id, l, f)
-		}
-		if f.State == StateSucceeded {
-			if l.Started != nil || l.Finished != nil {
-				t.Errorf("run %s succeeded: the lean read kept its records", id)
-			}
-			continue
-		}
-		if !reflect.DeepEqual(l.Started, f.Started) || !reflect.DeepEqual(l.Finished, f.Finished) {
-			t.Errorf("run %s %s: lean records %+v %+v, Read %+v %+v", id, f.State, l.Started, l.Finished, f.Started, f.Finished)
-		}
+	want := map[string]string{
+		"ok":      `started 1 finished 1 ok 0 ""`,
+		"failed":  `started 1 finished 1 failed 3 "a \"quoted\"\nerror"`,
+		"retried": `started 2 finished 1 failed 0 ""`,
+		"later":   `started 2 finished 2 ok 0 ""`,
 	}
-	if f := lean.Runs["failed"].Finished; f == nil || f.Error != "a \"quoted\"\nerror" || *f.ExitCode != 3 {
-		t.Errorf("failed run's record %+v", f)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Last gives\n%v\nwant\n%v", got, want)
+	}
+	i, _ := log.Find("failed")
+	n := 0
+	log.Last([]int{i}, func(j int, s *Started, fin *Finished) error { n++; return nil })
+	if n != 1 {
+		t.Errorf("Last of one run called f %d times", n)
+	}
+	// Started over: the file holds other records where the log read its own.
+	if err := os.WriteFile(path, []byte(ledgerHeader+ledgerStarted("x", 1)+ledgerFinished("x", 1, "ok", false)+ledgerEnd+text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Last(nil, func(int, *Started, *Finished) error { return nil }); err == nil || !strings.Contains(err.Error(), "changed since it was read") {
+		t.Errorf("Last of a changed file: %v", err)
+	}
+}
+
+// TestTimeline: a read for a timeline keeps every attempt with its
+// ending: a killed session's attempt is interrupted at its last record,
+// an ended session's at its end, and the live session's runs on.
+func TestTimeline(t *testing.T) {
+	at := func(s, typ, id string, attempt int, extra string) string {
+		return fmt.Sprintf(`{"type":"%s","time":"2026-01-01T00:00:%sZ","id":"%s","attempt":%d,"slot":0%s}`+"\n", typ, s, id, attempt, extra)
+	}
+	header := func(s string) string {
+		return `{"type":"header","time":"2026-01-01T00:00:` + s + `Z","format":"nodepack.ledger/v1","pid":1}` + "\n"
+	}
+	text := header("00") + at("01", "started", "a", 1, `,"gpus":["G0"],"cpus":"0-3","request":"gpus=0.25 cpus=4"`) + at("02", "started", "b", 1, "") +
+		at("03", "finished", "a", 1, `,"exit_code":1,"reason":"failed","class":"cuda-oom","retry":true`) +
+		// killed here: b's attempt ends with the session's last record
+		header("10") + at("11", "started", "a", 2, "") + at("12", "finished", "a", 2, `,"exit_code":0,"reason":"ok"`) + at("13", "started", "c", 1, "") +
+		`{"type":"end","time":"2026-01-01T00:00:15Z"}` + "\n" +
+		header("20") + at("21", "started", "d", 1, "")
+	log, err := readText(t, text, ReadOptions{Attempts: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range log.Attempts() {
+		got = append(got, fmt.Sprintf("%s#%d %d-%d s%d %s %s %g %d %s", log.At(int(a.Run)).ID, a.N, a.Start%60000/1000, a.End%60000/1000, a.Session, a.Ending(), a.Class(), a.GPUShare, a.CPUs, log.GPUs(&a)))
+	}
+	want := []string{
+		"a#1 1-3 s0 failed cuda-oom 0.25 4 G0",
+		"b#1 2-3 s0 interrupted  0 1 ",
+		"a#2 11-12 s1 ok  0 1 ",
+		"c#1 13-15 s1 interrupted  0 1 ",
+		"d#1 21-0 s2 running  0 1 ",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("attempts\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	spans := log.Spans()
+	if len(spans) != 3 || spans[0].Last%60000 != 3000 || spans[1].End%60000 != 15000 || !spans[2].Live || spans[1].Live {
+		t.Errorf("spans %+v", spans)
 	}
 }
 
@@ -172,7 +223,7 @@ func TestOpenFromReadsAChangedLedgerAgain(t *testing.T) {
 		}, false, StateSucceeded},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			d, err := ReadDir(dir)
+			d, err := ReadDir(dir, ReadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,8 +236,8 @@ func TestOpenFromReadsAChangedLedgerAgain(t *testing.T) {
 			if same := w.Past() == d.Log(FileName(0, 1)); same != tc.same {
 				t.Errorf("past is the read Log: %v, want %v", same, tc.same)
 			}
-			if got := w.Past().Runs["a"].State; got != tc.state {
-				t.Errorf("run a %s, want %s", got, tc.state)
+			if got, _ := w.Past().Run("a"); got.State != tc.state {
+				t.Errorf("run a %s, want %s", got.State, tc.state)
 			}
 		})
 	}
@@ -194,8 +245,8 @@ func TestOpenFromReadsAChangedLedgerAgain(t *testing.T) {
 
 // TestWrittenRecordsDecodeFast: every started and finished record a
 // Writer makes, with params, metrics, curves, GPU usage and the bytes a
-// command line or an error may bring, takes decodeRecord, and decodes as
-// encoding/json decodes it.
+// command line or an error may bring, takes the fast decoder, and decodes
+// as encoding/json decodes it.
 func TestWrittenRecordsDecodeFast(t *testing.T) {
 	l := &Writer{dir: "/out", host: "node-1"}
 	r := run.Run{ID: "0123456789ab", Index: 7, Origin: "grid.yml:3 é", Args: []string{"python"}, Params: json.RawMessage(`{"lr":0.1,"model":"resnet, 50","layers":[64,128]}`)}
@@ -214,18 +265,12 @@ func TestWrittenRecordsDecodeFast(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var fast, slow Record
-		if !decodeRecord(line, &fast) {
-			t.Fatalf("decodeRecord declined %s", line)
-		}
-		if err := json.Unmarshal(line, &slow); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(fast, slow) {
-			t.Errorf("decodeRecord differs from encoding/json on %s:\n%+v\n%+v", line, fast, slow)
+		if !sameAsJSON(t, line) {
+			t.Fatalf("the fast decoder declined %s", line)
 		}
 	}
-	// An escaped string, a key in other letters, blanks: encoding/json's.
+	// An escaped string, a key in other letters, blanks, a leading zero,
+	// another record type: encoding/json's.
 	for _, line := range []string{
 		`{"type":"started","id":"a\u0062","attempt":1}`,
 		`{"type":"started","ID":"a","attempt":1}`,
@@ -233,73 +278,65 @@ func TestWrittenRecordsDecodeFast(t *testing.T) {
 		`{"type":"started","id":"a","attempt":01}`,
 		`{"type":"header","time":"2026-11-24T10:00:00Z"}`,
 	} {
-		var rec Record
-		if decodeRecord([]byte(line), &rec) {
-			t.Errorf("decodeRecord took %s", line)
+		if sameAsJSON(t, []byte(line)) {
+			t.Errorf("the fast decoder took %s", line)
 		}
 	}
 }
 
-// FuzzDecodeRecord: what decodeRecord takes, encoding/json takes too, and
-// reads the same.
+// sameAsJSON decodes line with the fast decoder, as a started and as a
+// finished record, and fails t where encoding/json reads it otherwise; it
+// reports whether the fast decoder took it.
+func sameAsJSON(t *testing.T, line []byte) bool {
+	t.Helper()
+	var d decoder
+	var fs, ss Started
+	var ff, sf Finished
+	took := false
+	if d.started(line, &fs) {
+		took = true
+		if err := json.Unmarshal(line, &ss); err != nil {
+			t.Fatalf("the fast decoder took %q, which encoding/json refuses: %v", line, err)
+		}
+		if !reflect.DeepEqual(fs, ss) {
+			t.Fatalf("%q:\nfast %+v\njson %+v", line, fs, ss)
+		}
+	}
+	if d.finished(line, &ff) {
+		took = true
+		if err := json.Unmarshal(line, &sf); err != nil {
+			t.Fatalf("the fast decoder took %q, which encoding/json refuses: %v", line, err)
+		}
+		if !reflect.DeepEqual(ff, sf) {
+			t.Fatalf("%q:\nfast %+v\njson %+v", line, ff, sf)
+		}
+	}
+	var tm timing
+	if _, ok := d.scan(line, &tm); ok {
+		var want struct {
+			Time    time.Time `json:"time"`
+			Lane    *int      `json:"slot"`
+			GPUs    []string  `json:"gpus"`
+			CPUs    string    `json:"cpus"`
+			Request string    `json:"request"`
+		}
+		if err := json.Unmarshal(line, &want); err != nil {
+			t.Fatalf("the scan for a timeline took %q, which encoding/json refuses: %v", line, err)
+		}
+		if !tm.time.Equal(want.Time) || !reflect.DeepEqual(tm.lane, want.Lane) || !reflect.DeepEqual(tm.gpus, want.GPUs) || tm.cpus != want.CPUs || tm.request != want.Request {
+			t.Fatalf("%q: the scan for a timeline reads %+v; json %+v", line, tm, want)
+		}
+	}
+	return took
+}
+
+// FuzzDecodeRecord: what the fast decoder takes, encoding/json takes too,
+// and reads the same.
 func FuzzDecodeRecord(f *testing.F) {
 	f.Add(`{"type":"finished","time":"2026-01-01T00:00:02Z","id":"a","attempt":2,"exit_code":1,"reason":"failed","retry":true,"gpu_usage":[{"uuid":"x"}],"metrics":{"loss":1},"curves":{"loss":[[1,2]]}}`)
 	f.Add(`{"type":"started","id":"a","attempt":1,"slot":0,"gpus":["GPU-1"],"params":{"a":[1,"x"]},"time":"2026-01-01T00:00:02.5+01:00"}`)
 	f.Add(`{"type":"started","stderr_tail":[],"duration_s":1e-3,"max_rss_bytes":18446744073709551615}`)
 	f.Fuzz(func(t *testing.T, line string) {
-		var fast, slow Record
-		if !decodeRecord([]byte(line), &fast) {
-			return
-		}
-		if err := json.Unmarshal([]byte(line), &slow); err != nil {
-			t.Fatalf("decodeRecord took %q, which encoding/json refuses: %v", line, err)
-		}
-		if !reflect.DeepEqual(fast, slow) {
-			t.Fatalf("%q:\nfast %+v\njson %+v", line, fast, slow)
-		}
+		sameAsJSON(t, []byte(line))
 	})
-}
-
-// TestStreamFoldsAsRead: a streamed read of a ledger (Stream) has the same
-// runs, in the same order and states, as a full read, keeps no record, and
-// calls each with every record and the place of its run.
-func TestStreamFoldsAsRead(t *testing.T) {
-	text := ledgerHeader + ledgerStarted("ok", 1) + ledgerFinished("ok", 1, "ok", false) +
-		ledgerStarted("failed", 1) + ledgerFinished("failed", 1, "failed", false) +
-		ledgerStarted("retried", 1) + ledgerFinished("retried", 1, "failed", true) + ledgerStarted("retried", 2) +
-		ledgerStarted("stopped", 1) + ledgerFinished("stopped", 1, "interrupted", false) +
-		ledgerStarted("cut", 1) + // killed: no end record
-		ledgerHeader + ledgerStarted("later", 1) + ledgerFinished("later", 1, "ok", false) + ledgerEnd
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, FileName(0, 1)), []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	full, err := sweepLogs(dir, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var calls []string
-	streamed, err := Stream(dir, func(file string, rec *Record, run, size int) {
-		calls = append(calls, fmt.Sprintf("%s %s %d", rec.Type, rec.ID, run))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, s := full[0], streamed[0]
-	if s.Runs != nil || s.Order != nil || s.Len() != f.Len() || s.Size != f.Size {
-		t.Fatalf("streamed: %d runs, map %v; full: %d", s.Len(), s.Runs, f.Len())
-	}
-	for i := range f.Len() {
-		a, b := f.At(i), s.At(i)
-		if a.ID != b.ID || a.State != b.State || a.Attempts != b.Attempts || a.Session != b.Session || a.Retired != b.Retired {
-			t.Errorf("run %d: streamed %+v, full %+v", i, b, a)
-		}
-		if b.Started != nil || b.Finished != nil {
-			t.Errorf("run %s: the streamed read kept its records", b.ID)
-		}
-	}
-	want := "header  -1|started ok 0|finished ok 0|started failed 1|finished failed 1|started retried 2|finished retried 2|started retried 2|started stopped 3|finished stopped 3|started cut 4|header  -1|started later 5|finished later 5|end  -1"
-	if got := strings.Join(calls, "|"); got != want {
-		t.Errorf("each was called with\n%s\nwant\n%s", got, want)
-	}
 }

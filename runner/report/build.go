@@ -9,7 +9,6 @@ import (
 	"io"
 	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,24 +17,25 @@ import (
 	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/results"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // build makes the page's document from the sweep's rows and attempts: all
 // but the table's rows, the attempts' bars and the curves, which page.write
 // streams. shards is how many ledgers the sweep has.
-func (s *store) build(rows []row, attempts []int, shards int) *document {
+func (s *store) build(rows []row, attempts []attRef, shards int) *document {
 	node := s.node
 	doc := &document{Host: node.Host, Made: s.opts.Now.UTC(), LogBase: s.opts.LogBase, Numbers: map[string]any{}}
 	var t0, t1 int64
 	for _, k := range attempts {
-		a := s.att.at(k)
-		if t0 == 0 || a.start < t0 {
-			t0 = a.start
+		a := s.attempt(k)
+		if t0 == 0 || a.Start < t0 {
+			t0 = a.Start
 		}
-		t1 = max(t1, a.end)
+		t1 = max(t1, a.End)
 	}
 	doc.T0, doc.Span = t0, max(t1-t0, 1)
-	doc.Util = utilization(&s.att, attempts, node, max(shards, 1), t0)
+	doc.Util = utilization(s, attempts, node, max(shards, 1), t0)
 	// Headline numbers.
 	runStates := map[string]int{}
 	for _, r := range rows {
@@ -43,12 +43,11 @@ func (s *store) build(rows []row, attempts []int, shards int) *document {
 	}
 	counts := map[string]int{}
 	var lost int64
-	okText, interrupted, pruned := uint8(s.reasons.id("ok")), uint8(s.reasons.id("interrupted")), uint8(s.reasons.id("pruned"))
 	for _, k := range attempts {
-		a := s.att.at(k)
+		a := s.attempt(k)
 		counts[s.reasonName(a)]++
-		if a.ended && a.state != okText && a.state != interrupted && a.state != pruned {
-			lost += a.end - a.start
+		if e := a.Ending(); e != string(run.OK) && e != string(run.Interrupted) && e != string(run.Pruned) && e != "running" {
+			lost += a.End - a.Start
 		}
 	}
 	doc.Numbers["runs"] = len(rows)
@@ -64,7 +63,7 @@ func (s *store) build(rows []row, attempts []int, shards int) *document {
 	doc.Numbers["cpus_busy_percent"] = cpuBusy * 100
 	doc.Numbers["gpus"], doc.Numbers["cpus"] = len(node.GPUs), node.CPUs
 	doc.Numbers["slowest"], doc.Numbers["fastest"] = s.extremes(rows)
-	doc.Numbers["gaps"] = gaps(doc.Util, doc.Span, node, &s.att, attempts, t0, len(node.GPUs) > 0)
+	doc.Numbers["gaps"] = gaps(doc.Util, doc.Span, node, s, attempts, t0, len(node.GPUs) > 0)
 	for _, m := range s.rungs {
 		if s.runs.at(int(m.run)).pos < 0 {
 			continue
@@ -117,7 +116,7 @@ func (s *store) extremes(rows []row) (slowest, fastest [][2]any) {
 		if sa, sb := sec(a), sec(b); sa != sb {
 			return sa > sb
 		}
-		return a.id < b.id
+		return s.id(a) < s.id(b)
 	}
 	var slow, fast []row // the n slowest, slowest first; the n fastest, fastest first
 	keep := func(list []row, r row, before func(a, b row) bool) []row {
@@ -142,7 +141,7 @@ func (s *store) extremes(rows []row) (slowest, fastest [][2]any) {
 		if o := s.origin(r.g); o != "" {
 			return filepath.Base(o)
 		}
-		return r.id
+		return s.id(r)
 	}
 	for _, r := range slow {
 		slowest = append(slowest, [2]any{name(r), results.RoundMillis(sec(r))})
@@ -158,7 +157,7 @@ type page struct {
 	store    *store
 	doc      *document
 	rows     []row
-	attempts []int
+	attempts []attRef
 	best     []int // indexes into rows
 }
 
@@ -190,29 +189,29 @@ func (p *page) write(w io.Writer, title string) error {
 			lane("GPU " + g)
 		}
 	}
-	shardOf := func(a *attempt) string {
+	shardOf := func(a attempt) string {
 		if shards < 2 {
 			return ""
 		}
 		name := strings.TrimSuffix(strings.TrimPrefix(s.files[s.runs.at(int(a.run)).file].name, "ledger-"), ".jsonl")
 		return "shard " + strings.Replace(name, "-of-", "/", 1) + " "
 	}
-	cpuLane := func(a *attempt) string { return fmt.Sprintf("%sCPU lane %d", shardOf(a), a.lane) }
+	cpuLane := func(a attempt) string { return fmt.Sprintf("%sCPU lane %d", shardOf(a), a.Lane) }
 	cpuLanes := map[string]bool{}
 	for _, k := range p.attempts {
-		if a := s.att.at(k); a.gpus == 0 {
+		if a := s.attempt(k); a.GPUs == "" {
 			cpuLanes[cpuLane(a)] = true
 		}
 	}
 	for _, name := range slices.SortedFunc(maps.Keys(cpuLanes), compareNatural) {
 		lane(name)
 	}
-	lanesOf := func(a *attempt) []int {
-		if a.gpus == 0 {
+	lanesOf := func(a attempt) []int {
+		if a.GPUs == "" {
 			return []int{lane(cpuLane(a))}
 		}
 		var lanes []int
-		for _, g := range strings.Split(s.texts.text(a.gpus), ",") {
+		for _, g := range strings.Split(a.GPUs, ",") {
 			lanes = append(lanes, lane(shardOf(a)+"GPU "+g))
 		}
 		return lanes
@@ -222,19 +221,19 @@ func (p *page) write(w io.Writer, title string) error {
 	// takes the first row free at its start. A first pass finds the lanes,
 	// their rows and the states; a second, the same again, writes them.
 	var rowEnds map[int][]int64
-	place := func(l int, a *attempt) int {
+	place := func(l int, a attempt) int {
 		ends := rowEnds[l]
 		for i, e := range ends {
-			if e <= a.start {
-				ends[i] = a.end
+			if e <= a.Start {
+				ends[i] = a.End
 				return i
 			}
 		}
-		rowEnds[l] = append(ends, a.end)
+		rowEnds[l] = append(ends, a.End)
 		return len(ends)
 	}
 	stateCode := map[string]int{}
-	codeOf := func(a *attempt) int {
+	codeOf := func(a attempt) int {
 		st := s.reasonName(a)
 		code, ok := stateCode[st]
 		if !ok {
@@ -246,7 +245,7 @@ func (p *page) write(w io.Writer, title string) error {
 	}
 	rowEnds = map[int][]int64{}
 	for _, k := range p.attempts {
-		a := s.att.at(k)
+		a := s.attempt(k)
 		codeOf(a)
 		for _, l := range lanesOf(a) {
 			place(l, a)
@@ -267,13 +266,13 @@ func (p *page) write(w io.Writer, title string) error {
 	rowEnds = map[int][]int64{}
 	var line []byte
 	for n, k := range p.attempts {
-		a := s.att.at(k)
+		a := s.attempt(k)
 		lanes := lanesOf(a)
 		line = line[:0]
 		if n > 0 {
 			line = append(line, ',')
 		}
-		line = fmt.Appendf(line, "[%d,%d,%d,%d,%d,%d,%d", lanes[0], place(lanes[0], a), a.start-doc.T0, a.end-doc.T0, codeOf(a), s.runs.at(int(a.run)).pos, a.n)
+		line = fmt.Appendf(line, "[%d,%d,%d,%d,%d,%d,%d", lanes[0], place(lanes[0], a), a.Start-doc.T0, a.End-doc.T0, codeOf(a), s.runs.at(int(a.run)).pos, a.N)
 		for _, l := range lanes[1:] {
 			line = fmt.Appendf(line, ",%d,%d", l, place(l, a))
 		}
@@ -363,7 +362,7 @@ func (p *page) writeRow(b *jsonBuf, r row) {
 		}
 	}
 	b.WriteByte(',')
-	b.text(r.id)
+	b.text(s.id(r))
 	b.WriteByte(',')
 	b.text(s.logsOf(d))
 	b.WriteByte(']')
@@ -382,66 +381,39 @@ func (p *page) hoverCurves() ([]json.RawMessage, bool) {
 	}
 	n := 0
 	for _, r := range p.rows {
-		if s.runs.at(int(r.g)).curve >= 0 {
+		if s.runs.at(int(r.g)).hasCurves {
 			n++
 		}
 	}
 	if n*hoverCurvePoints <= hoverCurveBudget && !s.curvesDropped {
 		for i, r := range p.rows {
 			if d := s.runs.at(int(r.g)); d.curveLen > 0 {
-				out[i] = metrics.Field(s.curves[d.curveAt:d.curveAt+d.curveLen], metric)
+				out[i] = metrics.Field(s.curves.at(d.curveAt, d.curveLen), metric)
 			}
 		}
 		return out, true
 	}
-	files := map[uint8]*os.File{}
-	defer func() {
-		for _, f := range files {
-			f.Close()
-		}
-	}()
-	var buf []byte
+	// Read the best runs' last records again, one pass per ledger.
+	byFile := map[uint8][]int{}
+	rowOf := map[[2]int32]int{} // (file, place) → row
 	for _, i := range p.best {
-		d := s.runs.at(int(p.rows[i].g))
-		if d.curve < 0 {
-			continue
+		if d := s.runs.at(int(p.rows[i].g)); d.hasCurves {
+			byFile[d.file] = append(byFile[d.file], int(d.place))
+			rowOf[[2]int32{int32(d.file), d.place}] = i
 		}
-		f := files[d.file]
-		if f == nil {
-			var err error
-			if f, err = os.Open(filepath.Join(s.dir, s.files[d.file].name)); err != nil {
-				return out, false
+	}
+	for f, places := range byFile {
+		err := s.ledgers[f].Last(places, func(place int, _ *ledger.Started, fin *ledger.Finished) error {
+			if fin != nil {
+				out[rowOf[[2]int32{int32(f), int32(place)}]] = metrics.Field(fin.Curves, metric)
 			}
-			files[d.file] = f
-		}
-		line, err := readLine(f, d.curve, &buf)
+			return nil
+		})
 		if err != nil {
-			continue
-		}
-		var rec struct {
-			Curves json.RawMessage `json:"curves"`
-		}
-		if json.Unmarshal(line, &rec) == nil {
-			out[i] = metrics.Field(rec.Curves, metric)
+			return out, false
 		}
 	}
 	return out, false
-}
-
-// readLine reads the line of f at off.
-func readLine(f *os.File, off int64, buf *[]byte) ([]byte, error) {
-	*buf = (*buf)[:0]
-	chunk := make([]byte, 4096)
-	for {
-		n, err := f.ReadAt(chunk, off+int64(len(*buf)))
-		if i := bytes.IndexByte(chunk[:n], '\n'); i >= 0 {
-			return append(*buf, chunk[:i]...), nil
-		}
-		*buf = append(*buf, chunk[:n]...)
-		if err != nil {
-			return *buf, err
-		}
-	}
 }
 
 // bestCurve reads a run's whole curve of metric from its files: the

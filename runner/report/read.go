@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/run"
@@ -74,6 +73,35 @@ func (c *chunked[T]) at(i int) *T { return &c.chunks[i/chunkSize][i%chunkSize] }
 
 func (c *chunked[T]) len() int { return c.n }
 
+// chunks holds bytes in chunks of chunkBytes, so that they are never
+// copied to grow: a text is at an offset in all of them, never across
+// two chunks.
+type chunks struct {
+	list [][]byte
+	n    int // bytes held
+}
+
+const chunkBytes = 1 << 20
+
+// add keeps b and returns where it is.
+func (c *chunks) add(b []byte) uint32 {
+	last := len(c.list) - 1
+	if last < 0 || len(c.list[last])+len(b) > cap(c.list[last]) {
+		c.list = append(c.list, make([]byte, 0, max(chunkBytes, len(b))))
+		last++
+	}
+	at := uint32(last)<<24 | uint32(len(c.list[last]))
+	c.list[last] = append(c.list[last], b...)
+	c.n += len(b)
+	return at
+}
+
+// at returns the n bytes kept at.
+func (c *chunks) at(at, n uint32) []byte {
+	chunk, off := at>>24, at&(1<<24-1)
+	return c.list[chunk][off : off+n]
+}
+
 // runData is what the report keeps of one run (store.runs).
 type runData struct {
 	index int32
@@ -91,11 +119,13 @@ type runData struct {
 	exit       int32
 	pos        int32 // its row on the page; -1 not part of the sweep
 	tries      int32
-	// curve is where its last finished record is in its ledger, for its
-	// curves; -1 none. The curves themselves are in store.curves at
-	// curveAt, curveLen long, while the store keeps them (curveBudget).
-	curve             int64
+	// place is where it is among its ledger's runs (ledger.Log.At);
+	// hasCurves says its last finished record has curves, which are in
+	// store.curves (curveAt, curveLen) while the store keeps them
+	// (curveBudget), else read again from the ledger for the best runs.
+	place             int32
 	curveAt, curveLen uint32
+	hasCurves         bool
 	// logs is its run directory, relative to the output directory, in
 	// store.logs.
 	logsAt  uint32
@@ -114,19 +144,20 @@ var states = []ledger.State{ledger.StatePending, ledger.StateRunning, ledger.Sta
 
 func stateCode(st ledger.State) uint8 { return uint8(max(slices.Index(states, st), 0)) }
 
-// attempt is one attempt as the ledgers tell it.
+// attempt is one attempt as the fold tells it (ledger.Log.Attempts),
+// with its run and session numbered across the sweep's ledgers.
 type attempt struct {
-	run        int32 // in store.runs
-	n          int32
-	start, end int64   // ms since the epoch
-	gpus       uint32  // the UUIDs, comma-separated: a text
-	gpuShare   float32 // GPUs held: whole ones, or the share of one
-	session    int32   // in nodeInfo.Sessions
-	lane       int16
-	cpus       int16
-	state      uint8 // in store.reasons: a reason, or running or interrupted at the end
-	class      uint8 // in store.reasons
-	ended      bool
+	*ledger.Attempt
+	run     int32  // in store.runs
+	session int32  // in nodeInfo.Sessions
+	GPUs    string // the UUIDs of its GPUs, comma-separated
+}
+
+// attRef is where an attempt is: its ledger (in store.ledgers) and its
+// place among that ledger's attempts.
+type attRef struct {
+	file uint16
+	k    int32
 }
 
 // rungMark is one judgement of the pruning policy, for the chart of runs
@@ -146,23 +177,24 @@ type fileRuns struct {
 	runs []int32
 }
 
-// store gathers the records of a sweep's ledgers (ledger.Stream's each).
+// store is the report's projection of a sweep's ledgers, as the fold
+// (ledger.ReadDir) reads them: each run's last records, its attempts, the
+// sessions and the pruning policy's judgements.
 type store struct {
-	opts        Options
-	dir         string
-	total, done int64
-	files       []*fileRuns
-	byName      map[string]int
-	node        nodeInfo
-	newest      int64
-	texts       dict
-	reasons     dict     // attempts' reasons and classes: few
-	raws        [][]byte // parameter values and metric texts, as JSON
-	rawIDs      map[string]uint32
-	params      dict // parameter names, in the order first seen
-	metrics     dict // metric names
-	runs        chunked[runData]
-	att         chunked[attempt]
+	opts    Options
+	dir     string
+	ledgers []*ledger.Log // the sweep's
+	files   []*fileRuns
+	node    nodeInfo
+	texts   dict
+	raws    [][]byte // parameter values and metric texts, as JSON
+	rawIDs  map[string]uint32
+	params  dict // parameter names, in the order first seen
+	metrics dict // metric names
+	runs    chunked[runData]
+	// firstSession is, per ledger, where its sessions are in
+	// node.Sessions.
+	firstSession []int32
 	// paramCols holds, per parameter, each run's value (a raw; 0 none);
 	// metricCols per metric each run's number (NaN none), or in
 	// metricTexts a raw.
@@ -171,30 +203,20 @@ type store struct {
 	metricTexts map[[2]uint32]uint32 // (run, metric) → raw
 	originTexts map[int32]string     // run → an origin not of the file:line form
 	cpuCounts   map[uint32]int16     // CPU list text → how many
-	// sessionLive says a session has not been followed by another in its
-	// ledger; sessionEnd is when it wrote its end record (0 none).
-	sessionLive []bool
-	sessionEnd  []int64
 	// curves holds the runs' curves, while they fit curveBudget; past it
 	// the store keeps no more (curvesDropped), and the page has the best
 	// runs' curves only.
-	curves        []byte
+	curves        chunks
 	curvesDropped bool
 	// rungs are the pruning policy's judgements, rungMetric its metric.
 	rungs      []rungMark
 	rungMetric string
 	withCurves int    // runs whose curves were seen
 	logs       []byte // the runs' directories (runData.logsAt)
-	// The file being read: its attempts not finished yet, its last
-	// session in node.Sessions, and where the next record starts.
-	cur       int
-	open      map[[2]int32]int // (run, attempt) → att
-	sessionAt int
-	offset    int64
 }
 
 func newStore(dir string, opts Options) *store {
-	return &store{dir: dir, opts: opts, byName: map[string]int{}, rawIDs: map[string]uint32{}, raws: [][]byte{nil},
+	return &store{dir: dir, opts: opts, rawIDs: map[string]uint32{}, raws: [][]byte{nil},
 		cpuCounts: map[uint32]int16{}, metricTexts: map[[2]uint32]uint32{}, originTexts: map[int32]string{}}
 }
 
@@ -208,145 +230,102 @@ func (s *store) raw(b []byte) uint32 {
 	return uint32(len(s.raws) - 1)
 }
 
-// record takes the next record of file, of the run at place i among its
-// ledger's (ledger.Stream's each).
-func (s *store) record(file string, rec *ledger.Record, i, size int) {
-	s.done += int64(size)
-	if s.opts.Progress != nil && s.done%(1<<20) < int64(size) {
-		s.opts.Progress(s.done, s.total)
-	}
-	f, ok := s.byName[file]
-	if !ok {
-		f = len(s.files)
-		s.byName[file] = f
-		s.files = append(s.files, &fileRuns{name: file})
-		s.cur, s.open, s.sessionAt, s.offset = f, map[[2]int32]int{}, -1, 0
-	}
-	offset := s.offset
-	s.offset += int64(size)
-	t := rec.Time.UnixMilli()
-	if s.sessionAt >= 0 && rec.Type != ledger.TypeHeader && t > s.node.Sessions[s.sessionAt][1] {
-		s.node.Sessions[s.sessionAt][1] = t
-	}
-	fr := s.files[f]
-	switch rec.Type {
-	case ledger.TypeHeader:
-		if s.sessionAt >= 0 {
-			s.sessionLive[s.sessionAt] = false // a later session: this one was killed
+// read takes the sweep's ledgers into the store: each run, its last
+// records, its attempts, the sessions and the judgements.
+func (s *store) read(logs []*ledger.Log) error {
+	s.ledgers = logs
+	for f, log := range logs {
+		fr := &fileRuns{name: filepath.Base(log.Name), runs: make([]int32, log.Len())}
+		s.files = append(s.files, fr)
+		for i := range log.Len() {
+			g := s.runs.add()
+			*s.runs.at(g) = runData{pos: -1, file: uint8(f), place: int32(i)}
+			fr.runs[i] = int32(g)
 		}
-		s.node.Sessions = append(s.node.Sessions, [2]int64{t, t})
-		s.sessionLive, s.sessionEnd = append(s.sessionLive, true), append(s.sessionEnd, 0)
-		s.sessionAt = len(s.node.Sessions) - 1
-		s.open = map[[2]int32]int{}
-		if t > s.newest || s.newest == 0 {
-			s.newest = t
-			sessions := s.node.Sessions
-			s.node = nodeOf(*rec)
-			s.node.Sessions = sessions
+		s.firstSession = append(s.firstSession, int32(len(s.node.Sessions)))
+		for _, sp := range log.Spans() {
+			s.node.Sessions = append(s.node.Sessions, [2]int64{sp.Start, sp.Last})
 		}
-		return
-	case ledger.TypeEnd:
-		if s.sessionAt >= 0 {
-			s.sessionLive[s.sessionAt], s.sessionEnd[s.sessionAt] = false, t
-		}
-		return
-	case ledger.TypeStarted, ledger.TypeFinished:
-	default:
-		if rec.Rung != nil && i >= 0 && i < len(fr.runs) {
-			// A judgement of the pruning policy.
-			v := math.NaN()
-			if rec.Value != nil {
-				v = *rec.Value
+		for _, j := range log.Judgements() {
+			if i, ok := log.Find(j.Run); ok {
+				s.rungs = append(s.rungs, rungMark{run: fr.runs[i], rung: int32(j.Rung), step: j.Step, value: j.Value, pruned: j.Stop})
+				s.rungMetric = j.Metric
 			}
-			s.rungs = append(s.rungs, rungMark{run: fr.runs[i], rung: int32(*rec.Rung), step: rec.RungStep, value: v, pruned: rec.Pruned})
-			s.rungMetric = rec.Metric
 		}
+		err := log.Last(nil, func(i int, st *ledger.Started, fin *ledger.Finished) error {
+			g := fr.runs[i]
+			if st != nil && fin != nil && fin.Attempt < st.Attempt {
+				// An attempt runs after the one that finished last.
+				s.finished(g, fin)
+				s.started(g, st)
+			} else {
+				s.started(g, st)
+				s.finished(g, fin)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// started takes what the page shows of a run's last started record.
+func (s *store) started(g int32, rec *ledger.Started) {
+	if rec == nil {
 		return
 	}
-	for len(fr.runs) <= i {
-		g := s.runs.add()
-		*s.runs.at(g) = runData{curve: -1, pos: -1, file: uint8(f)}
-		fr.runs = append(fr.runs, int32(g))
-	}
-	g := fr.runs[i]
 	r := s.runs.at(int(g))
-	key := [2]int32{g, int32(rec.Attempt)}
-	if rec.Type == ledger.TypeStarted {
-		r.index, r.start, r.end = int32(rec.Index), t, 0
-		s.setOrigin(g, r, rec.Origin)
-		r.gpus, r.cpus = s.texts.id(strings.Join(rec.GPUs, ",")), s.texts.id(rec.CPUs)
-		if rec.Stdout != "" {
-			s.setLogs(r, rec.Stdout)
-		}
-		if rec.Params != nil {
-			s.clearParams(g)
-			s.values(g, rec.Params, true)
-			r.paramsRead = true
-		}
-		a := attempt{run: g, n: int32(rec.Attempt), start: t, gpus: r.gpus, session: int32(s.sessionAt)}
-		if rec.Lane != nil {
-			a.lane = int16(*rec.Lane)
-		}
-		n, ok := s.cpuCounts[r.cpus]
-		if !ok {
-			if ids, err := pack.ParseCPUList(rec.CPUs); err == nil {
-				n = int16(min(len(ids), math.MaxInt16))
-			}
-			s.cpuCounts[r.cpus] = n
-		}
-		a.cpus = max(n, 1)
-		a.gpuShare = float32(len(rec.GPUs))
-		if len(rec.GPUs) == 1 {
-			if q, err := pack.ParseRequest(rec.Request, pack.Request{}, 0); err == nil && q.GPUs == 0 && q.GPUShare > 0 {
-				a.gpuShare = float32(q.GPUShare) / pack.GPUWhole
-			}
-		}
-		k := s.att.add()
-		*s.att.at(k) = a
-		s.open[key] = k
+	r.index, r.start, r.end = int32(rec.Index), rec.Time.UnixMilli(), 0
+	s.setOrigin(g, r, rec.Origin)
+	r.gpus, r.cpus = s.texts.id(strings.Join(rec.GPUs, ",")), s.texts.id(rec.CPUs)
+	if rec.Stdout != "" {
+		s.setLogs(r, rec.Stdout)
+	}
+	if rec.Params != nil {
+		s.clearParams(g)
+		s.values(g, rec.Params, true)
+		r.paramsRead = true
+	}
+}
+
+// finished takes what the page shows of a run's last finished record.
+func (s *store) finished(g int32, rec *ledger.Finished) {
+	if rec == nil {
 		return
 	}
-	// Finished.
+	r := s.runs.at(int(g))
 	if r.originFile == 0 && s.originTexts[g] == "" {
 		r.index = int32(rec.Index)
 		s.setOrigin(g, r, rec.Origin)
 	}
-	r.end, r.seconds, r.class, r.signal = t, rec.Seconds, s.texts.id(string(rec.Class)), s.texts.id(rec.Signal)
+	r.end, r.seconds, r.class, r.signal = rec.Time.UnixMilli(), rec.Seconds, s.texts.id(string(rec.Class)), s.texts.id(rec.Signal)
 	if rec.ExitCode != nil {
 		r.exit, r.hasExit = int32(*rec.ExitCode), true
 	}
-	r.rss = max(rec.TreeRSSPeak, rec.MaxRSS)
-	r.gpuMem = 0
-	for _, u := range rec.GPUUsage {
-		r.gpuMem += u.ProcessPeakMemoryBytes
-	}
+	r.rss, r.gpuMem = rec.PeakRSS(), rec.PeakGPUMemory()
 	if r.logsLen == 0 && rec.Stdout != "" {
 		s.setLogs(r, rec.Stdout)
 	}
-	if rec.Metrics != nil {
-		s.clearMetrics(g)
-		s.values(g, rec.Metrics, false)
-		r.metricsRead = true
-		r.curve, r.curveLen = -1, 0
-		if rec.Curves != nil {
-			r.curve = offset
-			s.withCurves++
-			switch {
-			case s.curvesDropped:
-			case len(s.curves)+len(rec.Curves) > curveBudget, s.withCurves*hoverCurvePoints > hoverCurveBudget:
-				// The page will have the best runs' curves only.
-				s.curves, s.curvesDropped = nil, true
-			default:
-				r.curveAt, r.curveLen = uint32(len(s.curves)), uint32(len(rec.Curves))
-				s.curves = append(s.curves, rec.Curves...)
-			}
-		}
+	if rec.Metrics == nil {
+		return
 	}
-	if k, ok := s.open[key]; ok {
-		delete(s.open, key)
-		a := s.att.at(k)
-		a.end, a.ended = t, true
-		a.state, a.class = uint8(s.reasons.id(string(rec.Reason))), uint8(s.reasons.id(string(rec.Class)))
+	s.clearMetrics(g)
+	s.values(g, rec.Metrics, false)
+	r.metricsRead = true
+	if rec.Curves == nil {
+		return
+	}
+	r.hasCurves = true
+	s.withCurves++
+	switch {
+	case s.curvesDropped:
+	case s.curves.n+len(rec.Curves) > curveBudget, s.withCurves*hoverCurvePoints > hoverCurveBudget:
+		// The page will have the best runs' curves only.
+		s.curves, s.curvesDropped = chunks{}, true
+	default:
+		r.curveAt, r.curveLen = s.curves.add(rec.Curves), uint32(len(rec.Curves))
 	}
 }
 
@@ -558,26 +537,24 @@ func (s *store) cell(b *bytes.Buffer, g int32, col int, params bool) {
 // row is one run of the sweep, in the order the page lists them: where
 // it is in store.runs, and its id.
 type row struct {
-	g  int32
-	id string
+	g int32
 }
 
-// rowsOf returns the runs of the sweep's ledgers (logs, from
-// ledger.Stream) that are part of it, in input order, and reads what their
-// records did not hold from their files.
-func (s *store) rowsOf(logs []*ledger.Log) []row {
+// id is the row's run's id.
+func (s *store) id(r row) string {
+	d := s.runs.at(int(r.g))
+	return s.ledgers[d.file].ID(int(d.place))
+}
+
+// rowsOf returns the runs of the sweep that are part of it (not retired),
+// in input order, and reads what their records did not hold from their
+// files.
+func (s *store) rowsOf() []row {
 	var out []row
-	for _, log := range logs {
-		f, ok := s.byName[filepath.Base(log.Name)]
-		if !ok {
-			continue
-		}
+	for f, log := range s.ledgers {
 		kindTasks := log.Header().Sweep != nil && log.Header().Sweep.Kind == "tasks"
 		fr := s.files[f]
 		for i := range log.Len() {
-			if i >= len(fr.runs) {
-				break
-			}
 			lr := log.At(i)
 			if lr.Retired {
 				continue
@@ -586,7 +563,7 @@ func (s *store) rowsOf(logs []*ledger.Log) []row {
 			s.fill(g, kindTasks)
 			r := s.runs.at(int(g))
 			r.state, r.tries = stateCode(lr.State), int32(lr.Attempts)
-			out = append(out, row{g: g, id: lr.ID})
+			out = append(out, row{g: g})
 		}
 	}
 	slices.SortStableFunc(out, func(a, b row) int {
@@ -598,31 +575,28 @@ func (s *store) rowsOf(logs []*ledger.Log) []row {
 	return out
 }
 
+// attempt returns the attempt at ref.
+func (s *store) attempt(ref attRef) attempt {
+	a := &s.ledgers[ref.file].Attempts()[ref.k]
+	return attempt{Attempt: a, run: s.files[ref.file].runs[a.Run], session: s.firstSession[ref.file] + a.Session, GPUs: s.ledgers[ref.file].GPUs(a)}
+}
+
 // attemptsOf returns the attempts of the rows' runs, each with an end: an
-// attempt its session left unfinished ended with that session, or runs on
-// while its run runs (its nodepack is live).
-func (s *store) attemptsOf(now int64) []int {
-	running, interrupted := uint8(s.reasons.id("running")), uint8(s.reasons.id("interrupted"))
-	var out []int
-	for k := range s.att.len() {
-		a := s.att.at(k)
-		r := s.runs.at(int(a.run))
-		if r.pos < 0 {
-			continue // another sweep's, or a run its sweep left
-		}
-		out = append(out, k)
-		if a.ended {
-			continue
-		}
-		switch {
-		case s.sessionLive[a.session] && states[r.state] == ledger.StateRunning:
-			a.state, a.end = running, now
-			s.node.Sessions[a.session][1] = now // it runs on
-		case s.sessionEnd[a.session] != 0:
-			a.state, a.end = interrupted, s.sessionEnd[a.session]
-		default:
-			// Its nodepack was killed: it ended by the session's last record.
-			a.state, a.end = interrupted, s.node.Sessions[a.session][1]
+// attempt still running ends now, and so does its session.
+func (s *store) attemptsOf(now int64) []attRef {
+	var out []attRef
+	for f, log := range s.ledgers {
+		for k := range log.Attempts() {
+			ref := attRef{uint16(f), int32(k)}
+			a := s.attempt(ref)
+			if s.runs.at(int(a.run)).pos < 0 {
+				continue // a run its sweep left
+			}
+			out = append(out, ref)
+			if a.End == 0 {
+				a.End = now
+				s.node.Sessions[a.session][1] = now // it runs on
+			}
 		}
 	}
 	return out
@@ -630,8 +604,8 @@ func (s *store) attemptsOf(now int64) []int {
 
 // reasonName is how an attempt is drawn and counted: its failure class
 // when it failed, else its state.
-func (s *store) reasonName(a *attempt) string {
-	state, class := s.reasons.text(uint32(a.state)), s.reasons.text(uint32(a.class))
+func (s *store) reasonName(a attempt) string {
+	state, class := a.Ending(), string(a.Class())
 	switch {
 	case state == string(run.OK):
 		return "succeeded"

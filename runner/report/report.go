@@ -55,15 +55,23 @@ func Write(w io.Writer, dir string, opts Options) (Summary, error) {
 		opts.Now = time.Now()
 	}
 	s := newStore(dir, opts)
-	s.total = ledgerBytes(dir)
-	logs, err := ledger.Stream(dir, s.record)
+	d, err := ledger.ReadDir(dir, ledger.ReadOptions{Attempts: true, Progress: opts.Progress})
 	if err != nil {
-		return Summary{}, err // it names dir, or the ledger and line
+		return Summary{}, err // it names the ledger and line
+	}
+	logs, err := d.Sweep()
+	if err != nil {
+		return Summary{}, err
+	}
+	s.node = nodeOf(*d.Current)
+	if err := s.read(logs); err != nil {
+		return Summary{}, err
 	}
 	if opts.Progress != nil {
-		opts.Progress(s.total, s.total)
+		total := ledgerBytes(dir)
+		opts.Progress(total, total)
 	}
-	rows := s.rowsOf(logs)
+	rows := s.rowsOf()
 	attempts := s.attemptsOf(opts.Now.UnixMilli())
 	doc := s.build(rows, attempts, len(logs))
 	rank, err := s.rankBy(opts.Rank)
@@ -116,7 +124,7 @@ type nodeInfo struct {
 
 // nodeOf reads the node of a header: its GPUs (MIG devices where MIG is
 // on) and CPU count.
-func nodeOf(h ledger.Record) nodeInfo {
+func nodeOf(h ledger.Header) nodeInfo {
 	var n struct {
 		Hostname string `json:"hostname"`
 		CPUs     []any  `json:"cpus"`
@@ -221,15 +229,15 @@ const maxUtilPoints = 2000
 // utilization is the share of the GPUs and CPUs of the sweep's nodes
 // (one per shard) held by attempts over time, as steps: at each point,
 // the share from then on.
-func utilization(att *chunked[attempt], attempts []int, node nodeInfo, shards int, t0 int64) [][3]float64 {
+func utilization(s *store, attempts []attRef, node nodeInfo, shards int, t0 int64) [][3]float64 {
 	type change struct {
 		at       int64
 		gpu, cpu float64
 	}
 	cs := make([]change, 0, 2*len(attempts))
 	for _, k := range attempts {
-		a := att.at(k)
-		cs = append(cs, change{a.start - t0, float64(a.gpuShare), float64(a.cpus)}, change{a.end - t0, -float64(a.gpuShare), -float64(a.cpus)})
+		a := s.attempt(k)
+		cs = append(cs, change{a.Start - t0, float64(a.GPUShare), float64(a.CPUs)}, change{a.End - t0, -float64(a.GPUShare), -float64(a.CPUs)})
 	}
 	slices.SortFunc(cs, func(a, b change) int { return cmp.Compare(a.at, b.at) })
 	// The shards ran on nodes like the newest header's, one each.
@@ -294,7 +302,7 @@ const maxGaps = 5
 // (the last runs finishing), or else fewer runs ran than would fit, which
 // the ledgers do not explain further (the cap on runs at once, a large
 // run's reservation, memory, retries waiting for their backoff).
-func gaps(util [][3]float64, span int64, node nodeInfo, att *chunked[attempt], attempts []int, t0 int64, byGPU bool) []gap {
+func gaps(util [][3]float64, span int64, node nodeInfo, s *store, attempts []attRef, t0 int64, byGPU bool) []gap {
 	k := 2
 	if byGPU {
 		k = 1
@@ -302,7 +310,7 @@ func gaps(util [][3]float64, span int64, node nodeInfo, att *chunked[attempt], a
 	minLen := max(float64(span)/50, 1000)
 	var lastStart float64
 	for _, k := range attempts {
-		lastStart = max(lastStart, float64(att.at(k).start-t0))
+		lastStart = max(lastStart, float64(s.attempt(k).Start-t0))
 	}
 	live := func(from, to float64) bool {
 		for _, s := range node.Sessions {

@@ -66,43 +66,29 @@ type Table struct {
 // sessions retired and without shard ledgers of another sweep; the runs a
 // killed nodepack left running are interrupted, as in nodepack status.
 // Patterns take metrics from each run's standard output as
-// metrics.Pattern says, on top of what its records say. It reads the
-// ledgers once, keeping what the table shows of each run.
+// metrics.Pattern says, on top of what its records say.
 func Read(dir string, patterns []metrics.Pattern) (*Table, error) {
-	kept := map[string][]*lastRecords{}
-	logs, err := ledger.Stream(dir, func(file string, rec *ledger.Record, i, _ int) {
-		if i < 0 {
-			return
-		}
-		list := kept[file]
-		for len(list) <= i {
-			list = append(list, nil)
-		}
-		kept[file] = list
-		if list[i] == nil {
-			list[i] = &lastRecords{}
-		}
-		list[i].take(rec)
-	})
+	d, err := ledger.ReadDir(dir, ledger.ReadOptions{})
 	if err != nil {
-		return nil, err // it names dir, or the ledger and line
+		return nil, err // it names the ledger and line
+	}
+	logs, err := d.Sweep()
+	if err != nil {
+		return nil, err
 	}
 	t := &Table{}
 	seenParam, seenMetric := map[string]bool{}, map[string]bool{}
 	for _, log := range logs {
-		file := filepath.Base(log.Name)
-		t.Files = append(t.Files, file)
-		list := kept[file]
-		for i := range log.Len() {
+		t.Files = append(t.Files, filepath.Base(log.Name))
+		err := log.Last(nil, func(i int, s *ledger.Started, fin *ledger.Finished) error {
 			run := log.At(i)
-			if run.Retired || i >= len(list) || list[i] == nil {
-				continue
+			if run.Retired {
+				return nil
 			}
-			row, paramOrder, metricOrder, err := list[i].row(dir, run, patterns)
+			row, paramOrder, metricOrder, err := rowOf(dir, run, s, fin, patterns)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			list[i] = nil // done with: let it go
 			for _, k := range sortedKeys(row.Params, paramOrder) {
 				if !seenParam[k] {
 					seenParam[k] = true
@@ -116,62 +102,14 @@ func Read(dir string, patterns []metrics.Pattern) (*Table, error) {
 				}
 			}
 			t.Rows = append(t.Rows, row)
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	slices.SortStableFunc(t.Rows, func(a, b Row) int { return cmp.Compare(a.Index, b.Index) })
 	return t, nil
-}
-
-// lastRecords is what the table needs of a run's last started record and
-// its last finished one.
-type lastRecords struct {
-	started, finished bool
-	// The started record's.
-	attempt        int
-	index          int
-	origin         string
-	start          time.Time
-	gpus           []string
-	cpus           string
-	stdout, stderr string
-	params         json.RawMessage
-	// The finished record's.
-	fAttempt         int
-	fIndex           int
-	fOrigin          string
-	end              time.Time
-	seconds          float64
-	exitCode         *int
-	signal, class    string
-	peakRSS, peakGPU uint64
-	fStdout, fStderr string
-	final, curves    json.RawMessage
-}
-
-// take keeps what the table needs of rec, a record of the run.
-func (l *lastRecords) take(rec *ledger.Record) {
-	clone := func(b json.RawMessage) json.RawMessage {
-		if b == nil {
-			return nil
-		}
-		return append(json.RawMessage(nil), b...)
-	}
-	switch rec.Type {
-	case ledger.TypeStarted:
-		l.started, l.attempt, l.index, l.origin, l.start = true, rec.Attempt, rec.Index, rec.Origin, rec.Time
-		l.gpus, l.cpus, l.stdout, l.stderr, l.params = rec.GPUs, rec.CPUs, rec.Stdout, rec.Stderr, clone(rec.Params)
-	case ledger.TypeFinished:
-		l.finished, l.fAttempt, l.fIndex, l.fOrigin, l.end, l.seconds = true, rec.Attempt, rec.Index, rec.Origin, rec.Time, rec.Seconds
-		if l.exitCode = nil; rec.ExitCode != nil {
-			code := *rec.ExitCode
-			l.exitCode = &code
-		}
-		l.signal, l.class, l.fStdout, l.fStderr, l.final, l.curves = rec.Signal, string(rec.Class), rec.Stdout, rec.Stderr, clone(rec.Metrics), clone(rec.Curves)
-		l.peakRSS, l.peakGPU = max(rec.TreeRSSPeak, rec.MaxRSS), 0
-		for _, g := range rec.GPUUsage {
-			l.peakGPU += g.ProcessPeakMemoryBytes
-		}
-	}
 }
 
 // Sort orders the rows by the values of column (a metric, a parameter or
@@ -310,27 +248,27 @@ func (t *Table) DefaultMetric() string {
 	return m
 }
 
-// row reads one run's row from its records and its directory, and the
-// order of the keys in its params (the sweep's order of parameters) and
-// in its metrics (the order the run reported them in). The records of a
-// ledger written since metrics went into them hold the run's params and
+// rowOf reads one run's row from its last records and its directory, and
+// the order of the keys in its params (the sweep's order of parameters)
+// and in its metrics (the order the run reported them in). The records of
+// a ledger written since metrics went into them hold the run's params and
 // metrics; for older ones, the run's params.json and metrics.json are
 // read.
-func (l *lastRecords) row(dir string, run *ledger.Run, patterns []metrics.Pattern) (row Row, paramOrder, metricOrder []string, err error) {
+func rowOf(dir string, run ledger.Run, st *ledger.Started, fin *ledger.Finished, patterns []metrics.Pattern) (row Row, paramOrder, metricOrder []string, err error) {
 	row = Row{ID: run.ID, State: run.State, Attempts: run.Attempts}
 	var params, final json.RawMessage
-	if l.started {
-		row.Index, row.Origin, row.Start, row.GPUs, row.CPUs = l.index, l.origin, l.start, l.gpus, l.cpus
-		row.Stdout, row.Stderr = l.stdout, l.stderr
-		params = l.params
+	if st != nil {
+		row.Index, row.Origin, row.Start, row.GPUs, row.CPUs = st.Index, st.Origin, st.Time, st.GPUs, st.CPUs
+		row.Stdout, row.Stderr = st.Stdout, st.Stderr
+		params = st.Params
 	}
-	if l.finished && (!l.started || l.fAttempt >= l.attempt) {
-		row.Index, row.Origin = cmp.Or(row.Index, l.fIndex), cmp.Or(row.Origin, l.fOrigin)
-		row.End, row.Seconds, row.ExitCode, row.Signal = l.end, l.seconds, l.exitCode, l.signal
-		row.Class = l.class
-		row.PeakRSS, row.PeakGPUMem = l.peakRSS, l.peakGPU
-		row.Stdout, row.Stderr = cmp.Or(row.Stdout, l.fStdout), cmp.Or(row.Stderr, l.fStderr)
-		final, row.Curves = l.final, l.curves
+	if fin != nil && (st == nil || fin.Attempt >= st.Attempt) {
+		row.Index, row.Origin = cmp.Or(row.Index, fin.Index), cmp.Or(row.Origin, fin.Origin)
+		row.End, row.Seconds, row.ExitCode, row.Signal = fin.Time, fin.Seconds, fin.ExitCode, fin.Signal
+		row.Class = string(fin.Class)
+		row.PeakRSS, row.PeakGPUMem = fin.PeakRSS(), fin.PeakGPUMemory()
+		row.Stdout, row.Stderr = cmp.Or(row.Stdout, fin.Stdout), cmp.Or(row.Stderr, fin.Stderr)
+		final, row.Curves = fin.Metrics, fin.Curves
 	}
 	if params != nil {
 		if row.Params, paramOrder, err = metrics.ParseObject(params); err != nil {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/results"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden scripts in testdata")
@@ -282,8 +282,8 @@ func TestRecords(t *testing.T) {
 func TestLook(t *testing.T) {
 	first := Record{JobID: "7", Job: Job{Scheduler: Slurm, Shards: 4}}
 	second := Record{JobID: "9", Job: Job{Scheduler: Slurm, Shards: 4, Indices: []int{1, 3}}}
-	shards := []ledger.ShardStatus{
-		{Index: 0, Count: 4, State: ledger.ShardEnded, Note: "done", Left: 0},
+	shards := []results.ShardStatus{
+		{Index: 0, Count: 4, State: results.ShardEnded, Note: "done", Left: 0},
 		{Index: 1, Count: 4, State: "unknown", Host: "node1", Left: 5},
 		{Index: 2, Count: 4, State: "unknown", Host: "node2", Left: 3},
 	}
@@ -320,11 +320,11 @@ func TestLook(t *testing.T) {
 
 func TestLeft(t *testing.T) {
 	// 16 runs in 4 shards of 4 each.
-	shards := []ledger.ShardStatus{
-		{Index: 0, Count: 4, State: ledger.ShardEnded, Left: 0, Failed: 2, Total: 4},
-		{Index: 1, Count: 4, State: ledger.ShardEnded, Left: 3, Total: 4},
-		{Index: 2, Count: 4, State: ledger.ShardEnded, Left: -1, Total: -1},
-		{Index: 0, Count: 2, State: ledger.ShardEnded, Left: 9, Total: 9}, // another shard count: not this sweep's
+	shards := []results.ShardStatus{
+		{Index: 0, Count: 4, State: results.ShardEnded, Left: 0, Failed: 2, Total: 4},
+		{Index: 1, Count: 4, State: results.ShardEnded, Left: 3, Total: 4},
+		{Index: 2, Count: 4, State: results.ShardEnded, Left: -1, Total: -1},
+		{Index: 0, Count: 2, State: results.ShardEnded, Left: 9, Total: 9}, // another shard count: not this sweep's
 	}
 	for _, tc := range []struct {
 		description string
@@ -340,7 +340,7 @@ func TestLeft(t *testing.T) {
 			t.Errorf("%s: got %v, want %v", tc.description, got, tc.want)
 		}
 	}
-	if got := Left(2, 4, []ledger.ShardStatus{{Index: 0, Count: 2, State: "unknown", Left: -1, Total: -1}, {Index: 1, Count: 2, State: ledger.ShardEnded, Left: -1, Deferred: 2, Total: -1}}, false); !reflect.DeepEqual(got, []int{0, 1}) {
+	if got := Left(2, 4, []results.ShardStatus{{Index: 0, Count: 2, State: "unknown", Left: -1, Total: -1}, {Index: 1, Count: 2, State: results.ShardEnded, Left: -1, Deferred: 2, Total: -1}}, false); !reflect.DeepEqual(got, []int{0, 1}) {
 		t.Errorf("unknown totals: got %v, want both (one without an end record, one with runs deferred)", got)
 	}
 }

@@ -2,10 +2,12 @@ package submit
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
@@ -51,9 +53,9 @@ type ShardView struct {
 }
 
 // Look asks the scheduler about recs' jobs and joins what it says with
-// the shards' ledgers (from ledger.ReadStatus) into a View. The queue is
+// the shards' ledgers (from results.ReadStatus) into a View. The queue is
 // asked once; queue, when not nil, replaces asking it (for tests).
-func Look(ctx context.Context, recs []Record, shards []ledger.ShardStatus, queue func(context.Context, Scheduler, []string) ([]Task, error)) View {
+func Look(ctx context.Context, recs []Record, shards []results.ShardStatus, queue func(context.Context, Scheduler, []string) ([]Task, error)) View {
 	if len(recs) == 0 {
 		return View{}
 	}
@@ -76,10 +78,10 @@ func Look(ctx context.Context, recs []Record, shards []ledger.ShardStatus, queue
 		}
 		queued[t.Job][t.Task] = t
 	}
-	ledgers := map[int]ledger.ShardStatus{}
+	ledgers := map[int]results.ShardStatus{}
 	count := recs[len(recs)-1].Job.Shards
 	for _, sh := range shards {
-		if sh.State != ledger.ShardOtherSweep && max(sh.Count, 1) == count {
+		if sh.State != results.ShardOtherSweep && max(sh.Count, 1) == count {
 			ledgers[sh.Index] = sh
 		}
 	}
@@ -104,7 +106,7 @@ func Look(ctx context.Context, recs []Record, shards []ledger.ShardStatus, queue
 				sv.State, sv.Node = t.State, t.Node
 			case newest[s] != i:
 				sv.State = TaskSuperseded
-			case hasLedger && sh.State == ledger.ShardEnded && (v.Error == "" || sh.Deferred == 0):
+			case hasLedger && sh.State == results.ShardEnded && (v.Error == "" || sh.Deferred == 0):
 				// Ended, and not to be requeued when the queue is not known.
 				sv.State, sv.Note = TaskEnded, sh.Note
 			case v.Error != "":
@@ -141,14 +143,14 @@ func (v View) Active() []ShardView {
 
 // Left returns the shards of a sweep of count shards, whose source has
 // total runs now, that have runs left, by their ledgers (from
-// ledger.ReadStatus): a shard without a ledger, one with runs pending,
+// results.ReadStatus): a shard without a ledger, one with runs pending,
 // running or interrupted (one whose total is not known: without an end
 // record, or with runs deferred), one with more runs now than its ledger
 // knew (the source grew), and, with retryFailed, one with failed runs.
-func Left(count, total int, shards []ledger.ShardStatus, retryFailed bool) []int {
-	byIndex := map[int]ledger.ShardStatus{}
+func Left(count, total int, shards []results.ShardStatus, retryFailed bool) []int {
+	byIndex := map[int]results.ShardStatus{}
 	for _, sh := range shards {
-		if sh.State != ledger.ShardOtherSweep && max(sh.Count, 1) == count {
+		if sh.State != results.ShardOtherSweep && max(sh.Count, 1) == count {
 			byIndex[sh.Index] = sh
 		}
 	}
@@ -158,11 +160,67 @@ func Left(count, total int, shards []ledger.ShardStatus, retryFailed bool) []int
 		switch {
 		case !ok,
 			sh.Left > 0,
-			sh.Left < 0 && (sh.State != ledger.ShardEnded || sh.Deferred > 0),
+			sh.Left < 0 && (sh.State != results.ShardEnded || sh.Deferred > 0),
 			sh.Total >= 0 && (sweep.Shard{Index: i, Count: count}).Size(total) > sh.Total,
 			retryFailed && sh.Failed > 0:
 			left = append(left, i)
 		}
 	}
 	return left
+}
+
+// Status is where the sweep in dir stands: its ledgers' status and, for a
+// sweep started with Submit, the scheduler's view of its array tasks (nil
+// otherwise), joined: the shards whose task has not started yet count
+// their runs as pending, so that the counts cover the whole sweep. It is
+// what nodepack status, submit --wait and resubmit read.
+func Status(ctx context.Context, dir string) (*Doc, error) {
+	recs, err := Read(dir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := results.ReadStatus(dir, time.Now())
+	if errors.Is(err, ledger.ErrNoLedger) && len(recs) > 0 {
+		st, err = results.NewStatus(dir, time.Now()), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	doc := &Doc{Status: st}
+	if len(recs) > 0 {
+		v := Look(ctx, recs, st.Shards, nil)
+		addUnstarted(st, recs[len(recs)-1])
+		doc.Scheduler = &v
+	}
+	return doc, nil
+}
+
+// Doc is Status's document, nodepack status --json's: the ledgers'
+// nodepack.status/v1 document and, for a submitted sweep, the scheduler's
+// view.
+type Doc struct {
+	*results.Status
+	Scheduler *View `json:"scheduler,omitempty"`
+}
+
+// addUnstarted counts the runs of the shards that have no ledger yet (their
+// task has not started) as pending, so that the counts cover the whole
+// sweep rec submitted.
+func addUnstarted(st *results.Status, rec Record) {
+	if st.Total == nil || rec.Runs <= 0 {
+		return
+	}
+	started := map[int]bool{}
+	for _, sh := range st.Shards {
+		if sh.State != results.ShardOtherSweep && sh.Count == rec.Job.Shards {
+			started[sh.Index] = true
+		}
+	}
+	for i := range rec.Job.Shards {
+		if !started[i] {
+			n := sweep.Shard{Index: i, Count: rec.Job.Shards}.Size(rec.Runs)
+			*st.Total += n
+			st.Counts.Pending += n
+		}
+	}
 }

@@ -1,16 +1,13 @@
-package ledger
+package results
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/nodepack/nodepack/runner/failure"
-	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/ledger"
 )
 
 // statusFormat names the Status document's schema. Fields are only ever
@@ -116,24 +113,6 @@ type RunStatus struct {
 	Stderr     string   `json:"stderr,omitempty"`
 }
 
-// ErrNoLedger is wrapped by the error of a reader of an output directory
-// that holds no ledger.
-var ErrNoLedger = errors.New("no ledger (ledger*.jsonl): not a nodepack output directory, or nothing started yet")
-
-func noLedger(dir string) error { return fmt.Errorf("%s: %w", dir, ErrNoLedger) }
-
-// HasLedger returns nil when dir holds a ledger, else an error wrapping
-// ErrNoLedger (or the error reading dir): a check before a reader's
-// costlier work.
-func HasLedger(dir string) error {
-	files, err := Files(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist), err == nil && len(files) == 0:
-		return noLedger(dir)
-	}
-	return err
-}
-
 // NewStatus is the status of dir at now before any run: every count 0, a
 // total of none, every list empty (not null in JSON).
 func NewStatus(dir string, now time.Time) *Status {
@@ -151,40 +130,26 @@ func NewStatus(dir string, now time.Time) *Status {
 // make, but an older version may have) — so the counts add up to the
 // total.
 func ReadStatus(dir string, now time.Time) (*Status, error) {
-	files, err := Files(dir)
-	if errors.Is(err, fs.ErrNotExist) || err == nil && len(files) == 0 {
-		return nil, noLedger(dir)
-	}
+	d, err := ledger.ReadDir(dir, ledger.ReadOptions{})
 	if err != nil {
 		return nil, err
 	}
-	// One ledger at a time, each kept as its summary only: a thousand
-	// shards of a thousand runs need the memory of one.
+	if _, err := d.Sweep(); err != nil {
+		return nil, err // no ledger with a header
+	}
 	host, _ := os.Hostname()
-	var parts []shardPart
-	var current *Record // the newest header: the directory's sweep
-	for _, f := range files {
-		log, err := readLean(f)
-		if err != nil {
-			return nil, err
-		}
-		if len(log.Sessions) == 0 {
-			continue // created, header not written yet
-		}
-		p := summarize(dir, filepath.Base(f), log, host, now)
-		if current == nil || p.header.Time.After(current.Time) {
-			current = &p.header
-		}
-		parts = append(parts, p)
-	}
-	if current == nil {
-		return nil, noLedger(dir)
-	}
 	st := NewStatus(dir, now)
 	total, totalKnown := 0, true
 	left := 0 // runs not finished for good: pending, running, interrupted
-	for _, p := range parts {
-		if otherSweep(p.header, *current) {
+	for _, log := range d.Logs {
+		if len(log.Sessions) == 0 {
+			continue // created, header not written yet
+		}
+		p, err := summarize(dir, log, host, now)
+		if err != nil {
+			return nil, err
+		}
+		if log.Other {
 			p.shard.State = ShardOtherSweep
 			st.Shards = append(st.Shards, p.shard)
 			continue
@@ -192,18 +157,18 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 		st.Shards = append(st.Shards, p.shard)
 		st.GPUsOut = append(st.GPUsOut, p.gpusOut...)
 		c := p.counts
-		st.Counts.Running += c[StateRunning]
-		st.Counts.Succeeded += c[StateSucceeded]
-		st.Counts.Failed += c[StateFailed]
-		st.Counts.Interrupted += c[StateInterrupted]
-		st.Counts.Pruned += c[StatePruned]
+		st.Counts.Running += c[ledger.StateRunning]
+		st.Counts.Succeeded += c[ledger.StateSucceeded]
+		st.Counts.Failed += c[ledger.StateFailed]
+		st.Counts.Interrupted += c[ledger.StateInterrupted]
+		st.Counts.Pruned += c[ledger.StatePruned]
 		if p.total != nil {
 			total += *p.total
 			st.Counts.Pending += p.pending
 		} else {
 			totalKnown = false
 		}
-		left += c[StateRunning] + c[StateInterrupted]
+		left += c[ledger.StateRunning] + c[ledger.StateInterrupted]
 		st.Running = append(st.Running, p.running...)
 		st.Failures = append(st.Failures, p.failures...)
 		for _, f := range p.failures {
@@ -226,10 +191,9 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 
 // shardPart is what ReadStatus keeps of one shard ledger.
 type shardPart struct {
-	header      Record
 	shard       ShardStatus
 	gpusOut     []GPUOut
-	counts      map[State]int
+	counts      map[ledger.State]int
 	total       *int // the shard's runs; nil when its source did not know
 	pending     int  // runs of the shard's total the ledger does not know yet
 	running     []RunStatus
@@ -238,9 +202,9 @@ type shardPart struct {
 }
 
 // summarize is one shard ledger's part of the status, read on host at now.
-func summarize(dir, file string, log *Log, host string, now time.Time) shardPart {
+func summarize(dir string, log *ledger.Log, host string, now time.Time) (shardPart, error) {
 	h := log.Header()
-	sh := ShardStatus{File: file, Index: 0, Count: 1, Host: h.Host, PID: h.PID, Started: h.Time,
+	sh := ShardStatus{File: filepath.Base(log.Name), Index: 0, Count: 1, Host: h.Host, PID: h.PID, Started: h.Time,
 		Sessions: len(log.Sessions), Torn: log.Torn > 0}
 	if h.Shard != nil {
 		sh.Index, sh.Count = h.Shard.Index, h.Shard.Count
@@ -251,137 +215,69 @@ func summarize(dir, file string, log *Log, host string, now time.Time) shardPart
 	switch {
 	case log.End != nil:
 		sh.State, sh.Note, sh.Deferred = ShardEnded, log.End.Note, log.End.Deferred
-	case log.markGone(host):
+	case log.Gone:
 		sh.State = ShardGone
 	case h.Host == host:
 		sh.State = ShardRunning
 	default:
 		sh.State = shardUnknown
 	}
-	p := shardPart{header: h}
+	p := shardPart{}
 	for _, g := range log.GPUsOut {
-		p.gpusOut = append(p.gpusOut, GPUOut{UUID: g.GPUs[0], Reason: g.Note, Time: g.Time, Host: h.Host, File: file})
+		p.gpusOut = append(p.gpusOut, GPUOut{UUID: g.GPUs[0], Reason: g.Note, Time: g.Time, Host: h.Host, File: sh.File})
 	}
 	c := log.Count()
 	p.counts = c
-	sh.Failed, sh.Left, sh.Total = c[StateFailed], -1, -1
+	sh.Failed, sh.Left, sh.Total = c[ledger.StateFailed], -1, -1
 	if h.Total != nil && *h.Total >= 0 {
 		p.total, sh.Total = h.Total, *h.Total
 		p.pending = max(0, *h.Total-log.Members())
-		sh.Left = c[StateRunning] + c[StateInterrupted] + p.pending
+		sh.Left = c[ledger.StateRunning] + c[ledger.StateInterrupted] + p.pending
 	}
 	finished := 0 // in the last session
 	session := len(log.Sessions) - 1
-	for _, run := range log.InOrder() {
+	var shown []int // the running and failed runs, whose records the status shows
+	for i := range log.Len() {
+		run := log.At(i)
 		if run.Retired {
 			continue
 		}
-		switch run.State {
-		case StateRunning:
-			p.running = append(p.running, runStatus(dir, run, now))
-		case StateFailed:
-			p.failures = append(p.failures, runStatus(dir, run, now))
+		if run.State == ledger.StateRunning || run.State == ledger.StateFailed {
+			shown = append(shown, i)
 		}
-		if run.Session == session && run.Finished != nil && (run.State == StateSucceeded || run.State == StateFailed || run.State == StatePruned) {
+		if run.Session == session && (run.State == ledger.StateSucceeded || run.State == ledger.StateFailed || run.State == ledger.StatePruned) {
 			finished++
 		}
 	}
+	err := log.Last(shown, func(i int, s *ledger.Started, fin *ledger.Finished) error {
+		run := log.At(i)
+		if run.State == ledger.StateRunning {
+			p.running = append(p.running, runStatus(dir, run, s, fin, now))
+		} else {
+			p.failures = append(p.failures, runStatus(dir, run, s, fin, now))
+		}
+		return nil
+	})
+	if err != nil {
+		return p, err
+	}
+	// Last gives them in the order of the file: in the order of the runs.
+	order := func(a, b RunStatus) int { i, _ := log.Find(a.ID); j, _ := log.Find(b.ID); return i - j }
+	slices.SortFunc(p.running, order)
+	slices.SortFunc(p.failures, order)
 	if sh.State == ShardRunning || sh.State == shardUnknown {
 		if elapsed := now.Sub(h.Time).Hours(); elapsed > 0 && finished > 0 {
 			p.runsPerHour = float64(finished) / elapsed
 		}
 	}
 	p.shard = sh
-	return p
+	return p, nil
 }
 
-// markGone marks the runs of the log's last session as interrupted when
-// that session wrote no end record, ran on host (this one) and its
-// nodepack is gone: it was killed. It reports whether it did.
-func (log *Log) markGone(host string) bool {
-	h := log.Header()
-	if log.End != nil || len(log.Sessions) == 0 || h.Host != host || processAlive(h.PID) {
-		return false
-	}
-	log.MarkInterrupted()
-	return true
-}
-
-// Stream reads the ledgers of the sweep in dir: every ledger there, of
-// which it returns those of the directory's sweep (the newest header's),
-// in name order, as ReadStatus counts them: without shard ledgers of
-// another sweep, and with the runs that a session gone from this host left
-// running marked interrupted. It keeps no record and little per run, so
-// that a reader of millions of runs (the report, the results table) needs
-// little memory beyond its own: it calls each with
-// every record of every ledger, in file order, with the place of its run
-// among its ledger's runs (Log.At; -1 for a record of no run). rec is
-// valid during the call only. The returned Logs have no Runs or Order,
-// and their runs no Started or Finished: Len and At give the runs.
-func Stream(dir string, each func(file string, rec *Record, run, size int)) ([]*Log, error) {
-	return sweepLogs(dir, each, true)
-}
-
-// sweepLogs is Stream, or with stream false a read that keeps every
-// record, as ReadFile does.
-func sweepLogs(dir string, each func(file string, rec *Record, run, size int), stream bool) ([]*Log, error) {
-	files, err := Files(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, noLedger(dir)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var logs []*Log
-	var current *Record
-	for _, f := range files {
-		var fileEach func(*Record, int, int)
-		if each != nil {
-			base := filepath.Base(f)
-			fileEach = func(rec *Record, run, size int) { each(base, rec, run, size) }
-		}
-		log, err := readFile(f, fileEach, stream)
-		if err != nil {
-			return nil, err
-		}
-		if len(log.Sessions) == 0 {
-			continue // created, header not written yet
-		}
-		if h := log.Header(); current == nil || h.Time.After(current.Time) {
-			current = &h
-		}
-		logs = append(logs, log)
-	}
-	if current == nil {
-		return nil, noLedger(dir)
-	}
-	host, _ := os.Hostname()
-	ours := logs[:0]
-	for _, log := range logs {
-		if otherSweep(log.Header(), *current) {
-			continue
-		}
-		log.markGone(host)
-		ours = append(ours, log)
-	}
-	return ours, nil
-}
-
-// otherSweep reports whether a shard ledger's last header h belongs to
-// another sweep than current, the directory's newest header.
-func otherSweep(h, current Record) bool {
-	switch {
-	case h.Sweep != nil && current.Sweep != nil:
-		return h.Sweep.Key() != current.Sweep.Key() || max(h.Sweep.Shards, 1) != max(current.Sweep.Shards, 1)
-	case h.Sweep == nil && current.Sweep == nil:
-		return shardCount(h) != shardCount(current)
-	}
-	return false // a ledger from before definitions were recorded: assumed the same
-}
-
-func runStatus(dir string, run *Run, now time.Time) RunStatus {
+// runStatus is a running or failed run, from its last records.
+func runStatus(dir string, run ledger.Run, st *ledger.Started, fin *ledger.Finished, now time.Time) RunStatus {
 	s := RunStatus{ID: run.ID, Attempt: run.Attempts, GPUs: []string{}}
-	if st := run.Started; st != nil {
+	if st != nil {
 		s.Origin, s.GPUs, s.CPUs, s.Host, s.Started = st.Origin, st.GPUs, st.CPUs, st.Host, st.Time
 		if st.Lane != nil {
 			s.Lane = *st.Lane
@@ -391,12 +287,12 @@ func runStatus(dir string, run *Run, now time.Time) RunStatus {
 		}
 		s.Stdout, s.Stderr = logPath(dir, st.Stdout), logPath(dir, st.Stderr)
 	}
-	if run.State == StateRunning && run.Started != nil {
-		s.Elapsed = now.Sub(run.Started.Time).Round(time.Millisecond).Seconds()
+	if run.State == ledger.StateRunning && st != nil {
+		s.Elapsed = now.Sub(st.Time).Round(time.Millisecond).Seconds()
 	}
-	if fin := run.Finished; fin != nil && run.State == StateFailed {
+	if fin != nil && run.State == ledger.StateFailed {
 		s.ExitCode, s.Signal, s.Reason, s.Error = fin.ExitCode, fin.Signal, string(fin.Reason), fin.Error
-		s.Class, s.StderrTail = string(ClassOf(fin)), fin.StderrTail
+		s.Class, s.StderrTail = string(ledger.ClassOf(fin)), fin.StderrTail
 		if s.Origin == "" {
 			s.Origin = fin.Origin
 		}
@@ -408,20 +304,6 @@ func runStatus(dir string, run *Run, now time.Time) RunStatus {
 		}
 	}
 	return s
-}
-
-// ClassOf returns the failure class of a finished record: the one it
-// holds, or for a record written before classes were, the one its exit
-// status, signal and reason give.
-func ClassOf(fin *Record) failure.Class {
-	if fin.Class != "" {
-		return fin.Class
-	}
-	o := failure.Outcome{Signal: fin.Signal, TimedOut: fin.Reason == run.TimedOut, Interrupted: fin.Reason == run.Interrupted}
-	if fin.ExitCode != nil {
-		o.ExitCode = *fin.ExitCode
-	}
-	return failure.Classify(o, nil, nil)
 }
 
 // logPath turns a ledger's log path (relative to its directory) into one

@@ -1,4 +1,4 @@
-package tail
+package results
 
 import (
 	"bytes"
@@ -48,7 +48,7 @@ func TestFollowRunning(t *testing.T) {
 	dir := sweep(t)
 	var out syncBuffer
 	done := make(chan error)
-	go func() { done <- Follow(t.Context(), dir, Options{Lines: 1, Poll: 5 * time.Millisecond}, &out) }()
+	go func() { done <- Follow(t.Context(), dir, FollowOptions{Lines: 1, Poll: 5 * time.Millisecond}, &out) }()
 	appendTo := func(name, s string) {
 		f, err := os.OpenFile(filepath.Join(dir, name), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err != nil {
@@ -89,15 +89,15 @@ func TestChoose(t *testing.T) {
 	dir := sweep(t)
 	for _, tc := range []struct {
 		description string
-		opts        Options
+		opts        FollowOptions
 		want        string // what Follow prints, or the error
 	}{
-		{"an ended run by origin: its last lines", Options{Runs: []string{"t.txt:1"}, Lines: 2},
+		{"an ended run by origin: its last lines", FollowOptions{Runs: []string{"t.txt:1"}, Lines: 2},
 			"[t.txt:1] two\n[t.txt:1] three\n[t.txt:1] Traceback\n[t.txt:1] ValueError: bad lr\n"},
-		{"by id prefix, none of the old lines", Options{Runs: []string{"a1a1"}, Lines: -1}, ""},
-		{"the failed runs", Options{Failed: true, Lines: 1}, "[t.txt:1] three\n[t.txt:1] ValueError: bad lr\n"},
-		{"no such run", Options{Runs: []string{"t.txt:9"}}, `no run "t.txt:9"`},
-		{"a prefix of two ids", Options{Runs: []string{""}}, "names 2 runs"},
+		{"by id prefix, none of the old lines", FollowOptions{Runs: []string{"a1a1"}, Lines: -1}, ""},
+		{"the failed runs", FollowOptions{Failed: true, Lines: 1}, "[t.txt:1] three\n[t.txt:1] ValueError: bad lr\n"},
+		{"no such run", FollowOptions{Runs: []string{"t.txt:9"}}, `no run "t.txt:9"`},
+		{"a prefix of two ids", FollowOptions{Runs: []string{""}}, "names 2 runs"},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
 			var out bytes.Buffer

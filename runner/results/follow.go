@@ -1,8 +1,9 @@
-// Package tail follows the logs of a sweep's runs, as tail -f would
-// follow the right files: each line of a run's stdout and stderr, prefixed
-// with where the run came from (tasks.txt:12, or its id), from the last
-// lines already written until the runs end.
-package tail
+package results
+
+// Follow follows the logs of a sweep's runs, as tail -f would follow the
+// right files: each line of a run's stdout and stderr, prefixed with where
+// the run came from (tasks.txt:12, or its id), from the last lines
+// already written until the runs end.
 
 import (
 	"bytes"
@@ -18,13 +19,12 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/runner/ledger"
-	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/untrusted"
 )
 
-// Options says which runs to follow and how. The zero Options follows
+// FollowOptions says which runs to follow and how. The zero FollowOptions follows
 // the running runs, from their last 10 lines.
-type Options struct {
+type FollowOptions struct {
 	// Runs names runs by id (or a prefix of one) or by origin
 	// (tasks.txt:12); Failed adds the failed runs and Running the running
 	// ones. With none of them, the running runs.
@@ -45,14 +45,14 @@ type Options struct {
 // has ended (a run that ended already shows its last lines and is done)
 // or ctx is done. A name that matches no run, or more than one, is an
 // error, before anything is written.
-func Follow(ctx context.Context, dir string, opts Options, w io.Writer) error {
+func Follow(ctx context.Context, dir string, opts FollowOptions, w io.Writer) error {
 	if opts.Lines == 0 {
 		opts.Lines = 10
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = 200 * time.Millisecond
 	}
-	table, err := results.Read(dir, nil)
+	table, err := Read(dir, nil)
 	if err != nil {
 		return err // it names dir, or the ledger and line
 	}
@@ -103,7 +103,7 @@ func Follow(ctx context.Context, dir string, opts Options, w io.Writer) error {
 		}
 		if time.Since(lastCheck) >= time.Second {
 			lastCheck = time.Now()
-			st, err := ledger.ReadStatus(dir, lastCheck)
+			st, err := ReadStatus(dir, lastCheck)
 			if err != nil {
 				return err // it names dir, or the ledger and line
 			}
@@ -119,15 +119,15 @@ func Follow(ctx context.Context, dir string, opts Options, w io.Writer) error {
 }
 
 // choose picks the rows opts names.
-func choose(rows []results.Row, opts Options) ([]results.Row, error) {
-	var out []results.Row
-	add := func(r results.Row) {
-		if !slices.ContainsFunc(out, func(o results.Row) bool { return o.ID == r.ID }) {
+func choose(rows []Row, opts FollowOptions) ([]Row, error) {
+	var out []Row
+	add := func(r Row) {
+		if !slices.ContainsFunc(out, func(o Row) bool { return o.ID == r.ID }) {
 			out = append(out, r)
 		}
 	}
 	for _, name := range opts.Runs {
-		var match []results.Row
+		var match []Row
 		for _, r := range rows {
 			if r.Origin == name || strings.HasPrefix(r.ID, name) || filepath.Base(r.Origin) == name {
 				match = append(match, r)
@@ -172,7 +172,7 @@ type followed struct {
 	partial   []byte // the start of a line whose end is not written yet
 	first     []byte // the last lines already written, shown first
 	buf       []byte
-	line      func(string) string // Options.Line
+	line      func(string) string // FollowOptions.Line
 }
 
 // start opens the file and keeps its last n lines (none if n < 0); a file

@@ -1,0 +1,200 @@
+package ledger
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/nodepack/nodepack/resources/usage"
+	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/sweep"
+)
+
+// Format names the ledger's layout; every header record carries it.
+const Format = "nodepack.ledger/v1"
+
+// The record types: the "type" of a ledger line. A ledger is a sequence
+// of sessions, each a header, the records of its attempts (started,
+// finished, rung) and of the GPUs it took out of use (gpu_out), and,
+// unless the session was killed, an end record.
+const (
+	TypeHeader   = "header"   // a session begins: who, what, where
+	TypeStarted  = "started"  // an attempt's process runs
+	TypeFinished = "finished" // an attempt ended
+	TypeRung     = "rung"     // a run was judged at a rung of the pruning policy
+	TypeGPUOut   = "gpu_out"  // a GPU reported a fault and was taken out of use
+	TypeEnd      = "end"      // the session ended without being killed
+)
+
+// Each record type is a Go type of its own, whose JSON is the line: its
+// "type" and "time" first, then its fields in the order below
+// (testdata/records.golden.jsonl holds them to it).
+
+// Header starts a session: who ran what sweep, where.
+type Header struct {
+	Type    string            `json:"type"`
+	Time    time.Time         `json:"time"`
+	Format  string            `json:"format,omitempty"`
+	Version string            `json:"version,omitempty"`
+	Command []string          `json:"command,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"` // where Command ran
+	Host    string            `json:"host,omitempty"`
+	PID     int               `json:"pid,omitempty"` // the runner's
+	Shard   *sweep.Shard      `json:"shard,omitempty"`
+	Total   *int              `json:"total,omitempty"` // runs of this shard, when the source knows
+	Node    json.RawMessage   `json:"node,omitempty"`
+	Plan    json.RawMessage   `json:"plan,omitempty"`
+	Sweep   *sweep.Definition `json:"sweep,omitempty"`
+	// Retired lists the runs that earlier sessions of this ledger recorded
+	// and that are not part of this session's sweep (its task file lost
+	// those lines, say): they are left out of its counts.
+	Retired []string `json:"retired,omitempty"`
+}
+
+// RunAttempt says which attempt of which run a record is of.
+type RunAttempt struct {
+	ID      string `json:"id,omitempty"`
+	Index   int    `json:"index,omitempty"`
+	Origin  string `json:"origin,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+}
+
+// Started says an attempt's process runs.
+type Started struct {
+	Type string    `json:"type"`
+	Time time.Time `json:"time"`
+	Host string    `json:"host,omitempty"`
+	PID  int       `json:"pid,omitempty"` // the run's
+	RunAttempt
+	Lane *int     `json:"slot,omitempty"` // its lane, NODEPACK_SLOT (the key is the variable's name)
+	GPUs []string `json:"gpus,omitempty"` // UUIDs
+	CPUs string   `json:"cpus,omitempty"` // "0-3,8"
+	// Request is what the attempt holds its GPUs, CPUs and memory for, as
+	// pack.ParseRequest reads it ("gpus=0.25 gpu_mem=12GiB cpus=4").
+	Request string `json:"request,omitempty"`
+	Stdout  string `json:"stdout,omitempty"` // relative to the ledger's directory
+	Stderr  string `json:"stderr,omitempty"`
+	// Params are the run's parameters, as its params.json has them; none
+	// for a task-file line.
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// Finished says how an attempt ended.
+type Finished struct {
+	Type string    `json:"type"`
+	Time time.Time `json:"time"`
+	RunAttempt
+	Lane *int `json:"slot,omitempty"`
+	// Request is what the attempt held at its end (gpu_mem=auto measures
+	// a run and shrinks its claim to what it uses).
+	Request  string     `json:"request,omitempty"`
+	Stdout   string     `json:"stdout,omitempty"`
+	Stderr   string     `json:"stderr,omitempty"`
+	ExitCode *int       `json:"exit_code,omitempty"`
+	Signal   string     `json:"signal,omitempty"`
+	Reason   run.Reason `json:"reason,omitempty"`
+	Retry    bool       `json:"retry,omitempty"` // another attempt follows
+	Error    string     `json:"error,omitempty"`
+	Seconds  float64    `json:"duration_s,omitempty"`
+	Use
+	// Class is why the attempt failed (see runner/failure), StderrTail
+	// the last lines of its standard error.
+	Class      failure.Class `json:"class,omitempty"`
+	StderrTail []string      `json:"stderr_tail,omitempty"`
+	// Metrics, Curves and MetricsSkipped are what the run reported of its
+	// metrics by the attempt's end (see run.Event.Metrics); a ledger
+	// written before nodepack recorded them has none, not even "{}".
+	Metrics        json.RawMessage `json:"metrics,omitempty"`
+	Curves         json.RawMessage `json:"curves,omitempty"`
+	MetricsSkipped int             `json:"metrics_skipped,omitempty"`
+}
+
+// Use is what an attempt used, in its finished record.
+type Use struct {
+	MaxRSS      uint64      `json:"max_rss_bytes,omitempty"`
+	CPUSeconds  float64     `json:"cpu_s,omitempty"`
+	TreeRSSPeak uint64      `json:"tree_rss_peak_bytes,omitempty"`
+	GPUUsage    []usage.GPU `json:"gpu_usage,omitempty"`
+}
+
+// PeakRSS is the largest of the sampled tree's peak and the kernel's.
+func (u Use) PeakRSS() uint64 { return max(u.TreeRSSPeak, u.MaxRSS) }
+
+// PeakGPUMemory is the attempt's own peak GPU memory, summed over its GPUs.
+func (u Use) PeakGPUMemory() uint64 {
+	var n uint64
+	for _, g := range u.GPUUsage {
+		n += g.ProcessPeakMemoryBytes
+	}
+	return n
+}
+
+// Rung is a run judged at a rung of the pruning policy (the record of a
+// run.Judgement): its attempt, the Metric, the rung's index and step, the
+// step the run reported (Step) and its Value there (null when not a
+// finite number), the Cutoff it was compared with (null when no run
+// reached the rung before), how many had (Others), and whether it was
+// stopped (Pruned).
+type Rung struct {
+	Type string    `json:"type"`
+	Time time.Time `json:"time"`
+	RunAttempt
+	Metric   string   `json:"metric,omitempty"`
+	Rung     *int     `json:"rung,omitempty"`
+	RungStep float64  `json:"rung_step,omitempty"`
+	Step     float64  `json:"step,omitempty"`
+	Value    *float64 `json:"value,omitempty"`
+	Cutoff   *float64 `json:"cutoff,omitempty"`
+	Others   int      `json:"others,omitempty"`
+	Pruned   bool     `json:"pruned,omitempty"`
+}
+
+// GPUOut says a GPU reported a fault and was taken out of use.
+type GPUOut struct {
+	Type string    `json:"type"`
+	Time time.Time `json:"time"`
+	GPUs []string  `json:"gpus,omitempty"` // the GPU's UUID, alone
+	Note string    `json:"note,omitempty"` // the fault
+}
+
+// End ends a session that was not killed.
+type End struct {
+	Type     string    `json:"type"`
+	Time     time.Time `json:"time"`
+	Note     string    `json:"note,omitempty"`     // how the session ended
+	Deferred int       `json:"deferred,omitempty"` // runs left for the next session
+}
+
+// ClassOf returns the failure class of a finished record: the one it
+// holds, or for a record written before classes were, the one its exit
+// status, signal and reason give.
+func ClassOf(fin *Finished) failure.Class {
+	if fin.Class != "" {
+		return fin.Class
+	}
+	o := failure.Outcome{Signal: fin.Signal, TimedOut: fin.Reason == run.TimedOut, Interrupted: fin.Reason == run.Interrupted}
+	if fin.ExitCode != nil {
+		o.ExitCode = *fin.ExitCode
+	}
+	return failure.Classify(o, nil, nil)
+}
+
+// recordName names a record for a message: its type and, for an
+// attempt's, its run.
+func recordName(rec any) string {
+	switch r := rec.(type) {
+	case *Started:
+		return "started record of run " + r.ID
+	case *Finished:
+		return "finished record of run " + r.ID
+	case *Rung:
+		return "rung record of run " + r.ID
+	case *Header:
+		return "header"
+	case *GPUOut:
+		return "gpu_out record"
+	case *End:
+		return "end record"
+	}
+	return "record"
+}
