@@ -124,7 +124,7 @@ func readPath(path string, o ReadOptions, progress func(int64)) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	log, err := read(f, path, o, progress)
+	log, err := read(f, path, st.Size(), o, progress)
 	if err != nil {
 		return nil, err
 	}

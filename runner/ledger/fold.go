@@ -90,13 +90,13 @@ type Log struct {
 	spans      []SessionSpan // with ReadOptions.Attempts
 	open       map[[2]int32]int32
 	timeline   bool
-	timing     timing
 	dec        decoder
 	texts      map[string]uint32 // gpuTexts' places
 	gpuTexts   []string          // the attempts' GPUs, each once ("" first)
 	shares     map[string]float32
 	cpus       map[string]int16
 	seen       atomic.Int64 // runs Dir.See found
+	next       atomic.Int32 // the place after the run Find found last
 	ident      os.FileInfo  // the file read, when it did not change during the read
 }
 
@@ -206,7 +206,17 @@ func (log *Log) Find(id string) (i int, ok bool) {
 	if log.byID.byHash == nil {
 		return -1, false
 	}
+	// A sweep is looked up in the order of its runs, which is about the
+	// order of their first records: the run after the last one found is
+	// likely the one, and costs no hash.
+	if next := int(log.next.Load()); next < log.ids.len() && string(log.ids.bytes(next)) == id {
+		log.next.Store(int32(next + 1))
+		return next, true
+	}
 	j, ok := log.byID.find(id, &log.ids)
+	if ok {
+		log.next.Store(j + 1)
+	}
 	return int(j), ok
 }
 
@@ -304,7 +314,7 @@ func ReadFile(path string, o ReadOptions) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	log, err := read(f, path, o, nil)
+	log, err := read(f, path, st.Size(), o, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -314,40 +324,66 @@ func ReadFile(path string, o ReadOptions) (*Log, error) {
 	return log, nil
 }
 
-// read folds a ledger from r, named name. progress, if set, is called with
-// the bytes read so far.
-func read(r io.Reader, name string, o ReadOptions, progress func(int64)) (*Log, error) {
+// read folds a ledger from r, named name, of size bytes (0: unknown).
+// progress, if set, is called with the bytes read so far.
+func read(r io.Reader, name string, size int64, o ReadOptions, progress func(int64)) (*Log, error) {
 	log := &Log{Name: name, byID: newIDIndex(), timeline: o.Attempts}
 	if o.Attempts {
 		log.open, log.texts, log.shares, log.cpus = map[[2]int32]int32{}, map[string]uint32{"": 0}, map[string]float32{}, map[string]int16{}
 		log.gpuTexts = []string{""}
 	}
-	br := bufio.NewReaderSize(r, 1<<20)
-	for lineNo := int32(1); ; lineNo++ {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			// A line longer than the buffer (a header with a big node):
-			// read the rest of it.
-			long := append([]byte(nil), line...)
-			var rest []byte
-			rest, err = br.ReadBytes('\n')
-			line = append(long, rest...)
+	// The lines are scanned in parallel, block by block, and folded in
+	// in order.
+	work := func(b *block[scanned]) {
+		var dec decoder
+		b.out = make([]scanned, 0, bytes.Count(b.data, []byte{'\n'}))
+		lines(b.data, func(k int, line []byte) {
+			if b.err != nil {
+				return
+			}
+			sc, err := scanLine(&dec, line, o.Attempts)
+			if err != nil {
+				b.err = fmt.Errorf("ledger %s:%d: %w", name, b.first+int32(k), err)
+				return
+			}
+			b.out = append(b.out, sc)
+		})
+	}
+	var lineErr error // a line's, which names the ledger and line
+	apply := func(b *block[scanned]) error {
+		if b.first == 1 && size > int64(len(b.data)) && len(b.out) > 0 {
+			// Room for the runs the file holds, as its first block has
+			// them: two records a run, lines as long.
+			runs := int(size / int64(len(b.data)) * int64(len(b.out)) / 2)
+			log.runs = slices.Grow(log.runs, runs)
+			log.last = slices.Grow(log.last, runs)
+			log.ids.ends = slices.Grow(log.ids.ends, runs)
 		}
-		if err == io.EOF {
-			log.Torn = int64(len(line))
-			break
+		off, no := b.off, b.first
+		for k := range b.out {
+			sc := &b.out[k]
+			if err := log.apply(sc, off, no); err != nil {
+				lineErr = fmt.Errorf("ledger %s:%d: %w", name, no, err)
+				return lineErr
+			}
+			off += int64(sc.n)
+			no++
 		}
-		if err != nil {
-			return nil, fmt.Errorf("read ledger %s: %w", name, err)
-		}
-		if err := log.add(line[:len(line)-1], log.Size, lineNo); err != nil {
-			return nil, fmt.Errorf("ledger %s:%d: %w", name, lineNo, err)
-		}
-		log.Size += int64(len(line))
-		if progress != nil && log.Size%(1<<20) < int64(len(line)) {
+		log.Size = off
+		if progress != nil {
 			progress(log.Size)
 		}
+		lineErr = b.err
+		return b.err
 	}
+	torn, err := eachBlock(r, work, apply)
+	if err != nil {
+		if err == lineErr {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read ledger %s: %w", name, err)
+	}
+	log.Torn = torn
 	if log.End != nil {
 		log.MarkInterrupted()
 	}
@@ -380,27 +416,48 @@ func (log *Log) settle() {
 	}
 }
 
-// add folds one complete line at offset off into the log.
-func (log *Log) add(line []byte, off int64, no int32) error {
+// scanned is a line as the fold takes it: its head, its timing (for a
+// timeline), its length with its newline, and the line itself for a
+// record decoded whole in order (a header, an end, a gpu_out, a rung).
+type scanned struct {
+	h    head
+	t    timing
+	line []byte
+	n    int32
+}
+
+// scanLine reads what the fold needs of a line: its head and, with
+// timeline, its timing; the part of reading a ledger that runs in
+// parallel.
+func scanLine(dec *decoder, line []byte, timeline bool) (scanned, error) {
+	sc := scanned{n: int32(len(line) + 1), line: line}
 	var t *timing
-	if log.timeline {
-		t = &log.timing
-		*t = timing{}
+	if timeline {
+		t = &sc.t
 	}
-	h, ok := log.dec.scan(line, t)
+	h, ok := dec.scan(line, t)
 	if !ok {
 		var err error
 		if h, err = headOf(line); err != nil {
-			return fmt.Errorf("not a record: %w", err)
+			return sc, fmt.Errorf("not a record: %w", err)
 		}
 		if t != nil && (string(h.typ) == TypeStarted || string(h.typ) == TypeFinished) {
 			var s Started
 			if err := json.Unmarshal(line, &s); err != nil {
-				return fmt.Errorf("not a record: %w", err)
+				return sc, fmt.Errorf("not a record: %w", err)
 			}
 			*t = timing{time: s.Time, lane: s.Lane, gpus: s.GPUs, cpus: s.CPUs, request: s.Request}
 		}
 	}
+	sc.h = h
+	return sc, nil
+}
+
+// apply folds one scanned line, line number no at offset off, into the
+// log, in order.
+func (log *Log) apply(sc *scanned, off int64, no int32) error {
+	h, line := &sc.h, sc.line
+	t := &sc.t
 	if string(h.typ) != TypeHeader && len(log.Sessions) == 0 {
 		return fmt.Errorf("%q record before the first header", h.typ)
 	}
@@ -475,7 +532,7 @@ func (log *Log) add(line []byte, off int64, no int32) error {
 	r.attempts = max(r.attempts, int32(h.attempt))
 	r.session = int32(len(log.Sessions) - 1)
 	r.retired = false
-	at := span{off: off, n: int32(len(line)), no: no}
+	at := span{off: off, n: sc.n - 1, no: no}
 	if string(h.typ) == TypeStarted {
 		log.last[i].started = at
 		r.state = running
@@ -721,7 +778,7 @@ func (log *Log) Last(places []int, f func(i int, s *Started, fin *Finished) erro
 			return log.changed(err)
 		}
 		pos = w.off + int64(w.n)
-		st, fin, err := p.decode(buf, w.finished)
+		st, fin, err := p.decode(&log.dec, buf, w.finished)
 		if err != nil {
 			return err
 		}
@@ -748,18 +805,18 @@ type pair struct {
 	left int
 }
 
-// decode decodes line, a started or a finished record.
-func (p *lastPairs) decode(line []byte, finished bool) (*Started, *Finished, error) {
+// decode decodes line, a started or a finished record, with dec.
+func (p *lastPairs) decode(dec *decoder, line []byte, finished bool) (*Started, *Finished, error) {
 	log := p.log
 	if finished {
 		fin := new(Finished)
-		if !log.dec.finished(line, fin) && (json.Unmarshal(line, fin) != nil || fin.Type != TypeFinished) {
+		if !dec.finished(line, fin) && (json.Unmarshal(line, fin) != nil || fin.Type != TypeFinished) {
 			return nil, nil, log.changed(nil)
 		}
 		return nil, fin, nil
 	}
 	s := new(Started)
-	if !log.dec.started(line, s) && (json.Unmarshal(line, s) != nil || s.Type != TypeStarted) {
+	if !dec.started(line, s) && (json.Unmarshal(line, s) != nil || s.Type != TypeStarted) {
 		return nil, nil, log.changed(nil)
 	}
 	return s, nil, nil
@@ -791,7 +848,8 @@ func (p *lastPairs) take(i int32, s *Started, fin *Finished) error {
 }
 
 // all reads the whole file through for Last of every run: the lines to
-// decode are marked by number, a bit each, rather than listed and sorted.
+// decode are marked by number, a bit each, rather than listed and sorted,
+// and decoded in parallel, block by block.
 func (p *lastPairs) all(file *os.File) error {
 	log := p.log
 	var marks []uint64
@@ -809,57 +867,74 @@ func (p *lastPairs) all(file *os.File) error {
 			mark(l.finished.no)
 		}
 	}
-	br := bufio.NewReaderSize(file, 1<<20)
-	var size int64
-	for no := int32(1); size < log.Size; no++ {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			long := append([]byte(nil), line...)
-			var rest []byte
-			rest, err = br.ReadBytes('\n')
-			line = append(long, rest...)
+	type decoded struct {
+		place int32
+		s     *Started
+		fin   *Finished
+	}
+	work := func(b *block[decoded]) {
+		var dec decoder
+		dp := &lastPairs{log: log}
+		lines(b.data, func(k int, line []byte) {
+			no := b.first + int32(k)
+			if b.err != nil || int(no)/64 >= len(marks) || marks[no/64]&(1<<(no%64)) == 0 {
+				return
+			}
+			// The type comes first in what json.Marshal writes; else read it.
+			var finished bool
+			switch {
+			case bytes.HasPrefix(line, []byte(`{"type":"finished"`)):
+				finished = true
+			case bytes.HasPrefix(line, []byte(`{"type":"started"`)):
+			default:
+				h, err := headOf(line)
+				if err != nil {
+					b.err = log.changed(nil)
+					return
+				}
+				finished = string(h.typ) == TypeFinished
+			}
+			st, fin, err := dp.decode(&dec, line, finished)
+			if err != nil {
+				b.err = err
+				return
+			}
+			id := ""
+			if fin != nil {
+				id = fin.ID
+			} else {
+				id = st.ID
+			}
+			i, ok := log.byID.find(id, &log.ids)
+			if !ok {
+				b.err = log.changed(nil)
+				return
+			}
+			if l := log.last[i]; finished && l.finished.no != no || !finished && l.started.no != no {
+				b.err = log.changed(nil)
+				return
+			}
+			b.out = append(b.out, decoded{i, st, fin})
+		})
+	}
+	apply := func(b *block[decoded]) error {
+		for _, d := range b.out {
+			if err := p.take(d.place, d.s, d.fin); err != nil {
+				return err
+			}
 		}
-		if err != nil {
+		return b.err
+	}
+	_, err := eachBlock(io.LimitReader(file, log.Size), work, apply)
+	if err != nil {
+		var pathErr *os.PathError
+		if errors.As(err, &pathErr) {
 			return log.changed(err)
 		}
-		size += int64(len(line))
-		if int(no)/64 >= len(marks) || marks[no/64]&(1<<(no%64)) == 0 {
-			continue
-		}
-		line = line[:len(line)-1]
-		// The type comes first in what json.Marshal writes; else read it.
-		var finished bool
-		switch {
-		case bytes.HasPrefix(line, []byte(`{"type":"finished"`)):
-			finished = true
-		case bytes.HasPrefix(line, []byte(`{"type":"started"`)):
-		default:
-			h, err := headOf(line)
-			if err != nil {
-				return log.changed(nil)
-			}
-			finished = string(h.typ) == TypeFinished
-		}
-		st, fin, err := p.decode(line, finished)
-		if err != nil {
-			return err
-		}
-		id := ""
-		if fin != nil {
-			id = fin.ID
-		} else {
-			id = st.ID
-		}
-		i, ok := log.byID.find(id, &log.ids)
-		if !ok {
-			return log.changed(nil)
-		}
-		if l := log.last[i]; finished && l.finished.no != no || !finished && l.started.no != no {
-			return log.changed(nil)
-		}
-		if err := p.take(i, st, fin); err != nil {
-			return err
-		}
+		return err
+	}
+	if len(p.pending) > 0 {
+		return log.changed(nil) // a record the file no longer holds
 	}
 	return nil
 }

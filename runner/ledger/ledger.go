@@ -129,7 +129,11 @@ func open(path string, restart bool, known *Log) (*Writer, error) {
 	past := known
 	if st, err := f.Stat(); err != nil || known == nil || known.ident == nil || !os.SameFile(known.ident, st) ||
 		st.Size() != known.Size+known.Torn || !st.ModTime().Equal(known.ident.ModTime()) {
-		if past, err = read(f, path, ReadOptions{}, nil); err != nil {
+		var size int64
+		if st != nil {
+			size = st.Size()
+		}
+		if past, err = read(f, path, size, ReadOptions{}, nil); err != nil {
 			return fail(err)
 		}
 	}

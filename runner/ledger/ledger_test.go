@@ -118,7 +118,7 @@ var readers = []struct {
 }
 
 // readLedger folds a ledger's text.
-func readLedger(r io.Reader, name string) (*Log, error) { return read(r, name, ReadOptions{}, nil) }
+func readLedger(r io.Reader, name string) (*Log, error) { return read(r, name, 0, ReadOptions{}, nil) }
 
 // readText writes text to a file and reads it with o, naming it "l" in
 // errors.
