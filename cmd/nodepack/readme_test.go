@@ -475,7 +475,7 @@ var layers = map[string]int{
 	"runner/metrics":     1,
 	"runner/run":         2,
 	"pack":               0,
-	"pack/schedule":      1,
+	"pack/schedule":      3,
 	"runner/untrusted":   0,
 }
 

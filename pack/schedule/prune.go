@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // Prune is the early-stopping policy: successive halving in the
@@ -43,19 +45,6 @@ type Prune struct {
 	// Median judges by the median of the rung's values, not its best
 	// 1/Eta.
 	Median bool
-}
-
-// Judgement is the decision taken on one run at one rung.
-type Judgement struct {
-	Run    string  // the run's id
-	Metric string  // the policy's metric
-	Rung   int     // from 0
-	Step   float64 // the rung's step
-	At     float64 // the step the run reported, at or past Step
-	Value  float64 // its metric there
-	Cutoff float64 // what it was compared with; NaN when no run reached the rung before
-	Others int     // how many runs reached the rung before
-	Stop   bool
 }
 
 // Pruner is the state of a Prune policy: the values recorded at each
@@ -102,32 +91,32 @@ func (p *Pruner) Config() Prune { return p.cfg }
 // Rungs returns the rungs' steps.
 func (p *Pruner) Rungs() []float64 { return slices.Clone(p.rungs) }
 
-// Judge takes run's value of the metric at step and judges it at every
+// Judge takes run id's value of the metric at step and judges it at every
 // rung the step reaches that it was not judged at yet, in order, until
 // one stops it. It returns those judgements; none when the step reaches
 // no new rung (a step reported twice, or between rungs).
-func (p *Pruner) Judge(run string, step, value float64) []Judgement {
-	return p.take(run, step, value, true)
+func (p *Pruner) Judge(id string, step, value float64) []run.Judgement {
+	return p.take(id, step, value, true)
 }
 
 // Finish takes the value of a run that has ended, at step, as Judge
 // does, except that none of its judgements stops it: it ended by itself,
 // and its value joins the rungs it reached for the runs after it.
-func (p *Pruner) Finish(run string, step, value float64) []Judgement {
-	return p.take(run, step, value, false)
+func (p *Pruner) Finish(id string, step, value float64) []run.Judgement {
+	return p.take(id, step, value, false)
 }
 
 // take is Judge for a running run, Finish for one that ended.
-func (p *Pruner) take(run string, step, value float64, running bool) []Judgement {
-	var out []Judgement
-	next, ok := p.judged[run]
+func (p *Pruner) take(id string, step, value float64, running bool) []run.Judgement {
+	var out []run.Judgement
+	next, ok := p.judged[id]
 	if !ok {
 		next = 0
 	} else {
 		next++
 	}
 	for i := next; i < len(p.rungs) && step >= p.rungs[i]; i++ {
-		j := p.judge(run, i, step, value)
+		j := p.judge(id, i, step, value)
 		j.Stop = j.Stop && running
 		out = append(out, j)
 		if j.Stop {
@@ -137,10 +126,10 @@ func (p *Pruner) take(run string, step, value float64, running bool) []Judgement
 	return out
 }
 
-// judge judges run at rung i and records its value there.
-func (p *Pruner) judge(run string, i int, step, value float64) Judgement {
+// judge judges run id at rung i and records its value there.
+func (p *Pruner) judge(id string, i int, step, value float64) run.Judgement {
 	vals := p.values[i]
-	j := Judgement{Run: run, Metric: p.cfg.Metric, Rung: i, Step: p.rungs[i], At: step, Value: value, Cutoff: math.NaN(), Others: len(vals)}
+	j := run.Judgement{Run: id, Metric: p.cfg.Metric, Rung: i, Step: p.rungs[i], At: step, Value: value, Cutoff: math.NaN(), Others: len(vals)}
 	finite := !math.IsNaN(value) && !math.IsInf(value, 0)
 	switch {
 	case !finite:
@@ -175,7 +164,7 @@ func (p *Pruner) cutoff(vals []float64) float64 {
 }
 
 // record notes that run was judged at rung j.Rung with j.Value.
-func (p *Pruner) record(j Judgement) {
+func (p *Pruner) record(j run.Judgement) {
 	if prev, ok := p.judged[j.Run]; !ok || j.Rung > prev {
 		p.judged[j.Run] = j.Rung
 	}
@@ -191,7 +180,7 @@ func (p *Pruner) record(j Judgement) {
 // of another metric, or of a rung this policy does not have (the policy
 // changed between sessions), is left out: its value is no value of this
 // policy's rungs.
-func (p *Pruner) Replay(j Judgement) {
+func (p *Pruner) Replay(j run.Judgement) {
 	if j.Metric != p.cfg.Metric || j.Rung < 0 || j.Rung >= len(p.rungs) || p.rungs[j.Rung] != j.Step {
 		return
 	}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // report is one metric report of a run in a pruning table case; a run
@@ -118,7 +120,7 @@ func TestPrune(t *testing.T) {
 func TestPruneReplay(t *testing.T) {
 	cfg := Prune{Metric: "loss", FirstStep: 10, MaxStep: 1000}
 	first, _ := NewPruner(cfg)
-	var recorded []Judgement
+	var recorded []run.Judgement
 	for _, r := range []report{{"a", 10, 0.5}, {"b", 10, 0.7}, {"c", 10, 0.45}, {"a", 30, 0.4}} {
 		recorded = append(recorded, first.Judge(r.run, r.step, r.value)...)
 	}

@@ -65,22 +65,13 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/failure"
 )
 
 // Defaults of the zero Config.
 const (
 	DefaultBackfillWait  = time.Minute
 	DefaultSettleTimeout = 2 * time.Minute
-)
-
-// The failure classes the retry rules treat apart, spelt as package
-// runner/failure spells them.
-const (
-	classCUDAOOM     = "cuda-oom"
-	classHostOOM     = "host-oom"
-	classGPUError    = "gpu-error"
-	classNotFound    = "not-found"
-	classInterrupted = "interrupted"
 )
 
 // maxWave bounds the first wave: the runs of one request that fit a node
@@ -119,7 +110,7 @@ type Config struct {
 	// never retried.
 	Retries int
 	// Retry is the budget by failure class.
-	Retry map[string]int
+	Retry map[failure.Class]int
 	// RetryBackoff is the wait before a run's first retry in place; each
 	// later one waits twice the one before, up to a minute (or
 	// RetryBackoff, if longer).
@@ -176,8 +167,8 @@ const (
 // End is how one attempt of a placed run ended.
 type End struct {
 	Outcome Outcome
-	Class   string // the failure class of a Failed attempt
-	Attempt int    // this sweep's attempts of the run so far, this one included
+	Class   failure.Class // the failure class of a Failed attempt
+	Attempt int           // this sweep's attempts of the run so far, this one included
 	// Peak is the GPU memory its processes were measured to use at most,
 	// for gpu_mem=auto when the attempt ended before it settled.
 	Peak uint64
@@ -236,7 +227,7 @@ type waiting struct {
 	asked      pack.Request
 	shape      string
 	grown      *pack.Request // the request a retry placed anew asks for
-	failedWith map[string]int
+	failedWith map[failure.Class]int
 }
 
 // placement is a run that holds resources.
@@ -266,7 +257,7 @@ func New(cfg Config, now time.Time) (*Scheduler, error) {
 		parallel = int(^uint(0) >> 1)
 	}
 	for c, n := range cfg.Retry {
-		if c == classInterrupted || n < 0 {
+		if c == failure.Interrupted || n < 0 {
 			return nil, fmt.Errorf("schedule: retry %s=%d: want a class other than interrupted and a count of at least 0", c, n)
 		}
 	}
@@ -610,11 +601,11 @@ func (s *Scheduler) Ended(k Key, e End, now time.Time) After {
 	if e.Outcome == Failed {
 		w := p.w
 		if w.failedWith == nil {
-			w.failedWith = map[string]int{}
+			w.failedWith = map[failure.Class]int{}
 		}
 		w.failedWith[e.Class]++
 		budget := s.budget(e.Class)
-		if e.Class == classGPUError && s.faulted(p.as) {
+		if e.Class == failure.GPUError && s.faulted(p.as) {
 			budget = max(budget, 1) // its GPU failed, not the run: once more, elsewhere
 		}
 		after.Retry = w.failedWith[e.Class] <= budget && !e.NoRetry && !s.stopped && !s.halted
@@ -661,12 +652,12 @@ func (s *Scheduler) Release(k Key) {
 
 // budget is how many attempts of a run may fail with class c before it
 // is given up.
-func (s *Scheduler) budget(c string) int {
+func (s *Scheduler) budget(c failure.Class) int {
 	if n, ok := s.cfg.Retry[c]; ok {
 		return n
 	}
 	switch c {
-	case classHostOOM, classNotFound, classInterrupted:
+	case failure.HostOOM, failure.NotFound, failure.Interrupted:
 		return 0
 	}
 	return s.cfg.Retries
@@ -687,26 +678,26 @@ func (s *Scheduler) backoff(n int) time.Duration {
 // is placed anew: more GPU memory after a cuda-oom, more host memory after
 // a host-oom, the same on another GPU after its GPU faulted. false: the
 // retry keeps its place.
-func (s *Scheduler) anew(p *placement, c string) (pack.Request, bool) {
+func (s *Scheduler) anew(p *placement, c failure.Class) (pack.Request, bool) {
 	if s.alloc == nil {
 		return pack.Request{}, false
 	}
 	as := p.as
 	switch {
-	case c == classCUDAOOM && len(as.GPUs) > 0:
+	case c == failure.CUDAOOM && len(as.GPUs) > 0:
 		more := pack.MoreGPUMemory(as.Request, as.GPUs[0].MemoryBytes)
 		if more == as.Request || s.alloc.Check(more) != nil {
 			return pack.Request{}, false // as much as it can get: retried where it is
 		}
 		return more, true
-	case c == classHostOOM && as.Request.Mem > 0:
+	case c == failure.HostOOM && as.Request.Mem > 0:
 		more := as.Request
 		more.Mem += more.Mem / 2
 		if s.alloc.Check(more) != nil {
 			return pack.Request{}, false // as much as the node has
 		}
 		return more, true
-	case c == classGPUError && s.faulted(as):
+	case c == failure.GPUError && s.faulted(as):
 		return as.Request, true
 	}
 	return pack.Request{}, false

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/failure"
 )
 
 const (
@@ -244,7 +245,7 @@ func TestPolicy(t *testing.T) {
 		{
 			name: "retry/budgets",
 			desc: "host-oom and not-found get no retry unless Retry names them; Retry sets a class's own budget",
-			cfg:  Config{Topology: fourGPUs, Retries: 3, Retry: map[string]int{"signal": 1}},
+			cfg:  Config{Topology: fourGPUs, Retries: 3, Retry: map[failure.Class]int{"signal": 1}},
 			runs: []simRun{
 				{req: oneGPU, dur: sec, fail: []string{"host-oom"}},
 				{req: oneGPU, dur: sec, fail: []string{"not-found"}},
@@ -280,7 +281,7 @@ func TestPolicy(t *testing.T) {
 		{
 			name: "retry/host-oom-anew",
 			desc: "a host-oom retry named in Retry asks for half as much memory again, placed anew",
-			cfg:  Config{Topology: fourGPUs, Retry: map[string]int{"host-oom": 1}},
+			cfg:  Config{Topology: fourGPUs, Retry: map[failure.Class]int{"host-oom": 1}},
 			runs: []simRun{{req: pack.Request{CPUs: 1, Mem: 8 * gib}, dur: sec, fail: []string{"host-oom"}}},
 			starts: []string{
 				"0s r0 lane0 - [gpus=0 cpus=1 mem=8GiB] #1",

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/failure"
 )
 
 // Fixture topologies, in the style of kubelet's cpumanager tests.
@@ -207,7 +208,7 @@ func simulate(t testing.TB, cfg Config, runs []simRun, actions ...at) simResult 
 				running--
 				end := End{Outcome: Succeeded, Attempt: attempts[e.key], Peak: r.peak}
 				if e.attempt <= len(r.fail) {
-					end.Outcome, end.Class = Failed, r.fail[e.attempt-1]
+					end.Outcome, end.Class = Failed, failure.Class(r.fail[e.attempt-1])
 				}
 				after := s.Ended(e.key, end, now)
 				if !after.Retry || after.Anew {
@@ -215,7 +216,7 @@ func simulate(t testing.TB, cfg Config, runs []simRun, actions ...at) simResult 
 				}
 				line := fmt.Sprintf("%v r%d", now.Sub(simStart), index[e.key])
 				if end.Outcome == Failed {
-					line += " failed " + end.Class
+					line += " failed " + string(end.Class)
 				}
 				switch {
 				case after.Anew:

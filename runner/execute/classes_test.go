@@ -50,12 +50,12 @@ func TestPolicyKnowsFailureClasses(t *testing.T) {
 		if tc.fault {
 			s.Fault(plan.Starts[0].Place.GPUs[0].UUID)
 		}
-		after := s.Ended(k, schedule.End{Outcome: schedule.Failed, Class: string(tc.class), Attempt: 1}, start)
+		after := s.Ended(k, schedule.End{Outcome: schedule.Failed, Class: tc.class, Attempt: 1}, start)
 		if after.Retry != tc.retry || after.Anew != tc.anew {
 			t.Errorf("%s: retry %v anew %v, want %v %v", tc.description, after.Retry, after.Anew, tc.retry, tc.anew)
 		}
 	}
-	if _, err := schedule.New(schedule.Config{Parallel: 1, Retry: map[string]int{string(failure.Interrupted): 1}}, start); err == nil {
+	if _, err := schedule.New(schedule.Config{Parallel: 1, Retry: map[failure.Class]int{failure.Interrupted: 1}}, start); err == nil {
 		t.Error("a retry budget for interrupted attempts was taken")
 	}
 }

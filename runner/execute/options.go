@@ -106,7 +106,7 @@ type Options struct {
 	// Prune.Metric: a misspelt name must not leave pruning off unsaid.
 	// Without a run directory (OutputDir) nothing is read.
 	Prune         *schedule.Prune
-	Judgements    []schedule.Judgement
+	Judgements    []run.Judgement
 	PruneInterval time.Duration
 	OnPruneNote   func(note string)
 

@@ -87,7 +87,7 @@ func (e *Execution) watchMetrics(ev run.Event, runDir *os.File, st *runStop) (st
 			}
 			pr.mu.Lock()
 			pr.seen, mine = true, true
-			var judged []schedule.Judgement
+			var judged []run.Judgement
 			if ended {
 				judged = pr.pruner.Finish(ev.Run.ID, p.Step, p.Value)
 			} else {

@@ -55,12 +55,7 @@ func (o *Options) policy(parallel int) schedule.Config {
 		Retries:       o.Retries,
 		RetryBackoff:  o.RetryBackoff,
 		MaxFailures:   o.MaxFailures,
-	}
-	if len(o.Retry) > 0 {
-		c.Retry = make(map[string]int, len(o.Retry))
-		for class, n := range o.Retry {
-			c.Retry[string(class)] = n
-		}
+		Retry:         o.Retry,
 	}
 	return c
 }
@@ -294,7 +289,7 @@ func (e *Execution) gpuOut(f usage.GPUFault) {
 // outcome is how the scheduler sees an attempt that ended as ev says;
 // the caller sets End.Attempt (this sweep's count, not ev's) and NoRetry.
 func outcome(ev run.Event) schedule.End {
-	end := schedule.End{Class: string(ev.Class), Peak: peakOf(ev.Usage.Sampled)}
+	end := schedule.End{Class: ev.Class, Peak: peakOf(ev.Usage.Sampled)}
 	switch ev.Reason {
 	case run.OK:
 		end.Outcome = schedule.Succeeded

@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/run"
 )
@@ -85,7 +84,7 @@ type Log struct {
 	byID       idIndex
 	runs       []runState
 	last       []lastAt
-	judgements []schedule.Judgement
+	judgements []run.Judgement
 	attempts   []Attempt     // with ReadOptions.Attempts
 	spans      []SessionSpan // with ReadOptions.Attempts
 	open       map[[2]int32]int32
@@ -239,7 +238,7 @@ func (log *Log) Spans() []SessionSpan { return log.spans }
 
 // Judgements returns the judgements of the pruning policy the ledger
 // records, every session's, in order: what a resumed sweep replays.
-func (log *Log) Judgements() []schedule.Judgement { return log.judgements }
+func (log *Log) Judgements() []run.Judgement { return log.judgements }
 
 // idList holds the runs' ids, in the order of their first records, in
 // one text: no pointer per run for the collector to follow, as a million
@@ -594,7 +593,7 @@ func (log *Log) rung(rec *Rung) error {
 	if rec.Rung == nil || *rec.Rung < 0 || !run.ValidID(rec.ID) {
 		return errors.New("rung record without its run or rung")
 	}
-	j := schedule.Judgement{Run: rec.ID, Metric: rec.Metric, Rung: *rec.Rung, Step: rec.RungStep, At: rec.Step, Value: math.NaN(), Cutoff: math.NaN(), Others: rec.Others, Stop: rec.Pruned}
+	j := run.Judgement{Run: rec.ID, Metric: rec.Metric, Rung: *rec.Rung, Step: rec.RungStep, At: rec.Step, Value: math.NaN(), Cutoff: math.NaN(), Others: rec.Others, Stop: rec.Pruned}
 	if rec.Value != nil {
 		j.Value = *rec.Value
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/run"
@@ -39,8 +38,8 @@ func goldenSession(t *testing.T, w *Writer) {
 	out, errp := filepath.Join(dir, "runs", "r1", "stdout.log"), filepath.Join(dir, "runs", "r1", "stderr.log")
 	for _, ev := range []run.Event{
 		{Kind: run.Started, Run: r, Attempt: 1, Lane: 1, Place: place, Stdout: out, Stderr: errp, Start: at, PID: 4242},
-		{Kind: run.Judged, Run: r, Attempt: 1, Start: at.Add(time.Second), Judgement: &schedule.Judgement{Run: "r1", Metric: "loss", Rung: 0, Step: 100, At: 104, Value: 0.5, Cutoff: math.NaN(), Others: 0}},
-		{Kind: run.Judged, Run: r, Attempt: 1, Start: at.Add(2 * time.Second), Judgement: &schedule.Judgement{Run: "r1", Metric: "loss", Rung: 1, Step: 300, At: 300, Value: math.Inf(1), Cutoff: 0.25, Others: 3, Stop: true}},
+		{Kind: run.Judged, Run: r, Attempt: 1, Start: at.Add(time.Second), Judgement: &run.Judgement{Run: "r1", Metric: "loss", Rung: 0, Step: 100, At: 104, Value: 0.5, Cutoff: math.NaN(), Others: 0}},
+		{Kind: run.Judged, Run: r, Attempt: 1, Start: at.Add(2 * time.Second), Judgement: &run.Judgement{Run: "r1", Metric: "loss", Rung: 1, Step: 300, At: 300, Value: math.Inf(1), Cutoff: 0.25, Others: 3, Stop: true}},
 		{Kind: run.Finished, Run: r, Attempt: 1, Lane: 1, Place: place, Stdout: out, Stderr: errp, Start: at, PID: 4242,
 			End: at.Add(2272 * time.Millisecond), ExitCode: 137, Signal: "SIGKILL", Reason: run.Failed, Err: errors.New("out of memory"), Retry: true,
 			Usage: run.Usage{MaxRSS: 1 << 30, CPU: 1500 * time.Millisecond, Sampled: usage.Sampled{Samples: 3, TreeRSSPeak: 2 << 30,

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/run"
 )
@@ -288,52 +286,6 @@ func (l *Writer) Flush() error {
 	l.commits.post(l, nil, false, true, nil)
 	l.commits.wait(l)
 	return l.Err()
-}
-
-// record makes a run.Event's record: a *Started, *Finished or *Rung.
-func (l *Writer) record(ev run.Event) any {
-	of := RunAttempt{ID: ev.Run.ID, Index: ev.Run.Index, Origin: ev.Run.Origin, Attempt: ev.Attempt}
-	if j := ev.Judgement; ev.Kind == run.Judged && j != nil {
-		rung := j.Rung
-		rec := &Rung{Type: TypeRung, Time: ev.Start.UTC(), RunAttempt: of, Metric: j.Metric, Rung: &rung, RungStep: j.Step, Step: j.At, Others: j.Others, Pruned: j.Stop}
-		if finite(j.Value) {
-			v := j.Value
-			rec.Value = &v
-		}
-		if finite(j.Cutoff) {
-			c := j.Cutoff
-			rec.Cutoff = &c
-		}
-		return rec
-	}
-	lane := ev.Lane
-	var request string
-	if len(ev.Place.CPUs) > 0 || len(ev.Place.GPUs) > 0 {
-		request = ev.Place.Request.String()
-	}
-	if ev.Kind == run.Started {
-		return &Started{Type: TypeStarted, Time: ev.Start.UTC(), Host: l.host, PID: ev.PID, RunAttempt: of, Lane: &lane,
-			GPUs: ev.Place.UUIDs(), CPUs: pack.FormatCPUList(ev.Place.CPUs), Request: request,
-			Stdout: l.relative(ev.Stdout), Stderr: l.relative(ev.Stderr), Params: ev.Run.Params}
-	}
-	code := ev.ExitCode
-	rec := &Finished{Type: TypeFinished, Time: ev.End.UTC(), RunAttempt: of, Lane: &lane, Request: request,
-		Stdout: l.relative(ev.Stdout), Stderr: l.relative(ev.Stderr),
-		ExitCode: &code, Signal: ev.Signal, Reason: ev.Reason, Retry: ev.Retry, Seconds: roundSeconds(ev.End.Sub(ev.Start)),
-		Use:   Use{MaxRSS: ev.Usage.MaxRSS, CPUSeconds: roundSeconds(ev.Usage.CPU), TreeRSSPeak: ev.Usage.Sampled.TreeRSSPeak, GPUUsage: ev.Usage.Sampled.GPUs},
-		Class: ev.Class, StderrTail: ev.StderrTail, Metrics: ev.Metrics, Curves: ev.Curves, MetricsSkipped: ev.MetricsSkipped}
-	if ev.Err != nil {
-		rec.Error = ev.Err.Error()
-	}
-	return rec
-}
-
-func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
-
-// roundSeconds is d in seconds, to the millisecond, as the float64 that
-// prints so (Duration.Seconds of 2.272 s is 2.2720000000000002).
-func roundSeconds(d time.Duration) float64 {
-	return float64(d.Round(time.Millisecond)/time.Millisecond) / 1000
 }
 
 // relative makes a log path relative to the ledger's directory, so that a

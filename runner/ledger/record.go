@@ -2,8 +2,10 @@ package ledger
 
 import (
 	"encoding/json"
+	"math"
 	"time"
 
+	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/run"
@@ -177,6 +179,167 @@ func ClassOf(fin *Finished) failure.Class {
 		o.ExitCode = *fin.ExitCode
 	}
 	return failure.Classify(o, nil, nil)
+}
+
+// A recorded field lives in this file: its place in a record type, how
+// the Writer fills it from a run.Event (record), and how the fast decoder
+// reads it back (started, finished); encoding/json reads what the fast
+// decoder does not take.
+
+// record makes a run.Event's record: a *Started, *Finished or *Rung.
+func (l *Writer) record(ev run.Event) any {
+	of := RunAttempt{ID: ev.Run.ID, Index: ev.Run.Index, Origin: ev.Run.Origin, Attempt: ev.Attempt}
+	if j := ev.Judgement; ev.Kind == run.Judged && j != nil {
+		rung := j.Rung
+		rec := &Rung{Type: TypeRung, Time: ev.Start.UTC(), RunAttempt: of, Metric: j.Metric, Rung: &rung, RungStep: j.Step, Step: j.At, Others: j.Others, Pruned: j.Stop}
+		if finite(j.Value) {
+			v := j.Value
+			rec.Value = &v
+		}
+		if finite(j.Cutoff) {
+			c := j.Cutoff
+			rec.Cutoff = &c
+		}
+		return rec
+	}
+	lane := ev.Lane
+	var request string
+	if len(ev.Place.CPUs) > 0 || len(ev.Place.GPUs) > 0 {
+		request = ev.Place.Request.String()
+	}
+	if ev.Kind == run.Started {
+		return &Started{Type: TypeStarted, Time: ev.Start.UTC(), Host: l.host, PID: ev.PID, RunAttempt: of, Lane: &lane,
+			GPUs: ev.Place.UUIDs(), CPUs: pack.FormatCPUList(ev.Place.CPUs), Request: request,
+			Stdout: l.relative(ev.Stdout), Stderr: l.relative(ev.Stderr), Params: ev.Run.Params}
+	}
+	code := ev.ExitCode
+	rec := &Finished{Type: TypeFinished, Time: ev.End.UTC(), RunAttempt: of, Lane: &lane, Request: request,
+		Stdout: l.relative(ev.Stdout), Stderr: l.relative(ev.Stderr),
+		ExitCode: &code, Signal: ev.Signal, Reason: ev.Reason, Retry: ev.Retry, Seconds: roundSeconds(ev.End.Sub(ev.Start)),
+		Use:   Use{MaxRSS: ev.Usage.MaxRSS, CPUSeconds: roundSeconds(ev.Usage.CPU), TreeRSSPeak: ev.Usage.Sampled.TreeRSSPeak, GPUUsage: ev.Usage.Sampled.GPUs},
+		Class: ev.Class, StderrTail: ev.StderrTail, Metrics: ev.Metrics, Curves: ev.Curves, MetricsSkipped: ev.MetricsSkipped}
+	if ev.Err != nil {
+		rec.Error = ev.Err.Error()
+	}
+	return rec
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// roundSeconds is d in seconds, to the millisecond, as the float64 that
+// prints so (Duration.Seconds of 2.272 s is 2.2720000000000002).
+func roundSeconds(d time.Duration) float64 {
+	return float64(d.Round(time.Millisecond)/time.Millisecond) / 1000
+}
+
+// started decodes line into s, which must be zero.
+func (d *decoder) started(line []byte, s *Started) bool {
+	return eachField(line, func(key, val []byte) bool {
+		var ok bool
+		switch string(key) {
+		case "type":
+			s.Type, ok = d.repeated(val)
+			ok = ok && s.Type == TypeStarted
+		case "time":
+			ok = val[0] == '"' && s.Time.UnmarshalJSON(val) == nil
+		case "host":
+			s.Host, ok = d.repeated(val)
+		case "pid":
+			s.PID, ok = intOf(val)
+		case "slot":
+			s.Lane, ok = intPtrOf(val)
+		case "gpus":
+			s.GPUs, ok = textsOf(val)
+		case "cpus":
+			s.CPUs, ok = d.repeated(val)
+		case "request":
+			s.Request, ok = d.repeated(val)
+		case "stdout":
+			s.Stdout, ok = textOf(val)
+		case "stderr":
+			s.Stderr, ok = textOf(val)
+		case "params":
+			s.Params, ok = rawOf(val)
+		default:
+			ok = d.runAttempt(&s.RunAttempt, key, val)
+		}
+		return ok
+	}) && s.Type == TypeStarted
+}
+
+// finished decodes line into f, which must be zero.
+func (d *decoder) finished(line []byte, f *Finished) bool {
+	return eachField(line, func(key, val []byte) bool {
+		var ok bool
+		switch string(key) {
+		case "type":
+			f.Type, ok = d.repeated(val)
+			ok = ok && f.Type == TypeFinished
+		case "time":
+			ok = val[0] == '"' && f.Time.UnmarshalJSON(val) == nil
+		case "slot":
+			f.Lane, ok = intPtrOf(val)
+		case "request":
+			f.Request, ok = d.repeated(val)
+		case "stdout":
+			f.Stdout, ok = textOf(val)
+		case "stderr":
+			f.Stderr, ok = textOf(val)
+		case "exit_code":
+			f.ExitCode, ok = intPtrOf(val)
+		case "signal":
+			f.Signal, ok = d.repeated(val)
+		case "reason":
+			var s string
+			s, ok = d.repeated(val)
+			f.Reason = run.Reason(s)
+		case "retry":
+			f.Retry, ok = string(val) == "true", string(val) == "true" || string(val) == "false"
+		case "error":
+			f.Error, ok = textOf(val)
+		case "duration_s":
+			f.Seconds, ok = floatOf(val)
+		case "max_rss_bytes":
+			f.MaxRSS, ok = uintOf(val)
+		case "cpu_s":
+			f.CPUSeconds, ok = floatOf(val)
+		case "tree_rss_peak_bytes":
+			f.TreeRSSPeak, ok = uintOf(val)
+		case "gpu_usage":
+			ok = val[0] == '[' && json.Unmarshal(val, &f.GPUUsage) == nil
+		case "class":
+			var s string
+			s, ok = d.repeated(val)
+			f.Class = failure.Class(s)
+		case "stderr_tail":
+			f.StderrTail, ok = textsOf(val)
+		case "metrics":
+			f.Metrics, ok = rawOf(val)
+		case "curves":
+			f.Curves, ok = rawOf(val)
+		case "metrics_skipped":
+			f.MetricsSkipped, ok = intOf(val)
+		default:
+			ok = d.runAttempt(&f.RunAttempt, key, val)
+		}
+		return ok
+	}) && f.Type == TypeFinished
+}
+
+// runAttempt sets the field of a that key names; false for another key.
+func (d *decoder) runAttempt(a *RunAttempt, key, val []byte) bool {
+	var ok bool
+	switch string(key) {
+	case "id":
+		a.ID, ok = textOf(val)
+	case "index":
+		a.Index, ok = intOf(val)
+	case "origin":
+		a.Origin, ok = textOf(val)
+	case "attempt":
+		a.Attempt, ok = intOf(val)
+	}
+	return ok
 }
 
 // recordName names a record for a message: its type and, for an

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
 )
@@ -98,7 +97,21 @@ type Event struct {
 	// Judgement is a Judged event's: the rung, the run's value of the
 	// metric there and the cutoff it was compared with, and whether it
 	// was stopped.
-	Judgement *schedule.Judgement
+	Judgement *Judgement
+}
+
+// Judgement is the decision the pruning policy (pack/schedule's Pruner)
+// took on one run at one rung: a Judged event's, and a rung record's.
+type Judgement struct {
+	Run    string  // the run's id
+	Metric string  // the policy's metric
+	Rung   int     // from 0
+	Step   float64 // the rung's step
+	At     float64 // the step the run reported, at or past Step
+	Value  float64 // its metric there
+	Cutoff float64 // what it was compared with; NaN when no run reached the rung before
+	Others int     // how many runs reached the rung before
+	Stop   bool
 }
 
 // MaxTailLines and MaxTailLine bound Event.StderrTail: it goes to the
