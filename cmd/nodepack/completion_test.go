@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -341,6 +342,36 @@ func TestRoffEscapes(t *testing.T) {
 	} {
 		if got := roff(in); got != want {
 			t.Errorf("roff(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+var updateCLI = flag.Bool("update-cli", false, "write docs/cli.md from the commands' help")
+
+// TestCLIReference: docs/cli.md is what the commands' own help makes of
+// it, so it can never say other than --help. go test ./cmd/nodepack -run
+// TestCLIReference -update-cli writes it.
+func TestCLIReference(t *testing.T) {
+	var b strings.Builder
+	writeMarkdown(&b, cliDocs())
+	path := filepath.Join("..", "..", "docs", "cli.md")
+	if *updateCLI {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	have, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(have) != b.String() {
+		t.Errorf("docs/cli.md is not what the commands' help makes: go test ./cmd/nodepack -run TestCLIReference -update-cli")
+	}
+	for _, d := range cliDocs() {
+		for _, f := range d.flags {
+			if !strings.Contains(string(have), "--"+f.long) {
+				t.Errorf("docs/cli.md lacks %s's --%s", d.name, f.long)
+			}
 		}
 	}
 }

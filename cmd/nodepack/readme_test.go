@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -263,6 +264,10 @@ grep -F '[slow.txt:1] released' tail.out`,
 	"nodepack tail DIR tasks.txt:12": "nodepack tail nodepack-600 tasks.txt:12 | grep -F '[tasks.txt:12] line 12'",
 	"nodepack report DIR":            "nodepack report nodepack-600 && test -s nodepack-600-tasks-*/report.html",
 	"nodepack retry DIR":             "nodepack retry 600 && nodepack status 600 | grep '12 succeeded'",
+	"nodepack status --failed DIR":   "(nodepack status --failed 600 || test $? = 1) | grep -F 'exit (exit 1)  1 attempt  tasks.txt:5'",
+	// job 600's one failure is of class exit: a class no run failed of
+	// retries nothing and says which classes there are.
+	"nodepack retry --class cuda-oom DIR": "nodepack retry --class cuda-oom 600 2>&1 | grep -F 'of class cuda-oom (failed: 1 exit)'",
 }
 
 // commandLines splits a block into its commands, without comments.
@@ -279,8 +284,20 @@ func commandLines(block string) []string {
 	return lines
 }
 
-// readmes are the READMEs whose commands are run, each in its directory.
-var readmes = []string{"README.md", "examples/sweeps/README.md"}
+// readmes are the READMEs whose commands are run, each in its directory,
+// and the pages of docs/, whose commands run from the repository's root
+// as a user types them there.
+func readmes(t *testing.T) []string {
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no docs/*.md: %v", err)
+	}
+	list := []string{"README.md", "examples/sweeps/README.md"}
+	for _, d := range docs {
+		list = append(list, filepath.Join("docs", filepath.Base(d)))
+	}
+	return list
+}
 
 // TestReadmeCommands runs every command of the READMEs: each sh block as
 // one script (its commands depend on each other), and every inline
@@ -295,8 +312,11 @@ func TestReadmeCommands(t *testing.T) {
 		t.Fatalf("setup of the commands that name an output directory: %v\n%s", err, out)
 	}
 	filled := map[string]bool{}
-	for _, readme := range readmes {
+	for _, readme := range readmes(t) {
 		dir := filepath.Dir(readme)
+		if dir == "docs" {
+			dir = "."
+		}
 		blocks, inline, named := readmeCommands(t, readme)
 		for _, cmd := range named {
 			script, ok := readmeFills[cmd]
@@ -310,7 +330,7 @@ func TestReadmeCommands(t *testing.T) {
 				t.Errorf("%s: %q, typed as %q, failed: %v\n%s", readme, cmd, script, err, out)
 			}
 		}
-		if len(blocks)+len(inline) < 3 {
+		if len(blocks)+len(inline) < 3 && !strings.HasPrefix(readme, "docs/") {
 			t.Fatalf("found %d blocks and %d inline commands in %s: the parser is broken", len(blocks), len(inline), readme)
 		}
 		for _, block := range blocks {
@@ -493,18 +513,18 @@ func ourPackage(path string) string {
 	return path
 }
 
-// TestArchitecture keeps the README's Architecture section true: every
-// package is in its table, and imports point down.
+// TestArchitecture keeps docs/architecture.md true: every package is in
+// its table, and imports point down.
 func TestArchitecture(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../../...").Output()
 	if err != nil {
 		t.Skipf("go list: %v", err)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	page, err := os.ReadFile("../../docs/architecture.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, table, _ := strings.Cut(string(readme), "## Architecture")
+	_, table, _ := strings.Cut(string(page), "## Packages")
 	for line := range strings.Lines(string(out)) {
 		fields := strings.Fields(line)
 		pkg := ourPackage(fields[0])
@@ -517,7 +537,7 @@ func TestArchitecture(t *testing.T) {
 			continue
 		}
 		if !strings.Contains(table, "| `"+pkg+"` |") {
-			t.Errorf("package %s is not in the README's Architecture table", pkg)
+			t.Errorf("package %s is not in docs/architecture.md's table", pkg)
 		}
 		for _, imp := range fields[1:] {
 			dep := ourPackage(imp)
@@ -573,6 +593,56 @@ func TestReadmePythonRuns(t *testing.T) {
 			if !strings.Contains(string(example), strings.TrimSpace(line)) {
 				t.Errorf("README's python line %q is in no example the tests run", strings.TrimSpace(line))
 			}
+		}
+	}
+}
+
+// TestReadmeGoBuilds: every line of the README's go blocks is a line of
+// examples/embed, which the tests build and run, so the library's example
+// compiles as written.
+func TestReadmeGoBuilds(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("../../examples/embed/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllSubmatch(readme, -1)
+	if len(blocks) == 0 {
+		t.Fatal("the README has no go block")
+	}
+	for _, b := range blocks {
+		for line := range strings.Lines(string(b[1])) {
+			if l := strings.TrimSpace(line); l != "" && !strings.Contains(string(example), l) {
+				t.Errorf("README's go line %q is not in examples/embed/main.go", l)
+			}
+		}
+	}
+}
+
+// TestPromisesAreTested: every test docs/promises.md names exists.
+func TestPromisesAreTested(t *testing.T) {
+	page, err := os.ReadFile("../../docs/promises.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := regexp.MustCompile("`((?:Test|Fuzz)[A-Za-z0-9]+)`").FindAllStringSubmatch(string(page), -1)
+	if len(names) < 30 {
+		t.Fatalf("docs/promises.md names %d tests: the parser is broken", len(names))
+	}
+	var sources strings.Builder
+	filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, "_test.go") {
+			b, _ := os.ReadFile(path)
+			sources.Write(b)
+		}
+		return nil
+	})
+	for _, m := range names {
+		if !strings.Contains(sources.String(), "func "+m[1]+"(") {
+			t.Errorf("docs/promises.md names %s, which no test file has", m[1])
 		}
 	}
 }
@@ -652,7 +722,7 @@ func TestExampleOutputsAreIgnored(t *testing.T) {
 		t.Skip("not a git checkout")
 	}
 	var text []string
-	for _, readme := range readmes {
+	for _, readme := range readmes(t) {
 		b, err := os.ReadFile(filepath.Join(root, readme))
 		if err != nil {
 			t.Fatal(err)

@@ -7,7 +7,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,4 +101,41 @@ func TestRecordsGolden(t *testing.T) {
 	if string(got) != string(want) {
 		t.Errorf("the Writer's records differ from %s:\ngot:\n%s\nwant:\n%s", golden, got, want)
 	}
+}
+
+// TestLedgerDocumented: every key of every record type is in the table of
+// its type in docs/ledger.md, so the format's page cannot fall behind it.
+func TestLedgerDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "ledger.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for typ, rec := range map[string]any{TypeHeader: Header{}, TypeStarted: Started{}, TypeFinished: Finished{}, TypeRung: Rung{}, TypeGPUOut: GPUOut{}, TypeEnd: End{}} {
+		_, section, ok := strings.Cut(string(doc), "\n## "+typ+"\n")
+		if !ok {
+			t.Errorf("docs/ledger.md has no section for %s records", typ)
+			continue
+		}
+		section, _, _ = strings.Cut(section, "\n## ")
+		for _, key := range jsonKeys(reflect.TypeOf(rec)) {
+			if !strings.Contains(section, "`"+key+"`") {
+				t.Errorf("docs/ledger.md's %s section does not name %q", typ, key)
+			}
+		}
+	}
+}
+
+// jsonKeys lists the JSON keys of a struct type, its embedded structs' too.
+func jsonKeys(typ reflect.Type) []string {
+	var keys []string
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if f.Anonymous {
+			keys = append(keys, jsonKeys(f.Type)...)
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		keys = append(keys, name)
+	}
+	return keys
 }
