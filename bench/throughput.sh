@@ -19,8 +19,10 @@
 # deleted just before). Besides wall and CPU time (user+system of the tool
 # and everything it started) it prints nodepack's lane refill gap: from the
 # end of a run to the start of the next in the same lane (NODEPACK_SLOT), from the ledger.
-# GNU parallel is installed with apt when missing (or set PARALLEL_BIN).
-# NODEPACK overrides the binary. With go on PATH it also times
+# GNU parallel is installed with apt when missing (or set PARALLEL_BIN;
+# PARALLEL_BIN=none leaves it out). NODEPACK overrides the binary;
+# NODEPACK_FLAGS adds flags after nodepack's own --parallel P (a later
+# --parallel wins), e.g. NODEPACK_FLAGS='--runs-per-gpu 16' on a GPU node. With go on PATH it also times
 # bench/goexec, a bare Go os/exec loop that does nothing but run the lines:
 # the floor for any launcher written in Go on this machine.
 set -euo pipefail
@@ -35,14 +37,17 @@ shm=/dev/shm
 shmwork=$(mktemp -d "$shm/nodepack-bench.XXXXXX")
 trap 'rm -rf "$work" "$shmwork"' EXIT
 
-if ! command -v parallel >/dev/null && [[ -z ${PARALLEL_BIN:-} ]]; then
+if [[ ${PARALLEL_BIN:-} == none ]]; then
+	PARALLEL_BIN=
+elif ! command -v parallel >/dev/null && [[ -z ${PARALLEL_BIN:-} ]]; then
 	if command -v apt-get >/dev/null; then
 		echo "installing GNU parallel (apt-get install parallel)" >&2
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq parallel >/dev/null 2>&1 ||
 			{ apt-get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq parallel >/dev/null; }
 	fi
 fi
-parallel=${PARALLEL_BIN:-$(command -v parallel || true)}
+parallel=${PARALLEL_BIN-$(command -v parallel || true)}
+read -ra flags <<<"${NODEPACK_FLAGS:-}"
 
 seq "$n" | sed "s/.*/true/" >"$work/tasks.txt"
 seq "$n" | sed "s/.*/true;/" >"$work/shell.txt"
@@ -60,13 +65,13 @@ timed() {
 	TIMEFORMAT='%R %U %S'
 	t=$({ time "$@" >/dev/null 2>&1; } 2>&1)
 	read -r wall user sys <<<"$t"
-	echo "$name $wall $(echo "$user + $sys" | bc -l)" >>"$work/times"
+	echo "$name $wall $(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" >>"$work/times"
 }
 
 run_nodepack() { # run_nodepack DIR [TASKS]: output and TMPDIR under DIR
 	rm -rf "$1/out" "$1/tmp"
 	mkdir -p "$1/tmp"
-	TMPDIR=$1/tmp "$nodepack" run --parallel "$p" --quiet --output "$1/out" "${2:-$work/tasks.txt}"
+	TMPDIR=$1/tmp "$nodepack" run --parallel "$p" "${flags[@]}" --quiet --output "$1/out" "${2:-$work/tasks.txt}"
 }
 
 for round in $(seq "$rounds"); do
@@ -89,7 +94,7 @@ for round in $(seq "$rounds"); do
 done
 
 python3 - "$n" "$p" "$(nproc)" "$work/times" "$work"/ledger-tmpfs-*.jsonl <<'EOF'
-import json, statistics, sys
+import json, os, statistics, sys
 from datetime import datetime
 
 n, p, cpus, times, ledgers = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
@@ -123,7 +128,9 @@ for path in ledgers:
 gaps.sort()
 q = lambda f: gaps[min(len(gaps) - 1, int(f * len(gaps)))] * 1e3
 
-print(f"{n} runs of `true` (xargs and GNU parallel: bash -c), {p} at once, {cpus} CPUs; median of {len(by['xargs'])} rounds")
+flags = os.environ.get("NODEPACK_FLAGS", "")
+print(f"{n} runs of `true` (xargs and GNU parallel: bash -c), {p} at once, {cpus} CPUs; median of {len(by['xargs'])} rounds"
+      + (f"; nodepack with {flags}" if flags else ""))
 print(f"{'':26} {'wall':>8} {'runs/s':>8} {'CPU/run':>9}")
 labels = {"xargs": f"xargs -P {p}", "parallel": f"GNU parallel -j {p} --joblog", "goexec": "Go os/exec loop (goexec)",
           "nodepack-tmpfs": "nodepack (tmpfs)", "nodepack-bash": "nodepack (tmpfs), `true;`", "nodepack-fs": "nodepack (TMPDIR's fs)"}

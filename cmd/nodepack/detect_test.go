@@ -41,7 +41,17 @@ func TestDetectUnderTaskset(t *testing.T) {
 	}
 }
 
+// gpuless makes this process's detection find no GPUs, on a GPU node too
+// (an empty CUDA_VISIBLE_DEVICES hides them all, as CUDA does): there
+// --gpus declares the GPUs it names, so the tests below read the same on
+// any machine. Narrowing real GPUs by --gpus is tested in resources on
+// the NVML mock.
+func gpuless(t *testing.T) {
+	t.Setenv("CUDA_VISIBLE_DEVICES", "")
+}
+
 func TestDetectTable(t *testing.T) {
+	gpuless(t)
 	code, stdout, stderr := runCLI(t, "detect", "--gpus", "GPU-aaaa,GPU-bbbb")
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -58,6 +68,7 @@ func TestDetectTable(t *testing.T) {
 
 // TestInventoryRoundTrip: a saved inventory is reprinted unchanged.
 func TestInventoryRoundTrip(t *testing.T) {
+	gpuless(t)
 	code, saved, stderr := runCLI(t, "detect", "--json", "--gpus", "0,1")
 	if code != exitOK {
 		t.Fatalf("detect --json: exit %d: %s", code, stderr)
@@ -92,6 +103,7 @@ func TestInventoryRoundTrip(t *testing.T) {
 }
 
 func TestDetectBadInput(t *testing.T) {
+	gpuless(t)
 	dir := t.TempDir()
 	broken := filepath.Join(dir, "broken.json")
 	os.WriteFile(broken, []byte("{\n \"schema\": \"nodepack.node/v1\",\n \"cpus\": [1,]\n}\n"), 0o644)
