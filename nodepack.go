@@ -159,21 +159,37 @@ func (s *Sweep) Close() {
 	}
 }
 
+// Outcome is how a sweep ended (runner.Outcome), with what nodepack had
+// to say before it started, which the nodepack command prints first.
+type Outcome struct {
+	runner.Outcome
+	// Warnings are what detecting the node found amiss
+	// (resources.Node.Warnings): a CUDA_VISIBLE_DEVICES entry that names
+	// no GPU, say.
+	Warnings []string
+	// Notes are the sweep's remarks (runner.Sweep.Notes): which shard
+	// this is, runs done before, a dropped --multirun. Notes made while
+	// it runs go to Options.OnNote.
+	Notes []string
+}
+
 // Run prepares the sweep on the wired node, runs it to its end and
 // returns how it ended, as runner.Session.Wait does; an error before
 // anything started (bad input, another sweep in the output directory) is
 // returned with the zero Outcome.
-func Run(ctx context.Context, opts Options) (runner.Outcome, error) {
+func Run(ctx context.Context, opts Options) (Outcome, error) {
 	sw, err := Prepare(ctx, opts)
 	if err != nil {
-		return runner.Outcome{}, err
+		return Outcome{}, err
 	}
 	defer sw.Close()
+	o := Outcome{Warnings: sw.Node.Warnings, Notes: sw.Notes()}
 	session, err := sw.Start(ctx)
 	if err != nil {
-		return runner.Outcome{}, err
+		return Outcome{}, err
 	}
-	return session.Wait()
+	o.Outcome, err = session.Wait()
+	return o, err
 }
 
 // physicalGPUs returns the UUIDs of the physical GPUs of topo: a MIG

@@ -508,7 +508,7 @@ func checkProgram(wrap []string, src *sweep.Source) error {
 	case src.Spec().Kind() == sweep.KindTasks:
 		what = "task files run with bash"
 	}
-	if strings.ContainsAny(name, "{}") {
+	if name == "" || strings.ContainsAny(name, "{}") {
 		return nil // a placeholder: filled in per run
 	}
 	if err := lookPath(name); err != nil {

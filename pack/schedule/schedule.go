@@ -30,7 +30,9 @@
 //   - Readiness gate: a run that shares its GPU by GPU memory keeps new
 //     runs off that GPU from its start until its memory there settles (the
 //     caller's sampler says so) or SettleTimeout passes.
-//   - gpu_mem=auto: the first run of a shape has its GPU alone and is
+//   - gpu_mem=auto: the first run of a shape (Shape: its command with
+//     every number blanked out, so seeds and learning rates share one and
+//     model=big and model=small do not) has its GPU alone and is
 //     measured; its peak and a margin become the GPU memory every run of
 //     the shape asks for, the measured run's claim shrinks to it, and the
 //     waiting ones are resolved again.
@@ -62,6 +64,8 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
@@ -333,8 +337,17 @@ func fitting(t pack.Topology, r pack.Request, limit int) int {
 	return max(n, 1)
 }
 
+// digits finds the numbers in a command, which runs of one shape differ in.
+var digits = regexp.MustCompile(`[0-9]+`)
+
+// Shape names what gpu_mem=auto measures once for all runs of the
+// command args: the command with every number blanked out.
+func Shape(args []string) string {
+	return digits.ReplaceAllString(strings.Join(args, "\x00"), "#")
+}
+
 // Add queues a run that asks for req; shape names the runs that share a
-// gpu_mem=auto measurement (runs of one shape use the same). A run that
+// gpu_mem=auto measurement (runs of one Shape use the same). A run that
 // can never fit the node is an error, and is not queued.
 func (s *Scheduler) Add(req pack.Request, shape string) (Key, error) {
 	switch {

@@ -416,3 +416,27 @@ func autoRuns(n int, peak uint64, settle, dur time.Duration) []simRun {
 	}
 	return runs
 }
+
+// TestShape: the runs gpu_mem=auto measures once are those whose commands
+// differ only in numbers.
+func TestShape(t *testing.T) {
+	same := [][2][]string{
+		{{"python", "train.py", "seed=1", "lr=0.1"}, {"python", "train.py", "seed=22", "lr=0.003"}},
+		{{"bash", "-c", "python t.py --epochs 10"}, {"bash", "-c", "python t.py --epochs 200"}},
+	}
+	differ := [][2][]string{
+		{{"python", "train.py", "model=big"}, {"python", "train.py", "model=small"}},
+		{{"python", "train.py", "a", "b"}, {"python", "train.py", "a b"}}, // arguments keep their bounds
+		{{"python", "train.py"}, {"python", "eval.py"}},
+	}
+	for _, p := range same {
+		if Shape(p[0]) != Shape(p[1]) {
+			t.Errorf("%q and %q: shapes %q and %q, want one", p[0], p[1], Shape(p[0]), Shape(p[1]))
+		}
+	}
+	for _, p := range differ {
+		if Shape(p[0]) == Shape(p[1]) {
+			t.Errorf("%q and %q: one shape %q, want two", p[0], p[1], Shape(p[0]))
+		}
+	}
+}

@@ -3,8 +3,6 @@ package execute
 import (
 	"errors"
 	"fmt"
-	"regexp"
-	"strings"
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
@@ -161,7 +159,7 @@ func (e *Execution) push(r run.Run, next *chan run.Run) {
 	req := e.opts.RequestOf(r)
 	shape := ""
 	if req.AutoGPUMem {
-		shape = shapeOf(r)
+		shape = schedule.Shape(r.Args)
 	}
 	key, err := e.sched.Add(req, shape)
 	if err != nil {
@@ -170,16 +168,6 @@ func (e *Execution) push(r run.Run, next *chan run.Run) {
 		return
 	}
 	e.jobs[key] = &job{key: key, run: r}
-}
-
-// digits finds the numbers in a command, which runs of one shape differ in.
-var digits = regexp.MustCompile(`[0-9]+`)
-
-// shapeOf names what gpu_mem=auto measures once for all runs like r: its
-// command with every number blanked out, so that seeds and learning rates
-// share a measurement and model=big and model=small do not.
-func shapeOf(r run.Run) string {
-	return digits.ReplaceAllString(strings.Join(r.Args, "\x00"), "#")
 }
 
 // launch starts the run of st in its own goroutine (schedMu held).

@@ -268,13 +268,13 @@ func (r *Reader) match(line []byte, each func(Point)) {
 		if sub == nil {
 			continue
 		}
-		v, ok := number(group(line, sub, p.value))
+		v, ok := ParseNumber(group(line, sub, p.value))
 		if !ok {
 			continue
 		}
 		step := r.steps[i] + 1
 		if p.step > 0 {
-			if s, ok := number(group(line, sub, p.step)); ok {
+			if s, ok := ParseNumber(group(line, sub, p.step)); ok {
 				step = s
 			}
 		}
@@ -294,9 +294,10 @@ func group(line []byte, sub []int, k int) []byte {
 	return line[sub[2*k]:sub[2*k+1]]
 }
 
-// number reads a decimal number (no hex, no underscores), or nan, inf and
-// -inf in any case, as a diverged run prints them.
-func number(b []byte) (float64, bool) {
+// ParseNumber reads a decimal number (no hex, no underscores), or nan,
+// inf and -inf in any case, as a diverged run prints them and a run's
+// recorded metrics keep them.
+func ParseNumber(b []byte) (float64, bool) {
 	s := string(bytes.TrimSpace(b))
 	switch strings.ToLower(strings.TrimPrefix(s, "+")) {
 	case "nan":
@@ -554,7 +555,7 @@ func (r *Reader) objectJSON(line []byte, each func(Point)) bool {
 			if !ok {
 				continue // text is no metric's value
 			}
-			f, _ = number([]byte(word))
+			f, _ = ParseNumber([]byte(word))
 		default:
 			continue // nor are lists, objects and booleans
 		}

@@ -50,6 +50,37 @@ type Row struct {
 	Stderr string
 }
 
+// Param returns the run's parameter key as a Go value, as encoding/json
+// decodes it: a string, a float64, a bool, nil, a []any or a
+// map[string]any; ok is false when the run has no such parameter.
+func (r Row) Param(key string) (v any, ok bool) {
+	raw, ok := r.Params[key]
+	if !ok || json.Unmarshal(raw, &v) != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+// Metric returns the run's last value of metric name as a number; ok is
+// false when it reported none, or a value that is not a number (text, a
+// list). A non-finite value, recorded as "nan", "inf" or "-inf", comes
+// back as such.
+func (r Row) Metric(name string) (float64, bool) {
+	raw, ok := r.Metrics[name]
+	if !ok {
+		return 0, false
+	}
+	var f float64
+	if json.Unmarshal(raw, &f) == nil {
+		return f, true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return 0, false
+	}
+	return metrics.ParseNumber([]byte(s))
+}
+
 // Table is the runs of one output directory, in input order (their index
 // in the source; runs of one index in the order of their first record,
 // ledgers in name order), and the parameter and metric names that occur,

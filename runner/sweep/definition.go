@@ -18,6 +18,7 @@ const (
 	KindSweep  = "sweep"  // a command with Hydra-style sweep overrides
 	KindGrid   = "grid"   // a YAML grid and a command
 	KindParams = "params" // a JSON-lines params file and a command
+	KindRuns   = "runs"   // runs built in Go (Spec.Runs)
 )
 
 // Definition says what a sweep is, as its ledger records it, so that a
@@ -27,7 +28,7 @@ const (
 // the IDs do not: where the runs come from, the command they are made
 // from, and what the runner adds to every one of them.
 type Definition struct {
-	Kind string `json:"kind"` // KindTasks, KindSweep, KindGrid or KindParams
+	Kind string `json:"kind"` // KindTasks, KindSweep, KindGrid, KindParams or KindRuns
 	// Source is the base name of the task, grid or params file ("-" for
 	// standard input); empty for a sweep.
 	Source string `json:"source,omitempty"`
@@ -113,6 +114,8 @@ func kindPhrase(kind string) string {
 		return "a grid file"
 	case KindParams:
 		return "a params file"
+	case KindRuns:
+		return "runs given in Go"
 	}
 	return "unknown (" + kind + ")"
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/run"
 )
@@ -48,11 +49,7 @@ func readParams(r io.Reader, name string, command []string, opts expandOptions) 
 		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 0, 64<<10), maxParamsLineBytes+2)
 		x := newExpander(opts)
-		var values map[string]string
-		e := entry{
-			value: func(key string) string { return values[key] },
-			match: func(key string) (string, bool) { v, ok := values[key]; return v, ok },
-		}
+		var e paramsEntry
 		line := 0
 		for sc.Scan() {
 			line++
@@ -75,37 +72,22 @@ func readParams(r io.Reader, name string, command []string, opts expandOptions) 
 				yield(run.Run{}, err)
 				return
 			}
-			e.request = nil
+			var request *pack.Request
 			if i := slices.Index(keys, paramsRequestKey); i >= 0 {
 				r, err := paramsRequest(raws[i], opts.Request, opts.GPUMemory)
 				if err != nil {
 					yield(run.Run{}, fmt.Errorf("%s:%d: %w", name, line, err))
 					return
 				}
-				e.request = &r
+				request = &r
 				keys, vals, raws = slices.Delete(keys, i, i+1), slices.Delete(vals, i, i+1), slices.Delete(raws, i, i+1)
 			}
-			values = make(map[string]string, len(keys))
-			for i, k := range keys {
-				values[k] = vals[i]
+			if err := e.fill(cmd, keys, vals, raws); err != nil {
+				yield(run.Run{}, fmt.Errorf("%s:%d: %w", name, line, err))
+				return
 			}
-			for k := range cmd.used {
-				if _, ok := values[k]; !ok {
-					yield(run.Run{}, fmt.Errorf("%s:%d: no value for placeholder {%s}", name, line, k))
-					return
-				}
-			}
-			args := append(make([]argTemplate, 0, len(cmd.args)+len(keys)), cmd.args...)
-			pairs := make([]string, len(keys))
-			for i, k := range keys {
-				if cmd.appended(k) {
-					args = append(args, literalArg("--"+k+"="+vals[i]))
-				}
-				pairs[i] = k + "=" + vals[i]
-			}
-			e.args, e.origin = args, name+":"+strconv.Itoa(line)
-			e.name, e.params = configName(pairs), metrics.Object(keys, raws)
-			if !x.expand(&e, yield) {
+			e.origin, e.request = name+":"+strconv.Itoa(line), request
+			if !x.expand(&e.entry, yield) {
 				return
 			}
 		}
@@ -116,6 +98,49 @@ func readParams(r io.Reader, name string, command []string, opts expandOptions) 
 			yield(run.Run{}, fmt.Errorf("%s:%d: %w", name, line+1, err))
 		}
 	}, nil
+}
+
+// paramsEntry is the entry of one params object, a params-file line or a
+// Go run's Params: its values fill in the command.
+type paramsEntry struct {
+	entry
+	values map[string]string
+}
+
+// fill makes e the entry of the object keys (in order), with the argument
+// text and the compact JSON of each value: the command cmd with each {key}
+// placeholder taking its value and the other keys appended as
+// --key=value; with cmd nil, only the values (for rules, names and the
+// recorded parameters).
+func (e *paramsEntry) fill(cmd *commandTemplate, keys, vals []string, raws []json.RawMessage) error {
+	if e.value == nil {
+		e.value = func(key string) string { return e.values[key] }
+		e.match = func(key string) (string, bool) { v, ok := e.values[key]; return v, ok }
+	}
+	e.values = make(map[string]string, len(keys))
+	for i, k := range keys {
+		e.values[k] = vals[i]
+	}
+	pairs := make([]string, len(keys))
+	for i, k := range keys {
+		pairs[i] = k + "=" + vals[i]
+	}
+	e.name, e.params, e.args = configName(pairs), metrics.Object(keys, raws), nil
+	if cmd == nil {
+		return nil
+	}
+	for k := range cmd.used {
+		if _, ok := e.values[k]; !ok {
+			return fmt.Errorf("no value for placeholder {%s}", k)
+		}
+	}
+	e.args = append(make([]argTemplate, 0, len(cmd.args)+len(keys)), cmd.args...)
+	for i, k := range keys {
+		if cmd.appended(k) {
+			e.args = append(e.args, literalArg("--"+k+"="+vals[i]))
+		}
+	}
+	return nil
 }
 
 // parseParamsLine reads one JSON object, keeping its keys in order: the

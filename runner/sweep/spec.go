@@ -28,8 +28,13 @@ type Spec struct {
 	// Params is a JSON-lines params file ("-" for standard input); each
 	// object fills in Command.
 	Params string
+	// Runs are the runs of a sweep built in Go, in order: each its own
+	// command or parameters that fill in Command. The sweep's definition
+	// is its kind and Command; each run is known by its ID (what it
+	// executes), so a sweep whose slice grew resumes as a task file does.
+	Runs []Entry
 	// Command is the command of a Hydra sweep, grid or params file,
-	// program first.
+	// program first; for Runs, the command of those without their own.
 	Command []string
 	// Reps runs every entry Reps times; zero or less means 1.
 	Reps int
@@ -56,8 +61,8 @@ type Spec struct {
 	Requests []string
 }
 
-// Kind returns the kind of source: KindTasks, KindSweep, KindGrid or
-// KindParams.
+// Kind returns the kind of source: KindTasks, KindSweep, KindGrid,
+// KindParams or KindRuns.
 func (s Spec) Kind() string {
 	switch {
 	case s.Hydra:
@@ -66,6 +71,8 @@ func (s Spec) Kind() string {
 		return KindGrid
 	case s.Params != "":
 		return KindParams
+	case s.Runs != nil:
+		return KindRuns
 	}
 	return KindTasks
 }
@@ -79,6 +86,8 @@ func (s Spec) Name() string {
 		return s.Grid
 	case KindParams:
 		return s.Params
+	case KindRuns:
+		return "runs"
 	}
 	return s.TaskFile
 }
@@ -108,17 +117,19 @@ const maxTotalRuns = maxRuns
 // file, line and column where there is one.
 func (s Spec) Open() (*Source, error) {
 	n := 0
-	for _, set := range []bool{s.TaskFile != "", s.Hydra, s.Grid != "", s.Params != ""} {
+	for _, set := range []bool{s.TaskFile != "", s.Hydra, s.Grid != "", s.Params != "", s.Runs != nil} {
 		if set {
 			n++
 		}
 	}
 	switch {
 	case n > 1:
-		return nil, errors.New("a task file, a sweep, a grid and params exclude each other: give one source")
+		return nil, errors.New("a task file, a sweep, a grid, params and runs exclude each other: give one source")
 	case n == 0:
-		return nil, errors.New("no source: want a task file, or a sweep, a grid or params with a command")
-	case s.TaskFile == "" && len(s.Command) == 0:
+		return nil, errors.New("no source: want a task file, runs, or a sweep, a grid or params with a command")
+	case s.Runs != nil && len(s.Runs) == 0:
+		return nil, errors.New("runs: no runs")
+	case s.TaskFile == "" && s.Runs == nil && len(s.Command) == 0:
 		kind := s.Kind()
 		return nil, fmt.Errorf("a %s needs a command to run", kind)
 	case s.TaskFile != "" && len(s.Command) > 0:
@@ -182,6 +193,11 @@ func (s Spec) Open() (*Source, error) {
 			return nil, fmt.Errorf("params: %w", err)
 		}
 		src.input, src.definition.Source, src.definition.Command = in, sourceName(s.Params), s.Command
+	case KindRuns:
+		if _, err := goRuns(nil, s.Command, opts); err != nil {
+			return nil, fmt.Errorf("runs: %w", err)
+		}
+		src.definition.Command = s.Command
 	}
 	return src, nil
 }
@@ -233,10 +249,16 @@ func (src *Source) SetOutputDir(dir string) { src.spec.OutputDir = dir }
 func (src *Source) Total() int { return src.total }
 
 // Program returns the program every run starts: bash for a task file, the
-// command's first word otherwise.
+// command's first word otherwise (for runs given in Go with commands of
+// their own, the first run's).
 func (src *Source) Program() string {
-	if src.spec.Kind() == KindTasks {
+	switch {
+	case src.spec.Kind() == KindTasks:
 		return "bash"
+	case len(src.spec.Command) == 0 && len(src.spec.Runs) > 0 && len(src.spec.Runs[0].Command) > 0:
+		return src.spec.Runs[0].Command[0] // runs given in Go, each with its own: the first's
+	case len(src.spec.Command) == 0:
+		return ""
 	}
 	return src.spec.Command[0]
 }
@@ -280,6 +302,8 @@ func (src *Source) runs(opts expandOptions, hits []int) iter.Seq2[run.Run, error
 		runs, err = src.grid.Runs(src.spec.Command, opts)
 	case KindParams:
 		runs, err = readParams(src.input.reader(), src.input.label, src.spec.Command, opts)
+	case KindRuns:
+		runs, err = goRuns(src.spec.Runs, src.spec.Command, opts)
 	default:
 		runs = expandTasks(src.input.reader(), src.input.label, src.spec.Request, opts)
 	}
