@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"os"
 	"path/filepath"
 	"strings"
@@ -467,31 +466,14 @@ type ResumeCounts struct {
 	New              int // not in the ledger
 }
 
-// Resume returns the runs of runs that still have to run according to the
-// log, keyed on run.Run.ID: those it has no record of, those interrupted or
+// ResumeFilter says which runs still have to run according to the log,
+// keyed on run.Run.ID: those it has no record of, those interrupted or
 // started and never finished, and the failed ones retry says yes to (nil:
 // none; retryAll: every one). Runs that succeeded, and the failed ones
-// retry leaves out, are skipped. counts returns the tally so far; it may
-// be called at any time.
-func (log *Log) Resume(runs iter.Seq2[run.Run, error], retry func(Run) bool) (pending iter.Seq2[run.Run, error], counts func() ResumeCounts) {
-	skip, counts := log.ResumeFilter(retry)
-	pending = func(yield func(run.Run, error) bool) {
-		for run, err := range runs {
-			if err != nil {
-				yield(run, err)
-				return
-			}
-			if !skip(run.ID) && !yield(run, nil) {
-				return
-			}
-		}
-	}
-	return pending, counts
-}
-
-// ResumeFilter is Resume as a filter, for a source that leaves runs out
-// itself (sweep.Source.RunsExcept): skip, called with the ID of every run
-// in order, counts it and says whether Resume would skip it.
+// retry leaves out, are skipped. skip, called with the ID of every run in
+// order (a source that leaves runs out itself: sweep.Source.RunsExcept),
+// counts it and says whether to skip it; counts returns the tally so far
+// and may be called at any time.
 func (log *Log) ResumeFilter(retry func(Run) bool) (skip func(id string) bool, counts func() ResumeCounts) {
 	var mu sync.Mutex
 	var c ResumeCounts

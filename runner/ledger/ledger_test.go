@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -262,7 +263,7 @@ func TestResume(t *testing.T) {
 		if tc.retryFailed {
 			retry = func(Run) bool { return true }
 		}
-		pending, counts := l.Past().Resume(runs, retry)
+		pending, counts := resume(l.Past(), runs, retry)
 		var got []string
 		for run := range pending {
 			got = append(got, run.ID)
@@ -590,4 +591,21 @@ func TestLogPathsRelativeToTheLedger(t *testing.T) {
 	if got := root.relative("/runs/a/stdout.log"); got != "runs/a/stdout.log" {
 		t.Errorf("ledger in /: %q", got)
 	}
+}
+
+// resume filters runs by ResumeFilter, as a source that does not leave
+// runs out itself would.
+func resume(log *Log, runs iter.Seq2[run.Run, error], retry func(Run) bool) (iter.Seq2[run.Run, error], func() ResumeCounts) {
+	skip, counts := log.ResumeFilter(retry)
+	return func(yield func(run.Run, error) bool) {
+		for r, err := range runs {
+			if err != nil {
+				yield(r, err)
+				return
+			}
+			if !skip(r.ID) && !yield(r, nil) {
+				return
+			}
+		}
+	}, counts
 }

@@ -71,8 +71,6 @@ func (c *chunked[T]) add() int {
 
 func (c *chunked[T]) at(i int) *T { return &c.chunks[i/chunkSize][i%chunkSize] }
 
-func (c *chunked[T]) len() int { return c.n }
-
 // chunks holds bytes in chunks of chunkBytes, so that they are never
 // copied to grow: a text is at an offset in all of them, never across
 // two chunks.

@@ -21,19 +21,6 @@ const (
 	PBS   Scheduler = "pbs" // PBS Professional, OpenPBS
 )
 
-// ParseScheduler parses "slurm", "sge" (or "gridengine") and "pbs".
-func ParseScheduler(s string) (Scheduler, error) {
-	switch strings.ToLower(s) {
-	case "slurm":
-		return Slurm, nil
-	case "sge", "gridengine", "grid-engine":
-		return SGE, nil
-	case "pbs":
-		return PBS, nil
-	}
-	return "", fmt.Errorf("scheduler %q: want slurm, sge or pbs", s)
-}
-
 // Job is one array job over shards of a sweep: array task t runs shard
 // Indices[t] of Shards with nodepack run, all of them into one output
 // directory. Its zero values are the scheduler's defaults.

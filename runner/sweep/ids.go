@@ -21,9 +21,6 @@ type idSet struct {
 	msg     []byte            // the message hashed last, for its buffer
 }
 
-// next returns the ID of a run with this argv and nothing else.
-func (s *idSet) next(args []string) string { return s.nextKey(args, nil, 0) }
-
 // nextKey returns the ID of a run from its content: the first 12 hex digits
 // of the SHA-256 of its argv, its added environment and its repetition, with
 // "-k" appended for the k-th time (k ≥ 2) the same 12 digits are handed out.

@@ -66,7 +66,7 @@ func readTaskFile(r io.Reader, name string, base pack.Request) iter.Seq2[run.Run
 		err := taskLines(r, name, base, 0, func(l *taskLine) bool {
 			args := l.args()
 			run := run.Run{
-				ID:      ids.next(args),
+				ID:      ids.nextKey(args, nil, 0),
 				Index:   index,
 				Args:    args,
 				Origin:  l.origin(),
