@@ -6,24 +6,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodepack/nodepack/runner/escape"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/submit"
 )
-
-// classCounts says how many runs failed of each class, in the order of
-// failure.Classes: "3 cuda-oom, 1 exit".
-func classCounts(classes map[failure.Class]int) string {
-	var parts []string
-	for _, c := range failure.Classes {
-		if n := classes[c]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, c))
-		}
-	}
-	if n := classes[""]; n > 0 {
-		parts = append(parts, fmt.Sprintf("%d unclassified", n))
-	}
-	return strings.Join(parts, ", ")
-}
 
 // nextSteps says, per class of failed runs, what to do about them.
 func nextSteps(classes map[failure.Class]int, dir string) []string {
@@ -68,7 +54,7 @@ func shellWord(s string) string {
 		// it back as the byte.
 		var b strings.Builder
 		b.WriteString("$'")
-		writeEscaped(&b, s, true)
+		b.Write(escape.Append(nil, s, true))
 		b.WriteString("'")
 		return b.String()
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodepack/nodepack/runner/escape"
 	"github.com/nodepack/nodepack/runner/run"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
@@ -120,8 +121,8 @@ func (p *progress) live(w io.Writer, b []byte) (int, error) {
 	// One line of a run's output: shown, not acted on by the terminal;
 	// escaped in one pass when it needs it (megabytes of control bytes).
 	line, own := b, false
-	if text := bytes.TrimSuffix(b, []byte("\n")); !clean(text) {
-		line = append(appendEscaped(make([]byte, 0, escapedLen(text)+1), string(text), false), '\n')
+	if text := bytes.TrimSuffix(b, []byte("\n")); !escape.Clean(text) {
+		line = append(escape.Append(make([]byte, 0, escape.Len(text)+1), string(text), false), '\n')
 		own = true
 	}
 	if p.bar != nil {

@@ -497,6 +497,7 @@ var layers = map[string]int{
 	"pack":               0,
 	"pack/schedule":      3,
 	"runner/untrusted":   0,
+	"runner/escape":      0,
 }
 
 // ourPackage names a package of this module as the Architecture table

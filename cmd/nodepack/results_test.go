@@ -144,7 +144,9 @@ func TestRunsTableForPeople(t *testing.T) {
 	var got strings.Builder
 	for _, width := range []int{0, 60} {
 		fmt.Fprintf(&got, "== width %d\n", width)
-		writeRunsTable(&got, table, width, "")
+		if cut := table.WriteText(&got, width, ""); len(cut) > 0 {
+			fmt.Fprintf(&got, "(%d more columns, cut to the terminal's %d characters: %s; --format csv has them all)\n", len(cut), width, strings.Join(cut, ", "))
+		}
 	}
 	for _, args := range [][]string{{"--sort", "loss"}, {"--sort", "acc", "--top", "1"}, {"--sort", "lr:max", "--top", "2"}} {
 		code, stdout, stderr := runCLI(t, append(append([]string{"status", "--runs", "--format", "table"}, args...), dir)...)

@@ -80,7 +80,7 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if chosen == 0 {
 		fmt.Fprintf(stderr, "nodepack retry: no failed runs to retry in %s", termSafe(dir))
 		if len(classes) > 0 {
-			fmt.Fprintf(stderr, " of class %s (failed: %s)", failure.JoinClasses(classes), orNone(classCounts(doc.Classes)))
+			fmt.Fprintf(stderr, " of class %s (failed: %s)", failure.JoinClasses(classes), orNone(failure.Counts(doc.Classes)))
 		}
 		fmt.Fprintln(stderr)
 		return exitOK

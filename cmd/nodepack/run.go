@@ -22,6 +22,7 @@ import (
 	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/sweep"
 	"github.com/spf13/pflag"
@@ -687,7 +688,7 @@ func printSummary(w io.Writer, s execute.Summary, output string, listed bool) {
 	}
 	fmt.Fprintf(w, ", %d failed", s.Failed)
 	if s.Failed > 0 {
-		fmt.Fprintf(w, " (%s)", classCounts(s.Classes))
+		fmt.Fprintf(w, " (%s)", failure.Counts(s.Classes))
 	}
 	if s.Interrupted > 0 {
 		fmt.Fprintf(w, ", %d interrupted", s.Interrupted)
@@ -735,4 +736,11 @@ func describeFailure(ev run.Event) string {
 		parts = append(parts, ev.Err.Error())
 	}
 	return strings.Join(parts, ", ")
+}
+
+// printTail prints a failed run's last stderr lines under it.
+func printTail(w io.Writer, lines []string) {
+	for _, line := range lines {
+		fmt.Fprintf(w, "      | %s\n", termSafe(line))
+	}
 }

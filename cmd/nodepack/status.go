@@ -141,7 +141,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		} else if *failedOnly {
 			printFailures(stdout, doc.Status)
 		} else {
-			printStatus(stdout, doc.Status)
+			doc.Status.WriteText(stdout)
 			printView(stdout, dir, doc.Scheduler)
 		}
 		if *watch == 0 {
@@ -187,60 +187,6 @@ func watchValue(args []string) []string {
 		}
 	}
 	return args
-}
-
-func printStatus(w io.Writer, doc *results.Status) {
-	c := doc.Counts
-	total := "?"
-	if doc.Total != nil {
-		total = fmt.Sprint(*doc.Total)
-	}
-	pruned := ""
-	if c.Pruned > 0 {
-		pruned = fmt.Sprintf(", %d pruned", c.Pruned)
-	}
-	fmt.Fprintf(w, "%s: %s %s: %d succeeded%s, %d failed, %d interrupted, %d running, %d pending\n",
-		termSafe(doc.Dir), total, plural(c.Succeeded+c.Pruned+c.Failed+c.Interrupted+c.Running+c.Pending, "run"), c.Succeeded, pruned, c.Failed, c.Interrupted, c.Running, c.Pending)
-	for _, sh := range doc.Shards {
-		fmt.Fprintf(w, "  %s (shard %d/%d): %s", termSafe(sh.File), sh.Index, sh.Count, sh.State)
-		switch sh.State {
-		case results.ShardEnded:
-			fmt.Fprintf(w, ": %s", termSafe(sh.Note))
-			if sh.Deferred > 0 {
-				fmt.Fprintf(w, ", %s left", countWord(sh.Deferred, "run"))
-			}
-		case results.ShardGone:
-			fmt.Fprintf(w, ": nodepack (pid %d) ended without an end record (killed, or its node went down); rerun to resume", sh.PID)
-		case results.ShardOtherSweep:
-			fmt.Fprintf(w, ": holds another sweep than the newest ledger here, not counted")
-		default:
-			fmt.Fprintf(w, " on %s (pid %d) since %s", termSafe(sh.Host), sh.PID, sh.Started.Local().Format(time.DateTime))
-		}
-		fmt.Fprintln(w)
-	}
-	if len(doc.Running) > 0 {
-		fmt.Fprintln(w, "running:")
-		for _, r := range doc.Running {
-			gpus := strings.Join(r.GPUs, ",")
-			if gpus == "" {
-				gpus = "none"
-			}
-			fmt.Fprintf(w, "  %s  attempt %d  lane %d  gpus %s  cpus %s  %v  %s\n", termSafe(r.ID), r.Attempt, r.Lane, termSafe(gpus), termSafe(r.CPUs),
-				time.Duration(r.Elapsed*float64(time.Second)).Round(time.Second), termSafe(r.Origin))
-		}
-	}
-	printGPUsOut(w, doc.GPUsOut)
-	if len(doc.Failures) > 0 {
-		fmt.Fprintf(w, "failed: %s\n", classCounts(doc.Classes))
-		printFailedRuns(w, doc.Failures)
-	}
-	if doc.RunsPerHour > 0 {
-		fmt.Fprintf(w, "throughput %.1f runs/h", doc.RunsPerHour)
-		if doc.ETASeconds != nil {
-			fmt.Fprintf(w, ", about %v left", time.Duration(*doc.ETASeconds*float64(time.Second)).Round(time.Second))
-		}
-		fmt.Fprintln(w)
-	}
 }
 
 // printView prints the scheduler's side of a submitted sweep: each
@@ -309,42 +255,9 @@ func printView(w io.Writer, dir string, v *submit.View) {
 // printFailures is status --failed: the failed runs, what failed them,
 // and what to do next.
 func printFailures(w io.Writer, doc *results.Status) {
-	defer printGPUsOut(w, doc.GPUsOut)
-	if len(doc.Failures) == 0 {
-		fmt.Fprintf(w, "%s: no failed runs\n", termSafe(doc.Dir))
-		return
-	}
-	fmt.Fprintf(w, "%s: %s failed: %s\n", termSafe(doc.Dir), countWord(len(doc.Failures), "run"), classCounts(doc.Classes))
-	printFailedRuns(w, doc.Failures)
+	doc.WriteFailures(w)
 	for _, hint := range nextSteps(doc.Classes, doc.Dir) {
 		fmt.Fprintln(w, termSafe(hint))
-	}
-}
-
-func printFailedRuns(w io.Writer, runs []results.RunStatus) {
-	for _, r := range runs {
-		how := "exit ?"
-		switch {
-		case r.Signal != "":
-			how = r.Signal
-		case r.ExitCode != nil:
-			how = fmt.Sprint("exit ", *r.ExitCode)
-		}
-		fmt.Fprintf(w, "  %s  %s (%s)  %s  %s  %s\n", termSafe(r.ID), termSafe(string(r.Class)), how, countWord(r.Attempt, "attempt"), termSafe(r.Origin), termSafe(r.Stderr))
-		printTail(w, r.StderrTail)
-	}
-}
-
-// printTail prints a failed run's last stderr lines under it.
-func printTail(w io.Writer, lines []string) {
-	for _, line := range lines {
-		fmt.Fprintf(w, "      | %s\n", termSafe(line))
-	}
-}
-
-func printGPUsOut(w io.Writer, gpus []results.GPUOut) {
-	for _, g := range gpus {
-		fmt.Fprintf(w, "GPU out of use: %s after %s at %s on %s\n", termSafe(g.UUID), termSafe(g.Reason), g.Time.Local().Format(time.DateTime), termSafe(g.Host))
 	}
 }
 
@@ -418,7 +331,9 @@ func printRuns(stdout, stderr io.Writer, o runsOptions) int {
 		if curve == "" {
 			curve = table.DefaultMetric()
 		}
-		writeRunsTable(stdout, table, width, curve)
+		if cut := table.WriteText(stdout, width, curve); len(cut) > 0 {
+			fmt.Fprintf(stdout, "(%d more columns, cut to the terminal's %d characters: %s; --format csv has them all)\n", len(cut), width, strings.Join(cut, ", "))
+		}
 		note := fmt.Sprintf("%d of %d runs", len(table.Rows), total)
 		if len(table.Rows) == total {
 			note = fmt.Sprintf("%d runs", total)

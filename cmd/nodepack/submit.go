@@ -283,7 +283,7 @@ func describeShape(job submit.Job) string {
 	}
 	d := countWord(job.GPUsPerNode, "GPU") + ", " + cpus
 	if job.MemBytes > 0 {
-		d += ", " + humanBytes(job.MemBytes)
+		d += ", " + results.HumanBytes(job.MemBytes)
 	}
 	switch {
 	case job.GPUsPerNode == 0:
@@ -521,7 +521,7 @@ func waitJob(ctx context.Context, dir string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErrorf(stderr, "submit", "%v", err)
 	}
-	printStatus(stdout, doc.Status)
+	doc.Status.WriteText(stdout)
 	printView(stdout, dir, doc.Scheduler)
 	// Every task left the queue, and yet runs may be left: a task that
 	// died or never started.

@@ -241,3 +241,18 @@ func cut(s string, n int) string {
 	}
 	return strings.ToValidUTF8(s[:i], "") + "…"
 }
+
+// Counts says how many runs failed of each class, in the order of
+// Classes, for a person: "3 cuda-oom, 1 exit".
+func Counts(classes map[Class]int) string {
+	var parts []string
+	for _, c := range Classes {
+		if n := classes[c]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, c))
+		}
+	}
+	if n := classes[""]; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d unclassified", n))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,4 +1,4 @@
-package main
+package results
 
 import (
 	"encoding/json"
@@ -13,9 +13,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/escape"
 	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/metrics"
-	"github.com/nodepack/nodepack/runner/results"
 )
 
 // maxCell is the widest a cell of the runs table gets, in characters;
@@ -26,14 +26,14 @@ const maxCell = 28
 type runsColumn struct {
 	name  string
 	right bool // numbers: aligned right
-	cell  func(r results.Row) string
+	cell  func(r Row) string
 }
 
 // runsColumns are the columns of the runs table for people: where the run
 // comes from, its parameters and metrics, then how it went, its use and
 // its id.
-func runsColumns(t *results.Table) []runsColumn {
-	cols := []runsColumn{{name: "run", cell: func(r results.Row) string {
+func runsColumns(t *Table) []runsColumn {
+	cols := []runsColumn{{name: "run", cell: func(r Row) string {
 		if r.Origin == "" {
 			return r.ID
 		}
@@ -59,10 +59,10 @@ func runsColumns(t *results.Table) []runsColumn {
 	}
 	for _, group := range []struct {
 		names []string
-		get   func(r results.Row, k string) json.RawMessage
+		get   func(r Row, k string) json.RawMessage
 	}{
-		{t.Params, func(r results.Row, k string) json.RawMessage { return r.Params[k] }},
-		{t.Metrics, func(r results.Row, k string) json.RawMessage { return r.Metrics[k] }},
+		{t.Params, func(r Row, k string) json.RawMessage { return r.Params[k] }},
+		{t.Metrics, func(r Row, k string) json.RawMessage { return r.Metrics[k] }},
 	} {
 		for _, k := range group.names {
 			right := true
@@ -72,29 +72,29 @@ func runsColumns(t *results.Table) []runsColumn {
 					break
 				}
 			}
-			cols = append(cols, runsColumn{name: k, right: right, cell: func(r results.Row) string {
+			cols = append(cols, runsColumn{name: k, right: right, cell: func(r Row) string {
 				s, _ := value(group.get(r, k))
 				return s
 			}})
 		}
 	}
 	return append(cols,
-		runsColumn{name: "state", cell: func(r results.Row) string {
+		runsColumn{name: "state", cell: func(r Row) string {
 			if r.State == ledger.StateFailed && r.Class != "" {
 				return "failed (" + r.Class + ")"
 			}
 			return string(r.State)
 		}},
-		runsColumn{name: "time", right: true, cell: func(r results.Row) string {
+		runsColumn{name: "time", right: true, cell: func(r Row) string {
 			if r.End.IsZero() {
 				return ""
 			}
 			return humanSeconds(r.Seconds)
 		}},
-		runsColumn{name: "tries", right: true, cell: func(r results.Row) string { return strconv.Itoa(r.Attempts) }},
-		runsColumn{name: "mem", right: true, cell: func(r results.Row) string { return humanBytes(r.PeakRSS) }},
-		runsColumn{name: "gpu mem", right: true, cell: func(r results.Row) string { return humanBytes(r.PeakGPUMem) }},
-		runsColumn{name: "id", cell: func(r results.Row) string { return r.ID }},
+		runsColumn{name: "tries", right: true, cell: func(r Row) string { return strconv.Itoa(r.Attempts) }},
+		runsColumn{name: "mem", right: true, cell: func(r Row) string { return HumanBytes(r.PeakRSS) }},
+		runsColumn{name: "gpu mem", right: true, cell: func(r Row) string { return HumanBytes(r.PeakGPUMem) }},
+		runsColumn{name: "id", cell: func(r Row) string { return r.ID }},
 	)
 }
 
@@ -102,7 +102,7 @@ func runsColumns(t *results.Table) []runsColumn {
 // few points of the run's record: it shows at a glance whether the metric
 // still moved at the end.
 func curveColumn(metric string) runsColumn {
-	return runsColumn{name: metric + " by step", cell: func(r results.Row) string {
+	return runsColumn{name: metric + " by step", cell: func(r Row) string {
 		c := metrics.Field(r.Curves, metric)
 		var pts [][2]float64
 		if c == nil || json.Unmarshal(c, &pts) != nil || len(pts) < 2 {
@@ -136,11 +136,13 @@ func sparkline(pts [][2]float64) string {
 	return b.String()
 }
 
-// writeRunsTable writes t's rows as an aligned table, no wider than width
-// characters (0: no limit): the columns that do not fit are left out and
-// named in a note; with curve, a metric's curve follows its column. Every
-// cell is made safe for a terminal.
-func writeRunsTable(w io.Writer, t *results.Table, width int, curve string) {
+// WriteText writes t's rows as an aligned table for a person on a
+// terminal, no wider than width characters (0: no limit): the columns
+// that do not fit are left out and named in a note; with curve, a
+// metric's curve follows its column as a sparkline. Every cell is made
+// safe for a terminal (escape.Term) and cut at 28 characters; durations
+// and sizes are for people. It returns the names of the columns left out.
+func (t *Table) WriteText(w io.Writer, width int, curve string) (cut []string) {
 	cols := runsColumns(t)
 	if curve != "" {
 		for j, c := range cols {
@@ -159,7 +161,7 @@ func writeRunsTable(w io.Writer, t *results.Table, width int, curve string) {
 	for i, r := range t.Rows {
 		cells[i] = make([]string, len(cols))
 		for j, c := range cols {
-			s := termSafe(c.cell(r))
+			s := escape.Term(c.cell(r))
 			if utf8.RuneCountInString(s) > maxCell {
 				s = string([]rune(s)[:maxCell-1]) + "…"
 			}
@@ -214,23 +216,19 @@ func writeRunsTable(w io.Writer, t *results.Table, width int, curve string) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	}
-	line(func(j int) string { return termSafe(cols[j].name) })
+	line(func(j int) string { return escape.Term(cols[j].name) })
 	for i := range cells {
 		line(func(j int) string { return cells[i][j] })
 	}
-	if shown < len(cols) {
-		var names []string
-		for _, c := range cols[shown:] {
-			names = append(names, termSafe(c.name))
-		}
-		fmt.Fprintf(w, "(%d more columns, cut to the terminal's %d characters: %s; --format csv has them all)\n",
-			len(cols)-shown, width, strings.Join(names, ", "))
+	for _, c := range cols[shown:] {
+		cut = append(cut, escape.Term(c.name))
 	}
+	return cut
 }
 
 // humanSeconds writes a duration for people: 850ms, 12.3s, 4m05s, 2h03m.
 func humanSeconds(s float64) string {
-	d := time.Duration(results.RoundMillis(s) * float64(time.Second))
+	d := time.Duration(RoundMillis(s) * float64(time.Second))
 	switch {
 	case d < time.Second:
 		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
@@ -244,8 +242,8 @@ func humanSeconds(s float64) string {
 	return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 }
 
-// humanBytes writes a size for people, "" for none: 512MiB, 1.5GiB.
-func humanBytes(b uint64) string {
+// HumanBytes writes a size for people, "" for none: 512MiB, 1.5GiB.
+func HumanBytes(b uint64) string {
 	if b == 0 {
 		return ""
 	}
