@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/nodepack/nodepack/cmd/internal/clidoc"
 	"github.com/nodepack/nodepack/runner"
 	"github.com/spf13/pflag"
 )
@@ -25,34 +26,23 @@ const (
 type command struct {
 	name, summary string
 	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
-	operands      operandKind
+	operands      clidoc.Operands
 }
-
-// operandKind is what a command's arguments are, as completion offers them.
-type operandKind int
-
-const (
-	noOperands   operandKind = iota
-	fileOperand              // a task file; run also takes "-- COMMAND…"
-	dirOperand               // a sweep's output directory
-	runOperands              // submit: "-- " and then run's flags and arguments
-	shellOperand             // completion: a shell's name
-)
 
 func commands() []command {
 	return []command{
-		{"detect", "show the GPUs, CPUs and memory this allocation was given", runDetect, noOperands},
-		{"plan", "show which GPUs and CPUs each concurrent run gets, without running", runPlan, fileOperand},
-		{"run", "run every command of a task file, each on its own GPUs and cores", runRun, fileOperand},
-		{"submit", "from a login node: start a sweep as an array job, one node per shard", runSubmit, runOperands},
-		{"resubmit", "submit again the shards of a submitted sweep that have runs left", runResubmit, dirOperand},
-		{"status", "show a sweep's progress from its output directory, while it runs or after", runStatus, dirOperand},
-		{"retry", "run again the failed runs of an output directory, all or by failure class", runRetry, dirOperand},
-		{"report", "write a sweep's output directory as one self-contained HTML page: timeline, use, numbers, runs", runReport, dirOperand},
-		{"tail", "follow the logs of a sweep's runs, each line prefixed with the run's origin", runTail, dirOperand},
-		{"completion", "print a shell's completion script: bash, zsh or fish", runCompletion, shellOperand},
-		{"man", "print nodepack's manual page (roff), made from every command's --help", runMan, noOperands},
-		{"version", "print nodepack's version", runVersion, noOperands},
+		{"detect", "show the GPUs, CPUs and memory this allocation was given", runDetect, clidoc.NoOperands},
+		{"plan", "show which GPUs and CPUs each concurrent run gets, without running", runPlan, clidoc.FileOperand},
+		{"run", "run every command of a task file, each on its own GPUs and cores", runRun, clidoc.FileOperand},
+		{"submit", "from a login node: start a sweep as an array job, one node per shard", runSubmit, clidoc.RunOperands},
+		{"resubmit", "submit again the shards of a submitted sweep that have runs left", runResubmit, clidoc.DirOperand},
+		{"status", "show a sweep's progress from its output directory, while it runs or after", runStatus, clidoc.DirOperand},
+		{"retry", "run again the failed runs of an output directory, all or by failure class", runRetry, clidoc.DirOperand},
+		{"report", "write a sweep's output directory as one self-contained HTML page: timeline, use, numbers, runs", runReport, clidoc.DirOperand},
+		{"tail", "follow the logs of a sweep's runs, each line prefixed with the run's origin", runTail, clidoc.DirOperand},
+		{"completion", "print a shell's completion script: bash, zsh or fish", runCompletion, clidoc.ShellOperand},
+		{"man", "print nodepack's manual page (roff), made from every command's --help", runMan, clidoc.NoOperands},
+		{"version", "print nodepack's version", runVersion, clidoc.NoOperands},
 	}
 }
 
@@ -130,7 +120,7 @@ func parseFlags(ctx context.Context, fs *pflag.FlagSet, usage string, args []str
 	err := fs.Parse(args)
 	if errors.Is(err, pflag.ErrHelp) {
 		if h, ok := helpGroups[fs.Name()]; ok {
-			writeGroupedHelp(stdout, fs, usage, h.groups, h.details)
+			clidoc.WriteHelp(stdout, clidoc.Command{Usage: usage, Flags: fs, Groups: h.groups, Details: h.details})
 		} else {
 			fmt.Fprintf(stdout, "%s\nFlags:\n%s", usage, fs.FlagUsages())
 		}

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodepack/nodepack/cmd/internal/clidoc"
 )
 
 // completionCases are lines typed up to the cursor, and what Tab must
@@ -107,14 +109,14 @@ func everyFlag(t *testing.T, shell string, complete func(lines []string) map[str
 	t.Helper()
 	var lines []string
 	for _, d := range cliDocs() {
-		lines = append(lines, "nodepack "+d.name+" --")
+		lines = append(lines, "nodepack "+d.Name+" --")
 	}
 	got := complete(lines)
 	for _, d := range cliDocs() {
-		line := "nodepack " + d.name + " --"
-		for _, f := range append(d.flags, flagDoc{long: "help"}) {
-			if !slices.ContainsFunc(got[line], func(w string) bool { return strings.TrimRight(w, "=") == "--"+f.long }) {
-				t.Errorf("%s: %q<Tab> does not offer --%s (it offered %q)", shell, line, f.long, got[line])
+		line := "nodepack " + d.Name + " --"
+		for _, f := range append(clidoc.FlagsOf(d), clidoc.Flag{Long: "help"}) {
+			if !slices.ContainsFunc(got[line], func(w string) bool { return strings.TrimRight(w, "=") == "--"+f.Long }) {
+				t.Errorf("%s: %q<Tab> does not offer --%s (it offered %q)", shell, line, f.Long, got[line])
 			}
 		}
 	}
@@ -307,41 +309,22 @@ func TestManPage(t *testing.T) {
 	// Joined as a reader sees it: hyphenated line ends rejoined, spaces collapsed.
 	text := strings.Join(strings.Fields(strings.ReplaceAll(out.String(), "‐\n", "")), " ")
 	for _, d := range cliDocs() {
-		if !strings.Contains(text, "nodepack "+d.name+" "+upperFirst(strings.Fields(d.summary)[0])) {
-			t.Errorf("the page has no section for %s", d.name)
+		if !strings.Contains(text, "nodepack "+d.Name+" "+strings.ToUpper(d.Summary[:1])+strings.Fields(d.Summary)[0][1:]) {
+			t.Errorf("the page has no section for %s", d.Name)
 		}
-		for _, f := range d.flags {
-			if !strings.Contains(text, "--"+f.long) {
-				t.Errorf("the page lacks %s's --%s", d.name, f.long)
+		for _, f := range clidoc.FlagsOf(d) {
+			if !strings.Contains(text, "--"+f.Long) {
+				t.Errorf("the page lacks %s's --%s", d.Name, f.Long)
 			}
 		}
-		usage, _, _ := strings.Cut(d.help.usage, "\n")
+		usage, _, _ := strings.Cut(d.Usage, "\n")
 		if !strings.Contains(text, strings.Join(strings.Fields(usage), " ")) {
-			t.Errorf("the page lacks %s's usage line %q", d.name, usage)
+			t.Errorf("the page lacks %s's usage line %q", d.Name, usage)
 		}
 	}
 	for _, want := range []string{"EXIT STATUS", "128+signal"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the page lacks %q", want)
-		}
-	}
-}
-
-// TestRoffEscapes: what help text holds never becomes a roff request or
-// escape.
-func TestRoffEscapes(t *testing.T) {
-	for in, want := range map[string]string{
-		`.TH evil`:      `\&.TH evil`,
-		`'br`:           `\&'br`,
-		`a\fBb`:         `a\efBb`,
-		"--flag":        `\-\-flag`,
-		"k×D…":          `k\[u00D7]D\[u2026]`,
-		"bell\a":        "bell",
-		"tab\tend":      "tab        end",
-		"x" + "\u00a0y": `x\[u00A0]y`,
-	} {
-		if got := roff(in); got != want {
-			t.Errorf("roff(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -353,7 +336,7 @@ var updateCLI = flag.Bool("update-cli", false, "write docs/cli.md from the comma
 // TestCLIReference -update-cli writes it.
 func TestCLIReference(t *testing.T) {
 	var b strings.Builder
-	writeMarkdown(&b, cliDocs())
+	clidoc.Markdown(&b, cliDocs())
 	path := filepath.Join("..", "..", "docs", "cli.md")
 	if *updateCLI {
 		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
@@ -368,10 +351,16 @@ func TestCLIReference(t *testing.T) {
 		t.Errorf("docs/cli.md is not what the commands' help makes: go test ./cmd/nodepack -run TestCLIReference -update-cli")
 	}
 	for _, d := range cliDocs() {
-		for _, f := range d.flags {
-			if !strings.Contains(string(have), "--"+f.long) {
-				t.Errorf("docs/cli.md lacks %s's --%s", d.name, f.long)
+		for _, f := range clidoc.FlagsOf(d) {
+			if !strings.Contains(string(have), "--"+f.Long) {
+				t.Errorf("docs/cli.md lacks %s's --%s", d.Name, f.Long)
 			}
 		}
 	}
+}
+
+// bashWord and fishWord quote s as one word of the shell, to drive it.
+func bashWord(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+func fishWord(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }

@@ -476,28 +476,29 @@ func TestHelpExamples(t *testing.T) {
 // layers ranks the packages as the README's Architecture section draws
 // them: a package may import only packages of a lower rank.
 var layers = map[string]int{
-	"cmd/nodepack":       10,
-	"nodepack":           9, // the module's root
-	"bench/mkledger":     10,
-	"integrations/hydra": 10,
-	"bench/goexec":       10,
-	"runner/report":      9,
-	"runner/submit":      9,
-	"runner/results":     8,
-	"runner":             8,
-	"runner/ledger":      7,
-	"runner/sweep":       6,
-	"runner/execute":     5,
-	"resources":          4,
-	"resources/batch":    1,
-	"resources/usage":    1,
-	"runner/failure":     1,
-	"runner/metrics":     1,
-	"runner/run":         2,
-	"pack":               0,
-	"pack/schedule":      3,
-	"runner/untrusted":   0,
-	"runner/escape":      0,
+	"cmd/nodepack":        10,
+	"nodepack":            9, // the module's root
+	"bench/mkledger":      10,
+	"integrations/hydra":  10,
+	"bench/goexec":        10,
+	"runner/report":       9,
+	"runner/submit":       9,
+	"runner/results":      8,
+	"runner":              8,
+	"runner/ledger":       7,
+	"runner/sweep":        6,
+	"runner/execute":      5,
+	"resources":           4,
+	"resources/batch":     1,
+	"resources/usage":     1,
+	"runner/failure":      1,
+	"runner/metrics":      1,
+	"runner/run":          2,
+	"pack":                0,
+	"pack/schedule":       3,
+	"runner/untrusted":    0,
+	"runner/escape":       0,
+	"cmd/internal/clidoc": 0,
 }
 
 // ourPackage names a package of this module as the Architecture table
@@ -662,14 +663,14 @@ func TestHelpGroupsCoverEveryFlag(t *testing.T) {
 		}
 		seen := map[string]string{}
 		for _, g := range h.groups {
-			for _, f := range g.flags {
+			for _, f := range g.Flags {
 				if fs.Lookup(f) == nil {
-					t.Errorf("%s --help group %q names --%s, which %s does not have", name, g.title, f, name)
+					t.Errorf("%s --help group %q names --%s, which %s does not have", name, g.Title, f, name)
 				}
 				if other, twice := seen[f]; twice {
-					t.Errorf("%s --help has --%s in %q and %q", name, f, other, g.title)
+					t.Errorf("%s --help has --%s in %q and %q", name, f, other, g.Title)
 				}
-				seen[f] = g.title
+				seen[f] = g.Title
 			}
 		}
 		fs.VisitAll(func(f *pflag.Flag) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodepack/nodepack/cmd/internal/clidoc"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/results"
@@ -36,7 +37,7 @@ func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := pflag.NewFlagSet("retry", pflag.ContinueOnError)
 	var classes []failure.Class
 	fs.Var(classList{&classes}, "class", "retry only the failed runs of failure class `CLASS` (repeatable)")
-	offerChoices(fs, "class", classNames()...)
+	clidoc.OfferChoices(fs, "class", classNames()...)
 	runs := fs.StringArray("run", nil, "retry only the failed run `ID` (repeatable)")
 	if code, ok := parseFlags(ctx, fs, retryUsage, args, stdout, stderr); !ok {
 		return code

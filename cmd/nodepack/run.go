@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack"
+	"github.com/nodepack/nodepack/cmd/internal/clidoc"
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources"
@@ -143,7 +144,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.Output, "output", "o", "", "`DIR` for the ledger and logs (DIR/runs/<name>-<run-id>/); default nodepack-NAME-KEY, in a batch job nodepack-JOBID-NAME-KEY")
 	fs.BoolVar(&o.RetryFailed, "retry-failed", false, "when resuming, also run again the runs that failed")
 	fs.Var(classList{&o.RetryClasses}, "retry-class", "with --retry-failed, only the failed runs of failure class `CLASS` (repeatable; see nodepack retry)")
-	offerChoices(fs, "retry-class", classNames()...)
+	clidoc.OfferChoices(fs, "retry-class", classNames()...)
 	fs.StringArrayVar(&o.RetryRuns, "retry-run", nil, "with --retry-failed, only the failed run `ID` (repeatable)")
 	fs.BoolVar(&o.Restart, "restart", false, "start over: keep the old ledger as a backup and run everything (also when DIR holds another sweep)")
 	fs.BoolVar(&o.Requeue, "requeue", false, "when stopped by SIGUSR1/SIGUSR2 (sbatch --signal) or --stop-before with runs left, have the batch system run this job again (Slurm: scontrol requeue; Grid Engine: exit 99); never on SIGTERM (scancel)")
@@ -161,7 +162,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&x.MaxFailures, "max-failures", 0, "start no new runs after `N` failures; 0 means keep going")
 	fs.BoolVar(&o.FailFast, "fail-fast", false, "start no new runs after the first failure (--max-failures 1)")
 	fs.StringVar(&o.GPUIDs, "gpu-ids", "uuid", "how CUDA_VISIBLE_DEVICES names GPUs: uuid or index")
-	offerChoices(fs, "gpu-ids", "uuid", "index")
+	clidoc.OfferChoices(fs, "gpu-ids", "uuid", "index")
 	fs.BoolVar(&x.Render, "render", false, "also set EGL_DEVICE_ID, MUJOCO_EGL_DEVICE_ID and PYGLET_HEADLESS_DEVICE")
 	fs.BoolVar(&x.NoThreadCaps, "no-thread-caps", false, "do not set OMP_NUM_THREADS, MKL_NUM_THREADS, … to the run's CPU count")
 	fs.StringArrayVar(&x.Env, "env", nil, "set `K=V` in every run (repeatable); K alone takes nodepack's own value of K; V may use {run_id}, {run_dir}, {index}, {rep} and {attempt}")

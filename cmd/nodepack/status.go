@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodepack/nodepack/cmd/internal/clidoc"
 	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/submit"
 	"github.com/spf13/pflag"
@@ -99,7 +100,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	runs := fs.Bool("runs", false, "print a table of the runs, one row each: id, origin, each parameter, state, class, attempts, start, end, duration, exit, GPUs, CPUs, peak memory, metrics, logs")
 	var ro runsOptions
 	fs.StringVar(&ro.format, "format", "", "with --runs: table (the default on a terminal), csv (the default otherwise) or json (an array of flat objects)")
-	offerChoices(fs, "format", "table", "csv", "json")
+	clidoc.OfferChoices(fs, "format", "table", "csv", "json")
 	fs.StringVar(&ro.sort, "sort", "", "with --runs: order the runs by `COLUMN[:min|max]`, a metric, a parameter or duration_s (default: input order; min or max as the metric's name suggests, so loss lowest first, accuracy highest first)")
 	fs.IntVar(&ro.top, "top", 0, "with --runs: only the first `N` runs (after --sort)")
 	var metrics []string
