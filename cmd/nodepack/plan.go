@@ -9,13 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources/batch"
-	"github.com/nodepack/nodepack/runner/execute"
-	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/sweep"
 	"github.com/spf13/pflag"
 )
@@ -225,18 +222,13 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usageErrorf(stderr, "plan", "%v", err)
 	}
-	var runs *runsPlanDoc
+	var runs *runner.RunsPlan
 	if hasSource {
-		total, requests, first, err := o.countRuns(fs.Args(), node.Topology(), plan.Request)
-		if err != nil {
+		if err := sourceArgs(&o.Source, fs.Args()); err != nil {
 			return usageErrorf(stderr, "plan", "%v", err)
 		}
-		runs = runsPlan(total, o.RunsPerShard)
-		runs.Requests = requests
-		if len(requests) > 1 || len(requests) == 1 && requests[0].Request != plan.Request.String() {
-			if runs.FirstWave, err = firstWave(node.Topology(), plan.Request, o.Parallel, first); err != nil {
-				return usageErrorf(stderr, "plan", "%v", err)
-			}
+		if runs, err = runner.PlanRuns(o.Source, node.Topology(), plan.Request, o.Parallel, o.RunsPerShard); err != nil {
+			return usageErrorf(stderr, "plan", "%v", err)
 		}
 		if o.RunsPerShard > 0 && o.RunsPerShard%len(plan.Slots) != 0 {
 			plan.Warnings = append(plan.Warnings, wordedNote(fmt.Sprintf("%d runs per shard on %d slots: the last wave of each shard leaves slots idle; a multiple of %d keeps them busy",
@@ -257,138 +249,14 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// firstWave is where the first runs (their origins and requests, in
-// input order) go when a sweep starts: what nodepack run's scheduler
-// starts at once on topo, as it would (backfill, the default cap, the
-// parallel cap), before any ends.
-func firstWave(topo pack.Topology, base pack.Request, parallel int, first []waveRun) ([]waveDoc, error) {
-	start := time.Unix(0, 0)
-	s, err := schedule.New(schedule.Config{Topology: topo, Request: base, Parallel: parallel, Measured: true}, start)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range first {
-		if _, err := s.Add(r.req, ""); err != nil {
-			return nil, fmt.Errorf("%s: %w", r.origin, err)
-		}
-	}
-	plan, err := s.Next(start)
-	if err != nil {
-		return nil, err
-	}
-	wave := []waveDoc{}
-	for _, st := range plan.Starts {
-		r := first[st.Key]
-		d := waveDoc{Origin: r.origin, Request: st.Place.Request.String(), GPUs: []string{}, CPUs: pack.FormatCPUList(st.Place.CPUs), NUMA: st.Place.NUMA, Shared: st.Place.SharedGPUs}
-		for _, g := range st.Place.GPUs {
-			d.GPUs = append(d.GPUs, fmt.Sprintf("%d:%s", g.Index, g.UUID))
-		}
-		wave = append(wave, d)
-	}
-	return wave, nil
-}
-
-// waveRun is a run as firstWave takes it.
-type waveRun struct {
-	origin string
-	req    pack.Request
-}
-
-// countRuns counts the runs of the source in args, checking every one,
-// and tallies them by what they ask for (base unless they say otherwise),
-// in the order the requests first appear. A request that can never fit
-// topo is an error naming the run's origin.
-func (o *planOptions) countRuns(args []string, topo pack.Topology, base pack.Request) (int, []requestDoc, []waveRun, error) {
-	if err := sourceArgs(&o.Source, args); err != nil {
-		return 0, nil, nil, err
-	}
-	o.Source.Request, o.Source.GPUMemory = base, topo.GPUMemory()
-	src, err := o.Source.Open()
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer src.Close()
-	alloc := pack.NewAllocator(topo)
-	defaults := execute.Options{Request: base}
-	var requests []requestDoc
-	var first []waveRun
-	seen := map[pack.Request]int{} // request → its index in requests
-	err = src.Scan(func(run run.Run) error {
-		req := defaults.RequestOf(run)
-		if len(first) < firstWaveRuns {
-			first = append(first, waveRun{run.Origin, req})
-		}
-		i, ok := seen[req]
-		if !ok {
-			if err := alloc.Check(req); err != nil {
-				return fmt.Errorf("%s: %w", run.Origin, err)
-			}
-			i = len(requests)
-			seen[req] = i
-			requests = append(requests, requestDoc{Request: req.String(), Class: req.Class()})
-		}
-		requests[i].Runs++
-		return nil
-	})
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	return src.Total(), requests, first, nil
-}
-
 // planDoc is plan --json's document: the plan's, and with a source, its
 // runs and shards.
 type planDoc struct {
 	pack.PlanDoc
-	Runs *runsPlanDoc `json:"runs,omitempty"`
+	Runs *runner.RunsPlan `json:"runs,omitempty"`
 }
 
-// runsPlanDoc is how a sweep splits into array tasks (--runs-per-shard).
-type runsPlanDoc struct {
-	Total        int          `json:"total"`
-	RunsPerShard int          `json:"runs_per_shard,omitempty"`
-	Shards       int          `json:"shards,omitempty"`
-	SlurmArray   string       `json:"slurm_array,omitempty"` // the value of sbatch --array
-	Requests     []requestDoc `json:"requests"`
-	// FirstWave, for runs whose requests differ from the default one, is
-	// where the runs that start at once go, as nodepack run's scheduler
-	// places them.
-	FirstWave []waveDoc `json:"first_wave,omitempty"`
-}
-
-// waveDoc is a run of the first wave and where it goes.
-type waveDoc struct {
-	Origin  string   `json:"origin"`
-	Request string   `json:"request"`
-	GPUs    []string `json:"gpus"` // index:UUID
-	CPUs    string   `json:"cpus"`
-	NUMA    int      `json:"numa"` // -1 when its GPUs and CPUs span nodes, or the node does not say
-	Shared  bool     `json:"shared_gpu,omitempty"`
-}
-
-// firstWaveRuns bounds the runs plan hands the scheduler for the first
-// wave: no node starts more at once.
-const firstWaveRuns = 10000
-
-// requestDoc is how many runs ask for one request.
-type requestDoc struct {
-	Request string `json:"request"` // as --request writes it: "gpus=2 cpus=16"
-	Class   string `json:"class"`   // its kind of placement: "2 GPUs"
-	Runs    int    `json:"runs"`
-}
-
-func runsPlan(total, perShard int) *runsPlanDoc {
-	doc := &runsPlanDoc{Total: total}
-	if perShard <= 0 {
-		return doc
-	}
-	doc.RunsPerShard = perShard
-	doc.Shards = max((total+perShard-1)/perShard, 1)
-	doc.SlurmArray = fmt.Sprintf("0-%d", doc.Shards-1)
-	return doc
-}
-
-func printRunsPlan(w io.Writer, r *runsPlanDoc) {
+func printRunsPlan(w io.Writer, r *runner.RunsPlan) {
 	fmt.Fprintf(w, "runs: %d, by request\n", r.Total)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, q := range r.Requests {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
@@ -231,7 +232,7 @@ func TestPlanRunsPerShard(t *testing.T) {
 		t.Errorf("requests %+v, want all 30 runs CPU only", q)
 	}
 	doc.Runs.Requests = nil
-	if !reflect.DeepEqual(*doc.Runs, runsPlanDoc{Total: 30, RunsPerShard: 8, Shards: 4, SlurmArray: "0-3"}) {
+	if !reflect.DeepEqual(*doc.Runs, runner.RunsPlan{Total: 30, RunsPerShard: 8, Shards: 4, SlurmArray: "0-3"}) {
 		t.Errorf("plan --json runs: %+v", doc.Runs)
 	}
 	if code, _, stderr := runCLI(t, "plan", "--gpus", "none", "--runs-per-shard", "8"); code != exitUsage || !strings.Contains(stderr, "needs the runs") {
