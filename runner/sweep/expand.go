@@ -47,6 +47,7 @@ type expandOptions struct {
 	Rules []requestRule
 
 	hits []int                // per rule, the runs it matched; counted when not nil
+	memo idMemo               // the IDs of every run, from a walk before; nil: hash them
 	skip func(id string) bool // runs of the shard to leave out, when not nil
 	runs int                  // how many runs the source has, when known: the ID table is sized for them
 }
@@ -126,7 +127,12 @@ func (x *expander) expand(e *entry, yield func(run.Run, error) bool) bool {
 				})
 			}
 		}
-		id := x.ids.nextKey(args, e.env, rep)
+		var id string
+		if m := x.opts.memo; index < len(m) {
+			id = m.id(index) // walked before: no hash, no table
+		} else {
+			id = x.ids.nextKey(args, e.env, rep)
+		}
 		if !x.opts.Shard.Contains(index) || x.opts.skip != nil && x.opts.skip(id) {
 			continue
 		}

@@ -116,3 +116,60 @@ func (s *idSet) resize(size int) {
 		s.slots[i] = k
 	}
 }
+
+// idMemo keeps the ID of every run of a source, by index, as a walk
+// handed them out: the 48-bit key and the repeat count of each, 8 bytes a
+// run. A later walk of the same bytes reads its IDs from it instead of
+// hashing every run again (a resume of a million runs walks its source
+// twice: to check it, then to start what is left).
+type idMemo []uint64
+
+// maxMemoRuns bounds the runs a memo is kept for: 32 MB.
+const maxMemoRuns = 4 << 20
+
+// add appends the ID id; it reports false for an ID that is not one
+// nextKey makes, which ends the memo.
+func (m *idMemo) add(id string) bool {
+	if len(id) < 12 || len(*m) >= maxMemoRuns {
+		return false
+	}
+	var key uint64
+	for i := range 12 {
+		c := id[i]
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		default:
+			return false
+		}
+		key = key<<4 | uint64(c)
+	}
+	n := uint64(1)
+	if len(id) > 12 {
+		k, err := strconv.ParseUint(id[13:], 10, 16)
+		if id[12] != '-' || err != nil || k < 2 {
+			return false
+		}
+		n = k
+	}
+	*m = append(*m, key<<16|n)
+	return true
+}
+
+// id returns the ID of the run at index i, as nextKey made it.
+func (m idMemo) id(i int) string {
+	v := m[i]
+	key, n := v>>16, v&0xffff
+	var b [12 + 1 + 5]byte
+	for j := 11; j >= 0; j-- {
+		b[j] = "0123456789abcdef"[key&0xf]
+		key >>= 4
+	}
+	if n < 2 {
+		return string(b[:12])
+	}
+	b[12] = '-'
+	return string(strconv.AppendUint(b[:13], n, 10))
+}

@@ -2,6 +2,9 @@ package sweep
 
 import (
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -46,5 +49,47 @@ func TestIDSetCounts(t *testing.T) {
 				t.Errorf("%d of %d slots used: more than three quarters", s.used, len(s.slots))
 			}
 		})
+	}
+}
+
+// TestMemoIDs: a walk after Scan reads every ID from the memo Scan kept,
+// and they are the IDs hashing gives: repeats ("-2") and reps included,
+// in every shard.
+func TestMemoIDs(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tasks.txt")
+	if err := os.WriteFile(file, []byte("echo a\necho b\necho a\necho c\necho a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(scan bool, shard Shard) []string {
+		src, err := Spec{TaskFile: file, Reps: 2}.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		if scan {
+			if err := src.Scan(nil); err != nil {
+				t.Fatal(err)
+			}
+			if len(src.memo) != 10 {
+				t.Fatalf("memo of %d runs after Scan, want 10", len(src.memo))
+			}
+		}
+		var got []string
+		for r, err := range src.Runs(shard) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, r.ID)
+		}
+		return got
+	}
+	for _, shard := range []Shard{{}, {Index: 1, Count: 3}} {
+		hashed, memo := ids(false, shard), ids(true, shard)
+		if !slices.Equal(hashed, memo) || len(hashed) == 0 {
+			t.Errorf("shard %+v: IDs from the memo %q, hashed %q", shard, memo, hashed)
+		}
+	}
+	if got := ids(true, Shard{}); got[4] != got[0]+"-2" || got[8] != got[0]+"-3" {
+		t.Errorf("repeats: %q", got)
 	}
 }

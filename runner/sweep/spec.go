@@ -104,6 +104,7 @@ type Source struct {
 	hydra      *hydraSweep
 	grid       *gridSweep
 	rules      []requestRule
+	memo       idMemo // every run's ID, from the last Scan that walked them all
 }
 
 // maxTotalRuns bounds a sweep, reps included, so that a typo is an input
@@ -265,7 +266,7 @@ func (src *Source) Program() string {
 
 // options are the expander's options for a shard.
 func (src *Source) options(shard Shard) expandOptions {
-	opts := expandOptions{Reps: src.spec.Reps, Shard: shard, Request: src.spec.Request, GPUMemory: src.spec.GPUMemory, Rules: src.rules, runs: src.total}
+	opts := expandOptions{Reps: src.spec.Reps, Shard: shard, Request: src.spec.Request, GPUMemory: src.spec.GPUMemory, Rules: src.rules, runs: src.total, memo: src.memo}
 	if src.spec.OutputDir != "" {
 		opts.OutputDir, _ = filepath.Abs(src.spec.OutputDir)
 	}
@@ -351,6 +352,8 @@ func (src *Source) Scan(seen func(run run.Run) error) error {
 		shell = newShellChecker()
 	}
 	checking := *src
+	checking.memo, src.memo = nil, nil
+	memo, memoOK := idMemo{}, true
 	if checking.spec.OutputDir == "" {
 		// Only to check and count: {run_dir} may be chosen later.
 		checking.spec.OutputDir = "OUTPUT"
@@ -366,6 +369,7 @@ func (src *Source) Scan(seen func(run run.Run) error) error {
 				return fmt.Errorf("%s: %w", run.Origin, err)
 			}
 		}
+		memoOK = memoOK && memo.add(run.ID)
 		if seen != nil {
 			if err := seen(run); err == SkipRest {
 				if perRep > 0 && len(src.rules) == 0 {
@@ -393,6 +397,9 @@ func (src *Source) Scan(seen func(run run.Run) error) error {
 		}
 	}
 	src.total = n
+	if memoOK && len(memo) == n {
+		src.memo = memo // every run walked: the next walk reads its IDs here
+	}
 	return nil
 }
 
