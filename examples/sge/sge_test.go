@@ -16,6 +16,9 @@ import (
 )
 
 func TestArrayScriptShards(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil && os.Getenv("NODEPACK_CI") != "1" {
+		t.Skip("builds nodepack with the go command, which is not here (a test binary run elsewhere)")
+	}
 	dir := t.TempDir()
 	nodepack := filepath.Join(dir, "nodepack")
 	build := exec.Command("go", "build", "-o", nodepack, "../../cmd/nodepack")

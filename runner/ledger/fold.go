@@ -303,25 +303,7 @@ func (x *idIndex) add(id string, i int32) {
 // is an error naming the file and line. Runs still running when the last
 // session ended are interrupted; those of a session without an end record
 // are running (the session is live, or was killed: see MarkInterrupted).
-func ReadFile(path string, o ReadOptions) (*Log, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	log, err := read(f, path, st.Size(), o, nil)
-	if err != nil {
-		return nil, err
-	}
-	if log.Size+log.Torn == st.Size() {
-		log.ident = st
-	}
-	return log, nil
-}
+func ReadFile(path string, o ReadOptions) (*Log, error) { return readPath(path, o, nil) }
 
 // read folds a ledger from r, named name, of size bytes (0: unknown).
 // progress, if set, is called with the bytes read so far.
