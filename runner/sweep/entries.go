@@ -82,7 +82,11 @@ func goRuns(entries []Entry, command []string, opts expandOptions) (iter.Seq2[ru
 			if len(keys) == 0 {
 				e.params = nil
 			}
-			e.origin, e.request = origin, g.Request
+			e.origin, e.request = origin, nil
+			if g.Request != nil {
+				r := *g.Request // the run's own: the caller may reuse its value
+				e.request = &r
+			}
 			if !x.expand(&e.entry, yield) {
 				return
 			}

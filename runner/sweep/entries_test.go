@@ -66,6 +66,13 @@ func TestGoRuns(t *testing.T) {
 		t.Errorf("runs:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
+	// Each run has its request as it was given: a value the caller
+	// changes later, or shares between runs, changes no run's.
+	two.CPUs = 8
+	if runs[1].Request.CPUs != 2 || runs[1].Request == two {
+		t.Errorf("runs[1] asks for %v after the caller changed its value, want cpus=2", runs[1].Request)
+	}
+
 	// A slice that grew keeps the IDs of the runs it had: a resume
 	// skips them.
 	grown := spec
