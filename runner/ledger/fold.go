@@ -266,6 +266,23 @@ func (l *idList) add(id []byte) {
 	l.ends = append(l.ends, uint32(len(l.text)))
 }
 
+// recentRuns is how many of the runs seen last a record is looked for
+// among before its id is hashed: an attempt's finished record follows its
+// started one by about as many records as runs run at once.
+const recentRuns = 16
+
+// recent returns the place of id among the last recentRuns runs of the
+// log, newest first.
+func (log *Log) recent(id []byte) (int32, bool) {
+	n := log.ids.len()
+	for i := n - 1; i >= max(n-recentRuns, 0); i-- {
+		if string(log.ids.bytes(i)) == string(id) {
+			return int32(i), true
+		}
+	}
+	return 0, false
+}
+
 // idIndex finds a run's place by its id: by a hash of the id, which takes
 // a third of a map of the ids themselves, and in full for the ids whose
 // hash another id took first.
@@ -501,7 +518,10 @@ func (log *Log) apply(sc *scanned, off int64, no int32) error {
 		}
 		reason = uint8(i + 1)
 	}
-	i, ok := log.byID.find(string(h.id), &log.ids)
+	i, ok := log.recent(h.id)
+	if !ok {
+		i, ok = log.byID.find(string(h.id), &log.ids)
+	}
 	if !ok {
 		i = int32(log.ids.len())
 		log.byID.add(string(h.id), i)
