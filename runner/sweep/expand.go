@@ -77,9 +77,10 @@ type entry struct {
 // expander numbers, names, repeats and shards the entries of one source.
 // It is not safe for concurrent use.
 type expander struct {
-	opts expandOptions
-	ids  idSet
-	next int // position of the next run
+	opts  expandOptions
+	ids   idSet
+	next  int    // position of the next run
+	asked []bool // skipsNext's answers for the next entry's reps, in order
 }
 
 func newExpander(opts expandOptions) *expander {
@@ -88,9 +89,38 @@ func newExpander(opts expandOptions) *expander {
 	return x
 }
 
+// skipsNext reports whether the next entry's runs are all left out, when
+// the memo says so without making the entry: each of its reps outside the
+// shard or skipped. It then counts them, and the caller makes nothing;
+// else expand takes the answers skip gave here, so that skip is asked once
+// a run, in order.
+func (x *expander) skipsNext() bool {
+	m, reps := x.opts.memo, max(x.opts.Reps, 1)
+	x.asked = x.asked[:0]
+	if x.next+reps > len(m) || x.opts.skip == nil {
+		return false
+	}
+	for rep := range reps {
+		i := x.next + rep
+		if !x.opts.Shard.Contains(i) {
+			x.asked = append(x.asked, true)
+			continue
+		}
+		skip := x.opts.skip(m.id(i))
+		x.asked = append(x.asked, skip)
+		if !skip {
+			return false
+		}
+	}
+	x.next += reps
+	x.asked = x.asked[:0]
+	return true
+}
+
 // expand yields the runs of e that belong to the shard; it returns false
 // when yield asked to stop or an error was yielded.
 func (x *expander) expand(e *entry, yield func(run.Run, error) bool) bool {
+	defer func() { x.asked = x.asked[:0] }()
 	request := e.request
 	if request == nil && e.match != nil {
 		for i := range x.opts.Rules {
@@ -133,7 +163,14 @@ func (x *expander) expand(e *entry, yield func(run.Run, error) bool) bool {
 		} else {
 			id = x.ids.nextKey(args, e.env, rep)
 		}
-		if !x.opts.Shard.Contains(index) || x.opts.skip != nil && x.opts.skip(id) {
+		skipped := !x.opts.Shard.Contains(index)
+		switch {
+		case rep < len(x.asked):
+			skipped = x.asked[rep] // skipsNext asked already
+		case !skipped && x.opts.skip != nil:
+			skipped = x.opts.skip(id)
+		}
+		if skipped {
 			continue
 		}
 		if e.describe != nil {

@@ -91,6 +91,9 @@ func expandTasks(r io.Reader, name string, base pack.Request, opts expandOptions
 	return func(yield func(run.Run, error) bool) {
 		x := newExpander(opts)
 		err := taskLines(r, name, base, opts.GPUMemory, func(l *taskLine) bool {
+			if x.skipsNext() {
+				return true // done before: no argv made
+			}
 			e := entry{plain: l.args(), request: l.request, describe: l, params: l.params}
 			return x.expand(&e, yield)
 		})
