@@ -78,7 +78,10 @@ func (r Row) Metric(name string) (float64, bool) {
 	if json.Unmarshal(raw, &s) != nil {
 		return 0, false
 	}
-	return metrics.ParseNumber([]byte(s))
+	if f, ok := metrics.ParseNumber([]byte(s)); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
+		return f, true
+	}
+	return 0, false // text, even text that reads as a number
 }
 
 // Table is the runs of one output directory, in input order (their index

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -268,6 +269,42 @@ func TestParseRank(t *testing.T) {
 	for _, tc := range tests {
 		if name, higher, ok := ParseRank(tc.spec); name != tc.name || higher != tc.higher || ok != tc.ok {
 			t.Errorf("ParseRank(%q) = %q, %v, %v; want %q, %v, %v", tc.spec, name, higher, ok, tc.name, tc.higher, tc.ok)
+		}
+	}
+}
+
+// TestRowValues: parameters come back as encoding/json decodes them, and
+// metrics as numbers only when they are numbers (a diverged run's "nan"
+// and "inf" included), never text that happens to read as one.
+func TestRowValues(t *testing.T) {
+	r := Row{
+		Params:  map[string]json.RawMessage{"lr": json.RawMessage(`0.01`), "model": json.RawMessage(`"big"`), "deep": json.RawMessage(`true`)},
+		Metrics: map[string]json.RawMessage{"loss": json.RawMessage(`0.25`), "gnorm": json.RawMessage(`"nan"`), "peak": json.RawMessage(`"-inf"`), "note": json.RawMessage(`"12"`), "list": json.RawMessage(`[1,2]`)},
+	}
+	if v, ok := r.Param("lr"); !ok || v != 0.01 {
+		t.Errorf("Param(lr) = %v, %v", v, ok)
+	}
+	if v, ok := r.Param("model"); !ok || v != "big" {
+		t.Errorf("Param(model) = %v, %v", v, ok)
+	}
+	if v, ok := r.Param("deep"); !ok || v != true {
+		t.Errorf("Param(deep) = %v, %v", v, ok)
+	}
+	if _, ok := r.Param("seed"); ok {
+		t.Error("Param(seed) found a parameter the run does not have")
+	}
+	if f, ok := r.Metric("loss"); !ok || f != 0.25 {
+		t.Errorf("Metric(loss) = %v, %v", f, ok)
+	}
+	if f, ok := r.Metric("gnorm"); !ok || !math.IsNaN(f) {
+		t.Errorf("Metric(gnorm) = %v, %v; want NaN", f, ok)
+	}
+	if f, ok := r.Metric("peak"); !ok || !math.IsInf(f, -1) {
+		t.Errorf("Metric(peak) = %v, %v; want -Inf", f, ok)
+	}
+	for _, name := range []string{"note", "list", "absent"} {
+		if f, ok := r.Metric(name); ok {
+			t.Errorf("Metric(%s) = %v, want no number", name, f)
 		}
 	}
 }

@@ -17,6 +17,11 @@ import (
 // such as range(0, 1e12) is an input error rather than a hang.
 const maxRuns = 1_000_000_000
 
+// ErrChanged is wrapped by the error of a run whose source line or entry
+// changed after the sweep checked it: the source file was edited while the
+// sweep ran. The runs before it run; a rerun checks the file as it is.
+var ErrChanged = errors.New("changed since the sweep checked it (the file was edited while the sweep ran): rerun to run it as it is now")
+
 // expandOptions say how a source turns its entries (task-file lines, sweep
 // combinations, grid combinations, params lines) into runs. The zero value
 // runs every entry once, keeps every shard, and makes {run_dir} an error.
@@ -158,8 +163,9 @@ func (x *expander) expand(e *entry, yield func(run.Run, error) bool) bool {
 			}
 		}
 		var id string
-		if m := x.opts.memo; index < len(m) {
-			id = m.id(index) // walked before: no hash, no table
+		memo := index < len(x.opts.memo)
+		if memo {
+			id = x.opts.memo.id(index) // walked before: no hash, no table
 		} else {
 			id = x.ids.nextKey(args, e.env, rep)
 		}
@@ -175,6 +181,13 @@ func (x *expander) expand(e *entry, yield func(run.Run, error) bool) bool {
 		}
 		if e.describe != nil {
 			e.origin, e.name, e.describe = e.describe.origin(), e.describe.name(), nil
+		}
+		// A run that will start is hashed again: its ID must be what it
+		// runs, also when its file was edited since the walk the memo is
+		// from (a regular file is read where it is).
+		if memo && x.ids.key(args, e.env, rep) != x.opts.memo.key(index) {
+			yield(run.Run{}, fmt.Errorf("%s: %w", e.origin, ErrChanged))
+			return false
 		}
 		if names {
 			for i, t := range e.args {

@@ -2,7 +2,6 @@ package sweep
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"strconv"
 )
 
@@ -31,6 +30,23 @@ type idSet struct {
 // 0 hashes exactly as its argv alone: task-file IDs are the same with or
 // without --reps, and growing --reps keeps the IDs of the earlier reps.
 func (s *idSet) nextKey(args, env []string, rep int) string {
+	key := s.key(args, env, rep)
+	var id [12 + 1 + 10]byte
+	for j := 11; j >= 0; j-- {
+		id[j] = hexDigits[key>>(4*(11-j))&0xf]
+	}
+	if n := s.add(key); n > 1 {
+		id[12] = '-'
+		return string(strconv.AppendUint(id[:13], uint64(n), 10))
+	}
+	return string(id[:12])
+}
+
+const hexDigits = "0123456789abcdef"
+
+// key is the 48 bits of a run's content that its ID writes in hex: the
+// first six bytes of the SHA-256 of the message nextKey describes.
+func (s *idSet) key(args, env []string, rep int) uint64 {
 	// One buffer for the whole message, hashed at once: no allocation but
 	// the ID's own, for runs that stream by the million.
 	msg := s.msg[:0]
@@ -45,14 +61,7 @@ func (s *idSet) nextKey(args, env []string, rep int) string {
 	}
 	s.msg = msg
 	sum := sha256.Sum256(msg)
-	var id [12 + 1 + 10]byte
-	hex.Encode(id[:12], sum[:6])
-	key := uint64(sum[0])<<40 | uint64(sum[1])<<32 | uint64(sum[2])<<24 | uint64(sum[3])<<16 | uint64(sum[4])<<8 | uint64(sum[5])
-	if n := s.add(key); n > 1 {
-		id[12] = '-'
-		return string(strconv.AppendUint(id[:13], uint64(n), 10))
-	}
-	return string(id[:12])
+	return uint64(sum[0])<<40 | uint64(sum[1])<<32 | uint64(sum[2])<<24 | uint64(sum[3])<<16 | uint64(sum[4])<<8 | uint64(sum[5])
 }
 
 // add counts key once more and returns how many times it was added.
@@ -158,13 +167,16 @@ func (m *idMemo) add(id string) bool {
 	return true
 }
 
+// key returns the 48-bit content key of the run at index i.
+func (m idMemo) key(i int) uint64 { return m[i] >> 16 }
+
 // id returns the ID of the run at index i, as nextKey made it.
 func (m idMemo) id(i int) string {
 	v := m[i]
 	key, n := v>>16, v&0xffff
 	var b [12 + 1 + 5]byte
 	for j := 11; j >= 0; j-- {
-		b[j] = "0123456789abcdef"[key&0xf]
+		b[j] = hexDigits[key&0xf]
 		key >>= 4
 	}
 	if n < 2 {

@@ -1,10 +1,12 @@
 package sweep
 
 import (
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -91,5 +93,38 @@ func TestMemoIDs(t *testing.T) {
 	}
 	if got := ids(true, Shard{}); got[4] != got[0]+"-2" || got[8] != got[0]+"-3" {
 		t.Errorf("repeats: %q", got)
+	}
+}
+
+// TestMemoEditedFile: a task file edited in place after Scan (the same
+// size, so the walk reads the new bytes) is an error at the changed line,
+// not a run whose ID names another command; the runs before it come.
+func TestMemoEditedFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tasks.txt")
+	if err := os.WriteFile(file, []byte("echo a\necho b\necho c\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src, err := Spec{TaskFile: file}.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if err := src.Scan(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("echo a\necho x\necho c\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var walkErr error
+	for r, err := range src.Runs(Shard{}) {
+		if err != nil {
+			walkErr = err
+			break
+		}
+		got = append(got, r.Args[len(r.Args)-1])
+	}
+	if !errors.Is(walkErr, ErrChanged) || !strings.Contains(walkErr.Error(), "tasks.txt:2") || !slices.Equal(got, []string{"echo a"}) {
+		t.Errorf("runs %q, error %v; want run a, then ErrChanged at tasks.txt:2", got, walkErr)
 	}
 }
