@@ -231,7 +231,7 @@ true
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = log.Last(nil, func(i int, st *ledger.Started, fin *ledger.Finished) error {
+	err = log.LastAll(func(i int, st *ledger.Started, fin *ledger.Finished) error {
 		id := log.At(i).ID
 		if st.Params == nil || fin.Metrics == nil || fin.Curves == nil || fin.MetricsSkipped != 1 {
 			t.Fatalf("run %s: params %s, metrics %s, curves %s, skipped %d", id, st.Params, fin.Metrics, fin.Curves, fin.MetricsSkipped)

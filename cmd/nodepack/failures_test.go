@@ -311,3 +311,32 @@ func TestShellWord(t *testing.T) {
 		t.Errorf("next steps: %s", steps)
 	}
 }
+
+// TestStatusAllSucceeded: a sweep whose every run succeeded lists no
+// failure, in the text and in the JSON (an empty choice of runs to read
+// once meant every run, and every run was listed as failed).
+func TestStatusAllSucceeded(t *testing.T) {
+	dir := t.TempDir()
+	tasks := filepath.Join(dir, "tasks.txt")
+	if err := os.WriteFile(tasks, []byte("true\ntrue 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if code, _, stderr := runCLI(t, "run", "-q", "-o", out, tasks); code != exitOK {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+	code, text, _ := runCLI(t, "status", out)
+	if code != exitOK || !strings.Contains(text, "2 succeeded, 0 failed") || strings.Contains(text, "failed:") || strings.Contains(text, "exit ?") {
+		t.Errorf("status: exit %d\n%s", code, text)
+	}
+	_, doc, _ := runCLI(t, "status", "--json", out)
+	var st struct {
+		Failures []json.RawMessage `json:"failures"`
+	}
+	if err := json.Unmarshal([]byte(doc), &st); err != nil || len(st.Failures) != 0 {
+		t.Errorf("status --json: %v, failures %s", err, st.Failures)
+	}
+	if code, text, _ := runCLI(t, "status", "--failed", out); code != exitOK || !strings.Contains(text, "no failed runs") {
+		t.Errorf("status --failed: exit %d\n%s", code, text)
+	}
+}

@@ -121,7 +121,7 @@ func TestMixedRequestsEndToEnd(t *testing.T) {
 		starting bool
 	}
 	var changes []change
-	err = log.Last(nil, func(i int, started *ledger.Started, finished *ledger.Finished) error {
+	err = log.LastAll(func(i int, started *ledger.Started, finished *ledger.Finished) error {
 		id, state := log.At(i).ID, log.At(i).State
 		if state != ledger.StateSucceeded || started == nil || finished == nil {
 			t.Fatalf("%s: %s", id, state)

@@ -49,7 +49,7 @@ func pruneLedger(t *testing.T, out string) (states map[string]ledger.State, rung
 	}
 	names := map[string]string{} // id → name
 	states = map[string]ledger.State{}
-	log.Last(nil, func(i int, st *ledger.Started, _ *ledger.Finished) error {
+	log.LastAll(func(i int, st *ledger.Started, _ *ledger.Finished) error {
 		r := log.At(i)
 		var p struct{ Name string }
 		json.Unmarshal(st.Params, &p)

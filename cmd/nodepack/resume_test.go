@@ -328,7 +328,7 @@ func TestSIGTERMThenRerun(t *testing.T) {
 		}
 		first := s.ledger(t)
 		var interrupted []string
-		first.Last(nil, func(i int, _ *ledger.Started, fin *ledger.Finished) error {
+		first.LastAll(func(i int, _ *ledger.Started, fin *ledger.Finished) error {
 			if r := first.At(i); r.State == ledger.StateInterrupted && fin != nil && fin.Reason == run.Interrupted {
 				interrupted = append(interrupted, r.ID)
 			}

@@ -84,7 +84,7 @@ func TestStaggerHoldsNoLaterRun(t *testing.T) {
 func startedRecords(t *testing.T, log *ledger.Log) []*ledger.Started {
 	t.Helper()
 	var starts []*ledger.Started
-	err := log.Last(nil, func(_ int, s *ledger.Started, _ *ledger.Finished) error {
+	err := log.LastAll(func(_ int, s *ledger.Started, _ *ledger.Finished) error {
 		if s != nil {
 			starts = append(starts, s)
 		}

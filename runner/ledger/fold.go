@@ -736,12 +736,24 @@ func (log *Log) PriorAttempts(runID string) int {
 }
 
 // Last reads the last started and finished records of the runs at places
-// (every run when places is nil) from the log's file, in one pass in the
-// file's order, and calls f with each run's place and its records (nil
-// for one it has none of), which are f's to keep. A run's two records
-// come together once both are read. A file that no longer holds what was
-// read (a restart moved it away) is an error.
+// from the log's file, in one pass in the file's order, and calls f with
+// each run's place and its records (nil for one it has none of), which are
+// f's to keep. A run's two records come together once both are read. No
+// places is no call (LastAll is every run). A file that no longer holds
+// what was read (a restart moved it away) is an error.
 func (log *Log) Last(places []int, f func(i int, s *Started, fin *Finished) error) error {
+	if len(places) == 0 {
+		return nil
+	}
+	return log.lastOf(places, f)
+}
+
+// LastAll is Last of every run of the log.
+func (log *Log) LastAll(f func(i int, s *Started, fin *Finished) error) error {
+	return log.lastOf(nil, f)
+}
+
+func (log *Log) lastOf(places []int, f func(i int, s *Started, fin *Finished) error) error {
 	file, err := os.Open(log.Name)
 	if err != nil {
 		return err

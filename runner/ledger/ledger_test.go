@@ -561,7 +561,7 @@ func TestRequestAndMeasuredGPUMemory(t *testing.T) {
 	}
 	var started *Started
 	var finished *Finished
-	log.Last(nil, func(_ int, s *Started, f *Finished) error { started, finished = s, f; return nil })
+	log.LastAll(func(_ int, s *Started, f *Finished) error { started, finished = s, f; return nil })
 	if started == nil || finished == nil || started.Request != "gpu_mem=12GiB cpus=2" || finished.Request != "gpu_mem=12GiB cpus=2" {
 		t.Fatalf("requests recorded: %+v %+v", started, finished)
 	}

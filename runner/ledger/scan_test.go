@@ -115,7 +115,7 @@ func TestLastReadsTheLastRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
-	err = log.Last(nil, func(i int, s *Started, fin *Finished) error {
+	err = log.LastAll(func(i int, s *Started, fin *Finished) error {
 		desc := ""
 		if s != nil {
 			desc += fmt.Sprintf("started %d", s.Attempt)
@@ -148,7 +148,7 @@ func TestLastReadsTheLastRecords(t *testing.T) {
 	if err := os.WriteFile(path, []byte(ledgerHeader+ledgerStarted("x", 1)+ledgerFinished("x", 1, "ok", false)+ledgerEnd+text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := log.Last(nil, func(int, *Started, *Finished) error { return nil }); err == nil || !strings.Contains(err.Error(), "changed since it was read") {
+	if err := log.LastAll(func(int, *Started, *Finished) error { return nil }); err == nil || !strings.Contains(err.Error(), "changed since it was read") {
 		t.Errorf("Last of a changed file: %v", err)
 	}
 }

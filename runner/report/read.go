@@ -250,7 +250,7 @@ func (s *store) read(logs []*ledger.Log) error {
 				s.rungMetric = j.Metric
 			}
 		}
-		err := log.Last(nil, func(i int, st *ledger.Started, fin *ledger.Finished) error {
+		err := log.LastAll(func(i int, st *ledger.Started, fin *ledger.Finished) error {
 			g := fr.runs[i]
 			if st != nil && fin != nil && fin.Attempt < st.Attempt {
 				// An attempt runs after the one that finished last.

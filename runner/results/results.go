@@ -114,7 +114,7 @@ func Read(dir string, patterns []metrics.Pattern) (*Table, error) {
 	seenParam, seenMetric := map[string]bool{}, map[string]bool{}
 	for _, log := range logs {
 		t.Files = append(t.Files, filepath.Base(log.Name))
-		err := log.Last(nil, func(i int, s *ledger.Started, fin *ledger.Finished) error {
+		err := log.LastAll(func(i int, s *ledger.Started, fin *ledger.Finished) error {
 			run := log.At(i)
 			if run.Retired {
 				return nil
