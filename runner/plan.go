@@ -1,11 +1,18 @@
 package runner
 
 import (
+	"cmp"
 	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/pack/schedule"
+	"github.com/nodepack/nodepack/resources/batch"
+	"github.com/nodepack/nodepack/runner/escape"
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/sweep"
@@ -153,4 +160,40 @@ func shardPlan(total, perShard int) *RunsPlan {
 	doc.Shards = max((total+perShard-1)/perShard, 1)
 	doc.SlurmArray = fmt.Sprintf("0-%d", doc.Shards-1)
 	return doc
+}
+
+// WriteText writes the plan for a person: the runs by request, the first
+// wave's places, and the array to submit.
+func (r *RunsPlan) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "runs: %d, by request\n", r.Total)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, q := range r.Requests {
+		fmt.Fprintf(tw, "  %d\t%s\t(%s)\n", q.Runs, q.Request, q.Class)
+	}
+	tw.Flush()
+	if r.FirstWave != nil {
+		runs := strconv.Itoa(len(r.FirstWave)) + " runs"
+		if len(r.FirstWave) == 1 {
+			runs = "1 run"
+		}
+		fmt.Fprintf(w, "first wave: %s start at once (in input order as they fit; the rest start as these end)\n", runs)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "RUN\tREQUEST\tGPUS\tCPUS\tNUMA\n")
+		for _, d := range r.FirstWave {
+			gpus := cmp.Or(strings.Join(d.GPUs, ","), "-")
+			if d.Shared {
+				gpus += " (shared)"
+			}
+			numa := "-"
+			if d.NUMA >= 0 {
+				numa = strconv.Itoa(d.NUMA)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", escape.Term(d.Origin), d.Request, gpus, cmp.Or(d.CPUs, "-"), numa)
+		}
+		tw.Flush()
+	}
+	if r.Shards > 0 {
+		fmt.Fprintf(w, "shards: %d of up to %d runs; submit %s, each running nodepack run --shard auto with the same source\n",
+			r.Shards, r.RunsPerShard, batch.SubmitLine(r.Shards))
+	}
 }

@@ -8,10 +8,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/sweep"
 	"github.com/spf13/pflag"
@@ -240,10 +238,10 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return writeJSON(stdout, stderr, planDoc{PlanDoc: plan.Doc(), Runs: runs})
 	}
 	if runs == nil || runs.FirstWave == nil {
-		printPlan(stdout, plan)
+		plan.WriteText(stdout)
 	}
 	if runs != nil {
-		printRunsPlan(stdout, runs)
+		runs.WriteText(stdout)
 	}
 	fmt.Fprintln(stdout, "NUMA: the NUMA node of a run's GPUs and CPUs; - where they span nodes or the node does not say")
 	return exitOK
@@ -254,93 +252,6 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 type planDoc struct {
 	pack.PlanDoc
 	Runs *runner.RunsPlan `json:"runs,omitempty"`
-}
-
-func printRunsPlan(w io.Writer, r *runner.RunsPlan) {
-	fmt.Fprintf(w, "runs: %d, by request\n", r.Total)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, q := range r.Requests {
-		fmt.Fprintf(tw, "  %d\t%s\t(%s)\n", q.Runs, q.Request, q.Class)
-	}
-	tw.Flush()
-	if r.FirstWave != nil {
-		fmt.Fprintf(w, "first wave: %s start at once (in input order as they fit; the rest start as these end)\n", countWord(len(r.FirstWave), "run"))
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "RUN\tREQUEST\tGPUS\tCPUS\tNUMA\n")
-		for _, d := range r.FirstWave {
-			gpus := orDash(strings.Join(d.GPUs, ","))
-			if d.Shared {
-				gpus += " (shared)"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", termSafe(d.Origin), d.Request, gpus, orDash(d.CPUs), numaString(d.NUMA))
-		}
-		tw.Flush()
-	}
-	if r.Shards > 0 {
-		fmt.Fprintf(w, "shards: %d of up to %d runs; submit %s, each running nodepack run --shard auto with the same source\n",
-			r.Shards, r.RunsPerShard, batch.SubmitLine(r.Shards))
-	}
-}
-
-func printPlan(w io.Writer, p pack.Plan) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "SLOT\tGPUS\tCPUS\tNUMA\n")
-	for _, s := range p.Slots {
-		gpus := "-"
-		for i, g := range s.GPUs {
-			if i == 0 {
-				gpus = ""
-			} else {
-				gpus += ","
-			}
-			gpus += fmt.Sprintf("%d:%s", g.Index, g.UUID)
-		}
-		if s.SharedGPUs {
-			gpus += " (shared)"
-		}
-		cpus := pack.FormatCPUList(s.CPUs)
-		if s.SharedCPUs {
-			cpus += " (shared)"
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", s.Index, gpus, cpus, numaString(s.NUMA))
-	}
-	tw.Flush()
-	fmt.Fprintf(w, "%s; each run: %s\n", countWord(len(p.Slots), "slot"), describeRequest(p.Request, p.RunsPerGPU))
-	if len(p.IdleGPUs) == 0 && len(p.IdleCPUs) == 0 {
-		fmt.Fprintln(w, "idle: nothing")
-		return
-	}
-	idle := make([]int, len(p.IdleGPUs))
-	for i, g := range p.IdleGPUs {
-		idle[i] = g.Index
-	}
-	fmt.Fprintf(w, "idle: gpus %s, cpus %s\n", orDash(pack.FormatCPUList(idle)), orDash(pack.FormatCPUList(p.IdleCPUs)))
-}
-
-// describeRequest says what each run of a plan gets, for people:
-// "1 GPU (2 runs per GPU), 16 CPUs".
-func describeRequest(r pack.Request, runsPerGPU int) string {
-	var gpu string
-	switch {
-	case r.GPUs > 0 || !r.UsesGPU():
-		gpu = countWord(r.GPUs, "GPU")
-	case r.GPUShare > 0 && r.GPUMem == 0 && runsPerGPU > 1 && pack.GPUWhole/runsPerGPU == r.GPUShare:
-		gpu = "1 GPU"
-	default:
-		gpu = r.Class()
-	}
-	if runsPerGPU > 1 {
-		gpu += fmt.Sprintf(" (%d runs per GPU)", runsPerGPU)
-	}
-	cpus := countWord(r.CPUs, "CPU")
-	if r.CPUs == 0 {
-		cpus = "1 shared CPU"
-	}
-	s := gpu + ", " + cpus
-	if r.Mem > 0 {
-		s += ", " + pack.FormatSize(r.Mem) + " of memory"
-	}
-	return s
 }
 
 // writeJSON prints v indented; a failure to write is exit 1.

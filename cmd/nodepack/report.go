@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodepack/nodepack/runner/ledger"
 	pagereport "github.com/nodepack/nodepack/runner/report"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/pflag"
@@ -93,14 +91,6 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *out == "" {
 		*out = filepath.Join(dir, "report.html")
 	}
-	absDir, err1 := filepath.Abs(dir)
-	absOut, err2 := filepath.Abs(*out)
-	if err1 != nil || err2 != nil {
-		return usageErrorf(stderr, "report", "%v", cmp.Or(err1, err2))
-	}
-	if rel, err := filepath.Rel(filepath.Dir(absOut), absDir); err == nil && rel != "." {
-		opts.LogBase = filepath.ToSlash(rel)
-	}
 	if f, ok := terminalOf(stderr); ok && term.IsTerminal(int(f.Fd())) {
 		var bar *progressbar.ProgressBar
 		opts.Progress = func(done, total int64) {
@@ -111,30 +101,8 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			bar.Set64(done)
 		}
 	}
-	// Before the page's temp file: a directory without a ledger is said
-	// as status says it, not as a file that could not be made.
-	if err := ledger.HasLedger(dir); err != nil {
-		return usageErrorf(stderr, "report", "%v", err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(absOut), ".report-*.html")
+	sum, err := pagereport.WriteFile(*out, dir, opts)
 	if err != nil {
-		return usageErrorf(stderr, "report", "%v", err)
-	}
-	defer os.Remove(tmp.Name())
-	sum, err := pagereport.Write(tmp, dir, opts)
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = tmp.Close()
-	} else {
-		tmp.Close()
-	}
-	if err != nil {
-		return usageErrorf(stderr, "report", "%v", err)
-	}
-	// Whole or not at all: a reader never sees half a page.
-	if err := os.Rename(tmp.Name(), absOut); err != nil {
 		return usageErrorf(stderr, "report", "%v", err)
 	}
 	size := fmt.Sprintf("%.1f MB", float64(sum.Bytes)/1e6)

@@ -306,7 +306,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer sw.Close()
 	if o.DryRun {
 		printNotes(errOut, sw.Notes())
-		return dryRun(sw.Sweep, &o.Execute, o.JSON, outOut, errOut)
+		return dryRun(sw.Sweep, o.JSON, outOut, errOut)
 	}
 	fmt.Fprintf(head, "nodepack: output %s (nodepack status %s)\n", termSafe(sw.Output()), shellWord(sw.Output()))
 	printWarnings(head, node.Warnings)
@@ -468,22 +468,40 @@ func runPlanFor(topo pack.Topology, opts pack.Options) (pack.Plan, error) {
 		return plan, err
 	}
 	fallback.Warnings = append(fallback.Warnings, wordedNote(fmt.Sprintf("--parallel %d: %d runs asking for %s fit at once; runs asking for less fill the rest, up to %d",
-		opts.Parallel, fallback.Parallel, describeRequest(fallback.Request, fallback.RunsPerGPU), opts.Parallel)))
+		opts.Parallel, fallback.Parallel, fallback.Request.Describe(fallback.RunsPerGPU), opts.Parallel)))
 	return fallback, nil
 }
 
 // run runs the prepared sweep, reports, and returns the exit status.
 func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progress, head *heldWriter) int {
 	var started atomic.Pointer[runner.Session]
-	running := func() int {
-		if s := started.Load(); s != nil {
-			return s.Running()
+	var stopSig atomic.Int32
+	var killNow atomic.Bool
+	grace := o.Execute.GracePeriod()
+	ctx, stopNotify := nodepack.NotifyStop(ctx, func(sig syscall.Signal, before int) {
+		switch {
+		case before == 0:
+			stopSig.Store(int32(sig))
+			// Counted before the cancel: a run that ends on its SIGTERM
+			// at once has still been sent one.
+			n := 0
+			if s := started.Load(); s != nil {
+				n = s.Running()
+			}
+			again := ""
+			if sig == syscall.SIGINT {
+				again = ", Ctrl-C again to kill them now"
+			}
+			fmt.Fprintf(head, "nodepack: stopping on %s: %s got SIGTERM (SIGKILL after --grace %v)%s\n", unix.SignalName(sig), countWord(n, "run"), grace, again)
+		case sig == syscall.SIGINT && !killNow.Swap(true):
+			fmt.Fprintln(head, "nodepack: second SIGINT: killing every run now")
+			if s := started.Load(); s != nil {
+				s.Kill()
+			}
 		}
-		return 0
-	}
+	})
+	defer stopNotify()
 	stderr := head.w
-	ctx, signals := notifySignals(ctx, head, running, o.Execute.GracePeriod())
-	defer signals.stop()
 	session, err := sw.Start(ctx)
 	if err != nil {
 		head.discard() // the start was refused: its one line, no more
@@ -491,17 +509,21 @@ func (o *runOptions) run(ctx context.Context, sw *runner.Sweep, progress *progre
 	}
 	head.release()
 	started.Store(session)
+	if killNow.Load() {
+		session.Kill() // a second SIGINT came while it started
+	}
 	printWarnings(stderr, session.Ledger().Warnings())
 	if b := session.Ledger().Backup(); b != "" {
 		fmt.Fprintf(stderr, "nodepack: --restart: the old ledger is now %s\n", termSafe(b))
 	}
 	printResuming(stderr, session.Ledger().Past(), len(session.Retired()), o.RetryFailed, len(o.RetryClasses)+len(o.RetryRuns) > 0)
-	done := make(chan struct{})
-	go signals.killOnSecond(session, done)
 	out, err := session.Wait()
-	close(done)
 	progress.finish()
-	return report(stderr, out, err, signals.signal(), o, sw.Output(), progress.failuresOnly())
+	sig := syscall.Signal(0)
+	if ctx.Err() != nil {
+		sig = syscall.Signal(stopSig.Load())
+	}
+	return report(stderr, out, err, sig, o, sw.Output(), progress.failuresOnly())
 }
 
 // waitErrors splits the error of runner.Session.Wait into the runner's
@@ -601,85 +623,6 @@ func exitStatus(out runner.Outcome, err error, sig syscall.Signal) int {
 		return exitFailed
 	}
 	return exitOK
-}
-
-// stopSignals are the signals that stop a sweep: scancel and walltime
-// (SIGTERM), Ctrl-C, a closed terminal or ssh session (SIGHUP), and the
-// early warnings of sbatch --signal and SGE -notify.
-var stopSignals = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2}
-
-// signals turns stop signals into the sweep's stop: the first cancels the
-// context (every run gets SIGTERM, then SIGKILL after the grace) and says
-// so at once; a second SIGINT kills every run now.
-type signals struct {
-	ctx    context.Context
-	sig    syscall.Signal // the first stop signal; set before ctx is cancelled
-	ch     chan os.Signal
-	kill   chan struct{} // closed by a second SIGINT
-	done   chan struct{}
-	cancel context.CancelCauseFunc
-}
-
-func notifySignals(parent context.Context, w io.Writer, running func() int, grace time.Duration) (context.Context, *signals) {
-	ctx, cancel := context.WithCancelCause(parent)
-	s := &signals{ctx: ctx, ch: make(chan os.Signal, 4), kill: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
-	signal.Notify(s.ch, stopSignals...)
-	go func() {
-		stopping := false
-		for {
-			select {
-			case got := <-s.ch:
-				sig := got.(syscall.Signal)
-				switch {
-				case !stopping:
-					stopping = true
-					s.sig = sig
-					// Counted before the cancel: a run that ends on its
-					// SIGTERM at once has still been sent one.
-					n := running()
-					// A warning before a time limit wants the job requeued;
-					// a cancellation (scancel, qdel, Ctrl-C) does not.
-					cancel(runner.Interrupt{Reason: unix.SignalName(sig), Requeue: sig == syscall.SIGUSR1 || sig == syscall.SIGUSR2})
-					again := ""
-					if sig == syscall.SIGINT {
-						again = ", Ctrl-C again to kill them now"
-					}
-					fmt.Fprintf(w, "nodepack: stopping on %s: %s got SIGTERM (SIGKILL after --grace %v)%s\n",
-						unix.SignalName(sig), countWord(n, "run"), grace, again)
-				case sig == syscall.SIGINT:
-					fmt.Fprintln(w, "nodepack: second SIGINT: killing every run now")
-					close(s.kill)
-					return
-				}
-			case <-s.done:
-				return
-			}
-		}
-	}()
-	return ctx, s
-}
-
-// killOnSecond kills the sweep on a second SIGINT, until done is closed.
-func (s *signals) killOnSecond(session *runner.Session, done <-chan struct{}) {
-	select {
-	case <-s.kill:
-		session.Kill()
-	case <-done:
-	}
-}
-
-func (s *signals) stop() {
-	signal.Stop(s.ch)
-	close(s.done)
-	s.cancel(nil)
-}
-
-// signal returns the signal that stopped the sweep, or 0.
-func (s *signals) signal() syscall.Signal {
-	if s.ctx.Err() == nil {
-		return 0
-	}
-	return s.sig
 }
 
 func printSummary(w io.Writer, s execute.Summary, output string, listed bool) {

@@ -826,33 +826,3 @@ func derefOr(p *int, fallback int) int {
 	}
 	return *p
 }
-
-// TestStopMessageCountsRunsSignalled: the first stop signal's message
-// counts the runs that get SIGTERM, even when they end on it before the
-// message is written (a fast machine did: "1 run got SIGTERM" of two).
-func TestStopMessageCountsRunsSignalled(t *testing.T) {
-	var ctx context.Context
-	running := func() int {
-		if ctx.Err() != nil {
-			return 0 // every run ended on its SIGTERM at once
-		}
-		return 2
-	}
-	out := make(lineWriter, 1)
-	ctx, s := notifySignals(context.Background(), out, running, time.Second)
-	defer s.stop()
-	s.ch <- syscall.SIGINT
-	<-ctx.Done()
-	want := "nodepack: stopping on SIGINT: 2 runs got SIGTERM"
-	if got := <-out; !strings.Contains(got, want) {
-		t.Errorf("got %q, want it to contain %q", got, want)
-	}
-}
-
-// lineWriter hands each write to the channel's reader.
-type lineWriter chan string
-
-func (w lineWriter) Write(p []byte) (int, error) {
-	w <- string(p)
-	return len(p), nil
-}

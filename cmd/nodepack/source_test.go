@@ -15,8 +15,8 @@ import (
 
 // runsDocument is what the dry-run document decodes to in tests.
 type runsDocument struct {
-	runsHeader
-	Runs []runDoc `json:"runs"`
+	runner.RunsHeader
+	Runs []runner.RunDoc `json:"runs"`
 }
 
 // dryRun runs nodepack run --dry-run --json with args and decodes the

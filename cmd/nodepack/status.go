@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -142,8 +141,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		} else if *failedOnly {
 			printFailures(stdout, doc.Status)
 		} else {
-			doc.Status.WriteText(stdout)
-			printView(stdout, dir, doc.Scheduler)
+			printStatus(stdout, dir, doc)
 		}
 		if *watch == 0 {
 			if doc.Counts.Failed > 0 {
@@ -190,65 +188,10 @@ func watchValue(args []string) []string {
 	return args
 }
 
-// printView prints the scheduler's side of a submitted sweep: each
-// submission's tasks by state, and every shard whose task has not ended.
-func printView(w io.Writer, dir string, v *submit.View) {
-	if v == nil {
-		return
-	}
-	fmt.Fprintf(w, "%s:", v.Scheduler)
-	for i, j := range v.Submissions {
-		if i > 0 {
-			fmt.Fprint(w, ";")
-		}
-		names := slices.Collect(maps.Keys(j.Tasks))
-		order := []string{"running", "pending", submit.TaskEnded, submit.TaskDied, submit.TaskNotStarted, submit.TaskSuperseded}
-		slices.SortFunc(names, func(a, b string) int {
-			rank := func(s string) int {
-				if i := slices.Index(order, s); i >= 0 {
-					return i
-				}
-				return len(order)
-			}
-			return cmp.Or(cmp.Compare(rank(a), rank(b)), cmp.Compare(a, b))
-		})
-		states := make([]string, len(names))
-		for i, state := range names {
-			states[i] = fmt.Sprintf("%d %s", j.Tasks[state], termSafe(state))
-		}
-		which := "shards"
-		if !strings.ContainsAny(j.Shards, ",-") {
-			which = "shard"
-		}
-		fmt.Fprintf(w, " job %s (%s %s): %s", termSafe(j.JobID), which, j.Shards, strings.Join(states, ", "))
-	}
-	fmt.Fprintln(w)
-	if v.Error != "" {
-		fmt.Fprintf(w, "  the scheduler could not be asked: %s\n", termSafe(v.Error))
-	}
-	died := false
-	for _, sh := range v.Shards {
-		if sh.State == submit.TaskEnded {
-			continue
-		}
-		fmt.Fprintf(w, "  shard %d: job %s task %d %s", sh.Shard, termSafe(sh.JobID), sh.Task, termSafe(sh.State))
-		if sh.Node != "" {
-			fmt.Fprintf(w, " on %s", termSafe(sh.Node))
-		}
-		switch sh.State {
-		case submit.TaskDied:
-			fmt.Fprint(w, ": not in the queue, and its ledger has no end record (its node died, or it was killed)")
-			died = true
-		case submit.TaskNotStarted:
-			fmt.Fprint(w, ": not in the queue, and no ledger: see its log in jobs/")
-			died = true
-		}
-		if sh.Left > 0 {
-			fmt.Fprintf(w, "; %s left", countWord(sh.Left, "run"))
-		}
-		fmt.Fprintln(w)
-	}
-	if died {
+// printStatus prints doc for a terminal, and how to submit again what a
+// lost task left.
+func printStatus(w io.Writer, dir string, doc *submit.Doc) {
+	if doc.WriteText(w) {
 		fmt.Fprintf(w, "  nodepack resubmit %s submits what is left\n", shellWord(dir))
 	}
 }

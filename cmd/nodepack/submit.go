@@ -18,7 +18,6 @@ import (
 	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/submit"
 	"github.com/spf13/pflag"
-	"golang.org/x/sys/unix"
 )
 
 const submitUsage = `Usage: nodepack submit [--slurm|--sge|--pbs] --nodes N|--runs-per-node M [flags] -- RUN-ARGUMENTS…
@@ -294,27 +293,6 @@ func describeShape(job submit.Job) string {
 	return d
 }
 
-// nodeLocal says why dir is not seen by other nodes, or "".
-func nodeLocal(dir string) string {
-	for _, p := range []string{"/tmp", "/var/tmp", "/dev/shm", "/run"} {
-		if dir == p || strings.HasPrefix(dir, p+"/") {
-			return "it is under " + p + ", which is each node's own"
-		}
-	}
-	var st unix.Statfs_t
-	for d := dir; ; d = filepath.Dir(d) {
-		if err := unix.Statfs(d, &st); err == nil {
-			if st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
-				return "it is on a tmpfs, which is each node's own"
-			}
-			return ""
-		}
-		if d == "/" {
-			return ""
-		}
-	}
-}
-
 func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var f jobFlags
 	var output string
@@ -450,36 +428,21 @@ func submitJob(ctx context.Context, job submit.Job, k, runs int, f jobFlags, std
 	}
 	fmt.Fprintf(stderr, "nodepack %s: the job asks, for %s: %s; nodepack run uses what its node gives it\n", cmd, who,
 		termSafe(strings.Join(job.Asks(), ", ")))
-	if why := nodeLocal(job.Output); why != "" {
+	if why := submit.NodeLocal(job.Output); why != "" {
 		fmt.Fprintf(stderr, "nodepack %s: warning: the nodes may not see %s: %s\n", cmd, termSafe(job.Output), why)
 	}
 	if f.dryRun {
 		return exitOK
 	}
-	// Before anything is written: a client installed where no controller
-	// answers (slurm-client on a workstation, a cluster down) fails here,
-	// not half-way.
-	if err := submit.Ping(ctx, job.Scheduler); err != nil {
-		return usageErrorf(stderr, cmd, "%s does not answer here: %v: nothing was submitted", job.Scheduler.Name(), err)
-	}
-	jobs := filepath.Join(job.Output, "jobs")
-	if err := os.MkdirAll(jobs, 0o755); err != nil {
+	rec, err := submit.Launch(ctx, job, script, runs)
+	switch {
+	case errors.Is(err, submit.ErrNothingSubmitted):
 		return usageErrorf(stderr, cmd, "%v", err)
-	}
-	name := filepath.Join("jobs", fmt.Sprintf("submit-%d.sh", k))
-	path := filepath.Join(job.Output, name)
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		return usageErrorf(stderr, cmd, "%v", err)
-	}
-	id, err := submit.Submit(ctx, job.Scheduler, path)
-	if err != nil {
+	case err != nil:
 		fmt.Fprintf(stderr, "nodepack %s: %s\n", cmd, termSafe(err.Error()))
 		return exitFailed
 	}
-	if err := submit.Append(job.Output, submit.Record{Time: time.Now().UTC(), JobID: id, Script: name, Runs: runs, Job: job}); err != nil {
-		fmt.Fprintf(stderr, "nodepack %s: job %s was submitted, but %s\n", cmd, termSafe(id), termSafe(err.Error()))
-		return exitFailed
-	}
+	id := rec.JobID
 	fmt.Fprintf(stderr, "nodepack %s: job %s (%s): %s, into %s\n", cmd, termSafe(id), job.Scheduler,
 		countWord(tasks, "array task")+" of "+countWord(job.Shards, "shard"), termSafe(job.Output))
 	fmt.Fprintf(stderr, "nodepack %s: see it: nodepack status %s\n", cmd, shellWord(job.Output))
@@ -496,33 +459,15 @@ var waitInterval = 5 * time.Second
 // then prints dir's status: exit 0 when every run finished and none
 // failed, else 1.
 func waitJob(ctx context.Context, dir string, stdout, stderr io.Writer) int {
-	for {
-		recs, err := submit.Read(dir)
-		if err != nil {
-			return usageErrorf(stderr, "submit", "%v", err)
-		}
-		// Whether a task is queued is the scheduler's to say: the
-		// ledgers are read once, when none is.
-		v := submit.Look(ctx, recs, nil, nil)
-		if v.Error != "" {
-			return usageErrorf(stderr, "submit", "--wait: %s", v.Error)
-		}
-		if len(v.Active()) == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			fmt.Fprintf(stderr, "nodepack submit: stopped waiting; the job goes on: nodepack status %s\n", shellWord(dir))
-			return exitFailed
-		case <-time.After(waitInterval):
-		}
+	doc, err := submit.Wait(ctx, dir, waitInterval)
+	if ctx.Err() != nil {
+		fmt.Fprintf(stderr, "nodepack submit: stopped waiting; the job goes on: nodepack status %s\n", shellWord(dir))
+		return exitFailed
 	}
-	doc, err := submit.Status(ctx, dir)
 	if err != nil {
-		return usageErrorf(stderr, "submit", "%v", err)
+		return usageErrorf(stderr, "submit", "--wait: %v", err)
 	}
-	doc.Status.WriteText(stdout)
-	printView(stdout, dir, doc.Scheduler)
+	printStatus(stdout, dir, doc)
 	// Every task left the queue, and yet runs may be left: a task that
 	// died or never started.
 	if c := doc.Counts; c.Pending+c.Interrupted+c.Running > 0 || doc.Total == nil {

@@ -88,6 +88,44 @@ func Write(w io.Writer, dir string, opts Options) (Summary, error) {
 	return Summary{Runs: len(rows), Attempts: len(attempts), Bytes: cw.n}, nil
 }
 
+// WriteFile writes the report of the sweep in dir to the file path, whole
+// or not at all: into a temporary file beside it, renamed over it once
+// written, so that a reader never sees half a page. The logs are linked
+// from where the page is (opts.LogBase is set from path).
+func WriteFile(path, dir string, opts Options) (Summary, error) {
+	// Before the temporary file: a directory without a ledger is said
+	// as such, not as a file that could not be made.
+	if err := ledger.HasLedger(dir); err != nil {
+		return Summary{}, err
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return Summary{}, err
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return Summary{}, err
+	}
+	if rel, err := filepath.Rel(filepath.Dir(path), absDir); err == nil && rel != "." {
+		opts.LogBase = filepath.ToSlash(rel)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".report-*.html")
+	if err != nil {
+		return Summary{}, err
+	}
+	defer os.Remove(tmp.Name())
+	sum, err := Write(tmp, dir, opts)
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	return sum, err
+}
+
 // ledgerBytes is the size of the ledgers in dir, for progress.
 func ledgerBytes(dir string) int64 {
 	files, _ := ledger.Files(dir)
