@@ -16,9 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 
 	"github.com/nodepack/nodepack"
 	"github.com/nodepack/nodepack/pack"
@@ -32,7 +30,9 @@ func main() {
 	execute.MaybeGuard() // first: no run outlives this program, even after kill -9
 	out := flag.String("o", "", "output directory (default: a temporary one)")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// SIGTERM, SIGINT and SIGHUP stop the sweep; sbatch --signal's SIGUSR1
+	// stops it for a requeue. Every run gets SIGTERM, then SIGKILL.
+	ctx, stop := nodepack.NotifyStop(context.Background(), nil)
 	defer stop()
 	if err := launch(ctx, *out, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "embed:", err)

@@ -305,14 +305,23 @@ func (x *idIndex) find(id string, ids *idList) (int32, bool) {
 	return i, ok
 }
 
-// add notes that id is at place i.
-func (x *idIndex) add(id string, i int32) {
-	h := maphash.String(x.seed, id)
-	if _, taken := x.byHash[h]; taken {
-		x.overflow[id] = i
-		return
+// place returns the place of id among ids, or places it at next (and
+// reports added) when it has none: one hash, one lookup.
+func (x *idIndex) place(id []byte, next int32, ids *idList) (i int32, added bool) {
+	h := maphash.Bytes(x.seed, id)
+	i, taken := x.byHash[h]
+	switch {
+	case !taken:
+		x.byHash[h] = next
+		return next, true
+	case string(ids.bytes(int(i))) == string(id):
+		return i, false
 	}
-	x.byHash[h] = i
+	if i, ok := x.overflow[string(id)]; ok {
+		return i, false
+	}
+	x.overflow[string(id)] = next
+	return next, true
 }
 
 // ReadFile reads and folds the ledger at path. An unfinished last line is
@@ -518,13 +527,12 @@ func (log *Log) apply(sc *scanned, off int64, no int32) error {
 		}
 		reason = uint8(i + 1)
 	}
-	i, ok := log.recent(h.id)
-	if !ok {
-		i, ok = log.byID.find(string(h.id), &log.ids)
+	i, recent := log.recent(h.id)
+	added := false
+	if !recent {
+		i, added = log.byID.place(h.id, int32(log.ids.len()), &log.ids)
 	}
-	if !ok {
-		i = int32(log.ids.len())
-		log.byID.add(string(h.id), i)
+	if added {
 		log.ids.add(h.id)
 		log.runs = append(log.runs, runState{index: -1})
 		log.last = append(log.last, lastAt{})

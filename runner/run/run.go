@@ -128,5 +128,5 @@ func Runs(runs ...Run) iter.Seq2[Run, error] {
 // ValidID reports whether id can name a run: not empty, not . or .., no
 // slash and no NUL byte.
 func ValidID(id string) bool {
-	return id != "" && id != "." && id != ".." && !strings.ContainsAny(id, "/\x00")
+	return id != "" && id != "." && id != ".." && strings.IndexByte(id, '/') < 0 && strings.IndexByte(id, 0) < 0
 }

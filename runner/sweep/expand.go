@@ -55,6 +55,9 @@ type expandOptions struct {
 	memo idMemo               // the IDs of every run, from a walk before; nil: hash them
 	skip func(id string) bool // runs of the shard to leave out, when not nil
 	runs int                  // how many runs the source has, when known: the ID table is sized for them
+	// nameless leaves run.Run.Name empty where it would be made from the
+	// run's line: Scan's walk, which checks and counts, never needs it.
+	nameless bool
 }
 
 // entry is what a source hands the expander: one line or combination,
@@ -180,7 +183,11 @@ func (x *expander) expand(e *entry, yield func(run.Run, error) bool) bool {
 			continue
 		}
 		if e.describe != nil {
-			e.origin, e.name, e.describe = e.describe.origin(), e.describe.name(), nil
+			e.origin = e.describe.origin()
+			if !x.opts.nameless {
+				e.name = e.describe.name()
+			}
+			e.describe = nil
 		}
 		// A run that will start is hashed again: its ID must be what it
 		// runs, also when its file was edited since the walk the memo is

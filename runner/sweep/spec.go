@@ -358,7 +358,9 @@ func (src *Source) Scan(seen func(run run.Run) error) error {
 		// Only to check and count: {run_dir} may be chosen later.
 		checking.spec.OutputDir = "OUTPUT"
 	}
-	runs := checking.runs(checking.options(Shard{}), hits)
+	opts := checking.options(Shard{})
+	opts.nameless = true
+	runs := checking.runs(opts, hits)
 	n := 0
 	for run, err := range runs {
 		if err != nil {
