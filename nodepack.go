@@ -52,6 +52,13 @@ type Options struct {
 	// Topology already set in Execute is kept (a caller that narrowed the
 	// node, or planned it, sets it).
 	Node *resources.Node
+	// Pack, if not nil, lays the runs out on the node as the nodepack
+	// command does (pack.NewSweepPlan): every run asks for the plan's
+	// request unless it says otherwise (Execute.Request and
+	// Source.Request), at most Pack.Parallel run at once when it is given,
+	// and the ledger's header records the plan of the sweep's first wave.
+	// Its errors are *pack.FitError's where the settings do not fit.
+	Pack *pack.Options
 	// SampleInterval is how often each run's process tree and GPUs are
 	// measured; zero means DefaultSampleInterval, negative not at all
 	// (only the kernel's totals: then gpu_mem=auto cannot be asked for, and
@@ -78,6 +85,9 @@ type Sweep struct {
 	*runner.Sweep
 	// Node is the node the sweep runs on.
 	Node resources.Node
+	// Plan is the layout of Options.Pack on Node, with its warnings; the
+	// zero Plan without Pack.
+	Plan pack.Plan
 	// MemCgroup is where EnforceMem makes the runs' memory cgroups; empty
 	// when the sampler checks them instead (NoMemCgroup says why), or
 	// without EnforceMem.
@@ -105,6 +115,18 @@ func Prepare(ctx context.Context, opts Options) (*Sweep, error) {
 	x := &opts.Execute
 	if len(x.Topology.CPUs) == 0 && len(x.Topology.GPUs) == 0 {
 		x.Topology = s.Node.Topology()
+	}
+	if opts.Pack != nil {
+		// What each run asks for, and the checks and warnings of
+		// Parallel, come from a plan of one slot; the first wave is laid
+		// out once the runs are counted, no larger than they are.
+		one := *opts.Pack
+		one.Runs = 1
+		plan, err := pack.NewSweepPlan(x.Topology, one)
+		if err != nil {
+			return nil, err
+		}
+		x.Request, opts.Source.Request, x.Parallel = plan.Request, plan.Request, opts.Pack.Parallel
 	}
 	if opts.Source.GPUMemory == 0 {
 		opts.Source.GPUMemory = x.Topology.GPUMemory()
@@ -143,6 +165,15 @@ func Prepare(ctx context.Context, opts Options) (*Sweep, error) {
 		return nil, err
 	}
 	s.Sweep = sw
+	if opts.Pack != nil {
+		all := *opts.Pack
+		all.Runs, _ = sw.Total()
+		if s.Plan, err = pack.NewSweepPlan(x.Topology, all); err != nil {
+			s.Close()
+			return nil, err
+		}
+		sw.SetPlan(s.Plan)
+	}
 	return s, nil
 }
 

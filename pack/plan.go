@@ -210,6 +210,27 @@ func set(field string, value int) Setting { return Setting{field, strconv.Itoa(v
 
 func fix(s ...Setting) []Setting { return s }
 
+// NewSweepPlan is NewPlan for a sweep whose runs may ask for less than
+// the plan's request (their own requests): where fewer runs of o's request
+// than o.Parallel fit at once, it is the plan without Parallel, with a
+// warning, rather than an error. Parallel then caps the runs at once, and
+// runs asking for less fill what the plan's runs leave.
+func NewSweepPlan(t Topology, o Options) (Plan, error) {
+	plan, err := NewPlan(t, o)
+	if err == nil || o.Parallel == 0 {
+		return plan, err
+	}
+	capped := o
+	capped.Parallel = 0
+	fallback, err2 := NewPlan(t, capped)
+	if err2 != nil || fallback.Parallel >= o.Parallel {
+		return plan, err
+	}
+	fallback.Warnings = append(fallback.Warnings, note("%v: %d runs asking for %s fit at once; runs asking for less fill the rest, up to %d",
+		set("Parallel", o.Parallel), fallback.Parallel, fallback.Request.Describe(fallback.RunsPerGPU), o.Parallel))
+	return fallback, nil
+}
+
 // NewPlan lays out o.Parallel runs of one request on t: it resolves the
 // defaults of o and makes that many requests of a fresh [Allocator], so
 // slot i gets what the i-th Allocate would. The result depends only on t

@@ -310,7 +310,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(head, "nodepack: output %s (nodepack status %s)\n", termSafe(sw.Output()), shellWord(sw.Output()))
 	printWarnings(head, node.Warnings)
-	printWarnings(head, noteTexts(o.Plan.Warnings))
+	printWarnings(head, noteTexts(sw.Plan.Warnings))
 	printNotes(head, sw.Notes())
 	if o.memNote != "" {
 		printNotes(head, []string{o.memNote})
@@ -381,21 +381,6 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*n
 			return nil, node, fmt.Errorf("--inventory: %w: plan with --inventory, run with the node's own", err)
 		}
 	}
-	topo := node.Topology()
-	// What each run asks for, and the checks and warnings of --parallel,
-	// come from a plan of one slot; the first wave is laid out once the
-	// runs are counted, no larger than they are.
-	planOpts := o.packOptions.Options
-	planOpts.Runs = 1
-	if o.Plan, err = runPlanFor(topo, planOpts); err != nil {
-		return nil, node, err
-	}
-	// Every run asks for the plan's request unless it says otherwise; as
-	// many run at once as their requests fit, up to --parallel when it is
-	// given (runs asking for less than the plan's request fit more).
-	x := &o.Execute
-	x.Topology, x.Request, o.Source.Request = topo, o.Plan.Request, o.Plan.Request
-	x.Parallel = o.packOptions.Parallel
 	o.Node = node
 	o.Job = batch.Detect(os.LookupEnv) // this process's job, also with --inventory
 	if o.shape != nil {
@@ -410,7 +395,11 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*n
 	}
 	// The node wired as every embedder gets it: the sampler, the OOM
 	// counter, memory cgroups for --enforce-mem, the GPU-fault watcher.
-	sw, err := nodepack.Prepare(ctx, nodepack.Options{Options: o.Options, Node: &node, SampleInterval: interval})
+	sw, err := nodepack.Prepare(ctx, nodepack.Options{Options: o.Options, Node: &node, Pack: &o.packOptions.Options, SampleInterval: interval})
+	var fitErr *pack.FitError
+	if errors.As(err, &fitErr) {
+		return nil, node, errors.New(strings.Replace(err.Error(), fitErr.Error(), fitErr.Words(flagWord), 1))
+	}
 	var memErr *nodepack.MemLimitError
 	if errors.As(err, &memErr) {
 		return nil, node, fmt.Errorf("--enforce-mem: no memory cgroup can be made here (%v), and --sample-interval 0 turns off the sampler that would check the runs instead", memErr.Why)
@@ -423,20 +412,18 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*n
 	if err != nil {
 		return nil, node, err
 	}
-	o.memNote = o.enforceMemNote(sw.MemCgroup, sw.NoMemCgroup)
-	planOpts.Runs, _ = sw.Total()
-	if o.Plan, err = runPlanFor(topo, planOpts); err != nil {
-		sw.Close()
-		return nil, node, err
+	o.memNote = o.enforceMemNote(sw.MemCgroup, sw.NoMemCgroup, sw.Plan.Request)
+	for i, w := range sw.Plan.Warnings {
+		sw.Plan.Warnings[i] = wordedNote(w.Words(flagWord)) // as the ledger's header records them
 	}
-	sw.SetPlan(o.Plan)
+	sw.SetPlan(sw.Plan)
 	return sw, node, nil
 }
 
 // enforceMemNote says how --enforce-mem holds the runs to their mem: in
 // memory cgroups in dir, else (none for whyNot) by the sampler's checks;
 // "" without it.
-func (o *runOptions) enforceMemNote(dir string, whyNot error) string {
+func (o *runOptions) enforceMemNote(dir string, whyNot error, each pack.Request) string {
 	if !o.Execute.EnforceMem {
 		return ""
 	}
@@ -444,32 +431,11 @@ func (o *runOptions) enforceMemNote(dir string, whyNot error) string {
 	if dir == "" {
 		note = fmt.Sprintf("--enforce-mem: no memory cgroup can be made here (%v): nodepack checks the memory of a run that asks for mem every %v, and kills it when it is over", whyNot, execute.MemCheckInterval)
 	}
-	if o.Plan.Request.Mem == 0 {
+	if each.Mem == 0 {
 		// Said, lest a user take the flag alone for a limit on every run.
 		note += "; runs ask for no mem unless their lines say mem= (or give --mem-per-run), and those are not limited"
 	}
 	return note
-}
-
-// runPlanFor is the plan run starts from: opts's, or, when fewer runs of
-// its request than --parallel fit at once, the plan without --parallel,
-// with a warning. For run, --parallel caps the runs at once, and runs that
-// ask for less than the default (task-file directives, --request) fill
-// what the default's runs leave; plan keeps it an error.
-func runPlanFor(topo pack.Topology, opts pack.Options) (pack.Plan, error) {
-	plan, err := newPlan(topo, opts)
-	if err == nil || opts.Parallel == 0 {
-		return plan, err
-	}
-	capped := opts
-	capped.Parallel = 0
-	fallback, err2 := newPlan(topo, capped)
-	if err2 != nil || fallback.Parallel >= opts.Parallel {
-		return plan, err
-	}
-	fallback.Warnings = append(fallback.Warnings, wordedNote(fmt.Sprintf("--parallel %d: %d runs asking for %s fit at once; runs asking for less fill the rest, up to %d",
-		opts.Parallel, fallback.Parallel, fallback.Request.Describe(fallback.RunsPerGPU), opts.Parallel)))
-	return fallback, nil
 }
 
 // run runs the prepared sweep, reports, and returns the exit status.
