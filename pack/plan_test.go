@@ -771,3 +771,25 @@ func texts(notes []Note) []string {
 	}
 	return s
 }
+
+// TestNewSweepPlan: where fewer runs of the default request than
+// Parallel fit, a sweep's plan is the one without Parallel, with a
+// warning naming the setting (runs asking for less fill the rest); where
+// they fit, or the settings fit nowhere, it is NewPlan's.
+func TestNewSweepPlan(t *testing.T) {
+	plan, err := NewSweepPlan(topoDGXA100, Options{Parallel: 12, Runs: 1})
+	if err != nil || plan.Parallel != 8 || len(plan.Warnings) != 1 ||
+		plan.Warnings[0].String() != "Parallel=12: 8 runs asking for 1 GPU, 32 CPUs fit at once; runs asking for less fill the rest, up to 12" {
+		t.Errorf("Parallel 12 on 8 GPUs: parallel %d, warnings %q, %v", plan.Parallel, plan.Warnings, err)
+	}
+	if w := plan.Warnings[0].Words(func(s Setting) string { return "--" + strings.ToLower(s.Field) + " " + s.Value }); !strings.HasPrefix(w, "--parallel 12: ") {
+		t.Errorf("the warning worded as flags: %q", w)
+	}
+	if plan, err := NewSweepPlan(topoDGXA100, Options{Parallel: 4, Runs: 1}); err != nil || plan.Parallel != 4 || len(plan.Warnings) != 0 {
+		t.Errorf("Parallel 4 on 8 GPUs: parallel %d, warnings %q, %v; want NewPlan's", plan.Parallel, plan.Warnings, err)
+	}
+	var fe *FitError
+	if _, err := NewSweepPlan(topoDGXA100, Options{GPUsPerRun: 16, Runs: 1}); !errors.As(err, &fe) {
+		t.Errorf("16 GPUs a run on 8: %v, want a *FitError", err)
+	}
+}

@@ -106,3 +106,35 @@ func TestDocument(t *testing.T) {
 		t.Error("the page lacks its CSP, or its title")
 	}
 }
+
+// TestWriteFile: the page is written whole, under its name only once
+// complete and readable by others; it links the logs from where it is;
+// a directory without a ledger writes nothing.
+func TestWriteFile(t *testing.T) {
+	dir := writeDir(t)
+	pages := t.TempDir()
+	path := filepath.Join(pages, "sweep.html")
+	sum, err := WriteFile(path, dir, Options{})
+	if err != nil || sum.Runs != 4 {
+		t.Fatalf("WriteFile: %+v, %v", sum, err)
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Size() != sum.Bytes || st.Mode().Perm() != 0o644 {
+		t.Fatalf("the page: %v, %v; want %d bytes, mode 0644", st, err, sum.Bytes)
+	}
+	if entries, _ := os.ReadDir(pages); len(entries) != 1 {
+		t.Errorf("%d files beside the page, want the page alone (no temporary file left)", len(entries))
+	}
+	rel, _ := filepath.Rel(pages, dir)
+	if b, _ := os.ReadFile(path); !strings.Contains(string(b), `"logBase":"`+filepath.ToSlash(rel)+`"`) {
+		t.Errorf("the page does not link the logs from where it is (%s)", rel)
+	}
+
+	empty := t.TempDir()
+	if _, err := WriteFile(filepath.Join(empty, "report.html"), empty, Options{}); err == nil {
+		t.Error("a directory without a ledger: no error")
+	}
+	if entries, _ := os.ReadDir(empty); len(entries) != 0 {
+		t.Errorf("a directory without a ledger: %d files written", len(entries))
+	}
+}

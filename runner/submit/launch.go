@@ -63,6 +63,9 @@ func Wait(ctx context.Context, dir string, interval time.Duration) (*Doc, error)
 		// Whether a task is queued is the scheduler's to say: the
 		// ledgers are read once, when none is.
 		v := Look(ctx, recs, nil, nil)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if v.Error != "" {
 			return nil, fmt.Errorf("asking %s: %s", v.Scheduler.Name(), v.Error)
 		}
