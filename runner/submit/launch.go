@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // ErrNothingSubmitted marks Launch's errors from before the job was
@@ -88,16 +86,8 @@ func NodeLocal(dir string) string {
 			return "it is under " + p + ", which is each node's own"
 		}
 	}
-	var st unix.Statfs_t
-	for d := dir; ; d = filepath.Dir(d) {
-		if err := unix.Statfs(d, &st); err == nil {
-			if st.Type == unix.TMPFS_MAGIC || st.Type == unix.RAMFS_MAGIC {
-				return "it is on a tmpfs, which is each node's own"
-			}
-			return ""
-		}
-		if d == "/" {
-			return ""
-		}
+	if inMemory(dir) {
+		return "it is on a tmpfs, which is each node's own"
 	}
+	return ""
 }
