@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"golang.org/x/sys/unix"
 
 	"github.com/nodepack/nodepack/resources/usage"
 )
@@ -221,21 +222,31 @@ func (r *nvmlReader) device(uuid string) nvml.Device {
 // device uuid, as NVML's compute processes report it. NVML reports host
 // PIDs: inside a PID namespace (a container) they match none of pids, and
 // the sum is 0. ok is false when NVML cannot tell.
-func (r *nvmlReader) processMemory(uuid string, pids []int) (bytes uint64, ok bool) {
+func (r *nvmlReader) processMemory(uuid string, pids []int) (bytes uint64, foreign, ok bool) {
 	d := r.device(uuid)
 	if d == nil {
-		return 0, false
+		return 0, false, false
 	}
 	procs, ret := d.GetComputeRunningProcesses()
 	if ret != nvml.SUCCESS {
-		return 0, false
+		return 0, false, false
 	}
+	foreign = len(procs) > 0
 	for _, p := range procs {
-		if p.UsedGpuMemory != nvmlValueNotAvailable && slices.Contains(pids, int(p.Pid)) {
+		mine := slices.Contains(pids, int(p.Pid))
+		if p.UsedGpuMemory != nvmlValueNotAvailable && mine {
 			bytes += p.UsedGpuMemory
 		}
+		foreign = foreign && !mine && !processExists(int(p.Pid))
 	}
-	return bytes, true
+	return bytes, foreign, true
+}
+
+// processExists reports whether pid names a process of this PID
+// namespace (one of another user's counts).
+func processExists(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || err == unix.EPERM
 }
 
 // nvmlValueNotAvailable is NVML_VALUE_NOT_AVAILABLE, what UsedGpuMemory

@@ -3,6 +3,9 @@
 package resources
 
 import (
+	"cmp"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,5 +118,79 @@ func TestNVMLSettle(t *testing.T) {
 	g := got.GPUs[0]
 	if g.ProcessPeakMemoryBytes != 9*gib+gib/256 || g.PeakMemoryBytes != uint64(len(curve)-1)*gib {
 		t.Errorf("own peak %d, device peak %d", g.ProcessPeakMemoryBytes, g.PeakMemoryBytes)
+	}
+}
+
+// TestNVMLSettleBlind: where no reading of a run's own GPU memory can come,
+// the sampler says why through Settle.Blind, once, and never calls Done:
+// no NVML; a GPU NVML does not know (at the start); a driver that does not
+// say what each process uses (at the first sample); and processes on the
+// GPU none of which is in this PID namespace, for more samples in a row
+// than a settle takes. A process of this namespace that is not the run's
+// is only another run.
+func TestNVMLSettleBlind(t *testing.T) {
+	const gib = 1 << 30
+	const absent = 1<<31 - 2 // no PID namespace hands this out
+	type result struct{ why string }
+	settle := func(got chan<- result) *usage.Settle {
+		return &usage.Settle{Interval: time.Hour, Samples: 2,
+			Done:  func(uint64) { got <- result{"done"} },
+			Blind: func(why string) { got <- result{why} }}
+	}
+	for _, tc := range []struct {
+		name    string
+		procs   func() ([]nvml.ProcessInfo, nvml.Return)
+		uuid    string // the run's GPU; "" for the mock's first
+		noNVML  bool
+		samples int
+		want    string // "" for no word
+	}{
+		{name: "no NVML", noNVML: true, want: "NVML is not available"},
+		{name: "a GPU NVML does not know", uuid: "GPU-00000000-0000-0000-0000-000000000000", want: "NVML does not know GPU GPU-00000000"},
+		{name: "no per-process memory", samples: 1, procs: func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED },
+			want: "the driver does not say what each process uses"},
+		{name: "another PID namespace", samples: 3, procs: func() ([]nvml.ProcessInfo, nvml.Return) {
+			return []nvml.ProcessInfo{{Pid: absent, UsedGpuMemory: 4 * gib}}, nvml.SUCCESS
+		}, want: "another PID namespace"},
+		{name: "another PID namespace, not for long enough", samples: 2, procs: func() ([]nvml.ProcessInfo, nvml.Return) {
+			return []nvml.ProcessInfo{{Pid: absent, UsedGpuMemory: 4 * gib}}, nvml.SUCCESS
+		}},
+		{name: "another run of this namespace", samples: 5, procs: func() ([]nvml.ProcessInfo, nvml.Return) {
+			return []nvml.ProcessInfo{{Pid: uint32(os.Getpid()), UsedGpuMemory: 4 * gib}}, nvml.SUCCESS
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server := dgxa100.New()
+			dev := server.Devices[0].(*dgxa100.Device)
+			if tc.procs != nil {
+				dev.GetComputeRunningProcessesFunc = tc.procs
+			}
+			dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 40 * gib, Used: 4 * gib}, nvml.SUCCESS }
+			dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 50}, nvml.SUCCESS }
+			s := &UsageSampler{interval: time.Hour}
+			if !tc.noNVML {
+				s.gpus = newNVMLReader(server)
+			}
+			uuid := cmp.Or(tc.uuid, dev.UUID)
+			got := make(chan result, 4)
+			sp := s.Start(usage.Target{Root: 4100, GPUs: []string{uuid}, Settle: settle(got)})
+			for range tc.samples {
+				sp.sample(s, []int{4100})
+			}
+			sp.Stop()
+			var said []string
+			if tc.want != "" {
+				said = append(said, (<-got).why) // Blind may come from its own goroutine
+			}
+			for len(got) > 0 {
+				said = append(said, (<-got).why)
+			}
+			switch {
+			case tc.want == "" && len(said) > 0:
+				t.Errorf("said %q; want no word", said)
+			case tc.want != "" && (len(said) != 1 || !strings.Contains(said[0], tc.want)):
+				t.Errorf("said %q; want one Blind with %q", said, tc.want)
+			}
+		})
 	}
 }

@@ -34,7 +34,10 @@ var _ usage.Sampler = (*UsageSampler)(nil)
 // memory some processes use on it.
 type gpuReader interface {
 	readGPU(uuid string) (usedBytes uint64, utilization float64, hasUtil, ok bool)
-	processMemory(uuid string, pids []int) (bytes uint64, ok bool)
+	// processMemory is what pids use on the GPU; ok is false when the
+	// driver does not say what each process uses; foreign, when processes
+	// use memory there and none of them is in this PID namespace.
+	processMemory(uuid string, pids []int) (bytes uint64, foreign, ok bool)
 	close()
 }
 
@@ -69,6 +72,7 @@ type Sampling struct {
 	run     sync.Mutex     // held while a sample is taken
 	stopped bool           // guarded by run
 	settler *usage.Settler // nil once settled, or without Target.Settle
+	foreign int            // samples in a row that saw only another PID namespace's processes
 	limit   *usage.Limit   // nil once exceeded, or without Target.Limit
 	mu      sync.Mutex
 	got     usage.Sampled
@@ -90,6 +94,12 @@ func (s *UsageSampler) Start(t usage.Target) *Sampling {
 	}
 	if t.Settle != nil {
 		sp.settler = &usage.Settler{Samples: t.Settle.Samples}
+		if why := s.blindTo(t.GPUs); why != "" {
+			sp.settler = nil
+			if t.Settle.Blind != nil {
+				go t.Settle.Blind(why)
+			}
+		}
 	}
 	sp.limit = t.Limit
 	s.mu.Lock()
@@ -109,6 +119,20 @@ func (s *UsageSampler) Start(t usage.Target) *Sampling {
 		}
 	}
 	return sp
+}
+
+// blindTo says why the sampler cannot see what a run uses on the GPUs
+// uuids at all, or "".
+func (s *UsageSampler) blindTo(uuids []string) string {
+	if s.gpus == nil {
+		return "NVML is not available"
+	}
+	for _, u := range uuids {
+		if _, _, _, ok := s.gpus.readGPU(u); !ok {
+			return "NVML does not know GPU " + u
+		}
+	}
+	return ""
 }
 
 // loop takes the samples that are due, then sleeps until the next one is.
@@ -196,6 +220,7 @@ func (sp *Sampling) sample(s *UsageSampler, pids []int) {
 		return
 	}
 	var own uint64 // the tree's memory on all its GPUs
+	blind, foreign, measured := "", true, false
 	for i := range sp.got.GPUs {
 		g := &sp.got.GPUs[i]
 		used, util, hasUtil, ok := s.gpus.readGPU(g.UUID)
@@ -208,20 +233,43 @@ func (sp *Sampling) sample(s *UsageSampler, pids []int) {
 			sp.util[i] += util
 			sp.nUtl[i]++
 		}
-		if mem, ok := s.gpus.processMemory(g.UUID, pids); ok {
-			g.ProcessPeakMemoryBytes = max(g.ProcessPeakMemoryBytes, mem)
-			own += mem
+		mem, elsewhere, ok := s.gpus.processMemory(g.UUID, pids)
+		if !ok {
+			blind = "the driver does not say what each process uses on GPU " + g.UUID
+			continue
 		}
+		g.ProcessPeakMemoryBytes = max(g.ProcessPeakMemoryBytes, mem)
+		own += mem
+		foreign, measured = foreign && elsewhere, true
 	}
 	var done func(uint64)
+	var blinded func(string)
 	var peak uint64
-	if sp.settler != nil && sp.settler.Add(own) {
-		done, peak = sp.target.Settle.Done, sp.settler.Peak()
-		sp.settler = nil
+	if sp.settler != nil {
+		if foreign && measured && own == 0 {
+			// Seen as often as a settle takes, not once: a process may
+			// have exited between the driver's list and /proc.
+			if sp.foreign++; sp.foreign > sp.target.Settle.Samples {
+				blind = "the processes on its GPUs are in another PID namespace (a container's?)"
+			}
+		} else {
+			sp.foreign = 0
+		}
+		switch {
+		case blind != "":
+			blinded = sp.target.Settle.Blind
+			sp.settler = nil
+		case sp.settler.Add(own):
+			done, peak = sp.target.Settle.Done, sp.settler.Peak()
+			sp.settler = nil
+		}
 	}
 	sp.mu.Unlock()
 	if done != nil {
 		done(peak)
+	}
+	if blinded != nil {
+		blinded(blind)
 	}
 }
 

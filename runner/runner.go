@@ -619,12 +619,12 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	if xo.Prune != nil {
 		// A resumed sweep judges as its earlier sessions did.
 		xo.Judgements = append(slices.Clip(w.Past().Judgements()), xo.Judgements...)
-		onPruneNote := xo.OnPruneNote
-		xo.OnPruneNote = func(line string) {
-			s.note(line)
-			if onPruneNote != nil {
-				onPruneNote(line)
-			}
+	}
+	onNote := xo.OnNote
+	xo.OnNote = func(line string) {
+		s.note(line)
+		if onNote != nil {
+			onNote(line)
 		}
 	}
 	var ready sync.WaitGroup

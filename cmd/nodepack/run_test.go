@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/resources"
 	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/ledger"
@@ -425,5 +426,45 @@ func TestSummaryNamesTheDefaultOutput(t *testing.T) {
 	out, _ := cmd.CombinedOutput()
 	if strings.Contains(string(out), "''") || !strings.Contains(string(out), "nodepack retry nodepack-f-") || !strings.Contains(string(out), "status --failed nodepack-f-") {
 		t.Errorf("the summary does not name the output directory:\n%s", out)
+	}
+}
+
+// TestGPUMemShareWithoutReadings: where the GPUs' memory is known (an
+// inventory) but each run's own use cannot be read (no driver here), runs
+// sharing a GPU by --gpu-mem-per-run do not wait for readings that cannot
+// come, one after another for the whole --settle-timeout: three runs that
+// each wait until all three have started all succeed, and run says why,
+// once.
+func TestGPUMemShareWithoutReadings(t *testing.T) {
+	t.Setenv("CUDA_VISIBLE_DEVICES", "0")
+	code, saved, stderr := runCLI(t, "detect", "--json")
+	var n resources.Node
+	if code != exitOK || json.Unmarshal([]byte(saved), &n) != nil || len(n.GPUs) != 1 {
+		t.Fatalf("detect --json: exit %d: %s", code, stderr)
+	}
+	if n.GPUSource == "nvml" {
+		t.Skip("a GPU driver answers here: its GPU's memory is read, this test is for a node where it is not")
+	}
+	n.GPUs[0].MemoryBytes = 80 << 30
+	dir := t.TempDir()
+	inventory := filepath.Join(dir, "node.json")
+	f, err := os.Create(inventory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.WriteJSON(f)
+	f.Close()
+	var tasks strings.Builder
+	for i := range 3 {
+		fmt.Fprintf(&tasks, "touch %s/started.%d; while [ $(ls %s | grep -c started) -lt 3 ]; do sleep 0.01; done\n", dir, i, dir)
+	}
+	file := writeFile(t, dir, "tasks.txt", tasks.String())
+	code, _, stderr = runCLI(t, "run", "--inventory", inventory, "--gpu-mem-per-run", "2GiB", "--cpus-per-run", "0", "--timeout", "10s",
+		"-o", filepath.Join(dir, "out"), file)
+	if code != exitOK {
+		t.Fatalf("exit %d: the runs waited for each other's GPU memory to settle:\n%s", code, stderr)
+	}
+	if n := strings.Count(stderr, "the GPU memory of each run cannot be read here (NVML is not available)"); n != 1 {
+		t.Errorf("said %d times why runs do not wait for each other's GPU memory, want once:\n%s", n, stderr)
 	}
 }

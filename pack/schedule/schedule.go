@@ -29,7 +29,8 @@
 //     (pack.Allocator.Spread).
 //   - Readiness gate: a run that shares its GPU by GPU memory keeps new
 //     runs off that GPU from its start until its memory there settles (the
-//     caller's sampler says so) or SettleTimeout passes.
+//     caller's sampler says so; a caller that cannot read it says so at
+//     once, with a peak of 0) or SettleTimeout passes.
 //   - gpu_mem=auto: the first run of a shape (Shape: its command with
 //     every number blanked out, so seeds and learning rates share one and
 //     model=big and model=small do not) has its GPU alone and is

@@ -48,10 +48,18 @@ type Limit struct {
 // A runner uses it as a readiness gate: the next run joins a GPU that
 // runs share by memory only once the runs already there have allocated
 // what they use, so that a burst of starts cannot oversubscribe it.
+//
+// Where the Sampler cannot see the run's own GPU memory (no GPU library, a
+// GPU the library does not know, a driver that does not say what each
+// process uses, processes it cannot tell apart from another PID
+// namespace's), it calls Blind instead, once, with why: no reading will
+// come, and a gate that waited for one would hold the GPU until its
+// timeout.
 type Settle struct {
 	Interval time.Duration
 	Samples  int
 	Done     func(peak uint64)
+	Blind    func(why string)
 }
 
 // Sampled is what a Sampler saw of one attempt. The zero Sampled is no

@@ -82,6 +82,7 @@ type Execution struct {
 	next      chan run.Run  // runs handed from the source to the scheduler
 	stop      chan struct{} // closed when no run may start any more
 	haltOnce  sync.Once
+	blindOnce sync.Once     // the note that GPU memory cannot be read, said once
 	kill      chan struct{} // closed by Kill
 	killOnce  sync.Once
 	terminate chan struct{} // closed when the terminate deadline passes

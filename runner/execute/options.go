@@ -101,14 +101,18 @@ type Options struct {
 	// (SIGTERM to its group, SIGKILL after Grace) and ends Pruned: neither
 	// failed nor retried. Judgements, the ones earlier sessions of the
 	// sweep recorded, are replayed first, so that a resumed sweep judges as
-	// it did. OnPruneNote, if set, is called once when runs report other
-	// metrics past the first rung, or end, and none has reported
-	// Prune.Metric: a misspelt name must not leave pruning off unsaid.
-	// Without a run directory (OutputDir) nothing is read.
+	// it did. Once runs report other metrics past the first rung, or end,
+	// and none has reported Prune.Metric, OnNote is told: a misspelt name
+	// must not leave pruning off unsaid. Without a run directory
+	// (OutputDir) nothing is read.
 	Prune         *schedule.Prune
 	Judgements    []run.Judgement
 	PruneInterval time.Duration
-	OnPruneNote   func(note string)
+
+	// OnNote, if set, is told what is worth saying while the sweep runs,
+	// each thing once: a prune metric no run reports, GPU memory the
+	// readiness gate cannot read. It is called from the runs' goroutines.
+	OnNote func(note string)
 
 	// OutputDir receives <OutputDir>/runs/<run-id>/stdout.log and stderr.log.
 	// Attempt 1 truncates them; a retry appends to them after a line

@@ -136,8 +136,8 @@ func (e *Execution) watchMetrics(ev run.Event, runDir *os.File, st *runStop) (st
 		send := !mine && !pr.seen && !pr.noted
 		pr.noted = pr.noted || send
 		pr.mu.Unlock()
-		if send && e.opts.OnPruneNote != nil {
-			e.opts.OnPruneNote(fmt.Sprintf("%s ended without reporting %s, and no run has reported it so far: a run that reports no %s is never pruned (a misspelt name?)",
+		if send {
+			e.note(fmt.Sprintf("%s ended without reporting %s, and no run has reported it so far: a run that reports no %s is never pruned (a misspelt name?)",
 				ev.Run.Origin, metric, metric))
 		}
 	}
@@ -160,8 +160,8 @@ func (pr *pruning) sawOther(p metrics.Point, e *Execution) {
 		names = slices.Sorted(maps.Keys(pr.names))
 	}
 	pr.mu.Unlock()
-	if send && e.opts.OnPruneNote != nil {
-		e.opts.OnPruneNote(fmt.Sprintf("pruning judges runs by %s, which no run has reported by step %v, the first rung (they report %s): a misspelt name? No run is pruned until one reports it",
+	if send {
+		e.note(fmt.Sprintf("pruning judges runs by %s, which no run has reported by step %v, the first rung (they report %s): a misspelt name? No run is pruned until one reports it",
 			pr.pruner.Config().Metric, pr.first, strings.Join(names, ", ")))
 	}
 }

@@ -211,12 +211,32 @@ func (e *Execution) gate(j *job, n int) *usage.Settle {
 		return nil
 	}
 	e.signal() // the loop wakes at the gate's timeout
-	return &usage.Settle{Interval: settleInterval, Samples: settleSamples, Done: func(peak uint64) {
+	settled := func(peak uint64) {
 		e.schedMu.Lock()
 		e.sched.Settled(j.key, n, peak)
 		e.schedMu.Unlock()
 		e.signal()
-	}}
+	}
+	// No reading will come: the gate opens at once (a peak of 0 teaches
+	// gpu_mem=auto nothing), and the sweep is told, once.
+	blind := func(why string) {
+		e.blindOnce.Do(func() {
+			e.note("the GPU memory of each run cannot be read here (" + why + "): runs sharing a GPU by gpu_mem start without waiting for the runs before them to allocate theirs, and gpu_mem=auto measures nothing (its runs keep a GPU each)")
+		})
+		settled(0)
+	}
+	if e.opts.Sampler == nil {
+		blind("the runs are not measured")
+		return nil
+	}
+	return &usage.Settle{Interval: settleInterval, Samples: settleSamples, Done: settled, Blind: blind}
+}
+
+// note tells OnNote, if set.
+func (e *Execution) note(line string) {
+	if e.opts.OnNote != nil {
+		e.opts.OnNote(line)
+	}
 }
 
 // assignment returns what j holds now (gpu_mem=auto may have shrunk it).

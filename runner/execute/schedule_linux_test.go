@@ -1,6 +1,7 @@
 package execute
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -354,5 +355,55 @@ func TestRunThatNeverFitsEndsTheStream(t *testing.T) {
 	sum, _, err := execute(t, t.Context(), func(o *Options) { o.Topology = topo }, Options{}, runs...)
 	if err == nil || !strings.Contains(err.Error(), "tasks.txt:2: gpus=1 cpus=0: the node has no GPUs") || sum.Succeeded != 1 {
 		t.Errorf("err %v, %d succeeded; want the run named and the first run done", err, sum.Succeeded)
+	}
+}
+
+// blindSampler is a Sampler that cannot see any run's GPU memory, as one
+// without NVML: it says so for every run that asks.
+type blindSampler struct{}
+
+func (blindSampler) Sample(t usage.Target) func() usage.Sampled {
+	if t.Settle != nil {
+		go t.Settle.Blind("NVML is not available")
+	}
+	return func() usage.Sampled { return usage.Sampled{} }
+}
+
+// TestGateWithoutReadings: where no reading of a run's GPU memory can
+// come (the Sampler is blind to it, or there is none), runs sharing a GPU
+// by gpu_mem do not wait for one: three runs that each wait until all
+// three have started all succeed under a gate of an hour, and the sweep
+// is told why, once.
+func TestGateWithoutReadings(t *testing.T) {
+	topo := fourGPUs(t)
+	topo.GPUs = topo.GPUs[:1]
+	for _, tc := range []struct {
+		name    string
+		sampler usage.Sampler
+		why     string
+	}{
+		{"a blind sampler", blindSampler{}, "(NVML is not available)"},
+		{"no sampler", nil, "(the runs are not measured)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var runs []run.Run
+			for i := range 3 {
+				wait := fmt.Sprintf("touch %s/started.%d; while [ $(ls %s | grep -c started) -lt 3 ]; do sleep 0.01; done", dir, i, dir)
+				runs = append(runs, run.Run{ID: fmt.Sprint("r", i), Args: []string{"bash", "-c", wait}})
+			}
+			var mu sync.Mutex
+			var notes []string
+			opts := Options{Topology: topo, Request: pack.Request{GPUMem: 10 << 30}, Sampler: tc.sampler, SettleTimeout: time.Hour,
+				Timeout: 10 * time.Second, TempDir: dir, Parallel: 3,
+				OnNote: func(n string) { mu.Lock(); notes = append(notes, n); mu.Unlock() }}
+			sum, err := Execute(t.Context(), run.Runs(runs...), opts)
+			if err != nil || sum.Succeeded != 3 {
+				t.Fatalf("Execute: %d of 3 succeeded, %v: the gate waited for readings that cannot come", sum.Succeeded, err)
+			}
+			if len(notes) != 1 || !strings.Contains(notes[0], "cannot be read here "+tc.why) {
+				t.Errorf("notes %q; want one saying why the GPU memory cannot be read %s", notes, tc.why)
+			}
+		})
 	}
 }
