@@ -194,3 +194,34 @@ func TestNVMLSettleBlind(t *testing.T) {
 		})
 	}
 }
+
+// TestNVMLGPULimit: the sampler calls GPULimit.Exceeded once, with the
+// run's own memory on its GPU (its processes', not another run's) the
+// first time a sample finds it over the limit.
+func TestNVMLGPULimit(t *testing.T) {
+	const gib = 1 << 30
+	server := dgxa100.New()
+	dev := server.Devices[0].(*dgxa100.Device)
+	const run, other = 4100, 5200
+	curve := []uint64{1 * gib, 4 * gib, 9 * gib, 12 * gib, 13 * gib} // the run's
+	n := 0
+	dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		i := min(n, len(curve)-1)
+		n++
+		return []nvml.ProcessInfo{{Pid: other, UsedGpuMemory: 30 * gib}, {Pid: run, UsedGpuMemory: curve[i]}}, nvml.SUCCESS
+	}
+	dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 80 * gib, Used: 40 * gib}, nvml.SUCCESS }
+	dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 50}, nvml.SUCCESS }
+	s := &UsageSampler{interval: time.Hour, gpus: newNVMLReader(server)}
+	var over []uint64
+	sample := 0
+	sp := s.Start(usage.Target{Root: run, GPUs: []string{dev.UUID}, GPULimit: &usage.Limit{Bytes: 10 * gib, Interval: time.Hour,
+		Exceeded: func(b uint64) { over = append(over, b, uint64(sample)) }}})
+	for sample = range len(curve) {
+		sp.sample(s, []int{run})
+	}
+	sp.Stop()
+	if len(over) != 2 || over[0] != 12*gib || over[1] != 3 {
+		t.Errorf("Exceeded(bytes, at sample) = %v; want once, 12 GiB at sample 3", over)
+	}
+}

@@ -66,18 +66,19 @@ func (s *UsageSampler) Sample(t usage.Target) func() usage.Sampled {
 
 // Sampling is one process tree being sampled.
 type Sampling struct {
-	s       *UsageSampler
-	target  usage.Target
-	next    time.Time      // the next sample is due; guarded by s.mu
-	run     sync.Mutex     // held while a sample is taken
-	stopped bool           // guarded by run
-	settler *usage.Settler // nil once settled, or without Target.Settle
-	foreign int            // samples in a row that saw only another PID namespace's processes
-	limit   *usage.Limit   // nil once exceeded, or without Target.Limit
-	mu      sync.Mutex
-	got     usage.Sampled
-	util    []float64 // summed utilisation per GPU
-	nUtl    []int
+	s        *UsageSampler
+	target   usage.Target
+	next     time.Time      // the next sample is due; guarded by s.mu
+	run      sync.Mutex     // held while a sample is taken
+	stopped  bool           // guarded by run
+	settler  *usage.Settler // nil once settled, or without Target.Settle
+	foreign  int            // samples in a row that saw only another PID namespace's processes
+	limit    *usage.Limit   // nil once exceeded, or without Target.Limit
+	gpuLimit *usage.Limit   // nil once exceeded, or without Target.GPULimit
+	mu       sync.Mutex
+	got      usage.Sampled
+	util     []float64 // summed utilisation per GPU
+	nUtl     []int
 }
 
 // lateness is how much later than due a first sample may come, so that a
@@ -101,7 +102,7 @@ func (s *UsageSampler) Start(t usage.Target) *Sampling {
 			}
 		}
 	}
-	sp.limit = t.Limit
+	sp.limit, sp.gpuLimit = t.Limit, t.GPULimit
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.active == nil {
@@ -192,8 +193,10 @@ func (sp *Sampling) dueIn() time.Duration {
 	if sp.settler != nil {
 		due = max(sp.target.Settle.Interval, 10*time.Millisecond)
 	}
-	if sp.limit != nil {
-		due = min(due, max(sp.limit.Interval, 10*time.Millisecond))
+	for _, l := range []*usage.Limit{sp.limit, sp.gpuLimit} {
+		if l != nil {
+			due = min(due, max(l.Interval, 10*time.Millisecond))
+		}
 	}
 	return due
 }
@@ -242,6 +245,10 @@ func (sp *Sampling) sample(s *UsageSampler, pids []int) {
 		own += mem
 		foreign, measured = foreign && elsewhere, true
 	}
+	var over func(uint64)
+	if l := sp.gpuLimit; l != nil && measured && own > l.Bytes {
+		over, sp.gpuLimit = l.Exceeded, nil
+	}
 	var done func(uint64)
 	var blinded func(string)
 	var peak uint64
@@ -265,6 +272,9 @@ func (sp *Sampling) sample(s *UsageSampler, pids []int) {
 		}
 	}
 	sp.mu.Unlock()
+	if over != nil {
+		over(own)
+	}
 	if done != nil {
 		done(peak)
 	}

@@ -24,6 +24,8 @@ func nextSteps(classes map[failure.Class]int, dir string) []string {
 		switch c {
 		case failure.CUDAOOM:
 			out = append(out, runs(c)+" ran out of GPU memory: give them more (gpus= or gpu_mem= on their task lines, or a larger --gpu-mem-per-run with --retry-failed), then "+retry+"; --retry cuda-oom=N retries at once")
+		case failure.GPUMem:
+			out = append(out, runs(c)+" used more GPU memory than they asked for and were stopped before the runs beside them ran out: give them more (gpu_mem= on their task lines, or a larger --gpu-mem-per-run with --retry-failed), then "+retry+"; --retry gpu-mem=N retries at once with half as much gpu_mem again")
 		case failure.HostOOM:
 			out = append(out, runs(c)+" ran out of host memory (killed by the kernel's OOM killer, or over their mem under --enforce-mem): give them more (mem= on their lines, --mem-per-run) or run fewer at once (--parallel), then "+retry+"; --retry host-oom=N retries at once with half as much mem again")
 		case failure.GPUError:

@@ -20,8 +20,8 @@ import (
 const retryUsage = `Usage: nodepack retry [--class CLASS]… [--run ID]… DIR
 
 Runs again the failed runs of the sweep in the output directory DIR — all
-of them, or those of the given failure classes (cuda-oom, host-oom,
-gpu-error, disk-full, io-error, setup, not-found, timeout, signal, exit)
+of them, or those of the given failure classes (cuda-oom, gpu-mem,
+host-oom, gpu-error, disk-full, io-error, setup, not-found, timeout, signal, exit)
 and run IDs — with the command recorded in DIR's ledger, from the
 directory it ran in: nodepack run with its flags, --retry-failed and -o
 DIR. Runs that

@@ -155,7 +155,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&x.Timeout, "timeout", 0, "stop a run after `D` (SIGTERM, then SIGKILL after --grace); 0 means none")
 	fs.DurationVar(&x.Grace, "grace", execute.DefaultGrace, "time between SIGTERM and SIGKILL; 0 sends SIGKILL right after SIGTERM")
 	fs.IntVar(&x.Retries, "retries", 0, "run a failed or timed-out run up to `N` more times (not host-oom and not-found: see --retry)")
-	fs.Var(retryBudgets{&x.Retry}, "retry", "retry budgets per failure class, `CLASS=N[,CLASS=N]` (repeatable): cuda-oom, host-oom, gpu-error, disk-full, io-error, setup, not-found, timeout, signal, exit; a class not named gets --retries")
+	fs.Var(retryBudgets{&x.Retry}, "retry", "retry budgets per failure class, `CLASS=N[,CLASS=N]` (repeatable): cuda-oom, gpu-mem, host-oom, gpu-error, disk-full, io-error, setup, not-found, timeout, signal, exit; a class not named gets --retries")
 	fs.DurationVar(&x.RetryBackoff, "retry-backoff", time.Second, "wait `D` before a run's first retry, twice that before the next, up to a minute; the run keeps its GPUs and CPUs")
 	fs.Var(failPatterns{&x.FailPatterns}, "fail-pattern", "name a failure's class by its stderr: `CLASS=REGEX` (repeatable), matched before the built-in patterns of PyTorch, TensorFlow, JAX, CUDA, NCCL and ENOSPC")
 	fs.BoolVar(&x.EnforceMem, "enforce-mem", false, "kill a run whose processes use more than the mem it asked for (host-oom): the kernel holds it to it in a memory cgroup of its own where nodepack may make one, else nodepack checks it every "+execute.MemCheckInterval.String())

@@ -25,9 +25,9 @@ Shows the progress of the sweep whose output directory is DIR, from its
 ledgers (all shards together), while it runs or after: how many runs are
 pending, running, succeeded, failed and interrupted; the running ones with
 their lane, GPUs, CPUs and time so far; the failed ones with why they
-failed (their class: cuda-oom, host-oom, gpu-error, disk-full, io-error,
-setup, not-found, timeout, signal or exit), exit code, attempts, the last
-lines of their stderr and their log; the GPUs taken out of use after a
+failed (their class: cuda-oom, gpu-mem, host-oom, gpu-error, disk-full,
+io-error, setup, not-found, timeout, signal or exit), exit code, attempts,
+the last lines of their stderr and their log; the GPUs taken out of use after a
 fault; and, while it runs, the throughput and an estimate of the time
 left. --failed shows the failed runs only. A run the ledger shows running
 whose nodepack is gone (checked when DIR's sweep runs on this host) is

@@ -689,7 +689,7 @@ func (s *Scheduler) backoff(n int) time.Duration {
 }
 
 // anew returns what p asks for when its retry after a failure of class c
-// is placed anew: more GPU memory after a cuda-oom, more host memory after
+// is placed anew: more GPU memory after a cuda-oom or a gpu-mem, more host memory after
 // a host-oom, the same on another GPU after its GPU faulted. false: the
 // retry keeps its place.
 func (s *Scheduler) anew(p *placement, c failure.Class) (pack.Request, bool) {
@@ -698,7 +698,7 @@ func (s *Scheduler) anew(p *placement, c failure.Class) (pack.Request, bool) {
 	}
 	as := p.as
 	switch {
-	case c == failure.CUDAOOM && len(as.GPUs) > 0:
+	case (c == failure.CUDAOOM || c == failure.GPUMem) && len(as.GPUs) > 0:
 		more := pack.MoreGPUMemory(as.Request, as.GPUs[0].MemoryBytes)
 		if more == as.Request || s.alloc.Check(more) != nil {
 			return pack.Request{}, false // as much as it can get: retried where it is

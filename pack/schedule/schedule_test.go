@@ -279,6 +279,23 @@ func TestPolicy(t *testing.T) {
 			},
 		},
 		{
+			name: "retry/gpu-mem-anew",
+			desc: "a run stopped for using more GPU memory than its gpu_mem and the headroom (gpu-mem) is retried as a cuda-oom run is: with half as much again, placed anew",
+			cfg:  Config{Topology: node(1, 8, 1, 40<<30, 0), Retries: 1, Measured: true},
+			runs: []simRun{
+				{req: pack.Request{GPUMem: 10 * gib, CPUs: 1}, dur: sec, fail: []string{"gpu-mem"}},
+				{req: pack.Request{GPUMem: 10 * gib, CPUs: 1}, dur: minute},
+			},
+			check: func(t *testing.T, r simResult) {
+				if !slices.Contains(r.ends, "1s r0 failed gpu-mem: retry anew") {
+					t.Errorf("ends %q: want r0's retry placed anew", r.ends)
+				}
+				if !slices.ContainsFunc(r.starts, func(s string) bool { return strings.Contains(s, " r0 ") && strings.Contains(s, "gpu_mem=15GiB") }) {
+					t.Errorf("starts %q: want r0's retry with gpu_mem=15GiB", r.starts)
+				}
+			},
+		},
+		{
 			name: "retry/host-oom-anew",
 			desc: "a host-oom retry named in Retry asks for half as much memory again, placed anew",
 			cfg:  Config{Topology: fourGPUs, Retry: map[failure.Class]int{"host-oom": 1}},

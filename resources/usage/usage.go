@@ -27,6 +27,11 @@ type Target struct {
 	// Limit, if not nil, asks the Sampler to check the tree's resident
 	// memory against a limit, and say when it is over.
 	Limit *Limit
+
+	// GPULimit, if not nil, does the same for the tree's own memory on its
+	// GPUs (what the GPU reports of its processes), with that memory as
+	// Exceeded's argument. A Sampler that cannot read it never calls it.
+	GPULimit *Limit
 }
 
 // Limit asks a Sampler to sample a run's process tree every Interval and

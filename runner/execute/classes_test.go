@@ -30,6 +30,7 @@ func TestPolicyKnowsFailureClasses(t *testing.T) {
 		{"host-oom: no retry without a budget of its own", failure.HostOOM, pack.Request{GPUs: 1}, false, false, false},
 		{"not-found: no retry without a budget of its own", failure.NotFound, pack.Request{GPUs: 1}, false, false, false},
 		{"cuda-oom: retried anew with more GPU memory", failure.CUDAOOM, shared, false, true, true},
+		{"gpu-mem: retried anew with more GPU memory", failure.GPUMem, shared, false, true, true},
 		{"gpu-error on a faulted GPU: retried anew elsewhere", failure.GPUError, pack.Request{GPUs: 1}, true, true, true},
 	}
 	start := time.Now()

@@ -787,6 +787,14 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 			p.signal(syscall.SIGKILL)
 		}}
 	}
+	var overGPU atomic.Uint64 // the tree's GPU memory when the sampler found it over gpu_mem and the headroom
+	gpuLimit := gpuMemLimit(place)
+	if gpuLimit > 0 {
+		target.GPULimit = &usage.Limit{Bytes: gpuLimit, Interval: GPUMemCheckInterval, Exceeded: func(b uint64) {
+			overGPU.Store(b)
+			p.signal(syscall.SIGKILL) // at once: its neighbours' memory is at stake
+		}}
+	}
 	var stopSampling func() usage.Sampled
 	if e.opts.Sampler != nil {
 		stopSampling = e.opts.Sampler.Sample(target)
@@ -819,14 +827,20 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 		// is why it failed.
 		var over string
 		switch {
+		case overGPU.Load() > 0:
+			held := (overGPU.Load() + 1<<20 - 1) >> 20 << 20 // in MiB, rounded up
+			over = fmt.Sprintf("killed: its processes held %s of GPU memory, over the gpu_mem=%s it asked for and the GPU's %s headroom, before the runs beside it ran out",
+				pack.FormatSize(held), pack.FormatSize(place.Request.GPUMem), pack.FormatSize(gpuLimit-place.Request.GPUMem))
+			o.OverGPUMem = true
 		case overMem.Load() > 0:
 			held := (overMem.Load() + 1<<20 - 1) >> 20 << 20 // in MiB, rounded up
 			over = fmt.Sprintf("killed: its processes held %s, over the mem=%s it asked for", pack.FormatSize(held), pack.FormatSize(limit))
+			o.OOMKilled = true
 		case group != nil && group.oomKills() > 0:
 			over = fmt.Sprintf("the kernel's OOM killer killed a process of this run at the mem=%s it asked for", pack.FormatSize(limit))
+			o.OOMKilled = true
 		}
 		if over != "" {
-			o.OOMKilled = true
 			if files.stderr != nil {
 				fmt.Fprintf(files.stderr, "--- nodepack: %s ---\n", over)
 			}

@@ -37,6 +37,10 @@ func (o *Options) GracePeriod() time.Duration {
 // that has no memory cgroup of its own.
 const MemCheckInterval = 250 * time.Millisecond
 
+// GPUMemCheckInterval is how often the GPU memory of a run that shares its
+// GPU by gpu_mem is checked against its promise (see gpuMemLimit).
+const GPUMemCheckInterval = time.Second
+
 // GPUIDMode says how CUDA_VISIBLE_DEVICES names a run's GPUs.
 type GPUIDMode string
 

@@ -317,3 +317,16 @@ func peakOf(s usage.Sampled) uint64 {
 	}
 	return peak
 }
+
+// gpuMemLimit is the GPU memory a run placed at place may use before it
+// is stopped, or 0 for none: a run that shares its GPU by gpu_mem may use
+// what it asked for and the GPU's headroom (pack.GPUMemHeadroom), which
+// the requests of the runs beside it leave free; past that it would take
+// theirs. A run with its GPUs to itself, or sharing by fraction, has no
+// neighbour's memory to take, or none promised.
+func gpuMemLimit(place pack.Assignment) uint64 {
+	if !place.SharedGPUs || place.Request.GPUMem == 0 || len(place.GPUs) != 1 {
+		return 0
+	}
+	return place.Request.GPUMem + pack.GPUMemHeadroom(place.GPUs[0].MemoryBytes)
+}

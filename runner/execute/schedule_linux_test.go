@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
+	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/run"
 )
 
@@ -405,5 +406,71 @@ func TestGateWithoutReadings(t *testing.T) {
 				t.Errorf("notes %q; want one saying why the GPU memory cannot be read %s", notes, tc.why)
 			}
 		})
+	}
+}
+
+// overSampler is a Sampler that finds every run with a GPU limit over it
+// at once, as a run that allocates past its gpu_mem would be.
+type overSampler struct{ limits chan uint64 }
+
+func (o overSampler) Sample(t usage.Target) func() usage.Sampled {
+	if t.GPULimit != nil {
+		o.limits <- t.GPULimit.Bytes
+		go t.GPULimit.Exceeded(t.GPULimit.Bytes + 1<<30)
+	}
+	return func() usage.Sampled { return usage.Sampled{} }
+}
+
+// TestGPUMemPromise: a run sharing its GPU by gpu_mem whose own GPU memory
+// passes its gpu_mem and the GPU's headroom is stopped at once, fails
+// gpu-mem with a line in its stderr saying so, and is retried with half
+// as much gpu_mem again; a run with its GPU to itself is not held to it.
+func TestGPUMemPromise(t *testing.T) {
+	topo := fourGPUs(t)
+	topo.GPUs = topo.GPUs[:1]
+	dir := t.TempDir()
+	sampler := overSampler{limits: make(chan uint64, 4)}
+	var mu sync.Mutex
+	var ends []run.Event
+	opts := Options{Topology: topo, Request: pack.Request{GPUMem: 10 << 30}, Sampler: sampler, SettleTimeout: time.Millisecond,
+		Retries: 1, RetryBackoff: time.Millisecond, OutputDir: dir, TempDir: dir, Timeout: 5 * time.Second,
+		OnEvent: func(ev run.Event) {
+			if ev.Kind == run.Finished {
+				mu.Lock()
+				ends = append(ends, ev)
+				mu.Unlock()
+			}
+		}}
+	sum, err := Execute(t.Context(), run.Runs(run.Run{ID: "greedy", Args: []string{"sleep", "60"}}), opts)
+	if err != nil || sum.Failed != 1 {
+		t.Fatalf("Execute: %+v, %v; want the run failed", sum, err)
+	}
+	if len(ends) != 2 {
+		t.Fatalf("%d attempts, want 2 (one retry)", len(ends))
+	}
+	headroom := pack.GPUMemHeadroom(40 << 30)
+	for i, want := range []uint64{10 << 30, 15 << 30} {
+		ev := ends[i]
+		if ev.Class != failure.GPUMem || ev.Place.Request.GPUMem != want || ev.End.Sub(ev.Start) > 30*time.Second {
+			t.Errorf("attempt %d: class %q, gpu_mem %d after %v; want gpu-mem, %d, stopped at once", i+1, ev.Class, ev.Place.Request.GPUMem, ev.End.Sub(ev.Start), want)
+		}
+		select {
+		case got := <-sampler.limits:
+			if got != want+headroom {
+				t.Errorf("attempt %d held to %d bytes, want gpu_mem and the headroom, %d", i+1, got, want+headroom)
+			}
+		default:
+			t.Errorf("attempt %d was held to no GPU memory", i+1)
+		}
+	}
+	stderr, _ := os.ReadFile(filepath.Join(dir, "runs", "greedy", "stderr.log"))
+	if !strings.Contains(string(stderr), "of GPU memory, over the gpu_mem=10GiB it asked for and the GPU's 2GiB headroom") {
+		t.Errorf("stderr does not say why:\n%s", stderr)
+	}
+
+	opts.Request, opts.Retries = pack.Request{GPUs: 1}, 0
+	sum, err = Execute(t.Context(), run.Runs(run.Run{ID: "alone", Args: []string{"true"}}), opts)
+	if err != nil || sum.Succeeded != 1 || len(sampler.limits) != 0 {
+		t.Errorf("a run with its GPU to itself: %+v, %v, %d limits; want it succeeded, held to none", sum, err, len(sampler.limits))
 	}
 }

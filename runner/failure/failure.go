@@ -34,6 +34,7 @@ type Class string
 // The classes, in the order they are shown.
 const (
 	CUDAOOM     Class = "cuda-oom"    // the run's stderr shows a GPU out-of-memory error
+	GPUMem      Class = "gpu-mem"     // the runner stopped it for using more GPU memory than its gpu_mem and the GPU's headroom, before it starved a run beside it
 	HostOOM     Class = "host-oom"    // the kernel's OOM killer killed it
 	GPUError    Class = "gpu-error"   // the run's GPU failed (Xid, ECC) or its stderr shows a CUDA/NCCL fault
 	DiskFull    Class = "disk-full"   // ENOSPC in its stderr, or the node's disk full (EDQUOT too) where the runner writes its logs
@@ -47,7 +48,7 @@ const (
 )
 
 // Classes lists every class, in the order they are shown.
-var Classes = []Class{CUDAOOM, HostOOM, GPUError, DiskFull, IOError, Setup, NotFound, Timeout, Signal, Exit, Interrupted}
+var Classes = []Class{CUDAOOM, GPUMem, HostOOM, GPUError, DiskFull, IOError, Setup, NotFound, Timeout, Signal, Exit, Interrupted}
 
 // OfSetup returns the class of an attempt the runner could not set up
 // because of err, and whether that is the node's fault (its disk full or
@@ -106,7 +107,7 @@ func ParsePattern(s string) (Pattern, error) {
 		return Pattern{}, fmt.Errorf("failure pattern %q: %w", s, err)
 	}
 	switch c {
-	case Timeout, Signal, Exit, Interrupted, IOError, Setup:
+	case Timeout, Signal, Exit, Interrupted, IOError, Setup, GPUMem:
 		return Pattern{}, fmt.Errorf("failure pattern %q: %s is not read from a log", s, c)
 	}
 	re, err := regexp.Compile(expr)
@@ -122,8 +123,10 @@ type Outcome struct {
 	Signal   string // the signal that killed it ("SIGKILL"); empty if it exited
 	// StartErr is why the command could not start, if it could not.
 	StartErr error
-	// TimedOut and Interrupted say that the runner stopped it.
-	TimedOut, Interrupted bool
+	// TimedOut and Interrupted say that the runner stopped it;
+	// OverGPUMem, that the runner stopped it for using more GPU memory
+	// than it asked for.
+	TimedOut, Interrupted, OverGPUMem bool
 	// OOMKilled says that the kernel's OOM kill count of the job's memory
 	// cgroup rose while the attempt ran and the attempt died of SIGKILL.
 	OOMKilled bool
@@ -133,7 +136,7 @@ type Outcome struct {
 }
 
 // Classify returns the class of a failed attempt: what the runner did to
-// it first (interrupted, timeout), then what the kernel and the GPUs
+// it first (interrupted, timeout, over its GPU memory), then what the kernel and the GPUs
 // reported (host-oom, gpu-error), then what its standard error's tail
 // shows (the user's patterns before the built-in ones, each in order; the
 // first pattern that matches any line wins), then a missing program, then
@@ -144,6 +147,8 @@ func Classify(o Outcome, tail []byte, patterns []Pattern) Class {
 		return Interrupted
 	case o.TimedOut:
 		return Timeout
+	case o.OverGPUMem:
+		return GPUMem
 	case o.OOMKilled:
 		return HostOOM
 	case o.GPUFault:

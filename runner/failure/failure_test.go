@@ -81,6 +81,7 @@ func TestClassify(t *testing.T) {
 		{"timeout wins over the log", Outcome{TimedOut: true, ExitCode: 143, Signal: "SIGTERM"}, logs["torch"], Builtin, Timeout},
 		{"interrupted wins over all", Outcome{Interrupted: true, TimedOut: true, OOMKilled: true}, logs["torch"], Builtin, Interrupted},
 		{"kernel OOM kill", Outcome{OOMKilled: true, ExitCode: 137, Signal: "SIGKILL"}, "", Builtin, HostOOM},
+		{"stopped over its GPU memory, whatever its log says", Outcome{OverGPUMem: true, ExitCode: 137, Signal: "SIGKILL"}, logs["torch"], Builtin, GPUMem},
 		{"a GPU fault reported by the driver", Outcome{GPUFault: true, ExitCode: 1}, logs["torch"], Builtin, GPUError},
 		{"the user's pattern first", Outcome{ExitCode: 1}, "NVRM: Xid 79, GPU has fallen off the bus\n" + logs["torch"], append([]Pattern{user}, Builtin...), GPUError},
 		{"built-in order: OOM before the GPU error it causes", Outcome{ExitCode: 1}, logs["illegal"] + logs["cudart"], Builtin, CUDAOOM},
@@ -105,6 +106,7 @@ func TestParsePattern(t *testing.T) {
 		{`cuda-oom=`, "", "want CLASS=REGEX"},
 		{`oom=x`, "", `unknown failure class "oom"`},
 		{`exit=x`, "", "exit is not read from a log"},
+		{`gpu-mem=x`, "", "gpu-mem is not read from a log"},
 		{`gpu-error=(`, "", "missing closing )"},
 	} {
 		p, err := ParsePattern(tc.in)
