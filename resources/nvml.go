@@ -269,6 +269,15 @@ func (r *nvmlReader) readGPU(uuid string) (used uint64, util float64, hasUtil, o
 	return m.Used, 0, false, true
 }
 
+func (r *nvmlReader) energy(uuid string) (uint64, bool) {
+	d := r.device(uuid)
+	if d == nil {
+		return 0, false
+	}
+	mj, ret := d.GetTotalEnergyConsumption()
+	return mj, ret == nvml.SUCCESS
+}
+
 func (r *nvmlReader) close() { r.lib.Shutdown() }
 
 // WatchGPUFaults reports the hardware faults of the GPUs uuids as NVML

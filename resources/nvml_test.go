@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 
@@ -38,6 +39,10 @@ func dgxServer() *dgxa100.Server {
 			return mask, nvml.SUCCESS
 		}
 		dev.GetNumaNodeIdFunc = func() (int, nvml.Return) { return i, nvml.SUCCESS }
+		// An energy counter that a joule more has gone through at every
+		// reading.
+		var mj atomic.Uint64
+		dev.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return mj.Add(1000), nvml.SUCCESS }
 	}
 	return s
 }

@@ -19,7 +19,7 @@ import (
 // use and utilisation change between samples; a MIG-like device without a
 // utilisation counter still reports memory.
 func TestNVMLSampling(t *testing.T) {
-	server := dgxa100.New()
+	server := sampledServer()
 	utils := []uint32{10, 50, 90}
 	for i, d := range server.Devices[:2] {
 		dev := d.(*dgxa100.Device)
@@ -70,7 +70,7 @@ func TestNVMLSampling(t *testing.T) {
 // records the run's own peak apart from the device's.
 func TestNVMLSettle(t *testing.T) {
 	const gib = 1 << 30
-	server := dgxa100.New()
+	server := sampledServer()
 	dev := server.Devices[0].(*dgxa100.Device)
 	const run, child, other = 4100, 4101, 5200
 	curve := []uint64{0, 0, 2 * gib, 6 * gib, 9 * gib, 9 * gib, 9*gib + gib/256, 9 * gib} // the run's child
@@ -160,7 +160,7 @@ func TestNVMLSettleBlind(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			server := dgxa100.New()
+			server := sampledServer()
 			dev := server.Devices[0].(*dgxa100.Device)
 			if tc.procs != nil {
 				dev.GetComputeRunningProcessesFunc = tc.procs
@@ -200,7 +200,7 @@ func TestNVMLSettleBlind(t *testing.T) {
 // first time a sample finds it over the limit.
 func TestNVMLGPULimit(t *testing.T) {
 	const gib = 1 << 30
-	server := dgxa100.New()
+	server := sampledServer()
 	dev := server.Devices[0].(*dgxa100.Device)
 	const run, other = 4100, 5200
 	curve := []uint64{1 * gib, 4 * gib, 9 * gib, 12 * gib, 13 * gib} // the run's
@@ -224,4 +224,58 @@ func TestNVMLGPULimit(t *testing.T) {
 	if len(over) != 2 || over[0] != 12*gib || over[1] != 3 {
 		t.Errorf("Exceeded(bytes, at sample) = %v; want once, 12 GiB at sample 3", over)
 	}
+}
+
+// TestNVMLEnergy shares a GPU's energy counter among the runs on it: a
+// run gets an even share of each advance while it is on the GPU, none
+// from before it started or after it stopped, and the runs' energy sums
+// to the counter's advance while any ran. A GPU without a counter gives
+// none.
+func TestNVMLEnergy(t *testing.T) {
+	server := sampledServer()
+	dev := server.Devices[0].(*dgxa100.Device)
+	var counter uint64 = 1_000_000 // millijoules since the driver loaded
+	dev.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return counter, nvml.SUCCESS }
+	dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
+	dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 40 << 30}, nvml.SUCCESS }
+	dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 50}, nvml.SUCCESS }
+	s := &UsageSampler{interval: time.Hour, gpus: newNVMLReader(server)}
+	start := counter
+	counter += 5_000 // before any run: nobody's
+	a := s.Start(usage.Target{Root: 4100, GPUs: []string{dev.UUID}})
+	counter += 10_000 // a alone: 10 J
+	a.sample(s, []int{4100})
+	b := s.Start(usage.Target{Root: 4200, GPUs: []string{dev.UUID}})
+	counter += 8_000 // a and b: 4 J each
+	b.sample(s, []int{4200})
+	counter += 2_000 // a and b: 1 J each, shared when a stops
+	gotA := a.Stop()
+	counter += 6_000 // b alone: 6 J
+	gotB := b.Stop()
+	counter += 7_000 // after both: nobody's
+	ea, eb := gotA.GPUs[0].EnergyJoules, gotB.GPUs[0].EnergyJoules
+	if ea != 15 || eb != 11 {
+		t.Errorf("energy a %v J, b %v J; want 15 and 11", ea, eb)
+	}
+	if advance := float64(counter-start-12_000) / 1e3; ea+eb != advance {
+		t.Errorf("the runs' energy sums to %v J, the counter advanced %v J while they ran", ea+eb, advance)
+	}
+
+	dev.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+	c := s.Start(usage.Target{Root: 4300, GPUs: []string{dev.UUID}})
+	c.sample(s, []int{4300})
+	if got := c.Stop(); got.GPUs[0].EnergyJoules != 0 {
+		t.Errorf("a GPU without a counter: %v J, want none", got.GPUs[0].EnergyJoules)
+	}
+}
+
+// sampledServer is go-nvml's DGX A100 mock as the sampler reads it: its
+// GPUs have no energy counter unless a test gives one (the mock has no
+// default, and calling a method it lacks panics).
+func sampledServer() *dgxa100.Server {
+	server := dgxa100.New()
+	for _, d := range server.Devices {
+		d.(*dgxa100.Device).GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+	}
+	return server
 }

@@ -2,6 +2,7 @@ package resources
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,9 +24,12 @@ type UsageSampler struct {
 
 	mu     sync.Mutex
 	active map[*Sampling]struct{}
-	wakeAt time.Time     // when the sampling goroutine wakes next; zero when it is not running
-	wake   chan struct{} // tells the sampling goroutine to look again
-	closed chan struct{}
+
+	energyMu sync.Mutex            // held while the GPUs' energy is shared out; before a Sampling's mu
+	energy   map[string]*gpuEnergy // by UUID
+	wakeAt   time.Time             // when the sampling goroutine wakes next; zero when it is not running
+	wake     chan struct{}         // tells the sampling goroutine to look again
+	closed   chan struct{}
 }
 
 var _ usage.Sampler = (*UsageSampler)(nil)
@@ -38,6 +42,9 @@ type gpuReader interface {
 	// driver does not say what each process uses; foreign, when processes
 	// use memory there and none of them is in this PID namespace.
 	processMemory(uuid string, pids []int) (bytes uint64, foreign, ok bool)
+	// energy is the GPU's energy counter, in millijoules since the driver
+	// loaded; ok is false where it has none (before Volta, a MIG device).
+	energy(uuid string) (millijoules uint64, ok bool)
 	close()
 }
 
@@ -78,6 +85,7 @@ type Sampling struct {
 	mu       sync.Mutex
 	got      usage.Sampled
 	util     []float64 // summed utilisation per GPU
+	joules   []float64 // this run's share of each GPU's energy so far
 	nUtl     []int
 }
 
@@ -89,7 +97,7 @@ const lateness = 100 * time.Millisecond
 // interval, and every t.Settle.Interval until the tree's memory on its
 // GPUs has settled.
 func (s *UsageSampler) Start(t usage.Target) *Sampling {
-	sp := &Sampling{s: s, target: t, util: make([]float64, len(t.GPUs)), nUtl: make([]int, len(t.GPUs))}
+	sp := &Sampling{s: s, target: t, util: make([]float64, len(t.GPUs)), nUtl: make([]int, len(t.GPUs)), joules: make([]float64, len(t.GPUs))}
 	for _, u := range t.GPUs {
 		sp.got.GPUs = append(sp.got.GPUs, usage.GPU{UUID: u})
 	}
@@ -103,6 +111,7 @@ func (s *UsageSampler) Start(t usage.Target) *Sampling {
 		}
 	}
 	sp.limit, sp.gpuLimit = t.Limit, t.GPULimit
+	s.shareEnergy(sp, +1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.active == nil {
@@ -205,6 +214,7 @@ func (sp *Sampling) dueIn() time.Duration {
 // limit, and calls Settle.Done when the tree's own GPU memory has settled
 // with it.
 func (sp *Sampling) sample(s *UsageSampler, pids []int) {
+	s.shareEnergy(sp, 0)
 	var rss uint64
 	for _, pid := range pids {
 		rss += processRSS(pid)
@@ -292,6 +302,9 @@ func (sp *Sampling) Stop() usage.Sampled {
 		s.mu.Unlock()
 	}
 	sp.run.Lock()
+	if !sp.stopped && sp.s != nil {
+		sp.s.shareEnergy(sp, -1)
+	}
 	sp.stopped = true
 	sp.run.Unlock()
 	sp.mu.Lock()
@@ -299,6 +312,7 @@ func (sp *Sampling) Stop() usage.Sampled {
 	got := sp.got
 	got.GPUs = append([]usage.GPU(nil), sp.got.GPUs...)
 	for i := range got.GPUs {
+		got.GPUs[i].EnergyJoules = sp.joules[i]
 		if sp.nUtl[i] > 0 {
 			got.GPUs[i].MeanUtilization = sp.util[i] / float64(sp.nUtl[i])
 		}
@@ -336,4 +350,54 @@ func processTree(root int, skipRoot bool, pids []int, buf []byte) ([]int, []byte
 		}
 	}
 	return pids, buf
+}
+
+// gpuEnergy is one GPU's energy counter as last read, and the runs on it
+// since.
+type gpuEnergy struct {
+	last  uint64 // millijoules
+	known bool   // last was read
+	runs  []*Sampling
+}
+
+// shareEnergy reads the energy counters of sp's GPUs and shares each one's
+// advance since it was last read evenly among the runs on that GPU since
+// then; with join +1 sp then joins its GPUs' runs, with -1 it leaves them.
+// So every joule a GPU spends while runs are on it goes to one of them,
+// and none to a run before it started or after it stopped.
+func (s *UsageSampler) shareEnergy(sp *Sampling, join int) {
+	if s.gpus == nil {
+		return
+	}
+	s.energyMu.Lock()
+	defer s.energyMu.Unlock()
+	for _, u := range sp.target.GPUs {
+		mj, ok := s.gpus.energy(u)
+		if !ok {
+			continue
+		}
+		if s.energy == nil {
+			s.energy = map[string]*gpuEnergy{}
+		}
+		g := s.energy[u]
+		if g == nil {
+			g = &gpuEnergy{}
+			s.energy[u] = g
+		}
+		if g.known && mj > g.last && len(g.runs) > 0 {
+			share := float64(mj-g.last) / 1e3 / float64(len(g.runs))
+			for _, r := range g.runs {
+				r.mu.Lock()
+				r.joules[slices.Index(r.target.GPUs, u)] += share
+				r.mu.Unlock()
+			}
+		}
+		g.last, g.known = mj, true
+		switch join {
+		case +1:
+			g.runs = append(g.runs, sp)
+		case -1:
+			g.runs = slices.DeleteFunc(g.runs, func(r *Sampling) bool { return r == sp })
+		}
+	}
 }

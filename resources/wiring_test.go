@@ -120,6 +120,11 @@ func TestWiredNodeLearnsGPUMemory(t *testing.T) {
 	if peak := ended[0].Usage.Sampled.GPUs; len(peak) != 1 || peak[0].ProcessPeakMemoryBytes != used {
 		t.Errorf("run 0's measured GPU use %+v; want %d bytes", peak, used)
 	}
+	for i := range 3 {
+		if g := ended[i].Usage.Sampled.GPUs; len(g) != 1 || !(g[0].EnergyJoules > 0) {
+			t.Errorf("run %d's share of its GPU's energy: %+v; want some", i, g)
+		}
+	}
 }
 
 // runsOn lists the processes of nodepack runs (NODEPACK_RUN_ID in their

@@ -63,7 +63,8 @@ terminal's width with a note naming the columns left out. Piped, or with
 --format csv or json, it has every column: id, origin, each parameter,
 state, failure class, attempts, the last attempt's start, end, duration
 (in seconds, to the millisecond), exit code, signal, GPUs and CPUs, peak
-memory and GPU memory, the metrics, and the logs (relative to DIR). CSV
+memory and GPU memory, energy (energy_wh: its share of its GPUs' energy,
+where they count it), the metrics, and the logs (relative to DIR). CSV
 and JSON are for programs: they hold each value as the run gave it, a
 control character too (the table shows them escaped).
 --sort loss orders the runs by a metric (or a parameter, or duration_s),

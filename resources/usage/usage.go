@@ -81,12 +81,16 @@ type Sampled struct {
 // and MeanUtilization are the device's, so when runs share a GPU they
 // include the others'; ProcessPeakMemoryBytes is the run's own: the
 // largest sum, at one sample, of the memory its processes used on the GPU.
+// EnergyJoules is the run's share of the GPU's energy while it ran: the
+// GPU's energy counter's advance between samples, split evenly among the
+// runs on the GPU then (0 where the GPU has no counter).
 type GPU struct {
 	UUID                   string  `json:"uuid"`
 	PeakMemoryBytes        uint64  `json:"peak_memory_bytes"`
 	ProcessPeakMemoryBytes uint64  `json:"process_peak_memory_bytes,omitempty"`
 	MeanUtilization        float64 `json:"mean_utilization_percent"` // 0 to 100
 	Samples                int     `json:"samples"`
+	EnergyJoules           float64 `json:"energy_j,omitempty"`
 }
 
 // Sampler measures running attempts. Sample starts measuring one and

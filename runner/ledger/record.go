@@ -131,6 +131,15 @@ func (u Use) PeakGPUMemory() uint64 {
 	return n
 }
 
+// EnergyJoules is the attempt's share of its GPUs' energy, summed over them.
+func (u Use) EnergyJoules() float64 {
+	var j float64
+	for _, g := range u.GPUUsage {
+		j += g.EnergyJoules
+	}
+	return j
+}
+
 // Rung is a run judged at a rung of the pruning policy (the record of a
 // run.Judgement): its attempt, the Metric, the rung's index and step, the
 // step the run reported (Step) and its Value there (null when not a

@@ -89,7 +89,7 @@ func (s *store) build(rows []row, attempts []attRef, shards int) *document {
 }
 
 // fixedColumns are the table's columns after the parameters and metrics.
-var fixedColumns = []string{"state", "class", "attempts", "duration_s", "start", "end", "exit_code", "signal", "gpus", "cpus", "peak_rss_bytes", "peak_gpu_mem_bytes", "id", "logs"}
+var fixedColumns = []string{"state", "class", "attempts", "duration_s", "start", "end", "exit_code", "signal", "gpus", "cpus", "peak_rss_bytes", "peak_gpu_mem_bytes", "energy_wh", "id", "logs"}
 
 // columns are the table's columns for people: where the run comes from,
 // its parameters and metrics, how it went and what it used, its id and its
@@ -360,6 +360,12 @@ func (p *page) writeRow(b *jsonBuf, r row) {
 		} else {
 			fmt.Fprintf(b, ",%d", n)
 		}
+	}
+	if d.energyWh > 0 {
+		b.WriteByte(',')
+		b.WriteString(strconv.FormatFloat(float64(d.energyWh), 'g', 4, 32))
+	} else {
+		b.WriteString(",null")
 	}
 	b.WriteByte(',')
 	b.text(s.id(r))

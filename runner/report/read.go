@@ -111,9 +111,10 @@ type runData struct {
 	seconds    float64
 	rss        uint64
 	gpuMem     uint64
-	gpus, cpus uint32 // texts
-	class      uint32 // text
-	signal     uint32 // text
+	energyWh   float32 // its share of its GPUs' energy; 0 none counted
+	gpus, cpus uint32  // texts
+	class      uint32  // text
+	signal     uint32  // text
 	exit       int32
 	pos        int32 // its row on the page; -1 not part of the sweep
 	tries      int32
@@ -302,7 +303,7 @@ func (s *store) finished(g int32, rec *ledger.Finished) {
 	if rec.ExitCode != nil {
 		r.exit, r.hasExit = int32(*rec.ExitCode), true
 	}
-	r.rss, r.gpuMem = rec.PeakRSS(), rec.PeakGPUMemory()
+	r.rss, r.gpuMem, r.energyWh = rec.PeakRSS(), rec.PeakGPUMemory(), float32(rec.EnergyJoules()/3600)
 	if r.logsLen == 0 && rec.Stdout != "" {
 		s.setLogs(r, rec.Stdout)
 	}

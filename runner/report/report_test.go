@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func writeDir(t *testing.T) string {
 	lines := []string{
 		`{"type":"header","time":"2026-11-24T10:00:00Z","format":"nodepack.ledger/v1",` + node + `,"shard":{"index":0,"count":1},"sweep":{"kind":"tasks","source":"t.txt","reps":1,"shards":1}}`,
 		`{"type":"started","time":"2026-11-24T10:00:00Z","id":"big","origin":"t.txt:1","attempt":1,"slot":0,"gpus":["GPU-a","GPU-b"],"cpus":"0","request":"gpus=2 cpus=1","stdout":"runs/big/stdout.log","stderr":"runs/big/stderr.log"}`,
-		`{"type":"finished","time":"2026-11-24T10:00:20Z","id":"big","attempt":1,"exit_code":0,"reason":"ok","duration_s":20}`,
+		`{"type":"finished","time":"2026-11-24T10:00:20Z","id":"big","attempt":1,"exit_code":0,"reason":"ok","duration_s":20,"gpu_usage":[{"uuid":"GPU-a","peak_memory_bytes":9,"mean_utilization_percent":90,"samples":2,"energy_j":4500},{"uuid":"GPU-b","peak_memory_bytes":9,"mean_utilization_percent":90,"samples":2,"energy_j":4500}]}`,
 		`{"type":"started","time":"2026-11-24T10:00:20Z","id":"small","origin":"t.txt:2","attempt":1,"slot":1,"gpus":["GPU-b"],"cpus":"1","request":"gpus=0.5 cpus=1","stdout":"runs/small/stdout.log","stderr":"runs/small/stderr.log"}`,
 		`{"type":"started","time":"2026-11-24T10:00:25Z","id":"cut","origin":"t.txt:4","attempt":1,"slot":0,"gpus":["GPU-a"],"cpus":"0","request":"gpus=1 cpus=1","stdout":"runs/cut/stdout.log","stderr":"runs/cut/stderr.log"}`,
 		`{"type":"finished","time":"2026-11-24T10:00:30Z","id":"small","attempt":1,"exit_code":1,"reason":"failed","retry":true,"class":"cuda-oom","duration_s":10}`,
@@ -101,6 +102,10 @@ func TestDocument(t *testing.T) {
 	}
 	if len(doc.Rows) != 4 || doc.Cols[len(doc.Cols)-1] != "logs" {
 		t.Errorf("table %v %v", doc.Cols, doc.Rows)
+	}
+	// The run's share of its GPUs' energy, in watt-hours: 9,000 J.
+	if e := slices.Index(doc.Cols, "energy_wh"); e < 0 || !slices.ContainsFunc(doc.Rows, func(r []any) bool { return r[e] == 2.5 }) {
+		t.Errorf("no row with energy_wh 2.5 in %v %v", doc.Cols, doc.Rows)
 	}
 	if !strings.Contains(page.String(), `content="default-src 'none';`) || strings.Contains(page.String(), "TITLE") {
 		t.Error("the page lacks its CSP, or its title")

@@ -40,8 +40,9 @@ type Row struct {
 	Signal     string
 	GPUs       []string // the last attempt's, by UUID
 	CPUs       string
-	PeakRSS    uint64 // the largest of the sampled tree and the kernel's peak, in bytes
-	PeakGPUMem uint64 // its processes' peak GPU memory, summed over its GPUs
+	PeakRSS    uint64  // the largest of the sampled tree and the kernel's peak, in bytes
+	PeakGPUMem uint64  // its processes' peak GPU memory, summed over its GPUs
+	EnergyWh   float64 // its share of its GPUs' energy, in watt-hours; 0 where no GPU counts it
 	Metrics    map[string]json.RawMessage
 	// Curves are the per-step metrics' curves as its last attempt's record
 	// has them, {"loss": [[step, value], …]}, a few points each; nil none.
@@ -300,7 +301,7 @@ func rowOf(dir string, run ledger.Run, st *ledger.Started, fin *ledger.Finished,
 		row.Index, row.Origin = cmp.Or(row.Index, fin.Index), cmp.Or(row.Origin, fin.Origin)
 		row.End, row.Seconds, row.ExitCode, row.Signal = fin.Time, fin.Seconds, fin.ExitCode, fin.Signal
 		row.Class = string(fin.Class)
-		row.PeakRSS, row.PeakGPUMem = fin.PeakRSS(), fin.PeakGPUMemory()
+		row.PeakRSS, row.PeakGPUMem, row.EnergyWh = fin.PeakRSS(), fin.PeakGPUMemory(), fin.EnergyJoules()/3600
 		row.Stdout, row.Stderr = cmp.Or(row.Stdout, fin.Stdout), cmp.Or(row.Stderr, fin.Stderr)
 		final, row.Curves = fin.Metrics, fin.Curves
 	}
@@ -377,6 +378,13 @@ func sortedKeys(m map[string]json.RawMessage, order []string) []string {
 	return append(keys, rest...)
 }
 
+// roundEnergy rounds watt-hours to four significant digits, as a person
+// reads them and the counter's resolution (a millijoule) warrants.
+func roundEnergy(wh float64) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(wh, 'g', 4, 64), 64)
+	return v
+}
+
 // RoundMillis rounds seconds to the millisecond, and to the float64 that
 // prints so: 2.272, not 2.2720000000000002.
 func RoundMillis(seconds float64) float64 { return math.Round(seconds*1000) / 1000 }
@@ -387,10 +395,10 @@ func quote(s string) json.RawMessage {
 }
 
 // fixed are the columns every table has, in order; the parameters come
-// after origin and the metrics after peak_gpu_mem_bytes. A parameter or
+// after origin and the metrics after energy_wh. A parameter or
 // metric named like one of them gets a "param." or "metric." prefix.
 var fixed = []string{"id", "origin", "state", "class", "attempts", "start", "end", "duration_s",
-	"exit_code", "signal", "gpus", "cpus", "peak_rss_bytes", "peak_gpu_mem_bytes", "stdout", "stderr"}
+	"exit_code", "signal", "gpus", "cpus", "peak_rss_bytes", "peak_gpu_mem_bytes", "energy_wh", "stdout", "stderr"}
 
 // ColumnName is the column of a parameter (kind "param") or a metric
 // (kind "metric") named name: the name, or kind.name when a column of
@@ -408,7 +416,7 @@ func (t *Table) Columns() []string {
 	for _, k := range t.Params {
 		cols = append(cols, ColumnName("param", k))
 	}
-	cols = append(cols, fixed[2:14]...)
+	cols = append(cols, fixed[2:len(fixed)-2]...)
 	for _, k := range t.Metrics {
 		cols = append(cols, ColumnName("metric", k))
 	}
@@ -447,7 +455,7 @@ func (t *Table) Cells(r Row) []json.RawMessage {
 	}
 	out = append(out, str(string(r.State)), str(r.Class), num(float64(r.Attempts), true), when(r.Start), when(r.End),
 		num(RoundMillis(r.Seconds), !r.End.IsZero()), exit, str(r.Signal), str(strings.Join(r.GPUs, ",")), str(r.CPUs),
-		num(float64(r.PeakRSS), r.PeakRSS > 0), num(float64(r.PeakGPUMem), r.PeakGPUMem > 0))
+		num(float64(r.PeakRSS), r.PeakRSS > 0), num(float64(r.PeakGPUMem), r.PeakGPUMem > 0), num(roundEnergy(r.EnergyWh), r.EnergyWh > 0))
 	for _, k := range t.Metrics {
 		out = append(out, r.Metrics[k])
 	}

@@ -94,6 +94,12 @@ func runsColumns(t *Table) []runsColumn {
 		runsColumn{name: "tries", right: true, cell: func(r Row) string { return strconv.Itoa(r.Attempts) }},
 		runsColumn{name: "mem", right: true, cell: func(r Row) string { return HumanBytes(r.PeakRSS) }},
 		runsColumn{name: "gpu mem", right: true, cell: func(r Row) string { return HumanBytes(r.PeakGPUMem) }},
+		runsColumn{name: "energy", right: true, cell: func(r Row) string {
+			if r.EnergyWh <= 0 {
+				return ""
+			}
+			return strconv.FormatFloat(roundEnergy(r.EnergyWh), 'f', -1, 64) + " Wh"
+		}},
 		runsColumn{name: "id", cell: func(r Row) string { return r.ID }},
 	)
 }
