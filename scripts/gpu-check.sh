@@ -6,7 +6,7 @@
 # Run it inside your allocation (an exclusive node, or sbatch/qsub) on a
 # machine with an NVIDIA driver, nvidia-smi and a python3 with PyTorch. It
 # only reads the GPUs' settings (never changes them), allocates at most
-# 6 GiB of GPU memory per run plus one allocation that is meant to fail, and
+# 12 GiB of GPU memory per run plus one allocation that is meant to fail, and
 # prints PASS/FAIL lines and "N passed, N failed"; exit 0 when nothing
 # failed; exit 2, with one line, where it cannot run (no nvidia-smi, no GPU,
 # no PyTorch that sees one). What it checks:
@@ -17,6 +17,9 @@
 #     records each one's own GPU memory (2 GiB and 6 GiB allocated);
 #   - gpu_mem=auto: the first run measured alone, the others ask for its
 #     peak plus 10% (at least 512 MiB), matching what nvidia-smi saw;
+#   - each shared run has its share of the GPU's energy counter;
+#   - a run sharing a GPU by gpu_mem that allocates past it and the
+#     GPU's headroom is stopped (12 GiB allocated), and fails gpu-mem;
 #   - a real CUDA out-of-memory error is classified cuda-oom from the run's
 #     stderr and its retry asks for half as much gpu_mem again;
 #   - up to eight CPU-only runs at once (one per CPU or fewer) get disjoint whole cores and thread caps.
@@ -120,6 +123,39 @@ for i, want in ((a, 2), (b, 6)):
     own = u.get("process_peak_memory_bytes", 0) / 2**30
     print(f"  run {i}: allocated {want} GiB, ledger process peak {own:.2f} GiB, device peak {u.get('peak_memory_bytes', 0) / 2**30:.2f} GiB")
     good &= want <= own <= want + 1.5  # the CUDA context adds about 0.5 GiB
+sys.exit(0 if good else 1)
+PY
+
+check "each shared run has its share of the GPU's energy, at a power a GPU draws" <<'PY'
+import json, sys
+out = sys.argv[1]
+fin = [json.loads(l) for l in open(out + "/share/ledger.jsonl") if '"finished"' in l]
+good = len(fin) == 2
+for r in fin:
+    j = sum(u.get("energy_j", 0) for u in r.get("gpu_usage") or [])
+    watts = j / max(r.get("duration_s", 0), 1e-3)
+    print(f"  run {r.get('index', 0)}: {j:.1f} J in {r.get('duration_s', 0):.1f} s, {watts:.0f} W")
+    good &= j > 0 and 5 <= watts <= 1500
+sys.exit(0 if good else 1)
+PY
+
+echo "== a run sharing a GPU by gpu_mem that allocates past it and the headroom: stopped, gpu-mem"
+{
+	echo "#nodepack gpu_mem=1GiB"
+	echo "python3 $OUT/alloc.py 12 60"
+} >"$OUT/greedy.txt"
+"$NP" run -q --gpus 0 --sample-interval 250ms --timeout 50s -o "$OUT/greedy" "$OUT/greedy.txt" >"$OUT/greedy.log" 2>&1
+echo "  exit $? (1 expected: the run is stopped)"
+check "the run was stopped for its GPU memory (gpu-mem), well before its 60 s, with a line saying so" <<'PY'
+import json, sys
+out = sys.argv[1]
+recs = [json.loads(l) for l in open(out + "/greedy/ledger.jsonl") if l.strip()]
+fin = [r for r in recs if r["type"] == "finished"]
+logs = [r["stderr"] for r in recs if r["type"] == "started" and r.get("stderr")]
+print("  classes:", [r.get("class") for r in fin], "durations:", [r.get("duration_s") for r in fin])
+err = open(out + "/greedy/" + logs[0]).read() if logs else ""
+good = len(fin) == 1 and fin[0].get("class") == "gpu-mem" and fin[0].get("duration_s", 99) < 40
+good &= "of GPU memory, over the gpu_mem=1GiB it asked for" in err
 sys.exit(0 if good else 1)
 PY
 
