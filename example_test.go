@@ -2,9 +2,13 @@ package nodepack_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/nodepack/nodepack"
 	"github.com/nodepack/nodepack/pack/schedule"
@@ -59,4 +63,41 @@ done`
 	fmt.Printf("%d ran to their last step, %d pruned, error %v\n", o.Summary.Succeeded, o.Summary.Pruned, err)
 	// Output:
 	// 2 ran to their last step, 2 pruned, error <nil>
+}
+
+// ExampleNotifyStop stops a sweep as a batch system's signal would: the
+// run sleeps until the SIGTERM that scancel (or a walltime) sends to
+// every process of the job; the sweep sends its runs SIGTERM, and a rerun
+// of the same sweep resumes the run it interrupted.
+func ExampleNotifyStop() {
+	out, err := os.MkdirTemp("", "nodepack-example-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(out)
+	ctx, stop := nodepack.NotifyStop(context.Background(), func(sig syscall.Signal, before int) {
+		if before == 0 {
+			fmt.Println("stopping on", unix.SignalName(sig))
+		}
+	})
+	defer stop()
+	opts := nodepack.Options{Options: runner.Options{Output: out,
+		Source: sweep.Spec{Hydra: true, Command: []string{"bash", "-c", `touch "$1"; sleep 60`, "run", out + "/started"}}}}
+	go func() {
+		for {
+			if _, err := os.Stat(out + "/started"); err == nil {
+				syscall.Kill(os.Getpid(), syscall.SIGTERM)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	o, err := nodepack.Run(ctx, opts)
+	var stopped runner.Interrupt
+	errors.As(context.Cause(ctx), &stopped)
+	fmt.Printf("%d interrupted (%v); asks for a requeue: %v\n", o.Summary.Interrupted, err, stopped.Requeue)
+	// Output:
+	// stopping on SIGTERM
+	// 1 interrupted (execute: interrupted: stopped by SIGTERM); asks for a requeue: false
 }
