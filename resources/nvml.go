@@ -231,6 +231,15 @@ func (r *nvmlReader) processMemory(uuid string, pids []int) (bytes uint64, forei
 	if ret != nvml.SUCCESS {
 		return 0, false, false
 	}
+	// Under MPS (a site's daemon), the clients are listed apart from the
+	// MPS server, which the list above holds.
+	if mps, ret := d.GetMPSComputeRunningProcesses(); ret == nvml.SUCCESS {
+		for _, p := range mps {
+			if !slices.ContainsFunc(procs, func(q nvml.ProcessInfo) bool { return q.Pid == p.Pid }) {
+				procs = append(procs, p)
+			}
+		}
+	}
 	foreign = len(procs) > 0
 	for _, p := range procs {
 		mine := slices.Contains(pids, int(p.Pid))

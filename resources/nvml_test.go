@@ -43,6 +43,7 @@ func dgxServer() *dgxa100.Server {
 		// reading.
 		var mj atomic.Uint64
 		dev.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return mj.Add(1000), nvml.SUCCESS }
+		dev.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.SUCCESS }
 	}
 	return s
 }

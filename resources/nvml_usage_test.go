@@ -275,7 +275,36 @@ func TestNVMLEnergy(t *testing.T) {
 func sampledServer() *dgxa100.Server {
 	server := dgxa100.New()
 	for _, d := range server.Devices {
-		d.(*dgxa100.Device).GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+		d := d.(*dgxa100.Device)
+		d.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+		d.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
 	}
 	return server
+}
+
+// TestNVMLMPSClients: under an MPS daemon a site runs, the driver lists
+// the runs' processes as MPS clients, apart from the MPS server: their
+// memory is the run's own, for the gate and the memory promise alike.
+func TestNVMLMPSClients(t *testing.T) {
+	const gib = 1 << 30
+	server := sampledServer()
+	dev := server.Devices[0].(*dgxa100.Device)
+	const run, mpsServer = 4100, 4000
+	dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		return []nvml.ProcessInfo{{Pid: mpsServer, UsedGpuMemory: 9 * gib}}, nvml.SUCCESS
+	}
+	dev.GetMPSComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		return []nvml.ProcessInfo{{Pid: run, UsedGpuMemory: 3 * gib}}, nvml.SUCCESS
+	}
+	dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{Total: 40 * gib, Used: 9 * gib}, nvml.SUCCESS }
+	dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 50}, nvml.SUCCESS }
+	s := &UsageSampler{interval: time.Hour, gpus: newNVMLReader(server)}
+	var over uint64
+	sp := s.Start(usage.Target{Root: run, GPUs: []string{dev.UUID}, GPULimit: &usage.Limit{Bytes: 2 * gib, Interval: time.Hour,
+		Exceeded: func(b uint64) { over = b }}})
+	sp.sample(s, []int{run})
+	got := sp.Stop()
+	if own := got.GPUs[0].ProcessPeakMemoryBytes; own != 3*gib || over != 3*gib {
+		t.Errorf("the run's own GPU memory %d, over its limit at %d; want its MPS client's 3 GiB for both", own, over)
+	}
 }
