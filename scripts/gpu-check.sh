@@ -20,6 +20,10 @@
 #   - each shared run has its share of the GPU's energy counter;
 #   - a run sharing a GPU by gpu_mem that allocates past it and the
 #     GPU's headroom is stopped (12 GiB allocated), and fails gpu-mem;
+#   - with --mps on (where nvidia-cuda-mps-control is), runs share the GPU
+#     through nodepack's own daemon, each run's memory is still measured,
+#     a run past its gpu_mem fails cuda-oom at the driver's cap, and no
+#     MPS process is left;
 #   - a real CUDA out-of-memory error is classified cuda-oom from the run's
 #     stderr and its retry asks for half as much gpu_mem again;
 #   - up to eight CPU-only runs at once (one per CPU or fewer) get disjoint whole cores and thread caps.
@@ -158,6 +162,32 @@ good = len(fin) == 1 and fin[0].get("class") == "gpu-mem" and fin[0].get("durati
 good &= "of GPU memory, over the gpu_mem=1GiB it asked for" in err
 sys.exit(0 if good else 1)
 PY
+
+echo "== --mps on: runs share a GPU through nodepack's own MPS daemon; one past its gpu_mem fails cuda-oom (the driver's cap)"
+if command -v nvidia-cuda-mps-control >/dev/null; then
+	before=$(pgrep -c -f nvidia-cuda-mps || true)
+	{
+		echo "#nodepack gpu_mem=4GiB"
+		echo "python3 $OUT/alloc.py 2 5"
+		echo "python3 $OUT/alloc.py 6 5"
+	} >"$OUT/mps.txt"
+	"$NP" run -q --gpus 0 --mps on --sample-interval 250ms -o "$OUT/mps" "$OUT/mps.txt" >"$OUT/mps.log" 2>&1
+	echo "  exit $? (1 expected: the second run fails); MPS processes before $before, after $(pgrep -c -f nvidia-cuda-mps || true)"
+	check "under MPS the 2 GiB run succeeds with its own memory measured, the 6 GiB one fails cuda-oom at its 4 GiB cap, and no MPS process is left" "$before" <<'PY'
+import json, subprocess, sys
+out, before = sys.argv[1], int(sys.argv[2] or 0)
+recs = [json.loads(l) for l in open(out + "/mps/ledger.jsonl") if l.strip()]
+fin = {r.get("index", 0): r for r in recs if r["type"] == "finished"}
+print("  classes:", {i: r.get("class") for i, r in fin.items()}, "own peaks GiB:",
+      {i: round(((r.get("gpu_usage") or [{}])[0].get("process_peak_memory_bytes", 0)) / 2**30, 2) for i, r in fin.items()})
+left = int(subprocess.run(["pgrep", "-c", "-f", "nvidia-cuda-mps"], capture_output=True, text=True).stdout or 0)
+own = ((fin.get(0, {}).get("gpu_usage") or [{}])[0].get("process_peak_memory_bytes", 0)) / 2**30
+good = fin.get(0, {}).get("reason") == "ok" and 2 <= own <= 3.5 and fin.get(1, {}).get("class") == "cuda-oom" and left <= before
+sys.exit(0 if good else 1)
+PY
+else
+	echo "  skipped: no nvidia-cuda-mps-control here"
+fi
 
 echo "== gpu_mem=auto learns from the first run; nvidia-smi watched alongside"
 {

@@ -88,3 +88,53 @@ func TestNothingOutlivesTheSweep(t *testing.T) {
 		})
 	}
 }
+
+// TestMPSDaemonDiesWithNodepack: the MPS control daemon nodepack run
+// --mps on starts for runs sharing a GPU (a stand-in here: no GPU is
+// needed to start one) is quit when the sweep ends, and after kill -9 of
+// nodepack the supervisor kills it: it never outlives the sweep.
+func TestMPSDaemonDiesWithNodepack(t *testing.T) {
+	for _, kill := range []bool{false, true} {
+		t.Run(map[bool]string{false: "a normal end", true: "kill -9"}[kill], func(t *testing.T) {
+			dir := t.TempDir()
+			inventory := fakeGPUInventory(t, dir)
+			bin := filepath.Join(dir, "bin")
+			os.Mkdir(bin, 0o755)
+			log := filepath.Join(dir, "mps.log")
+			writeFile(t, bin, "nvidia-cuda-mps-control", `#!/bin/sh
+case "$1" in
+-f) echo $$ >> `+log+`; echo $$ > "$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid"
+    while [ ! -e "$CUDA_MPS_PIPE_DIRECTORY/quit" ]; do sleep 0.02; done ;;
+*)  read cmd; [ "$cmd" = quit ] && touch "$CUDA_MPS_PIPE_DIRECTORY/quit" ;;
+esac
+`)
+			os.Chmod(filepath.Join(bin, "nvidia-cuda-mps-control"), 0o755)
+			sleep := "sleep 0.3"
+			if kill {
+				sleep = "sleep 300"
+			}
+			tasks := writeFile(t, dir, "tasks.txt", sleep+"\n"+sleep+"\n")
+			cmd := nodepackCommand(t, nil, "run", "-q", "--inventory", inventory, "--gpu-mem-per-run", "2GiB",
+				"--mps", "on", "--sample-interval", "0", "--grace", "1s", "-o", filepath.Join(dir, "out"), tasks)
+			cmd.Env = append(cmd.Env, "PATH="+bin+":"+os.Getenv("PATH"), "TMPDIR="+dir)
+			var out syncBuilder
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var pid int
+			if !waitUntil(time.Minute, func() bool { b, _ := os.ReadFile(log); _, err := fmt.Sscan(string(b), &pid); return err == nil }) {
+				cmd.Process.Kill()
+				t.Fatalf("no MPS daemon started:\n%s", out.String())
+			}
+			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+			if kill {
+				cmd.Process.Signal(syscall.SIGKILL)
+			}
+			cmd.Wait()
+			if !waitUntil(10*time.Second, func() bool { return syscall.Kill(pid, 0) != nil }) {
+				t.Errorf("the MPS daemon (pid %d) outlived nodepack\n%s", pid, out.String())
+			}
+		})
+	}
+}

@@ -124,6 +124,7 @@ type runOptions struct {
 	JSON           bool
 	Wrap           string // split into Execute.Wrap
 	GPUIDs         string // Execute.GPUIDs
+	MPS            string // Execute.MPS
 	FailFast       bool   // Execute.MaxFailures = 1
 	Live           bool
 	Quiet          bool
@@ -163,6 +164,8 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.FailFast, "fail-fast", false, "start no new runs after the first failure (--max-failures 1)")
 	fs.StringVar(&o.GPUIDs, "gpu-ids", "uuid", "how CUDA_VISIBLE_DEVICES names GPUs: uuid or index")
 	clidoc.OfferChoices(fs, "gpu-ids", "uuid", "index")
+	fs.StringVar(&o.MPS, "mps", "off", "share GPUs through an MPS control daemon of the sweep's own: `MODE` auto (when runs share a GPU and nvidia-cuda-mps-control is there; each held by the driver to its gpu_mem), on (as auto, refused without the program) or off")
+	clidoc.OfferChoices(fs, "mps", "auto", "on", "off")
 	fs.BoolVar(&x.Render, "render", false, "also set EGL_DEVICE_ID, MUJOCO_EGL_DEVICE_ID and PYGLET_HEADLESS_DEVICE")
 	fs.BoolVar(&x.NoThreadCaps, "no-thread-caps", false, "do not set OMP_NUM_THREADS, MKL_NUM_THREADS, … to the run's CPU count")
 	fs.StringArrayVar(&x.Env, "env", nil, "set `K=V` in every run (repeatable); K alone takes nodepack's own value of K; V may use {run_id}, {run_dir}, {index}, {rep} and {attempt}")
@@ -221,6 +224,14 @@ func (o *runOptions) finish(args []string) error {
 		x.GPUIDs = mode
 	default:
 		return fmt.Errorf("--gpu-ids %q: want uuid or index", o.GPUIDs)
+	}
+	switch o.MPS {
+	case "off":
+		x.MPS = execute.MPSOff
+	case "auto", "on":
+		x.MPS = execute.MPSMode(o.MPS)
+	default:
+		return fmt.Errorf("--mps %q: want auto, on or off", o.MPS)
 	}
 	env, err := resolveEnv(x.Env, os.LookupEnv)
 	if err != nil {

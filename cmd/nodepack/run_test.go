@@ -436,30 +436,14 @@ func TestSummaryNamesTheDefaultOutput(t *testing.T) {
 // each wait until all three have started all succeed, and run says why,
 // once.
 func TestGPUMemShareWithoutReadings(t *testing.T) {
-	t.Setenv("CUDA_VISIBLE_DEVICES", "0")
-	code, saved, stderr := runCLI(t, "detect", "--json")
-	var n resources.Node
-	if code != exitOK || json.Unmarshal([]byte(saved), &n) != nil || len(n.GPUs) != 1 {
-		t.Fatalf("detect --json: exit %d: %s", code, stderr)
-	}
-	if n.GPUSource == "nvml" {
-		t.Skip("a GPU driver answers here: its GPU's memory is read, this test is for a node where it is not")
-	}
-	n.GPUs[0].MemoryBytes = 80 << 30
 	dir := t.TempDir()
-	inventory := filepath.Join(dir, "node.json")
-	f, err := os.Create(inventory)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.WriteJSON(f)
-	f.Close()
+	inventory := fakeGPUInventory(t, dir)
 	var tasks strings.Builder
 	for i := range 3 {
 		fmt.Fprintf(&tasks, "touch %s/started.%d; while [ $(ls %s | grep -c started) -lt 3 ]; do sleep 0.01; done\n", dir, i, dir)
 	}
 	file := writeFile(t, dir, "tasks.txt", tasks.String())
-	code, _, stderr = runCLI(t, "run", "--inventory", inventory, "--gpu-mem-per-run", "2GiB", "--cpus-per-run", "0", "--timeout", "10s",
+	code, _, stderr := runCLI(t, "run", "--inventory", inventory, "--gpu-mem-per-run", "2GiB", "--cpus-per-run", "0", "--timeout", "10s",
 		"-o", filepath.Join(dir, "out"), file)
 	if code != exitOK {
 		t.Fatalf("exit %d: the runs waited for each other's GPU memory to settle:\n%s", code, stderr)
@@ -467,4 +451,31 @@ func TestGPUMemShareWithoutReadings(t *testing.T) {
 	if n := strings.Count(stderr, "the GPU memory of each run cannot be read here (NVML is not available)"); n != 1 {
 		t.Errorf("said %d times why runs do not wait for each other's GPU memory, want once:\n%s", n, stderr)
 	}
+}
+
+// fakeGPUInventory writes dir/node.json: this node with one GPU of 80 GiB
+// that no driver answers for (CUDA_VISIBLE_DEVICES=0, which the test sets),
+// and returns its path. It skips the test where a driver answers.
+func fakeGPUInventory(t *testing.T, dir string) string {
+	t.Helper()
+	t.Setenv("CUDA_VISIBLE_DEVICES", "0")
+	code, saved, stderr := runCLI(t, "detect", "--json")
+	var n resources.Node
+	if code != exitOK || json.Unmarshal([]byte(saved), &n) != nil || len(n.GPUs) != 1 {
+		t.Fatalf("detect --json: exit %d: %s", code, stderr)
+	}
+	if n.GPUSource == "nvml" {
+		t.Skip("a GPU driver answers here: this test gives nodepack a GPU no driver answers for")
+	}
+	n.GPUs[0].MemoryBytes = 80 << 30
+	path := filepath.Join(dir, "node.json")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := n.WriteJSON(f); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -80,8 +80,9 @@ type attemptEnv struct {
 	lane    int
 	place   pack.Assignment
 	attempt int
-	runDir  string // "" without OutputDir
-	tmpDir  string // "" if none
+	runDir  string   // "" without OutputDir
+	tmpDir  string   // "" if none
+	mps     []string // an MPS client's variables, when it is one
 }
 
 // build returns the environment in order of increasing precedence; os/exec
@@ -143,6 +144,7 @@ func (b *envBuilder) build(a attemptEnv) []string {
 	}
 	set("NODEPACK_GPU_UUIDS", strings.Join(uuids, ","))
 	set("NODEPACK_CPUS", pack.FormatCPUList(a.place.CPUs))
+	env = append(env, a.mps...)
 
 	for _, kv := range b.opts.Env {
 		if strings.IndexByte(kv, '{') >= 0 {

@@ -83,6 +83,7 @@ type Execution struct {
 	stop      chan struct{} // closed when no run may start any more
 	haltOnce  sync.Once
 	blindOnce sync.Once     // the note that GPU memory cannot be read, said once
+	mps       mpsDaemon     // the sweep's MPS control daemon, once a run shares a GPU
 	kill      chan struct{} // closed by Kill
 	killOnce  sync.Once
 	terminate chan struct{} // closed when the terminate deadline passes
@@ -169,6 +170,7 @@ func (e *Execution) Wait() (Summary, error) {
 		e.halt() // releases the feeder if it is still waiting to hand over a run
 		close(e.done)
 		e.stopOnCancel()
+		e.mps.stop() // before the sweep for what runs left: it is nodepack's
 		sweepAll()
 		os.RemoveAll(e.scratch)
 		untrackScratch(e.scratch)
@@ -267,6 +269,15 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		if !c.Valid() || c == failure.Interrupted || n < 0 {
 			return nil, fmt.Errorf("execute: retry %s=%d: want a failure class other than interrupted and a count of at least 0", c, n)
 		}
+	}
+	switch opts.MPS {
+	case MPSAuto, MPSOff:
+	case MPSOn:
+		if _, err := mpsPath(&opts); err != nil {
+			return nil, fmt.Errorf("execute: mps on: %w", err)
+		}
+	default:
+		return nil, fmt.Errorf("execute: mps %q: want auto, on or off (empty)", opts.MPS)
 	}
 	if err := setup(); err != nil {
 		return nil, fmt.Errorf("execute: %w", err)
@@ -917,7 +928,8 @@ func (e *Execution) command(ev run.Event, files *attemptFiles, n int, shell bool
 		return nil, nil, nil, errors.New("empty command")
 	}
 	cmd = e.lookup(argv)
-	cmd.Env = e.env.build(attemptEnv{run: ev.Run, lane: ev.Lane, place: ev.Place, attempt: n, runDir: files.runDir, tmpDir: files.tmpDir})
+	cmd.Env = e.env.build(attemptEnv{run: ev.Run, lane: ev.Lane, place: ev.Place, attempt: n, runDir: files.runDir, tmpDir: files.tmpDir,
+		mps: e.mpsEnv(ev.Place)})
 	if direct && (cmd.Err != nil || bashFunction(cmd.Env, args[0])) {
 		// Not a program bash would find (a builtin's name only, an
 		// exported function): bash's to run after all.

@@ -113,6 +113,12 @@ type Options struct {
 	Judgements    []run.Judgement
 	PruneInterval time.Duration
 
+	// MPS says whether runs that share a GPU share it through an MPS
+	// control daemon of the sweep's own (see MPSMode); MPSControl names
+	// its program, MPSProgram in PATH when empty.
+	MPS        MPSMode
+	MPSControl string
+
 	// OnNote, if set, is told what is worth saying while the sweep runs,
 	// each thing once: a prune metric no run reports, GPU memory the
 	// readiness gate cannot read. It is called from the runs' goroutines.
