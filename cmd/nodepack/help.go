@@ -25,7 +25,7 @@ var helpGroups = map[string]struct {
 // runFlagGroups are run's flags: the ones most runs need first.
 var runFlagGroups = []clidoc.Group{
 	{Title: "Flags most runs need", Flags: []string{"output", "parallel", "gpus-per-run", "runs-per-gpu", "cpus-per-run", "sweep", "grid", "params", "reps", "timeout", "retries", "restart", "quiet", "dry-run"}},
-	{Title: "What each run gets (per run: '#nodepack gpus=2 cpus=16' task-file lines, a params line's \"nodepack\" object, --request)", Flags: []string{"gpu-mem-per-run", "mem-per-run", "request", "enforce-mem", "mps", "gpu-ids", "render", "no-thread-caps", "env", "wrap"},
+	{Title: "What each run gets (per run: '#nodepack gpus=2 cpus=16' task-file lines, a params line's \"nodepack\" object, --request)", Flags: []string{"gpu-mem-per-run", "mem-per-run", "request", "enforce-mem", "mps", "mps-compute", "gpu-ids", "render", "no-thread-caps", "env", "wrap"},
 		Examples: []string{"nodepack run --gpus-per-run 0.25 --sweep --request 'model=big: gpus=2' -- python train.py model=small,big seed=1,2"}},
 	{Title: "When runs start", Flags: []string{"backfill-wait", "settle-timeout", "stagger", "min-start-interval"}},
 	{Title: "Resuming (rerun the same command: done runs are skipped)", Flags: []string{"retry-failed", "retry-class", "retry-run"}},

@@ -59,6 +59,8 @@ func TestUsage(t *testing.T) {
 		{"unknown flag", []string{"detect", "--gpu=0"}, exitUsage, "", "unknown flag: --gpu"},
 		{"stray argument", []string{"detect", "extra"}, exitUsage, "", `unexpected argument "extra"`},
 		{"version", []string{"version"}, exitOK, "nodepack ", ""},
+		{"an MPS mode it does not know", []string{"run", "--mps", "yes", "tasks.txt"}, exitUsage, "", `--mps "yes": want auto, on or off`},
+		{"a compute share without MPS", []string{"run", "--mps-compute", "tasks.txt"}, exitUsage, "", "--mps-compute goes with --mps auto or --mps on"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {

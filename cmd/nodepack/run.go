@@ -166,6 +166,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	clidoc.OfferChoices(fs, "gpu-ids", "uuid", "index")
 	fs.StringVar(&o.MPS, "mps", "off", "share GPUs through an MPS control daemon of the sweep's own: `MODE` auto (when runs share a GPU and nvidia-cuda-mps-control is there; each held by the driver to its gpu_mem), on (as auto, refused without the program) or off")
 	clidoc.OfferChoices(fs, "mps", "auto", "on", "off")
+	fs.BoolVar(&x.MPSCompute, "mps-compute", false, "with --mps, also hold each run to its share of the GPU's compute (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): its GPU share, or its gpu_mem's part of the GPU's memory")
 	fs.BoolVar(&x.Render, "render", false, "also set EGL_DEVICE_ID, MUJOCO_EGL_DEVICE_ID and PYGLET_HEADLESS_DEVICE")
 	fs.BoolVar(&x.NoThreadCaps, "no-thread-caps", false, "do not set OMP_NUM_THREADS, MKL_NUM_THREADS, … to the run's CPU count")
 	fs.StringArrayVar(&x.Env, "env", nil, "set `K=V` in every run (repeatable); K alone takes nodepack's own value of K; V may use {run_id}, {run_dir}, {index}, {rep} and {attempt}")
@@ -224,6 +225,9 @@ func (o *runOptions) finish(args []string) error {
 		x.GPUIDs = mode
 	default:
 		return fmt.Errorf("--gpu-ids %q: want uuid or index", o.GPUIDs)
+	}
+	if x.MPSCompute && o.MPS == "off" {
+		return errors.New("--mps-compute goes with --mps auto or --mps on")
 	}
 	switch o.MPS {
 	case "off":

@@ -479,3 +479,22 @@ func fakeGPUInventory(t *testing.T, dir string) string {
 	}
 	return path
 }
+
+// TestMPSOnWithoutTheDaemon: --mps on where nvidia-cuda-mps-control is not
+// is refused before anything starts, in one line; a dry run (submit's
+// check on a login node) is not, since it may list runs for another
+// machine.
+func TestMPSOnWithoutTheDaemon(t *testing.T) {
+	if _, err := exec.LookPath("nvidia-cuda-mps-control"); err == nil {
+		t.Skip("nvidia-cuda-mps-control is here")
+	}
+	dir := t.TempDir()
+	file := writeFile(t, dir, "tasks.txt", "touch "+filepath.Join(dir, "ran")+"\n")
+	code, _, stderr := runCLI(t, "run", "--gpus", "none", "--mps", "on", "-o", filepath.Join(dir, "out"), file)
+	if _, err := os.Stat(filepath.Join(dir, "ran")); code != exitUsage || err == nil || !strings.Contains(stderr, "mps on: no nvidia-cuda-mps-control here") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("exit %d, ran %v: %s; want exit 2, one line, nothing run", code, err == nil, stderr)
+	}
+	if code, _, stderr := runCLI(t, "run", "--gpus", "none", "--mps", "on", "--dry-run", file); code != exitOK {
+		t.Errorf("a dry run: exit %d: %s", code, stderr)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,7 +98,29 @@ func (e *Execution) mpsEnv(place pack.Assignment) []string {
 		// The client's device 0 is its one GPU (CUDA_VISIBLE_DEVICES).
 		env = append(env, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0="+strconv.FormatUint((m+1<<20-1)>>20, 10)+"M")
 	}
+	if pct := computeShare(place); e.opts.MPSCompute && pct > 0 {
+		env = append(env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="+strconv.Itoa(pct))
+	}
 	return env
+}
+
+// computeShare is the percentage of its GPU's compute a run placed at
+// place has a share of: its GPU share, or the part of the GPU's memory its
+// gpu_mem is; rounded up, at least 1; 0 where it has no share of one GPU.
+func computeShare(place pack.Assignment) int {
+	r := place.Request
+	var share float64
+	switch {
+	case len(place.GPUs) != 1:
+		return 0
+	case r.GPUShare > 0 && r.GPUShare < pack.GPUWhole:
+		share = float64(r.GPUShare) / pack.GPUWhole
+	case r.GPUMem > 0 && place.GPUs[0].MemoryBytes > 0:
+		share = float64(r.GPUMem) / float64(place.GPUs[0].MemoryBytes)
+	default:
+		return 0
+	}
+	return min(max(int(math.Ceil(share*100)), 1), 100)
 }
 
 // start starts the daemon in the foreground, in a process group of its

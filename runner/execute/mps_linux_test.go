@@ -1,6 +1,7 @@
 package execute
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -50,18 +51,21 @@ esac`
 func TestMPS(t *testing.T) {
 	topo := fourGPUs(t)
 	topo.GPUs = topo.GPUs[:1]
-	envOf := "echo \"$CUDA_MPS_PIPE_DIRECTORY|$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT\" > $NODEPACK_RUN_DIR/mps.env"
+	envOf := "echo \"$CUDA_MPS_PIPE_DIRECTORY|$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT|$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE\" > $NODEPACK_RUN_DIR/mps.env"
 	for _, tc := range []struct {
 		name     string
 		req      pack.Request
 		mode     MPSMode
+		compute  bool
 		failing  bool
 		daemon   bool   // one started and quit
-		limit    string // each run's CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+		limit    string // each run's CUDA_MPS_PINNED_DEVICE_MEM_LIMIT|CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
 		wantNote string
 	}{
-		{name: "sharing by memory", req: pack.Request{GPUMem: 10 << 30}, mode: MPSAuto, daemon: true, limit: "0=10240M"},
+		{name: "sharing by memory", req: pack.Request{GPUMem: 10 << 30}, mode: MPSAuto, daemon: true, limit: "0=10240M|"},
 		{name: "sharing by fraction", req: pack.Request{GPUShare: pack.GPUWhole / 4}, mode: MPSOn, daemon: true},
+		{name: "compute shares: a quarter", req: pack.Request{GPUShare: pack.GPUWhole / 4}, mode: MPSOn, compute: true, daemon: true, limit: "|25"},
+		{name: "compute shares: 10 GiB of 40", req: pack.Request{GPUMem: 10 << 30}, mode: MPSOn, compute: true, daemon: true, limit: "0=10240M|25"},
 		{name: "a GPU of its own", req: pack.Request{GPUs: 1}, mode: MPSAuto},
 		{name: "off, the default", req: pack.Request{GPUMem: 10 << 30}},
 		{name: "a daemon that cannot start", req: pack.Request{GPUMem: 10 << 30}, mode: MPSAuto, failing: true,
@@ -76,7 +80,7 @@ func TestMPS(t *testing.T) {
 			for i := range 3 {
 				runs = append(runs, run.Run{ID: fmt.Sprint("r", i), Args: []string{"bash", "-c", envOf}})
 			}
-			opts := Options{Topology: topo, Request: tc.req, MPS: tc.mode, MPSControl: program, SettleTimeout: time.Millisecond,
+			opts := Options{Topology: topo, Request: tc.req, MPS: tc.mode, MPSControl: program, MPSCompute: tc.compute, SettleTimeout: time.Millisecond,
 				OutputDir: filepath.Join(dir, "out"), TempDir: dir, Parallel: 3,
 				OnNote: func(n string) {
 					if strings.HasPrefix(n, "MPS") {
@@ -108,7 +112,7 @@ func TestMPS(t *testing.T) {
 			for _, r := range runs {
 				b, err := os.ReadFile(filepath.Join(dir, "out", "runs", r.ID, "mps.env"))
 				pipe, limit, _ := strings.Cut(strings.TrimSpace(string(b)), "|")
-				if err != nil || limit != tc.limit || (pipe != "") != tc.daemon {
+				if err != nil || limit != cmp.Or(tc.limit, "|") || (pipe != "") != tc.daemon {
 					t.Errorf("run %s: MPS env %q, %v; want a pipe directory %v, limit %q", r.ID, b, err, tc.daemon, tc.limit)
 				}
 				if pipe != "" && !strings.HasPrefix(pipe, dir) {

@@ -115,9 +115,13 @@ type Options struct {
 
 	// MPS says whether runs that share a GPU share it through an MPS
 	// control daemon of the sweep's own (see MPSMode); MPSControl names
-	// its program, MPSProgram in PATH when empty.
+	// its program, MPSProgram in PATH when empty. With MPSCompute each
+	// client is also held to its share of the GPU's compute
+	// (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): its GPU share, or its gpu_mem's
+	// part of the GPU's memory.
 	MPS        MPSMode
 	MPSControl string
+	MPSCompute bool
 
 	// OnNote, if set, is told what is worth saying while the sweep runs,
 	// each thing once: a prune metric no run reports, GPU memory the
