@@ -30,7 +30,9 @@
 //   - Readiness gate: a run that shares its GPU by GPU memory keeps new
 //     runs off that GPU from its start until its memory there settles (the
 //     caller's sampler says so; a caller that cannot read it says so at
-//     once, with a peak of 0) or SettleTimeout passes.
+//     once, with a peak of 0) or SettleTimeout passes. Where runs are not
+//     measured at all (Config.Measured false) there is no gate: no
+//     reading would come.
 //   - gpu_mem=auto: the first run of a shape (Shape: its command with
 //     every number blanked out, so seeds and learning rates share one and
 //     model=big and model=small do not) has its GPU alone and is
@@ -108,7 +110,8 @@ type Config struct {
 	// DefaultSettleTimeout.
 	SettleTimeout time.Duration
 	// Measured says the caller measures runs (a sampler): without it
-	// gpu_mem=auto cannot be asked for.
+	// gpu_mem=auto cannot be asked for, and runs sharing a GPU by memory
+	// have no readiness gate.
 	Measured bool
 	// Retries is the retry budget of every failure class Retry does not
 	// name, except host-oom and not-found (none); interrupted attempts are
@@ -506,7 +509,7 @@ func (s *Scheduler) freeLane(now time.Time) (lane int, opens time.Time) {
 }
 
 // place records run w in lane on as; a run sharing its GPU by memory
-// holds the GPU for its gate.
+// holds the GPU for its gate, where runs are measured.
 func (s *Scheduler) place(lane int, w *waiting, as pack.Assignment) {
 	if lane == len(s.lanes) {
 		s.lanes = append(s.lanes, false)
@@ -515,7 +518,7 @@ func (s *Scheduler) place(lane int, w *waiting, as pack.Assignment) {
 	s.used = max(s.used, lane+1)
 	p := &placement{w: w, lane: lane, as: as,
 		probe: w.asked.AutoGPUMem && w.grown == nil && as.Request.GPUShare == pack.GPUWhole && as.Request.GPUMem == 0}
-	if as.SharedGPUs && as.Request.GPUMem > 0 {
+	if as.SharedGPUs && as.Request.GPUMem > 0 && s.cfg.Measured {
 		p.gated = true
 		s.hold(as.GPUs[0].UUID)
 	}

@@ -210,6 +210,16 @@ func TestPolicy(t *testing.T) {
 			},
 		},
 		{
+			name: "gate/unmeasured",
+			desc: "where runs are not measured no reading of their memory can come: runs sharing a GPU by memory start as they fit, with no gate",
+			cfg:  Config{Topology: node(1, 8, 1, 40<<30, 0), SettleTimeout: 30 * sec},
+			runs: runsOf(2, pack.Request{GPUMem: 10 * gib, CPUs: 1}, minute),
+			starts: []string{
+				"0s r0 lane0 GPU-0 [gpu_mem=10GiB cpus=1] #1",
+				"0s r1 lane1 GPU-0 [gpu_mem=10GiB cpus=1] #1",
+			},
+		},
+		{
 			name: "auto/learn",
 			desc: "gpu_mem=auto: the shape's first run has its GPU alone and is measured (10 GiB); its claim shrinks to peak+margin (11 GiB), the waiting runs share the GPU by it, one gate at a time, until 38 GiB (the GPU less its headroom) are claimed",
 			cfg:  Config{Topology: node(1, 8, 1, 40<<30, 0), Measured: true},

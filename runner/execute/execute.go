@@ -790,7 +790,7 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 	e.running.Add(1)
 	e.emit(ev)
 
-	target := usage.Target{Root: p.pid, GPUs: place.UUIDs(), Settle: e.gate(j, n)}
+	target := usage.Target{Root: p.pid, GPUs: place.UUIDs(), Settle: e.gate(j, n, place)}
 	var overMem atomic.Uint64 // the tree's memory when the sampler found it over limit
 	if limit > 0 && group == nil {
 		target.Limit = &usage.Limit{Bytes: limit, Interval: MemCheckInterval, Exceeded: func(rss uint64) {

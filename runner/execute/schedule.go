@@ -200,13 +200,16 @@ func (e *Execution) release(j *job, final bool) {
 	e.signal()
 }
 
-// gate tells the scheduler attempt n of j has started and returns the
-// Settle to give the Sampler when the attempt holds its GPU for the
-// readiness gate or measures gpu_mem=auto; else nil.
-func (e *Execution) gate(j *job, n int) *usage.Settle {
+// gate tells the scheduler attempt n of j, placed at place, has started
+// and returns the Settle to give the Sampler when the attempt holds its GPU
+// for the readiness gate or measures gpu_mem=auto; else nil.
+func (e *Execution) gate(j *job, n int, place pack.Assignment) *usage.Settle {
 	e.schedMu.Lock()
 	watch := e.sched.Started(j.key, n, time.Now())
 	e.schedMu.Unlock()
+	if e.opts.Sampler == nil && place.SharedGPUs && place.Request.GPUMem > 0 {
+		e.blind("the runs are not measured") // the scheduler has no gate for them
+	}
 	if !watch {
 		return nil
 	}
@@ -218,18 +221,20 @@ func (e *Execution) gate(j *job, n int) *usage.Settle {
 		e.signal()
 	}
 	// No reading will come: the gate opens at once (a peak of 0 teaches
-	// gpu_mem=auto nothing), and the sweep is told, once.
+	// gpu_mem=auto nothing).
 	blind := func(why string) {
-		e.blindOnce.Do(func() {
-			e.note("the GPU memory of each run cannot be read here (" + why + "): runs sharing a GPU by gpu_mem start without waiting for the runs before them to allocate theirs, and gpu_mem=auto measures nothing (its runs keep a GPU each)")
-		})
+		e.blind(why)
 		settled(0)
 	}
-	if e.opts.Sampler == nil {
-		blind("the runs are not measured")
-		return nil
-	}
 	return &usage.Settle{Interval: settleInterval, Samples: settleSamples, Done: settled, Blind: blind}
+}
+
+// blind tells the sweep, once, that no run's GPU memory can be read here,
+// and why.
+func (e *Execution) blind(why string) {
+	e.blindOnce.Do(func() {
+		e.note("the GPU memory of each run cannot be read here (" + why + "): runs sharing a GPU by gpu_mem start without waiting for the runs before them to allocate theirs, and gpu_mem=auto measures nothing (its runs keep a GPU each)")
+	})
 }
 
 // note tells OnNote, if set.
