@@ -85,7 +85,7 @@ func ExampleNotifyStop() {
 	opts := nodepack.Options{Options: runner.Options{Output: out,
 		Source: sweep.Spec{Hydra: true, Command: []string{"bash", "-c", `touch "$1"; sleep 60`, "run", out + "/started"}}}}
 	go func() {
-		for {
+		for range 6000 { // a minute: the run marks its start
 			if _, err := os.Stat(out + "/started"); err == nil {
 				syscall.Kill(os.Getpid(), syscall.SIGTERM)
 				return

@@ -101,16 +101,19 @@ func (s *UsageSampler) Start(t usage.Target) *Sampling {
 	for _, u := range t.GPUs {
 		sp.got.GPUs = append(sp.got.GPUs, usage.GPU{UUID: u})
 	}
+	sp.limit, sp.gpuLimit = t.Limit, t.GPULimit
 	if t.Settle != nil {
 		sp.settler = &usage.Settler{Samples: t.Settle.Samples}
+	}
+	if t.Settle != nil || t.GPULimit != nil {
 		if why := s.blindTo(t.GPUs); why != "" {
-			sp.settler = nil
-			if t.Settle.Blind != nil {
+			// Nothing to watch: no sample every second for it.
+			sp.settler, sp.gpuLimit = nil, nil
+			if t.Settle != nil && t.Settle.Blind != nil {
 				go t.Settle.Blind(why)
 			}
 		}
 	}
-	sp.limit, sp.gpuLimit = t.Limit, t.GPULimit
 	s.shareEnergy(sp, +1)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -168,3 +168,17 @@ func waitSamples(sp *Sampling, n int, limit time.Duration) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestGPULimitWithoutReadings: where no GPU library can read a run's GPU
+// memory, a GPU limit is not watched: the run is not sampled every second
+// for readings that cannot come.
+func TestGPULimitWithoutReadings(t *testing.T) {
+	s := &UsageSampler{interval: time.Hour} // no NVML, whatever this machine has
+	defer s.Close()
+	sp := s.Start(usage.Target{Root: os.Getpid(), GPUs: []string{"GPU-x"},
+		GPULimit: &usage.Limit{Bytes: 1, Interval: time.Millisecond, Exceeded: func(uint64) { t.Error("exceeded without a reading") }}})
+	defer sp.Stop()
+	if due := sp.dueIn(); due < time.Hour {
+		t.Errorf("sampled every %v for a GPU limit that cannot be read", due)
+	}
+}

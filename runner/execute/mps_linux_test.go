@@ -104,9 +104,7 @@ func TestMPS(t *testing.T) {
 			if tc.daemon {
 				var pid int
 				fmt.Sscan(lines[1], &pid)
-				if waitUntilTrue(5*time.Second, func() bool { return syscall.Kill(pid, 0) != nil }) == false {
-					t.Errorf("the daemon (pid %d) outlived the sweep", pid)
-				}
+				poll(t, func() bool { return syscall.Kill(pid, 0) != nil }) // the daemon does not outlive the sweep
 			}
 			var pipes []string
 			for _, r := range runs {
@@ -142,7 +140,7 @@ func TestMPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntilTrue(10*time.Second, func() bool { b, _ := os.ReadFile(log); return len(b) > 0 })
+	poll(t, func() bool { b, _ := os.ReadFile(log); return len(b) > 0 })
 	var notes []string
 	sum, err := Execute(t.Context(), run.Runs(run.Run{ID: "b", Args: []string{"true"}}),
 		Options{Topology: topo, Request: pack.Request{GPUMem: 10 << 30}, MPS: MPSAuto, MPSControl: program, SettleTimeout: time.Millisecond, TempDir: dir,
@@ -156,18 +154,5 @@ func TestMPS(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(log); strings.Count(string(b), "start") != 1 {
 		t.Errorf("daemons started: %q; want one", b)
-	}
-}
-
-// waitUntilTrue polls cond until it holds or d has passed.
-func waitUntilTrue(d time.Duration, cond func() bool) bool {
-	for end := time.Now().Add(d); ; {
-		if cond() {
-			return true
-		}
-		if time.Now().After(end) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
