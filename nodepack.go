@@ -59,6 +59,10 @@ type Options struct {
 	// and the ledger's header records the plan of the sweep's first wave.
 	// Its errors are *pack.FitError's where the settings do not fit.
 	Pack *pack.Options
+	// With Pack.AutoRunsPerGPU and no GPU memory asked, where runs are
+	// measured and the GPUs' memory is known, each shape's memory is
+	// measured too (AutoGPUMem): no more runs share a GPU than it holds.
+	//
 	// SampleInterval is how often each run's process tree and GPUs are
 	// measured; zero means DefaultSampleInterval, negative not at all
 	// (only the kernel's totals: then gpu_mem=auto cannot be asked for, and
@@ -122,6 +126,12 @@ func Prepare(ctx context.Context, opts Options) (*Sweep, error) {
 		// out once the runs are counted, no larger than they are.
 		one := *opts.Pack
 		one.Runs = 1
+		if one.AutoRunsPerGPU && one.GPUMem == 0 && !one.AutoGPUMem && opts.SampleInterval >= 0 && len(x.Topology.GPUs) > 0 &&
+			!slices.ContainsFunc(x.Topology.GPUs, func(g pack.GPU) bool { return g.MemoryBytes == 0 }) {
+			// Runs per GPU by measurement, never more than their measured
+			// memory holds.
+			one.AutoGPUMem = true
+		}
 		plan, err := pack.NewSweepPlan(x.Topology, one)
 		if err != nil {
 			return nil, err

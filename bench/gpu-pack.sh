@@ -9,20 +9,25 @@
 #   - 2, 4 and 8 runs per GPU taking turns (time-slicing);
 #   - the same through nodepack's own MPS daemon (--mps on), where
 #     nvidia-cuda-mps-control is;
-#   - --runs-per-gpu auto, once it exists (issue 44, item 4).
+#   - --runs-per-gpu auto, taking turns and through MPS: the density
+#     chosen from the runs' measured steps per second (--density-window
+#     DENSITY_WINDOW, default 5s).
 #
 # For each it prints the makespan and the samples per second of the whole
 # sweep, as ratios to one run per GPU, and the runs that failed for their
-# GPU's memory or a fault (a neighbour's doing where runs share).
+# GPU's memory or a fault (a neighbour's doing where runs share); then
+# auto's ratios to one run per GPU and to the best fixed density of the
+# same kind, against the targets (2× and 0.95×), and its decisions.
 #
 #   go build -o /tmp/nodepack ./cmd/nodepack && bench/gpu-pack.sh [--simulate] [RUNS] [STEPS]
 #
 # Without a GPU (or a PyTorch that sees one) it exits 2 with one line.
 # --simulate runs the same script against a simulated GPU: two fake GPUs,
-# and a training that sleeps its steps, k runs on one GPU getting
-# min(k, 1.6) times the throughput of one by time-slicing and min(k, 3)
-# under MPS (a stand-in daemon), so that CI runs its plumbing; its figures
-# are the model's, not a GPU's. NODEPACK overrides the binary.
+# and a training that sleeps its steps (5 to 40 ms each alone), k runs on
+# one GPU getting min(k, 1.6) times the throughput of one by time-slicing
+# and min(k, 3) under MPS (a stand-in daemon), so that CI runs its
+# plumbing; its figures are the model's, not a GPU's. NODEPACK overrides
+# the binary.
 set -euo pipefail
 
 simulate=0
@@ -31,7 +36,8 @@ if [[ ${1:-} == --simulate ]]; then
 	shift
 fi
 runs=${1:-16}
-steps=${2:-300}
+steps=${2:-2000}
+window=${DENSITY_WINDOW:-5s}
 nodepack=${NODEPACK:-/tmp/nodepack}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -78,12 +84,12 @@ PY
 
 cat >"$work/sim_train.py" <<'PY'
 # sim_train.py MODEL BATCH STEPS [--key=value ...]: train.py's reports
-# against a simulated GPU. A step takes BASE seconds alone; the k runs on
+# against a simulated GPU. A step takes BASE seconds alone (5 to 40 ms); the k runs on
 # one GPU (each a file in $SIM_GPUS/<its GPU>) get min(k, 1.6) times one
 # run's throughput taking turns, min(k, 3) as MPS clients.
 import json, os, sys, time
 model, batch, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-base = {"mlp": 0.002, "cnn": 0.004}[model] * batch / 128
+base = {"mlp": 0.01, "cnn": 0.02}[model] * batch / 128
 gpu = os.path.join(os.environ["SIM_GPUS"], os.environ["CUDA_VISIBLE_DEVICES"])
 os.makedirs(gpu, exist_ok=True)
 me = os.path.join(gpu, str(os.getpid()))
@@ -156,33 +162,56 @@ pack one --runs-per-gpu 1
 for k in 2 4 8; do
 	pack "ts$k" --runs-per-gpu "$k"
 done
+pack auto --runs-per-gpu auto --density-window "$window"
 mps=0
 if command -v nvidia-cuda-mps-control >/dev/null; then
 	mps=1
 	for k in 2 4 8; do
 		pack "mps$k" --runs-per-gpu "$k" --mps on
 	done
+	pack mpsauto --runs-per-gpu auto --density-window "$window" --mps on
 fi
+for name in auto mpsauto; do
+	[[ -f $work/out-$name/ledger.jsonl ]] || continue
+	python3 - "$name" "$work/out-$name/ledger.jsonl" >>"$work/decisions" <<'PY'
+import json, sys
+name, path = sys.argv[1], sys.argv[2]
+for line in open(path):
+    rec = json.loads(line)
+    if rec.get("type") == "density":
+        print(f"{name}: {rec['from']} -> {rec['to']} per GPU{' (final)' if rec.get('final') else ''}: {rec.get('why', '')}  [{rec.get('shape', '')}]")
+PY
+done
 
-python3 - "$work/results" "$runs" "$steps" "$simulate" "$mps" <<'PY'
-import sys
-results, runs, steps, simulate, mps = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5] == "1"
+python3 - "$work/results" "$runs" "$steps" "$simulate" "$mps" "$work/decisions" <<'PY'
+import os, sys
+results, runs, steps, simulate, mps, decisions = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", sys.argv[5] == "1", sys.argv[6]
 rows = [l.split() for l in open(results)]
 base = {r[0]: r for r in rows}.get("one")
 label = {"one": "one run per GPU", "ts2": "2 per GPU, taking turns", "ts4": "4 per GPU, taking turns", "ts8": "8 per GPU, taking turns",
-         "mps2": "2 per GPU, MPS", "mps4": "4 per GPU, MPS", "mps8": "8 per GPU, MPS"}
+         "mps2": "2 per GPU, MPS", "mps4": "4 per GPU, MPS", "mps8": "8 per GPU, MPS", "auto": "auto, taking turns", "mpsauto": "auto, MPS"}
 print(("SIMULATED GPUs (the model's figures, not a GPU's): " if simulate else "") + f"{runs} runs of {steps} steps")
 print(f"{'packing':26} {'makespan':>9} {'samples/s':>10} {'vs one/GPU':>11} {'failed':>7} {'by memory/fault':>16}")
 b_rate = float(base[2]) / float(base[1]) if base and float(base[1]) > 0 else 0
 ok = True
+rate = {}
 for name, wall, samples, n, failed, bad in rows:
     wall, samples = float(wall), float(samples)
-    rate = samples / wall if wall > 0 else 0
-    ratio = f"{rate / b_rate:.2f}x" if b_rate else "-"
-    print(f"{label.get(name, name):26} {wall:8.2f}s {rate:10.0f} {ratio:>11} {failed:>7} {bad:>16}")
+    rate[name] = samples / wall if wall > 0 else 0
+    ratio = f"{rate[name] / b_rate:.2f}x" if b_rate else "-"
+    print(f"{label.get(name, name):26} {wall:8.2f}s {rate[name]:10.0f} {ratio:>11} {failed:>7} {bad:>16}")
     ok &= int(n) == int(runs) and samples > 0
 if not mps:
     print("MPS: no nvidia-cuda-mps-control here: its rows are left out")
-print("--runs-per-gpu auto: not built yet (issue 44, item 4): its row is left out")
+for auto, fixed in (("auto", ("one", "ts2", "ts4", "ts8")), ("mpsauto", ("one", "mps2", "mps4", "mps8"))):
+    if auto not in rate or not b_rate:
+        continue
+    best = max((f for f in fixed if f in rate), key=lambda f: rate[f])
+    vs_one, vs_best = rate[auto] / b_rate, rate[auto] / rate[best] if rate[best] else 0
+    print(f"{label[auto]}: {vs_one:.2f}x one run per GPU (target 2x), {vs_best:.2f}x the best fixed density, {label[best]} (target 0.95x)")
+if os.path.exists(decisions):
+    print("auto's decisions:")
+    for line in open(decisions):
+        print("  " + line.rstrip())
 sys.exit(0 if ok else 1)
 PY

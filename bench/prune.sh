@@ -16,6 +16,21 @@
 #
 # Targets: at least 3× less GPU-time than the full sweep, and the true best
 # completes in at least 9 of 10 seeds. NODEPACK overrides the binary.
+#
+# FAMILY=slow bench/prune.sh [SEEDS] [STEPS] [STEP_S] runs the family with
+# slow starters instead (issue 45): 27 configurations, 24 ordinary (final
+# uniform in [0.3, 1], tau in [1.5, 3]: fast) and 3 slow starters (final in
+# [0.05, 0.2], tau in [8, 12]: among the worst at the first rungs, the best
+# asymptotes), noise σ NOISE (default 0.05), STEPS 27 by default; each seed
+# runs the full sweep, --prune with the rank rule and with rule=curve
+# (first=3 for both, no tuning), and rule=curve with first=6 (curve6: six
+# points before its first rung, the fewest it forecasts from), and prints
+# per rule: the GPU-seconds of
+# every attempt and the steps executed (from the ledger), their ratios to
+# the full sweep, whether the full sweep's winner (best loss at its last
+# step) and the configuration with the lowest asymptote reached their last
+# step, and the regret (the best loss a rule's completed runs reached, less
+# the full sweep's best).
 set -euo pipefail
 
 seeds=${1:-10}
@@ -61,6 +76,89 @@ for line in open(sys.argv[1]):
 print(f"{total:.1f}")
 PY
 }
+
+if [[ ${FAMILY:-} == slow ]]; then
+	steps=${2:-27}
+	noise=${NOISE:-0.05}
+	cat >"$work/train.sh" <<'SH'
+#!/usr/bin/env bash
+# train.sh --final=F --tau=T --noise=SEED --sigma=S --steps=N --step_s=D
+for a in "$@"; do declare "${a#--}"; done
+awk -v f="$final" -v tau="$tau" -v seed="$noise" -v sigma="$sigma" -v n="$steps" -v d="$step_s" 'BEGIN {
+	srand(seed)
+	for (s = 1; s <= n; s++) {
+		u = rand(); v = rand(); z = sqrt(-2 * log(u + 1e-12)) * cos(6.2831853 * v)
+		printf "{\"step\": %d, \"loss\": %.5f}\n", s, f + 1.5 * exp(-s / tau) + sigma * z >> ENVIRON["NODEPACK_METRICS"]
+		fflush(ENVIRON["NODEPACK_METRICS"])
+		system("sleep " d)
+	}
+}'
+SH
+	chmod +x "$work/train.sh"
+	for ((seed = 1; seed <= seeds; seed++)); do
+		python3 - "$work" "$seed" "$steps" "$step_s" "$noise" <<'PY'
+import json, random, sys
+work, seed, steps, step_s, sigma = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5])
+rng = random.Random(seed)
+configs = [("ordinary", rng.uniform(0.3, 1.0), rng.uniform(1.5, 3)) for _ in range(24)] + \
+          [("slow", rng.uniform(0.05, 0.2), rng.uniform(8, 12)) for _ in range(3)]
+rng.shuffle(configs)
+with open(f"{work}/sweep.jsonl", "w") as f:
+    for kind, final, tau in configs:
+        f.write(json.dumps({"final": round(final, 4), "tau": round(tau, 3), "noise": rng.randrange(1 << 30), "sigma": sigma,
+                            "steps": steps, "step_s": step_s, "nodepack": {"gpus": 0.5, "cpus": 0}}) + "\n")
+json.dump([f for _, f, _ in configs], open(f"{work}/finals-{seed}.json", "w"))
+PY
+		for rule in full asha curve curve6; do
+			rm -rf "$work/$rule-$seed"
+			flags=()
+			[[ $rule == asha ]] && flags=(--prune "loss:min,first=3,max=$steps")
+			[[ $rule == curve ]] && flags=(--prune "loss:min,first=3,max=$steps,rule=curve")
+			[[ $rule == curve6 ]] && flags=(--prune "loss:min,first=6,max=$steps,rule=curve")
+			"$nodepack" run -q -o "$work/$rule-$seed" "${flags[@]}" --params "$work/sweep.jsonl" -- "$work/train.sh" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
+			"$nodepack" status --runs --format json "$work/$rule-$seed" >"$work/$rule-$seed.json"
+		done
+	done
+	python3 - "$work" "$seeds" "$steps" "$noise" <<'PY'
+import json, sys
+work, seeds, steps, noise = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+def ledger(path):
+    held, gpu_s, steps_done = {}, 0.0, 0.0
+    for line in open(path):
+        r = json.loads(line)
+        key = (r.get("id"), r.get("attempt"))
+        if r["type"] == "started":
+            held[key] = 0.5
+        elif r["type"] == "finished":
+            gpu_s += held.pop(key, 0.5) * r.get("duration_s", 0)
+            st = r.get("steps")
+            if st:
+                steps_done += st["last"] - st["first"] + 1
+    return gpu_s, steps_done
+totals = {rule: [0.0, 0.0, 0, 0] for rule in ("full", "asha", "curve", "curve6")}
+print(f"{seeds} seeds of 27 configurations (3 slow starters) x {steps} steps, noise {noise}")
+print(f"{'seed':>4} {'rule':>6} {'GPU-s':>8} {'steps':>7} {'GPU-s saved':>11} {'steps saved':>11} {'winner':>7} {'lowest asymptote':>17} {'regret':>7}")
+line_of = lambda r: int(r["origin"].rsplit(":", 1)[1])
+for seed in range(1, seeds + 1):
+    finals = json.load(open(f"{work}/finals-{seed}.json"))
+    lowest = min(range(len(finals)), key=lambda i: finals[i]) + 1  # its line
+    rows = {rule: json.load(open(f"{work}/{rule}-{seed}.json")) for rule in totals}
+    winner = min(rows["full"], key=lambda r: r["loss"])
+    base_gpu, base_steps = ledger(f"{work}/full-{seed}/ledger.jsonl")
+    for rule in totals:
+        gpu, stp = ledger(f"{work}/{rule}-{seed}/ledger.jsonl")
+        state = {line_of(r): r["state"] for r in rows[rule]}
+        best = min((r["loss"] for r in rows[rule] if r["state"] == "succeeded"), default=float("inf"))
+        won, low = state.get(line_of(winner)) == "succeeded", state.get(lowest) == "succeeded"
+        t = totals[rule]
+        t[0] += gpu; t[1] += stp; t[2] += won; t[3] += low
+        print(f"{seed:>4} {rule:>6} {gpu:8.1f} {stp:7.0f} {base_gpu / gpu:10.2f}x {base_steps / stp:10.2f}x {str(won):>7} {str(low):>17} {best - winner['loss']:7.3f}")
+for rule, t in totals.items():
+    print(f"{rule:>6}: {t[0]:.1f} GPU-s, {t[1]:.0f} steps: {totals['full'][0] / t[0]:.2f}x fewer GPU-s, {totals['full'][1] / t[1]:.2f}x fewer steps than the full sweep; "
+          f"its winner completed in {t[2]} of {seeds} seeds, the lowest asymptote in {t[3]} of {seeds}")
+PY
+	exit 0
+fi
 
 printf '%-5s %10s %10s %8s %10s %10s %8s %6s %s\n' seed "full GPU-s" "prune GPU-s" ratio "full span" "prune span" pruned "best" "best completed"
 sum_full=0 sum_prune=0 completed=0

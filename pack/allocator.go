@@ -242,7 +242,7 @@ func (a *Allocator) distances(isNear, alsoClose []bool) []uint8 {
 // nil, an error wrapping [ErrNeverFits] that says what the node has, or an
 // error describing an invalid request, so callers can reject a request up
 // front instead of waiting for resources that will never come. A request
-// with AutoGPUMem passes when a run sharing a GPU would.
+// with AutoGPUMem or AutoShare passes when a run sharing a GPU would.
 func (a *Allocator) Check(r Request) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -354,8 +354,8 @@ func (a *Allocator) allocateBehind(first Request, reserved []int, r Request) (As
 	if err := a.check(r); err != nil {
 		return Assignment{}, fmt.Errorf("allocate %v: %w", r, err)
 	}
-	if r.AutoGPUMem {
-		return Assignment{}, fmt.Errorf("allocate %v: gpu_mem=auto: resolve it to a size or a share first", r)
+	if r.AutoGPUMem || r.AutoShare {
+		return Assignment{}, fmt.Errorf("allocate %v: gpu_mem=auto and gpus=auto: resolve them to a size or a share first", r)
 	}
 	// A run sharing a CPU takes at most one more CPU out of the free ones.
 	if first.CPUs > 0 && a.nfree-max(r.CPUs, 1) < first.CPUs || a.memory-a.memUsed < first.Mem+r.Mem {
@@ -422,8 +422,8 @@ func (a *Allocator) allocate(r Request) (Assignment, error) {
 	if err := a.check(r); err != nil {
 		return Assignment{}, err
 	}
-	if r.AutoGPUMem {
-		return Assignment{}, errors.New("gpu_mem=auto: resolve it to a size or a share first")
+	if r.AutoGPUMem || r.AutoShare {
+		return Assignment{}, errors.New("gpu_mem=auto and gpus=auto: resolve them to a size or a share first")
 	}
 	return a.place(r)
 }

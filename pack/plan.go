@@ -33,6 +33,9 @@ type Options struct {
 	// RunsPerGPU is the number of runs that share one GPU, a share of 1/K
 	// each. Default: 1.
 	RunsPerGPU int
+	// AutoRunsPerGPU chooses it by measurement instead (gpus=auto, see
+	// Request.AutoShare): one run per GPU at first, up to AutoRunsPerGPU.
+	AutoRunsPerGPU bool
 
 	// GPUMem is the GPU memory each run needs: the runs share GPUs as long
 	// as their memory fits (see [Request]). AutoGPUMem measures it instead.
@@ -257,12 +260,13 @@ func NewPlan(t Topology, o Options) (Plan, error) {
 		return Plan{}, err
 	}
 	p := Plan{Request: req, Parallel: parallel}
-	if req.AutoGPUMem {
+	wave := parallel
+	if req.AutoGPUMem || req.AutoShare {
 		// The first run on each GPU is measured alone.
-		req.AutoGPUMem, req.GPUShare = false, GPUWhole
+		req.AutoGPUMem, req.AutoShare, req.GPUShare = false, false, GPUWhole
+		wave = min(wave, len(a.units))
 	}
 	perGPU := map[string]int{}
-	wave := parallel
 	if o.Runs > 0 {
 		wave = min(wave, o.Runs)
 	}
@@ -327,6 +331,9 @@ func sharingWarning(o Options, parallel, ncpus, gpus, most int) Note {
 		return note("%s: %d runs at once %s; lower %s to give each run CPUs of its own", p, parallel, shared, Setting{Field: fieldParallel})
 	case o.RunsPerGPU > 1:
 		by = set(fieldRunsPerGPU, o.RunsPerGPU)
+	case o.AutoRunsPerGPU:
+		return note("%s on %s: up to %d runs at once (%d per GPU, as many as pay) %s; %s gives each run a CPU of its own, with fewer at once",
+			Setting{fieldRunsPerGPU, "auto"}, plural(gpus, "GPU"), parallel, AutoRunsPerGPU, shared, set(fieldCPUs, 1))
 	case o.GPUShare > 0:
 		by = Setting{fieldShare, formatShare(o.GPUShare)}
 	case o.GPUMem > 0:
@@ -390,16 +397,18 @@ func (o Options) request() (Request, int, error) {
 		return Request{}, 0, fitError(note("%s: a share is of one GPU, between 0 and 1", share))
 	case k > GPUWhole:
 		return Request{}, 0, fitError(note("%s: at most %d runs share one GPU", set(fieldRunsPerGPU, k), GPUWhole))
+	case o.AutoRunsPerGPU && (gpus > 0 || k > 1 || o.GPUShare > 0):
+		return Request{}, 0, fitError(note("%s chooses the runs per GPU: it excludes %s", Setting{fieldRunsPerGPU, "auto"}, o.gpuSetting(Request{GPUs: gpus, GPUShare: o.GPUShare}, k)))
 	case o.AutoGPUMem && o.GPUMem > 0:
 		return Request{}, 0, fitError(note("%s is a size or auto, not both", Setting{Field: fieldGPUMem}))
 	case (o.AutoGPUMem || o.GPUMem > 0) && gpus > 1:
 		return Request{}, 0, fitError(note("%s shares GPUs by memory: it excludes %s", Setting{Field: fieldGPUMem}, set(fieldGPUs, gpus)))
 	}
-	r := Request{GPUs: gpus, GPUShare: o.GPUShare, GPUMem: o.GPUMem, AutoGPUMem: o.AutoGPUMem, Mem: o.Mem}
+	r := Request{GPUs: gpus, GPUShare: o.GPUShare, GPUMem: o.GPUMem, AutoGPUMem: o.AutoGPUMem, AutoShare: o.AutoRunsPerGPU, Mem: o.Mem}
 	if k > 1 {
 		r.GPUShare = GPUWhole / k
 	}
-	if r.GPUShare > 0 || r.GPUMem > 0 || r.AutoGPUMem {
+	if r.GPUShare > 0 || r.GPUMem > 0 || r.AutoGPUMem || r.AutoShare {
 		r.GPUs = 0
 	}
 	return r, k, nil
@@ -409,6 +418,8 @@ func (o Options) request() (Request, int, error) {
 // per GPU.
 func (o Options) gpuSetting(r Request, k int) Setting {
 	switch {
+	case r.AutoShare:
+		return Setting{fieldRunsPerGPU, "auto"}
 	case r.GPUMem > 0:
 		return Setting{fieldGPUMem, FormatSize(r.GPUMem)}
 	case r.AutoGPUMem:
@@ -442,11 +453,16 @@ func (a *Allocator) gpuParallel(o Options, r *Request, k int) (int, error) {
 		}
 		for _, u := range a.units {
 			n := int(u.usable / r.GPUMem)
-			if r.GPUShare > 0 {
+			switch {
+			case r.AutoShare:
+				n = min(n, AutoRunsPerGPU)
+			case r.GPUShare > 0:
 				n = min(n, GPUWhole/r.GPUShare)
 			}
 			capacity += n
 		}
+	case r.AutoShare:
+		capacity = units * AutoRunsPerGPU
 	case r.AutoGPUMem:
 		capacity = units
 	case r.GPUShare > 0:
@@ -515,6 +531,10 @@ func (a *Allocator) cpusPerRun(o Options, r Request, parallel int) (cpus, n int,
 		}
 		fe.Fixes = append(fe.Fixes, fix(set(fieldParallel, ncpus/cpus)))
 		return 0, 0, fe
+	case cpus == 0 && r.AutoShare:
+		// As many as AutoRunsPerGPU runs on every GPU would get: none of
+		// their own (shared CPUs) where the node has fewer CPUs than that.
+		cpus = a.defaultCPUs(len(a.units) * AutoRunsPerGPU)
 	case cpus == 0 && r.AutoGPUMem:
 		cpus = max(a.defaultCPUs(len(a.units))/4, 1)
 	case cpus == 0 && parallel <= ncpus:

@@ -45,12 +45,22 @@ type Request struct {
 	// caller turns it into GPUMem, or into a whole GPU's share for the
 	// first run, which is measured.
 	AutoGPUMem bool
+
+	// AutoShare asks for the share of one GPU that runs like this one were
+	// measured to do best at (gpus=auto, --runs-per-gpu auto): the caller
+	// turns it into a GPUShare of 1/K, K from 1 up to AutoRunsPerGPU as
+	// it measures the runs' progress. The Allocator does not measure.
+	AutoShare bool
 }
+
+// AutoRunsPerGPU is the most runs that share one GPU under AutoShare; the
+// CPUs of an AutoShare request follow the GPU share of that many.
+const AutoRunsPerGPU = 8
 
 // SharesGPU reports whether the run shares a GPU with others: it asks for
 // a share or for GPU memory but for no GPU of its own.
 func (r Request) SharesGPU() bool {
-	return r.GPUs == 0 && (r.GPUShare > 0 || r.GPUMem > 0 || r.AutoGPUMem)
+	return r.GPUs == 0 && (r.GPUShare > 0 || r.GPUMem > 0 || r.AutoGPUMem || r.AutoShare)
 }
 
 // Validate reports whether r makes sense on any node: no negative counts,
@@ -67,6 +77,8 @@ func (r Request) Validate() error {
 		return fmt.Errorf("gpus=%d and a share of one GPU exclude each other", r.GPUs)
 	case r.AutoGPUMem && r.GPUMem > 0:
 		return errors.New("gpu_mem is either auto or a size")
+	case r.AutoShare && (r.GPUs > 0 || r.GPUShare > 0):
+		return errors.New("gpus is either auto or a number")
 	}
 	return nil
 }
@@ -80,6 +92,8 @@ func (r Request) String() string {
 	// Appended to one buffer: the ledger writes it for every start and end.
 	b := make([]byte, 0, 48)
 	switch {
+	case r.AutoShare:
+		b = append(b, "gpus=auto"...)
 	case r.GPUs > 0:
 		b = strconv.AppendInt(append(b, "gpus="...), int64(r.GPUs), 10)
 	case r.GPUShare > 0:
@@ -116,6 +130,8 @@ func (r Request) Class() string {
 		return strconv.Itoa(r.GPUs) + " GPUs"
 	case r.GPUs == 1:
 		return "1 GPU"
+	case r.AutoShare:
+		return "measured share of a GPU"
 	case r.GPUShare > 0 && r.GPUMem > 0:
 		return formatShare(r.GPUShare) + " GPU, " + FormatSize(r.GPUMem)
 	case r.GPUShare > 0:
@@ -137,8 +153,9 @@ func formatShare(s int) string {
 // spaces or commas, over base: the keys it names replace base's, the rest
 // stay; a key given twice is an error. Keys:
 //
-//   - gpus: a whole number of GPUs of the run's own (2), or a share of one
-//     GPU as a fraction (0.25 or 1/4);
+//   - gpus: a whole number of GPUs of the run's own (2), a share of one
+//     GPU as a fraction (0.25 or 1/4), or auto: a share chosen by
+//     measuring the runs' progress (AutoShare);
 //   - gpu_mem: GPU memory, a size (12GiB, 512MiB, 16G; bytes without a
 //     unit), or auto;
 //   - cpus: CPUs of the run's own; 0 for one shared CPU;
@@ -175,11 +192,15 @@ func ParseRequest(text string, base Request, gpuMemory uint64) (Request, error) 
 		given[k] = v
 		switch k {
 		case "gpus":
+			if v == "auto" {
+				r.GPUs, r.GPUShare, r.AutoShare, gpusGiven = 0, 0, true, true
+				continue
+			}
 			gpus, share, err := parseGPUs(v)
 			if err != nil {
 				return base, fmt.Errorf("gpus=%s: %w", v, err)
 			}
-			r.GPUs, r.GPUShare, gpusGiven = gpus, share, true
+			r.GPUs, r.GPUShare, r.AutoShare, gpusGiven = gpus, share, false, true
 		case "gpu_mem":
 			if v == "auto" {
 				r.GPUMem, r.AutoGPUMem, gpuMemGiven = 0, true, true
@@ -211,7 +232,7 @@ func ParseRequest(text string, base Request, gpuMemory uint64) (Request, error) 
 		r.GPUs, r.GPUShare = 0, 0 // gpu_mem alone shares a GPU by memory
 	case gpusGiven && r.GPUs > 0 && !gpuMemGiven:
 		r.AutoGPUMem = false
-	case gpusGiven && r.GPUs == 0 && r.GPUShare == 0 && !gpuMemGiven:
+	case gpusGiven && r.GPUs == 0 && r.GPUShare == 0 && !r.AutoShare && !gpuMemGiven:
 		r.GPUMem, r.AutoGPUMem = 0, false
 	}
 	switch {
@@ -266,8 +287,11 @@ func clampCPUs(n uint64, most int) int {
 
 // gpuAmount is how much GPU the request asks for, in thousandths.
 func (r Request) gpuAmount() int {
-	if r.GPUs > 0 {
+	switch {
+	case r.GPUs > 0:
 		return r.GPUs * GPUWhole
+	case r.AutoShare:
+		return GPUWhole / AutoRunsPerGPU
 	}
 	return r.GPUShare
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/execute"
@@ -665,6 +666,18 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 			onGPUFault(f, none)
 		}
 	}
+	onDensity := opts.Execute.OnDensity
+	xo.OnDensity = func(c schedule.DensityChange) {
+		rec := ledger.Density{Time: time.Now(), Shape: strings.ReplaceAll(c.Shape, "\x00", " "), From: c.From, To: c.To, Final: c.Final, Why: c.Why}
+		for _, m := range c.At {
+			rec.Measured = append(rec.Measured, ledger.DensityAt{Runs: m.Runs, StepsPerSec: m.StepsPerSec, Readings: m.Readings})
+		}
+		w.PostDensity(rec, nil)
+		s.note(densityNote(rec))
+		if onDensity != nil {
+			onDensity(c)
+		}
+	}
 	skip, resumed := w.Past().ResumeFilter(opts.retries)
 	runs := s.source.RunsExcept(s.shard, skip)
 	r.resume = resumed
@@ -688,6 +701,18 @@ func (s *Sweep) note(line string) {
 	if s.opts.OnNote != nil {
 		s.opts.OnNote(line)
 	}
+}
+
+// densityNote says a decision of the density rule in a line.
+func densityNote(d ledger.Density) string {
+	what := fmt.Sprintf("%d runs per GPU", d.To)
+	if d.To == 1 {
+		what = "1 run per GPU"
+	}
+	if d.Final {
+		what += ", for good"
+	}
+	return fmt.Sprintf("--runs-per-gpu auto: %s now at %s (%s)", d.Shape, what, d.Why)
 }
 
 // staggerWithin returns the stagger to use: d, unless the first wave's

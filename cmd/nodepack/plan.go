@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodepack/nodepack/cmd/internal/clidoc"
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/sweep"
@@ -53,13 +54,14 @@ type packOptions struct {
 // optionFlags names the flag AddFlags binds to each field of
 // pack.Options, for wording pack's settings (pack.Setting) as flags.
 var optionFlags = map[string]string{
-	"Parallel":   "--parallel",
-	"GPUsPerRun": "--gpus-per-run",
-	"GPUShare":   "--gpus-per-run",
-	"RunsPerGPU": "--runs-per-gpu",
-	"GPUMem":     "--gpu-mem-per-run",
-	"CPUsPerRun": "--cpus-per-run",
-	"Mem":        "--mem-per-run",
+	"Parallel":       "--parallel",
+	"GPUsPerRun":     "--gpus-per-run",
+	"GPUShare":       "--gpus-per-run",
+	"RunsPerGPU":     "--runs-per-gpu",
+	"AutoRunsPerGPU": "--runs-per-gpu",
+	"GPUMem":         "--gpu-mem-per-run",
+	"CPUsPerRun":     "--cpus-per-run",
+	"Mem":            "--mem-per-run",
 }
 
 // flagWord words a setting of pack.Options as the flag that gives it:
@@ -107,7 +109,8 @@ func noteTexts(notes []pack.Note) []string {
 func (o *packOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVarP(&o.Parallel, "parallel", "j", 0, "`N` runs at once (default: plan lays out one per GPU or MIG device, else one per physical core; run starts as many as the runs' requests fit)")
 	fs.Var(gpusValue{&o.Options}, "gpus-per-run", "GPUs each run gets: a number `G` of its own, or a share of one such as 0.25 or 1/4 (default 1 when there are GPUs)")
-	fs.IntVar(&o.RunsPerGPU, "runs-per-gpu", 0, "runs that share one GPU, `K` of them: --gpus-per-run 1/K (default 1)")
+	fs.Var(runsPerGPUValue{&o.Options}, "runs-per-gpu", "runs that share one GPU, `K` of them: --gpus-per-run 1/K (default 1); auto: 1 at first, then one more while each command shape's steps per second on a GPU (from $NODEPACK_METRICS) rise by more than 5%, up to 8 and what its measured GPU memory holds")
+	clidoc.OfferChoices(fs, "runs-per-gpu", "auto")
 	fs.Var(gpuMemValue{&o.Options}, "gpu-mem-per-run", "GPU memory each run needs, `SIZE` such as 12GiB: runs share GPUs while their memory fits; auto measures the first run of each command shape")
 	fs.IntVar(&o.CPUsPerRun, "cpus-per-run", 0, "CPUs each run gets (default: the allowed CPUs split evenly, whole cores first)")
 	fs.Var(sizeValue{&o.Mem}, "mem-per-run", "host memory each run needs, `SIZE` such as 32GiB: runs start while their memory fits the job's (cgroup limit, else what is available)")
@@ -136,6 +139,31 @@ func (v gpusValue) Set(s string) error {
 		return errors.New(strings.TrimPrefix(err.Error(), "gpus="+s+": "))
 	}
 	v.o.GPUsPerRun, v.o.GPUShare = r.GPUs, r.GPUShare
+	return nil
+}
+
+// runsPerGPUValue binds --runs-per-gpu: a number, or auto.
+type runsPerGPUValue struct{ o *pack.Options }
+
+func (v runsPerGPUValue) Type() string { return "K" }
+
+func (v runsPerGPUValue) String() string {
+	if v.o.AutoRunsPerGPU {
+		return "auto"
+	}
+	return strconv.Itoa(v.o.RunsPerGPU)
+}
+
+func (v runsPerGPUValue) Set(s string) error {
+	if s == "auto" {
+		v.o.RunsPerGPU, v.o.AutoRunsPerGPU = 0, true
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("want a whole number of runs, or auto")
+	}
+	v.o.RunsPerGPU, v.o.AutoRunsPerGPU = n, false
 	return nil
 }
 

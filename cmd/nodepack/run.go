@@ -141,6 +141,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	addSourceFlags(fs, &o.Source, &o.RunsPerShard)
 	fs.StringVar(&o.Shard, "shard", "auto", "run only shard `I/N`: the runs whose index is I mod N; auto takes it from the array index and task rank (SLURM_ARRAY_TASK_ID, SLURM_PROCID, SGE_TASK_ID, PBS_ARRAY_INDEX, LSB_JOBINDEX); none runs all")
 	fs.DurationVar(&x.BackfillWait, "backfill-wait", schedule.DefaultBackfillWait, "let smaller runs start ahead of one that does not fit yet for at most `D`, then keep what frees up for it; 0 starts runs strictly in order")
+	fs.DurationVar(&x.DensityWindow, "density-window", schedule.DefaultDensityWindow, "with --runs-per-gpu auto, read each run's steps per second over `D` with no run joining or leaving its GPU")
 	fs.DurationVar(&x.SettleTimeout, "settle-timeout", schedule.DefaultSettleTimeout, "a run sharing a GPU by --gpu-mem-per-run keeps other runs off it until its GPU memory stops growing, or for at most `D`")
 	fs.StringVarP(&o.Output, "output", "o", "", "`DIR` for the ledger and logs (DIR/runs/<name>-<run-id>/); default nodepack-NAME-KEY, in a batch job nodepack-JOBID-NAME-KEY")
 	fs.BoolVar(&o.RetryFailed, "retry-failed", false, "when resuming, also run again the runs that failed")
@@ -154,6 +155,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&x.Stagger, "stagger", 0, "fill the node gradually: lane k of the first wave (as many as fit at once) opens k×`D` after the start, its first run on GPUs of its own while there are; an open lane takes the next run at once")
 	fs.DurationVar(&x.MinStartInterval, "min-start-interval", 0, "at least `D` between any two starts")
 	fs.DurationVar(&x.Timeout, "timeout", 0, "stop a run after `D` (SIGTERM, then SIGKILL after --grace); 0 means none")
+	fs.Var(signalValue{&x.CheckpointSignal}, "checkpoint-signal", "before any stop of nodepack's (--stop-before, the requeue signal, a cancel, --timeout, --prune) send `SIG` (USR1, USR2, HUP, INT, …) to the run and wait up to --grace for a new checkpoint ($NODEPACK_CHECKPOINT_DIR, a {\"checkpoint\": STEP} line) before SIGTERM")
 	fs.DurationVar(&x.Grace, "grace", execute.DefaultGrace, "time between SIGTERM and SIGKILL; 0 sends SIGKILL right after SIGTERM")
 	fs.IntVar(&x.Retries, "retries", 0, "run a failed or timed-out run up to `N` more times (not host-oom and not-found: see --retry)")
 	fs.Var(retryBudgets{&x.Retry}, "retry", "retry budgets per failure class, `CLASS=N[,CLASS=N]` (repeatable): cuda-oom, gpu-mem, host-oom, gpu-error, disk-full, io-error, setup, not-found, timeout, signal, exit; a class not named gets --retries")
@@ -171,7 +173,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&x.NoThreadCaps, "no-thread-caps", false, "do not set OMP_NUM_THREADS, MKL_NUM_THREADS, … to the run's CPU count")
 	fs.StringArrayVar(&x.Env, "env", nil, "set `K=V` in every run (repeatable); K alone takes nodepack's own value of K; V may use {run_id}, {run_dir}, {index}, {rep} and {attempt}")
 	fs.StringVar(&o.Wrap, "wrap", "", "put `PREFIX` before every run, e.g. 'ch-run --set-env=config.env img --'")
-	fs.Var(pruneFlag{&x.Prune, &x.PruneInterval}, "prune", "stop runs early by the metric they report, `SPEC` such as loss:min,first=100,max=2700 (keys: eta=3, first, max, rule=asha|median, every=1s): at the steps first, first×eta, … below max, a run outside the best 1/eta of those that reached the step before is stopped and pruned (neither failed nor run again)")
+	fs.Var(pruneFlag{&x.Prune, &x.PruneInterval}, "prune", "stop runs early by the metric they report, `SPEC` such as loss:min,first=100,max=2700 (keys: eta=3, first, max, rule=asha|median|curve, every=1s): at the steps first, first×eta, … below max, a run outside the best 1/eta of those that reached the step before is stopped and pruned (neither failed nor run again); rule=curve judges where its curve is going: stopped only when even its optimistic forecast at max is outside the best 1/eta of the forecasts before it")
 	fs.Var(metricFlag{&x.Metrics}, "metric", "a per-step metric from each run's stdout: `NAME=REGEX`, its group named value (else its first) at the step its group named step gives (else the next), recorded in the ledger with what the run appends to $NODEPACK_METRICS (repeatable)")
 	fs.BoolVar(&o.Live, "live", false, "also stream every run's output, each line prefixed with where the run comes from (tasks.txt:12)")
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "report only failures and the summary")
@@ -216,6 +218,9 @@ func (o *runOptions) finish(args []string) error {
 	}
 	if x.SettleTimeout <= 0 {
 		return fmt.Errorf("--settle-timeout %v: must be more than 0", x.SettleTimeout)
+	}
+	if x.DensityWindow <= 0 {
+		return fmt.Errorf("--density-window %v: must be more than 0", x.DensityWindow)
 	}
 	if o.AutoGPUMem && o.SampleInterval == 0 {
 		return errors.New("--gpu-mem-per-run auto measures the runs: it needs --sample-interval above 0")
@@ -668,4 +673,29 @@ func printTail(w io.Writer, lines []string) {
 	for _, line := range lines {
 		fmt.Fprintf(w, "      | %s\n", termSafe(line))
 	}
+}
+
+// signalValue binds a flag to a signal, by its name: USR1 or SIGUSR1.
+type signalValue struct{ sig *syscall.Signal }
+
+func (v signalValue) Type() string { return "SIG" }
+
+func (v signalValue) String() string {
+	if *v.sig == 0 {
+		return ""
+	}
+	return strings.TrimPrefix(unix.SignalName(*v.sig), "SIG")
+}
+
+func (v signalValue) Set(s string) error {
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	sig := unix.SignalNum(name)
+	if sig == 0 || sig == syscall.SIGKILL || sig == syscall.SIGSTOP {
+		return fmt.Errorf("%q: want a signal a run can catch, such as USR1", s)
+	}
+	*v.sig = sig
+	return nil
 }

@@ -498,3 +498,79 @@ func TestMPSOnWithoutTheDaemon(t *testing.T) {
 		t.Errorf("a dry run: exit %d: %s", code, stderr)
 	}
 }
+
+// TestRunsPerGPUAuto: --runs-per-gpu auto starts one run per GPU, and adds
+// one more while the runs' steps per second on the GPU rise (here each
+// run's own speed does not fall with its neighbours, so every step pays),
+// records each decision in the ledger and says it; runs then share the
+// GPU. No GPU memory can be read here: the rule goes on by progress alone.
+func TestRunsPerGPUAuto(t *testing.T) {
+	dir := t.TempDir()
+	inventory := fakeGPUInventory(t, dir)
+	var tasks strings.Builder
+	for range 8 {
+		tasks.WriteString(`for i in $(seq 50); do echo "{\"step\": $i}" >> "$NODEPACK_METRICS"; sleep 0.05; done` + "\n")
+	}
+	file := writeFile(t, dir, "tasks.txt", tasks.String())
+	out := filepath.Join(dir, "out")
+	code, _, stderr := runCLI(t, "run", "--inventory", inventory, "--runs-per-gpu", "auto", "--density-window", "300ms", "--timeout", "60s", "-o", out, file)
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "ledger.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decisions []string
+	type span struct{ start, end time.Time }
+	spans := map[string]*span{}
+	for line := range strings.Lines(string(b)) {
+		var rec struct {
+			Type     string    `json:"type"`
+			Time     time.Time `json:"time"`
+			ID       string    `json:"id"`
+			From, To int
+			Request  string `json:"request"`
+			Measured []struct {
+				Runs int `json:"runs"`
+			} `json:"measured"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		switch rec.Type {
+		case "density":
+			decisions = append(decisions, fmt.Sprintf("%d→%d", rec.From, rec.To))
+			if len(rec.Measured) == 0 {
+				t.Errorf("a density record without what it measured: %s", line)
+			}
+		case "started":
+			spans[rec.ID] = &span{start: rec.Time}
+			if !strings.HasPrefix(rec.Request, "gpus=") || strings.Contains(rec.Request, "auto") {
+				t.Errorf("a run started with %q: want its share made concrete", rec.Request)
+			}
+		case "finished":
+			spans[rec.ID].end = rec.Time
+		}
+	}
+	if len(decisions) == 0 || decisions[0] != "1→2" {
+		t.Fatalf("density decisions %q: want 1→2 first\n%s\n%s", decisions, stderr, b)
+	}
+	most := 0
+	for _, a := range spans {
+		n := 0
+		for _, b := range spans {
+			if !b.start.After(a.start) && b.end.After(a.start) {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	if most < 2 {
+		t.Errorf("at most %d run at once on the one GPU after %q", most, decisions)
+	}
+	if !strings.Contains(stderr, "--runs-per-gpu auto: ") || !strings.Contains(stderr, "now at 2 runs per GPU") {
+		t.Errorf("run did not say its density decisions:\n%s", stderr)
+	}
+	t.Logf("decisions %q, at most %d runs at once", decisions, most)
+}

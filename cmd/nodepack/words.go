@@ -108,7 +108,7 @@ func (f metricFlag) Set(s string) error {
 	return nil
 }
 
-// pruneFlag is --prune METRIC[:min|max][,eta=N][,first=STEP][,max=STEP][,rule=asha|median][,every=D].
+// pruneFlag is --prune METRIC[:min|max][,eta=N][,first=STEP][,max=STEP][,rule=asha|median|curve][,every=D].
 type pruneFlag struct {
 	p        **schedule.Prune
 	interval *time.Duration
@@ -168,8 +168,10 @@ func (f pruneFlag) Set(s string) error {
 			case "asha":
 			case "median":
 				p.Median = true
+			case "curve":
+				p.Curve = true
 			default:
-				err = errors.New("want asha or median")
+				err = errors.New("want asha, median or curve")
 			}
 		case "every":
 			*f.interval, err = time.ParseDuration(v)

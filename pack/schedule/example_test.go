@@ -51,3 +51,49 @@ func Example() {
 	// 1s: start run 1 in lane 1 on GPU-b
 	// 2s: start run 2 in lane 0 on GPU-a
 }
+
+// ExampleScheduler_Progress is the density rule (gpus=auto) in virtual
+// time: four runs of one shape on one GPU, each reporting its step every
+// second. Alone a run makes 10 steps a second; two together make 9 each,
+// so the GPU makes 1.8× the progress with two; three make 5.5 each, less
+// than two: the rule tries three, and steps back to two for good.
+func ExampleScheduler_Progress() {
+	topo := pack.Topology{
+		CPUs: []pack.CPU{{ID: 0}, {ID: 1, Core: 1}, {ID: 2, Core: 2}, {ID: 3, Core: 3}},
+		GPUs: []pack.GPU{{Index: 0, UUID: "GPU-a", NUMA: -1, MemoryBytes: 80 << 30}},
+	}
+	req := pack.Request{AutoShare: true, CPUs: 1}
+	start := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	s, err := schedule.New(schedule.Config{Topology: topo, Request: req, DensityWindow: 5 * time.Second}, start)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for range 4 {
+		s.Add(req, schedule.Shape([]string{"python", "train.py", "--seed=1"}))
+	}
+	steps := map[schedule.Key]float64{}
+	for t := range 120 {
+		now := start.Add(time.Duration(t) * time.Second)
+		plan, _ := s.Next(now)
+		for _, d := range plan.Densities {
+			fmt.Printf("%ds: %d → %d runs per GPU (%s)\n", t, d.From, d.To, d.Why)
+		}
+		for _, st := range plan.Starts {
+			fmt.Printf("%ds: start run %d, %s of %s\n", t, st.Key, st.Place.Request, st.Place.GPUs[0].UUID)
+			steps[st.Key] = 0
+		}
+		speed := map[int]float64{1: 10, 2: 9, 3: 5.5}[len(steps)]
+		for k := range steps {
+			steps[k] += speed
+			s.Progress(k, steps[k], now.Add(time.Second))
+		}
+	}
+	// Output:
+	// 0s: start run 0, gpus=1 cpus=1 of GPU-a
+	// 21s: 1 → 2 runs per GPU (1 run: 10 steps/s)
+	// 21s: start run 1, gpus=0.5 cpus=1 of GPU-a
+	// 43s: 2 → 3 runs per GPU (2 runs: 1.80× the progress of 1: one more)
+	// 43s: start run 2, gpus=0.333 cpus=1 of GPU-a
+	// 50s: 3 → 2 runs per GPU (3 runs: 0.92× the progress of 2: one fewer)
+}

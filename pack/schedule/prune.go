@@ -45,6 +45,14 @@ type Prune struct {
 	// Median judges by the median of the rung's values, not its best
 	// 1/Eta.
 	Median bool
+	// Curve judges a run by where its curve is going, not where it is: at
+	// a rung its points so far are fitted (a saturating exponential and a
+	// power law, see Forecast) and it is stopped only when even the
+	// optimistic forecast of its value at MaxStep is outside the best
+	// 1/Eta of the forecasts the runs before it had there. With fewer
+	// than six points, or no forecast before it at the rung, the rank
+	// rule judges. It needs MaxStep.
+	Curve bool
 }
 
 // Pruner is the state of a Prune policy: the values recorded at each
@@ -56,8 +64,14 @@ type Pruner struct {
 	cfg    Prune
 	rungs  []float64   // their steps
 	values [][]float64 // per rung, the values recorded there, sorted
+	finals [][]float64 // per rung, the forecasts recorded there (Curve), sorted, lower better
 	judged map[string]int
+	curves map[string][][2]float64 // Curve: each running run's points, thinned, lower better
 }
+
+// maxCurvePoints bounds a run's points the curve rule keeps: past it,
+// every other one is dropped.
+const maxCurvePoints = 128
 
 // NewPruner returns the state of policy p, with no value recorded.
 func NewPruner(p Prune) (*Pruner, error) {
@@ -76,12 +90,17 @@ func NewPruner(p Prune) (*Pruner, error) {
 		return nil, fmt.Errorf("prune: first rung at step %v: want a step above 0", p.FirstStep)
 	case math.IsNaN(p.MaxStep) || math.IsInf(p.MaxStep, 0) || p.MaxStep < 0 || p.MaxStep != 0 && p.MaxStep <= p.FirstStep:
 		return nil, fmt.Errorf("prune: last step %v: want one past the first rung's step %v", p.MaxStep, p.FirstStep)
+	case p.Curve && p.MaxStep == 0:
+		return nil, errors.New("prune: the curve rule forecasts each run's value at its last step: it needs that step")
+	case p.Curve && p.Median:
+		return nil, errors.New("prune: the curve rule and the median rule exclude each other")
 	}
-	pr := &Pruner{cfg: p, judged: map[string]int{}}
+	pr := &Pruner{cfg: p, judged: map[string]int{}, curves: map[string][][2]float64{}}
 	for step := p.FirstStep; (p.MaxStep == 0 || step < p.MaxStep) && !math.IsInf(step, 0) && len(pr.rungs) < 64; step *= float64(p.Eta) {
 		pr.rungs = append(pr.rungs, step)
 	}
 	pr.values = make([][]float64, len(pr.rungs))
+	pr.finals = make([][]float64, len(pr.rungs))
 	return pr, nil
 }
 
@@ -108,6 +127,12 @@ func (p *Pruner) Finish(id string, step, value float64) []run.Judgement {
 
 // take is Judge for a running run, Finish for one that ended.
 func (p *Pruner) take(id string, step, value float64, running bool) []run.Judgement {
+	if p.cfg.Curve {
+		p.addPoint(id, step, value)
+		if !running {
+			defer delete(p.curves, id) // it ended: its curve is done
+		}
+	}
 	var out []run.Judgement
 	next, ok := p.judged[id]
 	if !ok {
@@ -120,10 +145,24 @@ func (p *Pruner) take(id string, step, value float64, running bool) []run.Judgem
 		j.Stop = j.Stop && running
 		out = append(out, j)
 		if j.Stop {
+			delete(p.curves, id)
 			break
 		}
 	}
 	return out
+}
+
+// NextRung returns the step of the next rung run id is to be judged at;
+// false when it was judged at the last.
+func (p *Pruner) NextRung(id string) (float64, bool) {
+	next := 0
+	if i, ok := p.judged[id]; ok {
+		next = i + 1
+	}
+	if next >= len(p.rungs) {
+		return 0, false
+	}
+	return p.rungs[next], true
 }
 
 // judge judges run id at rung i and records its value there.
@@ -131,9 +170,22 @@ func (p *Pruner) judge(id string, i int, step, value float64) run.Judgement {
 	vals := p.values[i]
 	j := run.Judgement{Run: id, Metric: p.cfg.Metric, Rung: i, Step: p.rungs[i], At: step, Value: value, Cutoff: math.NaN(), Others: len(vals)}
 	finite := !math.IsNaN(value) && !math.IsInf(value, 0)
+	var fc Forecast
+	if p.cfg.Curve && finite {
+		fc = forecastAt(p.curves[id], p.cfg.MaxStep)
+	}
+	if fc.OK {
+		j.Forecasted, j.Forecast, j.Optimistic = true, p.better(fc.Final), p.better(fc.Optimistic)
+	}
 	switch {
 	case !finite:
 		j.Stop = true
+	case fc.OK && len(p.finals[i]) > 0:
+		// Where it is going against where the runs before it were going.
+		q := 1 / float64(p.cfg.Eta)
+		cut := quantile(p.finals[i], q)
+		j.Cutoff, j.Others = p.better(cut), len(p.finals[i])
+		j.Stop = fc.Optimistic > cut
 	case len(vals) > 0:
 		j.Cutoff = p.cutoff(vals)
 		if p.cfg.Max {
@@ -157,10 +209,48 @@ func (p *Pruner) cutoff(vals []float64) float64 {
 			q = 1 - q
 		}
 	}
+	return quantile(vals, q)
+}
+
+// quantile is the q quantile of the sorted vals, interpolated.
+func quantile(vals []float64, q float64) float64 {
 	pos := q * float64(len(vals)-1)
 	lo := int(math.Floor(pos))
 	hi := min(lo+1, len(vals)-1)
 	return vals[lo] + (vals[hi]-vals[lo])*(pos-float64(lo))
+}
+
+// better turns a value of the metric into one where lower is better, and
+// back: it negates a metric to maximise.
+func (p *Pruner) better(v float64) float64 {
+	if p.cfg.Max {
+		return -v
+	}
+	return v
+}
+
+// addPoint keeps run id's point for the curve rule, lower better; a step
+// that goes back starts the curve over (the run started again).
+func (p *Pruner) addPoint(id string, step, value float64) {
+	if math.IsNaN(value) || math.IsInf(value, 0) {
+		return
+	}
+	pts := p.curves[id]
+	if n := len(pts); n > 0 && step <= pts[n-1][0] {
+		if step < pts[n-1][0] {
+			pts = pts[:0]
+		} else {
+			return
+		}
+	}
+	if len(pts) == maxCurvePoints {
+		kept := pts[:0]
+		for k := 0; k < len(pts); k += 2 {
+			kept = append(kept, pts[k])
+		}
+		pts = kept
+	}
+	p.curves[id] = append(pts, [2]float64{step, p.better(value)})
 }
 
 // record notes that run was judged at rung j.Rung with j.Value.
@@ -172,6 +262,11 @@ func (p *Pruner) record(j run.Judgement) {
 		vals := p.values[j.Rung]
 		at, _ := slices.BinarySearch(vals, j.Value)
 		p.values[j.Rung] = slices.Insert(vals, at, j.Value)
+	}
+	if p.cfg.Curve && j.Forecasted && !math.IsNaN(j.Forecast) && !math.IsInf(j.Forecast, 0) {
+		f := p.better(j.Forecast)
+		at, _ := slices.BinarySearch(p.finals[j.Rung], f)
+		p.finals[j.Rung] = slices.Insert(p.finals[j.Rung], at, f)
 	}
 }
 

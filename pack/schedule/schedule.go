@@ -39,6 +39,25 @@
 //     measured; its peak and a margin become the GPU memory every run of
 //     the shape asks for, the measured run's claim shrinks to it, and the
 //     waiting ones are resolved again.
+//   - gpus=auto (--runs-per-gpu auto), the density rule: runs of one
+//     Shape take 1/L of a GPU each, L from 1. The caller reports each
+//     run's step as it reads its metrics (Progress); a reading is one
+//     run's steps per second over DensityWindow with no run joining or
+//     leaving its GPU (a run counts on its GPU from its first report).
+//     With four readings at L=1, L becomes 2, and the runs placed shrink
+//     to the new share so that more join them at once. At L≥2 the gain
+//     is how much more a GPU makes with L runs than with L-1: the runs'
+//     own slowdowns between the numbers of runs they were read with,
+//     joined by least squares (so runs of one shape that differ in speed
+//     do not blur it), times L/(L-1), once max(L-1, 2) such pairs touch
+//     L; where runs end too soon to be read twice, the means of all
+//     readings, once there are four GPUs' worth at L. A gain above
+//     1+DensityMargin tries L+1 (up to pack.AutoRunsPerGPU and what the
+//     shape's measured gpu_mem=auto memory holds); above 1 it stays at
+//     L, else it steps back to L-1; either is final. A run of the shape
+//     that fails cuda-oom or gpu-mem with n gpus=auto runs on its GPU
+//     keeps the shape below n for good. Each decision is a
+//     DensityChange in the next Plan; table cases in density_test.go.
 //   - Retries: a failed attempt is retried while the attempts of its run
 //     that failed with that class number at most the class's budget
 //     (Config.Retry, else Config.Retries; host-oom and not-found get none
@@ -125,6 +144,10 @@ type Config struct {
 	RetryBackoff time.Duration
 	// MaxFailures stops starting once that many runs have failed; 0: never.
 	MaxFailures int
+	// DensityMargin and DensityWindow are the density rule's (gpus=auto):
+	// zero means DefaultDensityMargin and DefaultDensityWindow.
+	DensityMargin float64
+	DensityWindow time.Duration
 }
 
 // Key names a run in a Scheduler: Add gives them out from 0, in order.
@@ -148,6 +171,8 @@ type Plan struct {
 	Drain bool
 	// Terminate says the terminate deadline has come: stop the runs.
 	Terminate bool
+	// Densities are the density rule's decisions since the last Next.
+	Densities []DensityChange
 }
 
 // RunError is a run that Next refused, because what is left of the node
@@ -220,6 +245,11 @@ type Scheduler struct {
 	relearn bool
 	faults  map[string]bool
 
+	dens         map[string]*density           // shape → the density rule's state
+	onGPU        map[string]map[Key]*placement // GPU UUID → the gpus=auto runs on it
+	unmeasurable map[string]bool               // shapes whose gpu_mem=auto probe measured nothing
+	pending      []DensityChange               // decisions for the next Plan
+
 	failed   int
 	stopped  bool // MaxFailures
 	halted   bool // Stop
@@ -250,6 +280,7 @@ type placement struct {
 	attempt  int       // the attempt Started last
 	anew     bool      // its last end's retry is placed anew, at Release
 	settleBy time.Time // the gate's timeout; zero when no gate waits
+	win      window    // gpus=auto: its progress reading under way
 }
 
 // New returns a Scheduler for cfg whose sweep starts at now.
@@ -279,6 +310,10 @@ func New(cfg Config, now time.Time) (*Scheduler, error) {
 		holds:    map[string]int{},
 		learned:  map[string]uint64{},
 		faults:   map[string]bool{},
+		dens:     map[string]*density{},
+		onGPU:    map[string]map[Key]*placement{},
+
+		unmeasurable: map[string]bool{},
 	}
 	if s.settle <= 0 {
 		s.settle = DefaultSettleTimeout
@@ -324,8 +359,8 @@ func New(cfg Config, now time.Time) (*Scheduler, error) {
 // once, up to limit; a gpu_mem=auto run counts as the GPU of its own it
 // has until it is measured.
 func fitting(t pack.Topology, r pack.Request, limit int) int {
-	if r.AutoGPUMem {
-		r.AutoGPUMem, r.GPUShare = false, pack.GPUWhole
+	if r.AutoGPUMem || r.AutoShare {
+		r.AutoGPUMem, r.AutoShare, r.GPUShare = false, false, pack.GPUWhole
 	}
 	a := pack.NewAllocator(t)
 	if r == (pack.Request{}) {
@@ -367,7 +402,7 @@ func (s *Scheduler) Add(req pack.Request, shape string) (Key, error) {
 	}
 	w := &waiting{key: s.nextKey, asked: req}
 	s.nextKey++
-	if req.AutoGPUMem {
+	if req.AutoGPUMem || req.AutoShare {
 		w.shape = shape
 	}
 	s.queue.Push(w, s.resolve(w))
@@ -405,6 +440,9 @@ func (s *Scheduler) resolve(w *waiting) pack.Request {
 		return *w.grown
 	}
 	r := w.asked
+	if r.AutoShare {
+		r.AutoShare, r.GPUShare = false, s.share(w.shape)
+	}
 	if !r.AutoGPUMem {
 		return r
 	}
@@ -413,7 +451,9 @@ func (s *Scheduler) resolve(w *waiting) pack.Request {
 		r.GPUMem = mem
 		return r
 	}
-	r.GPUShare = pack.GPUWhole
+	if !w.asked.AutoShare || !s.unmeasurable[w.shape] {
+		r.GPUShare = pack.GPUWhole // measured alone first
+	}
 	return r
 }
 
@@ -429,6 +469,8 @@ func (s *Scheduler) Next(now time.Time) (Plan, error) {
 		s.draining = true
 	}
 	plan.Drain = s.draining
+	plan.Densities = append(s.pending, s.densities(now)...)
+	s.pending = nil
 	for k, p := range s.gates {
 		if !p.settleBy.IsZero() && !now.Before(p.settleBy) {
 			s.open(k, p)
@@ -437,7 +479,7 @@ func (s *Scheduler) Next(now time.Time) (Plan, error) {
 	if s.relearn {
 		s.relearn = false
 		s.queue.Update(func(w *waiting, r pack.Request) pack.Request {
-			if w.asked.AutoGPUMem && w.grown == nil {
+			if (w.asked.AutoGPUMem || w.asked.AutoShare) && w.grown == nil {
 				return s.resolve(w)
 			}
 			return r
@@ -517,12 +559,13 @@ func (s *Scheduler) place(lane int, w *waiting, as pack.Assignment) {
 	s.lanes[lane] = true
 	s.used = max(s.used, lane+1)
 	p := &placement{w: w, lane: lane, as: as,
-		probe: w.asked.AutoGPUMem && w.grown == nil && as.Request.GPUShare == pack.GPUWhole && as.Request.GPUMem == 0}
+		probe: w.asked.AutoGPUMem && w.grown == nil && as.Request.GPUShare == pack.GPUWhole && as.Request.GPUMem == 0 && !s.unmeasurable[w.shape]}
 	if as.SharedGPUs && as.Request.GPUMem > 0 && s.cfg.Measured {
 		p.gated = true
 		s.hold(as.GPUs[0].UUID)
 	}
 	s.placed[w.key] = p
+	s.join(w.key, p)
 }
 
 func (s *Scheduler) hold(uuid string) {
@@ -589,15 +632,21 @@ func (s *Scheduler) open(k Key, p *placement) {
 // was) teaches nothing: the shape's runs keep a GPU each.
 func (s *Scheduler) learn(p *placement, peak uint64) {
 	if peak == 0 {
+		if p.w.asked.AutoShare {
+			// gpus=auto goes on by progress alone, without a memory claim.
+			s.unmeasurable[p.w.shape], s.relearn = true, true
+		}
 		return
 	}
 	p.learned = true
 	mem := max(peak+autoMargin(peak), s.learned[p.w.shape])
 	s.learned[p.w.shape] = mem
 	s.relearn = true
-	want := p.w.asked
-	want.AutoGPUMem, want.GPUMem = false, mem
-	if as, err := s.alloc.Resize(p.as, want); err == nil {
+	if g := p.as.GPUs[0].MemoryBytes; p.w.asked.AutoShare && g > pack.GPUMemHeadroom(g) {
+		d := s.densityOf(p.w.shape) // never more runs than the memory holds
+		d.most = max(min(d.most, int((g-pack.GPUMemHeadroom(g))/mem)), 1)
+	}
+	if as, err := s.alloc.Resize(p.as, s.resolve(p.w)); err == nil {
 		p.as = as
 	}
 }
@@ -616,6 +665,9 @@ func (s *Scheduler) Ended(k Key, e End, now time.Time) After {
 	}
 	after := After{Held: p.as}
 	if e.Outcome == Failed {
+		if c := s.outOfMemory(p, e.Class, now); c != nil {
+			s.pending = append(s.pending, *c)
+		}
 		w := p.w
 		if w.failedWith == nil {
 			w.failedWith = map[failure.Class]int{}
@@ -657,6 +709,7 @@ func (s *Scheduler) Release(k Key) {
 		s.unhold(p.as.GPUs[0].UUID)
 	}
 	delete(s.gates, k)
+	s.leave(k, p)
 	if s.alloc != nil {
 		s.alloc.Release(p.as)
 	}

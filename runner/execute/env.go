@@ -136,6 +136,7 @@ func (b *envBuilder) build(a attemptEnv) []string {
 	if a.runDir != "" {
 		set("NODEPACK_RUN_DIR", a.runDir)
 		set(metrics.EnvVar, filepath.Join(a.runDir, metrics.FileName))
+		set(CheckpointEnv, filepath.Join(a.runDir, CheckpointDir))
 	}
 	set("NODEPACK_GPUS", strings.Join(indices, ","))
 	var uuids []string

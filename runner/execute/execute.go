@@ -83,6 +83,7 @@ type Execution struct {
 	stop      chan struct{} // closed when no run may start any more
 	haltOnce  sync.Once
 	blindOnce sync.Once     // the note that GPU memory cannot be read, said once
+	autoNoted atomic.Bool   // the note that a gpus=auto run reported no step
 	mps       mpsDaemon     // the sweep's MPS control daemon, once a run shares a GPU
 	kill      chan struct{} // closed by Kill
 	killOnce  sync.Once
@@ -663,6 +664,10 @@ func (e *Execution) prepare(ev *run.Event, lane, n int) (*attemptFiles, error) {
 				return nil, err
 			}
 		}
+		if err := makeCheckpointDir(dir); err != nil {
+			f.close(true)
+			return nil, err
+		}
 	}
 	// One TMPDIR per lane, emptied by each run's end: a lane runs one
 	// attempt at a time, and the scratch directory is private to this
@@ -740,6 +745,10 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 		return ev, false, &filesError{err}
 	}
 	cmd, outW, errW, cmdErr := e.command(ev, files, n, false)
+	var metricsAt int64 // the metrics file's size as the attempt began: steps past it are its own
+	if files.dir != nil {
+		metricsAt, _, _ = statIn(files.dir, metrics.FileName)
+	}
 
 	// The turn and the deadline are checked last, right before the start,
 	// so MinStartInterval and the drain deadline hold at the process start.
@@ -811,7 +820,9 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 		stopSampling = e.opts.Sampler.Sample(target)
 	}
 	stop := e.watch(p)
-	stopMetrics := e.watchMetrics(ev, files.dir, stop)
+	ckpt := newCheckpoints(files.dir)
+	stop.setCheckpoints(ckpt)
+	stopMetrics := e.watchMetrics(j, ev, files.dir, stop, ckpt)
 	p.waitExit()
 	stopMetrics()
 	ev.End = time.Now()
@@ -862,7 +873,12 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 	if files.dir != nil {
 		// Read from the run's directory nodepack made and holds open,
 		// following no link: a run's files are untrusted.
-		ev.Metrics, ev.Curves, ev.MetricsSkipped = metrics.ReportIn(untrusted.In(files.dir), "stdout.log", e.opts.Metrics, curvePoints)
+		var progress metrics.Progress
+		ev.Metrics, ev.Curves, ev.MetricsSkipped, progress = metrics.ReportIn(untrusted.In(files.dir), "stdout.log", e.opts.Metrics, curvePoints)
+		if size, _, _ := statIn(files.dir, metrics.FileName); size > metricsAt && progress.Stepped {
+			first, _ := metrics.FirstStep(untrusted.In(files.dir), metrics.FileName, metricsAt)
+			ev.Steps = stepsOf(progress, true, first, ckpt)
+		}
 	}
 	if ev.Reason == run.Failed && files.runDir != "" {
 		// A run whose logs could not be written fails in its own way
@@ -1040,7 +1056,14 @@ type runStop struct {
 	timer *time.Timer // Options.Timeout's; nil without one
 
 	mu     sync.Mutex
-	reason run.Reason // why the runner stopped it; "" while it has not
+	reason run.Reason   // why the runner stopped it; "" while it has not
+	ckpt   *checkpoints // what a stop asks a checkpoint of; nil until set
+}
+
+func (st *runStop) setCheckpoints(c *checkpoints) {
+	st.mu.Lock()
+	st.ckpt = c
+	st.mu.Unlock()
 }
 
 // begin marks the attempt as being stopped for reason and reports whether
@@ -1123,7 +1146,7 @@ func (e *Execution) watchStops() {
 // stopRun stops the attempt for reason, unless it is being stopped already.
 func (e *Execution) stopRun(st *runStop, reason run.Reason) {
 	if st.begin(reason) {
-		e.stopProcess(st.p)
+		e.stopProcess(st)
 	}
 }
 
@@ -1228,10 +1251,31 @@ func (e *Execution) lookup(argv []string) *exec.Cmd {
 	return cmd
 }
 
-// stopProcess sends SIGTERM to the run's group and SIGKILL after the grace
+// stopProcess asks the run for a checkpoint first (Options.CheckpointSignal,
+// for at most the grace), then sends SIGTERM to the run's group and SIGKILL after the grace
 // period, or at once if Kill is called meanwhile or was before; it returns
 // once the run's process has exited.
-func (e *Execution) stopProcess(p *process) {
+func (e *Execution) stopProcess(st *runStop) {
+	p := st.p
+	st.mu.Lock()
+	ckpt := st.ckpt
+	st.mu.Unlock()
+	if sig := e.opts.CheckpointSignal; sig != 0 && ckpt != nil && !e.killed() {
+		// A checkpoint first, for at most the grace: what a stop loses is
+		// what the run did since its last one.
+		saved := ckpt.ask()
+		p.signal(sig)
+		wait := time.NewTimer(e.grace)
+		select {
+		case <-p.exited:
+			wait.Stop()
+			return
+		case <-saved:
+		case <-wait.C:
+		case <-e.kill:
+		}
+		wait.Stop()
+	}
 	if !e.killed() {
 		p.signal(syscall.SIGTERM)
 		grace := time.NewTimer(e.grace)

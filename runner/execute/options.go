@@ -2,6 +2,7 @@ package execute
 
 import (
 	"io"
+	"syscall"
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
@@ -122,6 +123,23 @@ type Options struct {
 	MPS        MPSMode
 	MPSControl string
 	MPSCompute bool
+
+	// CheckpointSignal, when not zero, is sent to a run's process group
+	// before any stop of nodepack's (not Kill's): nodepack then waits up
+	// to the grace for a new checkpoint (see CheckpointEnv) before
+	// SIGTERM, so that a stop loses at most what the run did since.
+	CheckpointSignal syscall.Signal
+
+	// DensityMargin and DensityWindow are the density rule's, for runs
+	// asking for gpus=auto (pack.Request.AutoShare, --runs-per-gpu auto):
+	// their steps are read from their metrics (as for Prune, every
+	// PruneInterval) and each shape's runs per GPU follow what they
+	// measure (see package schedule). Zero: schedule's defaults.
+	// OnDensity, if set, is told each of the rule's decisions, from the
+	// scheduling goroutine; it must not block.
+	DensityMargin float64
+	DensityWindow time.Duration
+	OnDensity     func(schedule.DensityChange)
 
 	// OnNote, if set, is told what is worth saying while the sweep runs,
 	// each thing once: a prune metric no run reports, GPU memory the

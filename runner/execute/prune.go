@@ -3,6 +3,7 @@ package execute
 import (
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -48,29 +49,42 @@ func newPruning(opts Options) (*pruning, error) {
 	return &pruning{pruner: p, first: p.Rungs()[0], interval: interval, patterns: opts.Metrics, names: map[string]bool{}}, nil
 }
 
-// watchMetrics reads the metrics of the attempt ev as it runs (from its
-// run directory, open; nil: none), every
-// pruning interval, and has the pruning policy judge each new value of its
-// metric: each judgement is a Judged event, and a run judged out is
-// stopped (st) and ends Pruned. It returns the function to call once the
-// attempt's process has exited: it stops the watch and reads what the
-// run wrote since the last read, to the end, so that a run that ended
-// between two reads still counts at the rungs it reached (recorded, not
-// judged out: it ended by itself).
-func (e *Execution) watchMetrics(ev run.Event, runDir *os.File, st *runStop) (stop func()) {
+// watchMetrics reads the metrics of the attempt ev of j as it runs (from
+// its run directory, open; nil: none), every pruning interval, for the
+// pruning policy, for the density rule (a gpus=auto run) and for the
+// checkpoints a stop waits for (ckpt, with Options.CheckpointSignal;
+// a checkpoint folder that changed counts too): each new
+// value of the policy's metric is judged at the rungs it reaches, each
+// judgement is a Judged event, and a run judged out is stopped (st) and
+// ends Pruned; the furthest step the run reported goes to the scheduler
+// as its progress. It returns the function to call once the attempt's
+// process has exited: it stops the watch and reads what the run wrote
+// since the last read, to the end, so that a run that ended between two
+// reads still counts at the rungs it reached (recorded, not judged out:
+// it ended by itself).
+func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runStop, ckpt *checkpoints) (stop func()) {
 	pr := e.pruning
-	if pr == nil || runDir == nil {
+	auto := e.opts.RequestOf(j.run).AutoShare
+	asks := e.opts.CheckpointSignal != 0 // a stop waits for the checkpoint it asks for
+	if pr == nil && !auto && !asks || runDir == nil {
 		return func() {}
 	}
 	// From the run's directory, following no link (untrusted files).
 	dir := untrusted.In(runDir)
 	readers := []*metrics.Reader{{Dir: dir, Path: metrics.FileName}}
-	if len(pr.patterns) > 0 {
-		readers = append(readers, &metrics.Reader{Dir: dir, Path: "stdout.log", Patterns: pr.patterns})
+	if len(e.opts.Metrics) > 0 {
+		readers = append(readers, &metrics.Reader{Dir: dir, Path: "stdout.log", Patterns: e.opts.Metrics})
 	}
-	metric := pr.pruner.Config().Metric
+	interval, metric := e.opts.PruneInterval, ""
+	if interval <= 0 {
+		interval = DefaultPruneInterval
+	}
+	if pr != nil {
+		metric = pr.pruner.Config().Metric
+	}
 	done, finished := make(chan struct{}), make(chan struct{})
 	mine, pruned := false, false // this attempt reported the metric; was judged out
+	furthest := math.Inf(-1)     // the furthest step it reported
 	// read takes the points written since the last read; to the end of an
 	// unfinished last line when the run has ended. It reports whether the
 	// run was judged out.
@@ -78,6 +92,29 @@ func (e *Execution) watchMetrics(ev run.Event, runDir *os.File, st *runStop) (st
 		var points []metrics.Point
 		for _, r := range readers {
 			r.Read(ended, func(p metrics.Point) { points = append(points, p) }) // a file it cannot read yet has no points
+		}
+		top := furthest
+		for _, r := range readers {
+			if step, ok := r.LastStep(); ok {
+				top = max(top, step)
+			}
+		}
+		for _, p := range points {
+			if p.Name == metrics.CheckpointKey {
+				ckpt.saw(p.Value)
+			}
+		}
+		if asks {
+			ckpt.look(runDir, top)
+		}
+		if top > furthest && !ended {
+			furthest = top
+			if auto {
+				e.progress(j, top)
+			}
+		}
+		if pr == nil {
+			return false
 		}
 		// The metric's points first: a line that reports it beside others
 		// must not make the others look like its misspelling.
@@ -112,17 +149,36 @@ func (e *Execution) watchMetrics(ev run.Event, runDir *os.File, st *runStop) (st
 	}
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(pr.interval)
+		first := interval
+		if pr != nil {
+			first = min(interval, firstPruneRead) // the run's pace, early
+		}
+		t := time.NewTicker(first)
 		defer t.Stop()
+		hurried := false
+		was := mark{t: time.Now()} // the furthest step at the read before: none at the start
 		for {
 			select {
 			case <-done:
 				return
+			case <-ckpt.hurry:
+				hurried = true
+				t.Reset(checkpointPoll) // a stop waits for its checkpoint
 			case <-t.C:
 			}
 			if read(false) {
 				pruned = true
 				return
+			}
+			if pr != nil && !hurried {
+				// The next read when the run reaches its next rung, by its
+				// pace so far: judged as its value comes, not up to an
+				// interval of steps later.
+				now := mark{time.Now(), furthest}
+				t.Reset(rungWait(pr, ev.Run.ID, was, now, interval))
+				if !math.IsInf(furthest, -1) {
+					was = now
+				}
 			}
 		}
 	}()
@@ -131,6 +187,13 @@ func (e *Execution) watchMetrics(ev run.Event, runDir *os.File, st *runStop) (st
 		<-finished
 		if !pruned {
 			read(true)
+		}
+		if auto && math.IsInf(furthest, -1) && e.autoNoted.CompareAndSwap(false, true) {
+			e.note(fmt.Sprintf("%s ended without reporting a step to $NODEPACK_METRICS (or a --metric pattern): --runs-per-gpu auto measures the runs by their steps, so a shape whose runs report none keeps one run per GPU",
+				ev.Run.Origin))
+		}
+		if pr == nil {
+			return
 		}
 		pr.mu.Lock()
 		send := !mine && !pr.seen && !pr.noted
@@ -141,6 +204,40 @@ func (e *Execution) watchMetrics(ev run.Event, runDir *os.File, st *runStop) (st
 				ev.Run.Origin, metric, metric))
 		}
 	}
+}
+
+// firstPruneRead is when a pruned run's metrics are first read: its pace
+// from then on times the reads to its rungs.
+const firstPruneRead = 100 * time.Millisecond
+
+// mark is a run's furthest step when it was read.
+type mark struct {
+	t    time.Time
+	step float64
+}
+
+// rungWait is how long until run id reaches its next rung, at the pace it
+// went from was to now; at least checkpointPoll, at most interval (also
+// when the pace is not known yet).
+func rungWait(pr *pruning, id string, was, now mark, interval time.Duration) time.Duration {
+	pr.mu.Lock()
+	next, ok := pr.pruner.NextRung(id)
+	pr.mu.Unlock()
+	dt, ds := now.t.Sub(was.t), now.step-was.step
+	if !ok || dt <= 0 || ds <= 0 || math.IsInf(now.step, 0) || math.IsInf(was.step, 0) {
+		return interval
+	}
+	wait := time.Duration(float64(dt) * max(next-now.step, 0) / ds)
+	return min(max(wait, checkpointPoll), interval)
+}
+
+// progress tells the scheduler that j reported step: the density rule
+// reads its speed from it, and may decide at once.
+func (e *Execution) progress(j *job, step float64) {
+	e.schedMu.Lock()
+	e.sched.Progress(j.key, step, time.Now())
+	e.schedMu.Unlock()
+	e.signal()
 }
 
 // sawOther notes a value of another metric than the policy's: once a run

@@ -5,6 +5,7 @@ package execute
 import (
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // On these systems nodepack's writes go by path, and a symbolic link
@@ -14,6 +15,14 @@ func openDir(path string) (*os.File, error) { return os.Open(path) }
 
 func mkdirIn(dir *os.File, name string) error {
 	return os.Mkdir(filepath.Join(dir.Name(), name), 0o755)
+}
+
+func statIn(dir *os.File, name string) (size int64, mtime time.Time, ok bool) {
+	st, err := os.Lstat(filepath.Join(dir.Name(), name))
+	if err != nil {
+		return 0, time.Time{}, false
+	}
+	return st.Size(), st.ModTime(), true
 }
 
 func openDirIn(dir *os.File, name string) (*os.File, error) {

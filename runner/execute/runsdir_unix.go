@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/nodepack/nodepack/runner/run"
 	"golang.org/x/sys/unix"
@@ -25,6 +26,16 @@ func openDir(path string) (*os.File, error) {
 // mkdirIn makes the directory name in dir; its errors are the system's
 // (fs.ErrExist, fs.ErrNotExist hold as for os.Mkdir).
 func mkdirIn(dir *os.File, name string) error { return unix.Mkdirat(int(dir.Fd()), name, 0o755) }
+
+// statIn returns the size and modification time of name in dir, not
+// following it if a symbolic link; ok is false when it is not there.
+func statIn(dir *os.File, name string) (size int64, mtime time.Time, ok bool) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return 0, time.Time{}, false
+	}
+	return st.Size, time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec)), true
+}
 
 // openDirIn opens the directory name in dir, which must not be a
 // symbolic link.

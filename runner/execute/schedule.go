@@ -54,6 +54,8 @@ func (o *Options) policy(parallel int) schedule.Config {
 		RetryBackoff:  o.RetryBackoff,
 		MaxFailures:   o.MaxFailures,
 		Retry:         o.Retry,
+		DensityMargin: o.DensityMargin,
+		DensityWindow: o.DensityWindow,
 	}
 	return c
 }
@@ -100,6 +102,11 @@ func (e *Execution) schedule() {
 		room := e.sched.Room()
 		done := (halted || next == nil && e.sched.Waiting() == 0) && e.sched.Placed() == 0
 		e.schedMu.Unlock()
+		if e.opts.OnDensity != nil {
+			for _, c := range plan.Densities {
+				e.opts.OnDensity(c)
+			}
+		}
 		if done {
 			return
 		}
@@ -158,7 +165,7 @@ func (e *Execution) fill(next *chan run.Run) {
 func (e *Execution) push(r run.Run, next *chan run.Run) {
 	req := e.opts.RequestOf(r)
 	shape := ""
-	if req.AutoGPUMem {
+	if req.AutoGPUMem || req.AutoShare {
 		shape = schedule.Shape(r.Args)
 	}
 	key, err := e.sched.Add(req, shape)

@@ -57,6 +57,39 @@ type Run struct {
 	Retired bool
 }
 
+// Lost is the work that stops lost (see Steps): how many attempts lost
+// some, the steps, the runs' time those steps took, and that time
+// weighed by the GPUs each held (a share of one counts as its share).
+type Lost struct {
+	Attempts   int
+	Steps      float64
+	Seconds    float64
+	GPUSeconds float64
+}
+
+// add counts the finished record line, whose steps object is steps.
+func (l *Lost) add(line, steps []byte) {
+	var st Steps
+	if json.Unmarshal(steps, &st) != nil || st.Lost <= 0 {
+		return
+	}
+	l.Attempts++
+	l.Steps += st.Lost
+	l.Seconds += st.LostSeconds
+	var rec struct {
+		Request string `json:"request"`
+	}
+	if json.Unmarshal(line, &rec) == nil && rec.Request != "" {
+		if r, err := pack.ParseRequest(rec.Request, pack.Request{}, 0); err == nil {
+			amount := r.GPUs*pack.GPUWhole + r.GPUShare
+			if amount == 0 && r.GPUMem > 0 {
+				amount = pack.GPUWhole // its part of the GPU is not known: the whole
+			}
+			l.GPUSeconds += st.LostSeconds * float64(amount) / pack.GPUWhole
+		}
+	}
+}
+
 // Log is one ledger file folded: its sessions and, for each run it has a
 // record of, where the run stands and where its last records are. It is
 // the one reading of a ledger: a resume, a status, the results table and
@@ -70,6 +103,12 @@ type Log struct {
 	// GPUsOut are the last session's gpu_out records: the GPUs it took out
 	// of use after a fault.
 	GPUsOut []GPUOut
+	// Densities are the density rule's decisions, every session's, oldest
+	// first.
+	Densities []Density
+	// Lost is the work that stops lost, over every attempt of every
+	// session: the steps since the runs' last checkpoints.
+	Lost Lost
 	// Size is the length of the complete lines; Torn the length of an
 	// unfinished last line that was left out (a write in progress, or the
 	// node lost power during one).
@@ -489,6 +528,17 @@ func (log *Log) apply(sc *scanned, off int64, no int32) error {
 			log.spans[len(log.spans)-1].End = end.Time.UnixMilli()
 		}
 		return nil
+	case TypeDensity:
+		var rec Density
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return fmt.Errorf("not a record: %w", err)
+		}
+		if rec.To < 1 {
+			return errors.New("density record without its runs per GPU")
+		}
+		log.Densities = append(log.Densities, rec)
+		log.sawTime(rec.Time.UnixMilli())
+		return nil
 	case TypeGPUOut:
 		var rec GPUOut
 		if err := json.Unmarshal(line, &rec); err != nil {
@@ -551,6 +601,9 @@ func (log *Log) apply(sc *scanned, off int64, no int32) error {
 		return nil
 	}
 	log.last[i].finished = at
+	if h.steps != nil && bytes.Contains(h.steps, []byte(`"lost"`)) {
+		log.Lost.add(line, h.steps)
+	}
 	r.class = 0
 	switch run.Reason(endings[reason-1]) {
 	case run.OK:
@@ -603,12 +656,15 @@ func (log *Log) rung(rec *Rung) error {
 	if rec.Rung == nil || *rec.Rung < 0 || !run.ValidID(rec.ID) {
 		return errors.New("rung record without its run or rung")
 	}
-	j := run.Judgement{Run: rec.ID, Metric: rec.Metric, Rung: *rec.Rung, Step: rec.RungStep, At: rec.Step, Value: math.NaN(), Cutoff: math.NaN(), Others: rec.Others, Stop: rec.Pruned}
-	if rec.Value != nil {
-		j.Value = *rec.Value
-	}
-	if rec.Cutoff != nil {
-		j.Cutoff = *rec.Cutoff
+	j := run.Judgement{Run: rec.ID, Metric: rec.Metric, Rung: *rec.Rung, Step: rec.RungStep, At: rec.Step, Value: math.NaN(), Cutoff: math.NaN(), Others: rec.Others, Stop: rec.Pruned,
+		Forecasted: rec.Forecast != nil && rec.Optimistic != nil}
+	for _, f := range []struct {
+		to   *float64
+		from *float64
+	}{{&j.Value, rec.Value}, {&j.Cutoff, rec.Cutoff}, {&j.Forecast, rec.Forecast}, {&j.Optimistic, rec.Optimistic}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
 	}
 	log.judgements = append(log.judgements, j)
 	if i, ok := log.Find(rec.ID); ok && rec.Pruned && log.runs[i].state == running {

@@ -42,12 +42,15 @@ func goldenSession(t *testing.T, w *Writer) {
 		{Kind: run.Started, Run: r, Attempt: 1, Lane: 1, Place: place, Stdout: out, Stderr: errp, Start: at, PID: 4242},
 		{Kind: run.Judged, Run: r, Attempt: 1, Start: at.Add(time.Second), Judgement: &run.Judgement{Run: "r1", Metric: "loss", Rung: 0, Step: 100, At: 104, Value: 0.5, Cutoff: math.NaN(), Others: 0}},
 		{Kind: run.Judged, Run: r, Attempt: 1, Start: at.Add(2 * time.Second), Judgement: &run.Judgement{Run: "r1", Metric: "loss", Rung: 1, Step: 300, At: 300, Value: math.Inf(1), Cutoff: 0.25, Others: 3, Stop: true}},
+		{Kind: run.Judged, Run: r, Attempt: 1, Start: at.Add(2 * time.Second), Judgement: &run.Judgement{Run: "r1", Metric: "loss", Rung: 2, Step: 900, At: 901, Value: 0.4, Cutoff: 0.2, Others: 5,
+			Forecasted: true, Forecast: 0.3, Optimistic: 0.18}},
 		{Kind: run.Finished, Run: r, Attempt: 1, Lane: 1, Place: place, Stdout: out, Stderr: errp, Start: at, PID: 4242,
 			End: at.Add(2272 * time.Millisecond), ExitCode: 137, Signal: "SIGKILL", Reason: run.Failed, Err: errors.New("out of memory"), Retry: true,
 			Usage: run.Usage{MaxRSS: 1 << 30, CPU: 1500 * time.Millisecond, Sampled: usage.Sampled{Samples: 3, TreeRSSPeak: 2 << 30,
 				GPUs: []usage.GPU{{UUID: "GPU-a", PeakMemoryBytes: 1 << 33, ProcessPeakMemoryBytes: 1 << 32, MeanUtilization: 87.5, Samples: 3}}}},
 			Class: failure.HostOOM, StderrTail: []string{"Killed", "tail \"quoted\" <html>"},
-			Metrics: json.RawMessage(`{"loss":0.5,"acc":"nan"}`), Curves: json.RawMessage(`{"loss":[[100,0.5]]}`), MetricsSkipped: 2},
+			Metrics: json.RawMessage(`{"loss":0.5,"acc":"nan"}`), Curves: json.RawMessage(`{"loss":[[100,0.5]]}`), MetricsSkipped: 2,
+			Steps: &run.Steps{First: 101, Last: 300, Checkpoint: 250}},
 		{Kind: run.Finished, Run: run.Run{ID: "r2", Index: 0}, Attempt: 1, Start: at, End: at, ExitCode: -1, Reason: run.Failed, Err: errors.New("exec: not found"), Class: failure.NotFound},
 		{Kind: run.Started, Run: run.Run{ID: "r3"}, Attempt: 2, Place: pack.Assignment{CPUs: []int{5}, SharedCPUs: true}, Start: at, PID: 7},
 		{Kind: run.Finished, Run: run.Run{ID: "r3"}, Attempt: 2, Start: at, End: at.Add(time.Second), ExitCode: 0, Reason: run.OK, Metrics: json.RawMessage(`{}`)},
@@ -57,6 +60,8 @@ func goldenSession(t *testing.T, w *Writer) {
 		}
 	}
 	done := make(chan error, 1)
+	w.PostDensity(Density{Time: at.Add(2 * time.Second), Shape: "python train.py --seed=#", From: 2, To: 3,
+		Measured: []DensityAt{{Runs: 1, StepsPerSec: 10, Readings: 2}, {Runs: 2, StepsPerSec: 18.5, Readings: 4}}, Why: "2 runs: 1.85× the progress of 1: one more"}, nil)
 	w.PostGPUOut(usage.GPUFault{UUID: "GPU-b", Reason: "Xid 79", Time: at.Add(3 * time.Second)}, func(err error) { done <- err })
 	if err := w.Flush(); err != nil || <-done != nil {
 		t.Fatal(err)
@@ -110,7 +115,7 @@ func TestLedgerDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for typ, rec := range map[string]any{TypeHeader: Header{}, TypeStarted: Started{}, TypeFinished: Finished{}, TypeRung: Rung{}, TypeGPUOut: GPUOut{}, TypeEnd: End{}} {
+	for typ, rec := range map[string]any{TypeHeader: Header{}, TypeStarted: Started{}, TypeFinished: Finished{}, TypeRung: Rung{}, TypeGPUOut: GPUOut{}, TypeDensity: Density{}, TypeEnd: End{}} {
 		_, section, ok := strings.Cut(string(doc), "\n## "+typ+"\n")
 		if !ok {
 			t.Errorf("docs/ledger.md has no section for %s records", typ)

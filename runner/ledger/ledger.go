@@ -279,6 +279,13 @@ func (l *Writer) PostGPUOut(f usage.GPUFault, done func(error)) {
 	l.commits.post(l, rec, true, true, done)
 }
 
+// PostDensity records a decision of the density rule, synced with the
+// next commit; done is called as Post's.
+func (l *Writer) PostDensity(rec Density, done func(error)) {
+	rec.Type, rec.Time = TypeDensity, rec.Time.UTC()
+	l.commits.post(l, &rec, false, true, done)
+}
+
 // Flush commits every record posted so far, at once, and returns when
 // their done functions have run; its error is Err's.
 func (l *Writer) Flush() error {

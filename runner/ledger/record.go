@@ -25,6 +25,7 @@ const (
 	TypeFinished = "finished" // an attempt ended
 	TypeRung     = "rung"     // a run was judged at a rung of the pruning policy
 	TypeGPUOut   = "gpu_out"  // a GPU reported a fault and was taken out of use
+	TypeDensity  = "density"  // the density rule (gpus=auto) changed a shape's runs per GPU
 	TypeEnd      = "end"      // the session ended without being killed
 )
 
@@ -109,6 +110,23 @@ type Finished struct {
 	Metrics        json.RawMessage `json:"metrics,omitempty"`
 	Curves         json.RawMessage `json:"curves,omitempty"`
 	MetricsSkipped int             `json:"metrics_skipped,omitempty"`
+	// Steps is how far the attempt got (run.Event.Steps); nil when it
+	// reported no step.
+	Steps *Steps `json:"steps,omitempty"`
+}
+
+// Steps is an attempt's progress in its finished record: its last step,
+// the step of the run's last checkpoint by its end (0: none), and the
+// steps a stop lost (Lost: those since the checkpoint), recorded for an
+// attempt that did not succeed.
+type Steps struct {
+	First      float64 `json:"first"`
+	Last       float64 `json:"last"`
+	Checkpoint float64 `json:"checkpoint,omitempty"`
+	Lost       float64 `json:"lost,omitempty"`
+	// LostSeconds is the attempt's time that its lost steps took: its
+	// duration times lost over the steps it made.
+	LostSeconds float64 `json:"lost_s,omitempty"`
 }
 
 // Use is what an attempt used, in its finished record.
@@ -158,6 +176,10 @@ type Rung struct {
 	Cutoff   *float64 `json:"cutoff,omitempty"`
 	Others   int      `json:"others,omitempty"`
 	Pruned   bool     `json:"pruned,omitempty"`
+	// Forecast and Optimistic are the curve rule's forecasts of the run's
+	// value at its last step (see run.Judgement); null when it made none.
+	Forecast   *float64 `json:"forecast,omitempty"`
+	Optimistic *float64 `json:"optimistic,omitempty"`
 }
 
 // GPUOut says a GPU reported a fault and was taken out of use.
@@ -166,6 +188,31 @@ type GPUOut struct {
 	Time time.Time `json:"time"`
 	GPUs []string  `json:"gpus,omitempty"` // the GPU's UUID, alone
 	Note string    `json:"note,omitempty"` // the fault
+}
+
+// Density is a decision of the density rule (gpus=auto, --runs-per-gpu
+// auto): the runs of Shape (their command with its numbers blanked out)
+// now share a GPU To at a time, where they shared it From at a time;
+// Final says the rule tries no more; Measured is the GPU's progress in
+// the shape's steps per second with each number of runs on it so far;
+// Why says it in words.
+type Density struct {
+	Type     string      `json:"type"`
+	Time     time.Time   `json:"time"`
+	Shape    string      `json:"shape,omitempty"`
+	From     int         `json:"from"`
+	To       int         `json:"to"`
+	Final    bool        `json:"final,omitempty"`
+	Measured []DensityAt `json:"measured,omitempty"`
+	Why      string      `json:"why,omitempty"`
+}
+
+// DensityAt is the progress measured with Runs runs on a GPU: StepsPerSec
+// from Readings readings.
+type DensityAt struct {
+	Runs        int     `json:"runs"`
+	StepsPerSec float64 `json:"steps_per_s"`
+	Readings    int     `json:"readings"`
 }
 
 // End ends a session that was not killed.
@@ -209,6 +256,10 @@ func (l *Writer) record(ev run.Event) any {
 			c := j.Cutoff
 			rec.Cutoff = &c
 		}
+		if j.Forecasted && finite(j.Forecast) && finite(j.Optimistic) {
+			f, o := j.Forecast, j.Optimistic
+			rec.Forecast, rec.Optimistic = &f, &o
+		}
 		return rec
 	}
 	lane := ev.Lane
@@ -229,6 +280,13 @@ func (l *Writer) record(ev run.Event) any {
 		Class: ev.Class, StderrTail: ev.StderrTail, Metrics: ev.Metrics, Curves: ev.Curves, MetricsSkipped: ev.MetricsSkipped}
 	if ev.Err != nil {
 		rec.Error = ev.Err.Error()
+	}
+	if st := ev.Steps; st != nil {
+		rec.Steps = &Steps{First: st.First, Last: st.Last, Checkpoint: st.Checkpoint}
+		if ev.Reason != run.OK {
+			rec.Steps.Lost = st.Lost()
+			rec.Steps.LostSeconds = roundSeconds(time.Duration(float64(ev.End.Sub(ev.Start)) * st.LostPart()))
+		}
 	}
 	return rec
 }
@@ -328,6 +386,8 @@ func (d *decoder) finished(line []byte, f *Finished) bool {
 			f.Curves, ok = rawOf(val)
 		case "metrics_skipped":
 			f.MetricsSkipped, ok = intOf(val)
+		case "steps":
+			ok = val[0] == '{' && json.Unmarshal(val, &f.Steps) == nil
 		default:
 			ok = d.runAttempt(&f.RunAttempt, key, val)
 		}
@@ -365,6 +425,8 @@ func recordName(rec any) string {
 		return "header"
 	case *GPUOut:
 		return "gpu_out record"
+	case *Density:
+		return "density record"
 	case *End:
 		return "end record"
 	}

@@ -65,6 +65,7 @@ func eachField(line []byte, f func(key, val []byte) bool) bool {
 // of an attempt, which run and attempt, and how it ended.
 type head struct {
 	typ, id, reason, class, signal []byte // within the line
+	steps                          []byte // a finished record's steps object, raw; nil without
 	attempt                        int
 	retry                          bool
 	exitCode                       int
@@ -124,6 +125,8 @@ func (d *decoder) scan(line []byte, t *timing) (h head, ok bool) {
 			h.typ, ok = plainString(val)
 		case len(key) == 5 && string(key) == "class":
 			h.class, ok = plainString(val)
+		case len(key) == 5 && string(key) == "steps":
+			h.steps, ok = val, len(val) > 0 && val[0] == '{'
 		case len(key) == 5 && string(key) == "retry":
 			h.retry, ok = string(val) == "true", string(val) == "true" || string(val) == "false"
 		case len(key) == 6 && string(key) == "reason":
@@ -180,20 +183,21 @@ func (d *decoder) timingField(t *timing, key, val []byte) bool {
 // headOf is the head of a line scanHead declines, by encoding/json.
 func headOf(line []byte) (head, error) {
 	var v struct {
-		Type     string `json:"type"`
-		ID       string `json:"id"`
-		Reason   string `json:"reason"`
-		Class    string `json:"class"`
-		Signal   string `json:"signal"`
-		Attempt  int    `json:"attempt"`
-		Retry    bool   `json:"retry"`
-		ExitCode *int   `json:"exit_code"`
+		Type     string          `json:"type"`
+		ID       string          `json:"id"`
+		Reason   string          `json:"reason"`
+		Class    string          `json:"class"`
+		Signal   string          `json:"signal"`
+		Attempt  int             `json:"attempt"`
+		Retry    bool            `json:"retry"`
+		ExitCode *int            `json:"exit_code"`
+		Steps    json.RawMessage `json:"steps"`
 	}
 	if err := json.Unmarshal(line, &v); err != nil {
 		return head{}, err
 	}
 	h := head{typ: []byte(v.Type), id: []byte(v.ID), reason: []byte(v.Reason), class: []byte(v.Class), signal: []byte(v.Signal),
-		attempt: v.Attempt, retry: v.Retry, hasExit: v.ExitCode != nil}
+		attempt: v.Attempt, retry: v.Retry, hasExit: v.ExitCode != nil, steps: v.Steps}
 	if v.ExitCode != nil {
 		h.exitCode = *v.ExitCode
 	}

@@ -126,21 +126,38 @@ func Report(dir, run, log string, patterns []Pattern, points int) (final, curves
 		return Object([]string{"metrics_error"}, []json.RawMessage{msg}), nil, 0
 	}
 	defer d.Close()
-	return report(d, run, log, patterns, points)
+	final, curves, skipped, _ = report(d, run, log, patterns, points)
+	return final, curves, skipped
 }
 
 // ReportIn is Report for a run whose directory the caller holds open,
 // d: log, when not empty, is a file in it (stdout.log). A run's files
-// are opened from there, one system call each.
-func ReportIn(d *untrusted.Dir, log string, patterns []Pattern, points int) (final, curves json.RawMessage, skipped int) {
+// are opened from there, one system call each. It also returns how far
+// the run got (see Progress).
+func ReportIn(d *untrusted.Dir, log string, patterns []Pattern, points int) (final, curves json.RawMessage, skipped int, progress Progress) {
 	return report(d, ".", log, patterns, points)
 }
 
-func report(d *untrusted.Dir, run, log string, patterns []Pattern, points int) (final, curves json.RawMessage, skipped int) {
+// Progress is how far a run got by what it reported: the step of its last
+// point (of a line that reports a step alone, where none had a value),
+// and the step of its last checkpoint (see CheckpointKey), 0 for none.
+// Stepped says it reported a step at all.
+type Progress struct {
+	Last, Checkpoint float64
+	Stepped          bool
+}
+
+func report(d *untrusted.Dir, run, log string, patterns []Pattern, points int) (final, curves json.RawMessage, skipped int, progress Progress) {
 	var s Summary
 	r := Reader{Dir: d, Path: filepath.Join(run, FileName)}
 	var errs []error
 	errs = append(errs, r.Read(true, s.Add))
+	defer func() {
+		progress = Progress{Last: s.LastStep, Checkpoint: s.Checkpoint(), Stepped: s.Stepped}
+		if last, ok := r.LastStep(); ok && !s.Stepped {
+			progress.Last, progress.Stepped = last, true
+		}
+	}()
 	skipped = r.Malformed + r.Long
 	notRead := r.Skipped
 	if len(patterns) > 0 && log != "" {
@@ -190,7 +207,7 @@ func report(d *untrusted.Dir, run, log string, patterns []Pattern, points int) (
 	}
 	final = Object(names, values)
 	if len(s.Series) == 0 {
-		return final, nil, skipped
+		return final, nil, skipped, progress
 	}
 	var c bytes.Buffer
 	c.WriteByte('{')
@@ -214,7 +231,7 @@ func report(d *untrusted.Dir, run, log string, patterns []Pattern, points int) (
 		c.WriteByte(']')
 	}
 	c.WriteByte('}')
-	return final, c.Bytes(), skipped
+	return final, c.Bytes(), skipped, progress
 }
 
 // EachField calls f with every key and value of a flat JSON object, in

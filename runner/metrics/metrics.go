@@ -502,6 +502,15 @@ func (r *Reader) flat(line []byte, each func(Point)) (ok, handled bool) {
 	return true, true
 }
 
+// LastStep returns the step of the last line read, also of a line that
+// reports a step alone ({"step": 1200}); false before any.
+func (r *Reader) LastStep() (float64, bool) {
+	if r.steps == nil {
+		return 0, false
+	}
+	return r.steps[0], true
+}
+
 // emit gives the points of one line: at its step, or the one after the
 // line before's.
 func (r *Reader) emit(vals []flatValue, step float64, hasStep bool, each func(Point)) {
@@ -580,4 +589,21 @@ func (r *Reader) objectJSON(line []byte, each func(Point)) bool {
 	}
 	r.emit(vals, step, hasStep, each)
 	return true
+}
+
+// FirstStep returns the step of the first line of the metrics file path
+// below d at or past offset off (where an attempt began appending), from
+// at most one line's worth of bytes; false when there is none.
+func FirstStep(d *untrusted.Dir, path string, off int64) (float64, bool) {
+	f, err := d.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	buf := make([]byte, maxLine)
+	n, _ := f.ReadAt(buf, off)
+	line, _, _ := bytes.Cut(buf[:n], []byte{'\n'})
+	r := Reader{}
+	r.line(line, func(Point) {})
+	return r.LastStep()
 }

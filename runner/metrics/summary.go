@@ -31,6 +31,23 @@ type Summary struct {
 	// named longer than MaxNameBytes.
 	Dropped int
 	byName  map[string]*Series
+	// LastStep is the step of the last point, of any metric; Stepped says
+	// there was one.
+	LastStep float64
+	Stepped  bool
+}
+
+// CheckpointKey is the metric a run reports its checkpoints by: a line
+// {"checkpoint": 1200} says its state at step 1200 is saved.
+const CheckpointKey = "checkpoint"
+
+// Checkpoint returns the step of the last checkpoint reported (the last
+// value of CheckpointKey), 0 when none was.
+func (s *Summary) Checkpoint() float64 {
+	if m := s.Get(CheckpointKey); m != nil && finite(m.Last) && m.Last > 0 {
+		return m.Last
+	}
+	return 0
 }
 
 // Series is one metric's history. A step lower than the step before
@@ -51,6 +68,9 @@ type Series struct {
 // Add takes one point. A value that is not a finite number (a loss that
 // went NaN) is the metric's last value, and no point of its curve.
 func (s *Summary) Add(p Point) {
+	if p.Name != CheckpointKey {
+		s.LastStep, s.Stepped = p.Step, true
+	}
 	if s.byName == nil {
 		s.byName = map[string]*Series{}
 	}

@@ -75,6 +75,13 @@ func (s *store) build(rows []row, attempts []attRef, shards int) *document {
 		doc.Rungs = append(doc.Rungs, [4]any{m.step, s.runs.at(int(m.run)).pos, v, m.pruned})
 	}
 	doc.RungMetric = s.rungMetric
+	for _, d := range s.densities {
+		dd := densityDoc{T: d.Time.UnixMilli() - t0, Shape: d.Shape, From: d.From, To: d.To, Final: d.Final, Why: d.Why}
+		for _, m := range d.Measured {
+			dd.Measured = append(dd.Measured, [2]float64{float64(m.Runs), m.StepsPerSec})
+		}
+		doc.Densities = append(doc.Densities, dd)
+	}
 	doc.Cols = s.columns()
 	doc.Params, doc.Metrics = len(s.params.texts)-min(len(s.params.texts), 1), len(s.metrics.texts)-min(len(s.metrics.texts), 1)
 	for i, c := range doc.Cols {

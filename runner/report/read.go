@@ -210,8 +210,9 @@ type store struct {
 	// rungs are the pruning policy's judgements, rungMetric its metric.
 	rungs      []rungMark
 	rungMetric string
-	withCurves int    // runs whose curves were seen
-	logs       []byte // the runs' directories (runData.logsAt)
+	densities  []ledger.Density // the density rule's decisions, every ledger's
+	withCurves int              // runs whose curves were seen
+	logs       []byte           // the runs' directories (runData.logsAt)
 }
 
 func newStore(dir string, opts Options) *store {
@@ -245,6 +246,7 @@ func (s *store) read(logs []*ledger.Log) error {
 		for _, sp := range log.Spans() {
 			s.node.Sessions = append(s.node.Sessions, [2]int64{sp.Start, sp.Last})
 		}
+		s.densities = append(s.densities, log.Densities...)
 		for _, j := range log.Judgements() {
 			if i, ok := log.Find(j.Run); ok {
 				s.rungs = append(s.rungs, rungMark{run: fr.runs[i], rung: int32(j.Rung), step: j.Step, value: j.Value, pruned: j.Stop})

@@ -188,6 +188,20 @@ func nodeOf(h ledger.Header) nodeInfo {
 }
 
 // document is the data the page draws, compact: arrays, not objects.
+// densityDoc is a decision of the density rule: when (ms after T0), for
+// which command shape, from and to how many runs per GPU, for good or
+// not, the GPU's steps per second measured with each number of runs
+// ([runs, steps/s] pairs), and why.
+type densityDoc struct {
+	T        int64        `json:"t"`
+	Shape    string       `json:"shape"`
+	From     int          `json:"from"`
+	To       int          `json:"to"`
+	Final    bool         `json:"final,omitempty"`
+	Measured [][2]float64 `json:"measured,omitempty"`
+	Why      string       `json:"why,omitempty"`
+}
+
 type document struct {
 	Host     string    `json:"host"`
 	Made     time.Time `json:"made"`
@@ -219,6 +233,9 @@ type document struct {
 	// stopped there; RungMetric its metric.
 	Rungs      [][4]any `json:"rungs,omitempty"`
 	RungMetric string   `json:"rungMetric,omitempty"`
+	// Densities are the density rule's decisions (--runs-per-gpu auto),
+	// oldest first.
+	Densities []densityDoc `json:"densities,omitempty"`
 	// Rank is the metric the runs are ranked by; Best the rows of the
 	// best runs, best first, and BestCurves their curves of it, read
 	// whole; curves (page.write) every row's curve of it as its record

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +31,7 @@ func writeDir(t *testing.T) string {
 		`{"type":"header","time":"2026-11-24T10:01:30Z","format":"nodepack.ledger/v1",` + node + `,"shard":{"index":0,"count":1},"sweep":{"kind":"tasks","source":"t.txt","reps":1,"shards":1}}`,
 		`{"type":"started","time":"2026-11-24T10:01:30Z","id":"small","origin":"t.txt:2","attempt":2,"slot":1,"gpus":["GPU-b"],"cpus":"1","request":"gpus=0.5 cpus=1","stdout":"runs/small/stdout.log","stderr":"runs/small/stderr.log"}`,
 		`{"type":"started","time":"2026-11-24T10:01:31Z","id":"other","origin":"t.txt:3","attempt":1,"slot":0,"gpus":["GPU-b"],"cpus":"0","request":"gpus=0.5 cpus=1","stdout":"runs/other/stdout.log","stderr":"runs/other/stderr.log"}`,
+		`{"type":"density","time":"2026-11-24T10:01:35Z","shape":"python train.py --seed=#","from":1,"to":2,"measured":[{"runs":1,"steps_per_s":10,"readings":1}],"why":"1 run: 10 steps/s"}`,
 		`{"type":"finished","time":"2026-11-24T10:01:40Z","id":"small","attempt":2,"exit_code":0,"reason":"ok","duration_s":10}`,
 		`{"type":"finished","time":"2026-11-24T10:01:41Z","id":"other","attempt":1,"exit_code":0,"reason":"ok","duration_s":10}`,
 		`{"type":"end","time":"2026-11-24T10:01:42Z","note":"done"}`,
@@ -69,8 +71,9 @@ func TestDocument(t *testing.T) {
 			GPUsBusy float64 `json:"gpus_busy_percent"`
 			Gaps     []gap
 		}
-		Cols []string
-		Rows [][]any
+		Cols      []string
+		Rows      [][]any
+		Densities []densityDoc
 	}
 	if err := json.Unmarshal([]byte(data), &doc); err != nil {
 		t.Fatalf("%v\n%s", err, data)
@@ -102,6 +105,10 @@ func TestDocument(t *testing.T) {
 	}
 	if len(doc.Rows) != 4 || doc.Cols[len(doc.Cols)-1] != "logs" {
 		t.Errorf("table %v %v", doc.Cols, doc.Rows)
+	}
+	// The density rule's decision, 95 s after the first start.
+	if want := (densityDoc{T: 95000, Shape: "python train.py --seed=#", From: 1, To: 2, Measured: [][2]float64{{1, 10}}, Why: "1 run: 10 steps/s"}); len(doc.Densities) != 1 || !reflect.DeepEqual(doc.Densities[0], want) {
+		t.Errorf("densities %+v, want %+v", doc.Densities, want)
 	}
 	// The run's share of its GPUs' energy, in watt-hours: 9,000 J.
 	if e := slices.Index(doc.Cols, "energy_wh"); e < 0 || !slices.ContainsFunc(doc.Rows, func(r []any) bool { return r[e] == 2.5 }) {

@@ -33,10 +33,22 @@ type Status struct {
 	// GPUsOut lists the GPUs the shards' last sessions took out of use
 	// after a fault.
 	GPUsOut []GPUOut `json:"gpus_out"`
+	// LostToStops is the work that stops lost (their runs' steps since
+	// their last checkpoints), over every attempt; zero when none.
+	LostToStops LostWork `json:"lost_to_stops"`
 	// RunsPerHour is the rate at which the live sessions finish runs; 0 when
 	// none is live. ETASeconds estimates the time left; null when unknown.
 	RunsPerHour float64  `json:"runs_per_hour"`
 	ETASeconds  *float64 `json:"eta_s"`
+}
+
+// LostWork is the work stops lost: in how many attempts, how many steps,
+// and the time those steps took, also weighed by the GPUs each held.
+type LostWork struct {
+	Attempts   int     `json:"attempts"`
+	Steps      float64 `json:"steps"`
+	Seconds    float64 `json:"seconds"`
+	GPUSeconds float64 `json:"gpu_seconds"`
 }
 
 // Counts counts a sweep's runs by state; they add up to Status.Total.
@@ -156,6 +168,11 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 		}
 		st.Shards = append(st.Shards, p.shard)
 		st.GPUsOut = append(st.GPUsOut, p.gpusOut...)
+		lost := &st.LostToStops
+		lost.Attempts += log.Lost.Attempts
+		lost.Steps += log.Lost.Steps
+		lost.Seconds += log.Lost.Seconds
+		lost.GPUSeconds += log.Lost.GPUSeconds
 		c := p.counts
 		st.Counts.Running += c[ledger.StateRunning]
 		st.Counts.Succeeded += c[ledger.StateSucceeded]

@@ -3,6 +3,7 @@ package results
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +56,11 @@ func (doc *Status) WriteText(w io.Writer) {
 		}
 	}
 	printGPUsOut(w, doc.GPUsOut)
+	if l := doc.LostToStops; l.Attempts > 0 {
+		fmt.Fprintf(w, "lost to stops: %s steps since their last checkpoints, %v of GPU time (%v of the runs' time), in %s\n",
+			strconv.FormatFloat(l.Steps, 'f', -1, 64), time.Duration(l.GPUSeconds*float64(time.Second)).Round(time.Second),
+			time.Duration(l.Seconds*float64(time.Second)).Round(time.Second), count(l.Attempts, "attempt"))
+	}
 	if len(doc.Failures) > 0 {
 		fmt.Fprintf(w, "failed: %s\n", failure.Counts(doc.Classes))
 		printFailedRuns(w, doc.Failures)

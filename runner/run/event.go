@@ -98,7 +98,31 @@ type Event struct {
 	// metric there and the cutoff it was compared with, and whether it
 	// was stopped.
 	Judgement *Judgement
+	// Steps is how far the attempt got and what of it a checkpoint kept:
+	// nil when it reported no step.
+	Steps *Steps
 }
+
+// Steps is an attempt's progress: the steps it reported, and the step
+// of the run's last checkpoint by its end (a {"checkpoint": N} line of its
+// metrics, or its checkpoint folder changing while nodepack watched).
+type Steps struct {
+	First, Last float64 // the first and the last step the attempt reported
+	Checkpoint  float64 // 0: none
+}
+
+// LostPart returns the part of the attempt's time a stop loses: its lost
+// steps over the steps it made (all of it when it made one).
+func (s Steps) LostPart() float64 {
+	if made := s.Last - s.First; made > 0 {
+		return min(s.Lost()/made, 1)
+	}
+	return min(s.Lost(), 1)
+}
+
+// Lost returns the steps a stop of the attempt loses: those since the
+// last checkpoint, all of them without one.
+func (s Steps) Lost() float64 { return max(s.Last-s.Checkpoint, 0) }
 
 // Judgement is the decision the pruning policy (pack/schedule's Pruner)
 // took on one run at one rung: a Judged event's, and a rung record's.
@@ -112,6 +136,13 @@ type Judgement struct {
 	Cutoff float64 // what it was compared with; NaN when no run reached the rung before
 	Others int     // how many runs reached the rung before
 	Stop   bool
+	// Forecast and Optimistic are the curve rule's (schedule.Prune.Curve),
+	// when Forecasted: the likeliest and the best value of the metric at
+	// the run's last step that its curve so far allows. When it made one
+	// and runs before it did, Cutoff is theirs (the best 1/Eta of their
+	// forecasts) and Optimistic was compared with it.
+	Forecasted           bool
+	Forecast, Optimistic float64
 }
 
 // MaxTailLines and MaxTailLine bound Event.StderrTail: it goes to the

@@ -1,0 +1,43 @@
+"""A stand-in for a training script that keeps nodepack's checkpoint
+contract: it saves its state in $NODEPACK_CHECKPOINT_DIR every --every
+steps and when nodepack asks (the signal of --checkpoint-signal, here
+SIGUSR1), says so with a {"step": N, "checkpoint": N} line in
+$NODEPACK_METRICS, and resumes from that folder: every attempt, retry,
+requeue and resubmission of a run gets the same one."""
+import argparse
+import json
+import os
+import signal
+import time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=60)
+parser.add_argument("--every", type=int, default=20, help="steps between checkpoints")
+parser.add_argument("--step_seconds", type=float, default=0.1)
+args = parser.parse_args()
+
+ckpt = os.path.join(os.environ["NODEPACK_CHECKPOINT_DIR"], "state.json")
+metrics = open(os.environ["NODEPACK_METRICS"], "a")
+state = {"step": 0, "loss": 1.0}
+if os.path.exists(ckpt):
+    state = json.load(open(ckpt))  # resume where the last checkpoint was
+
+asked = []
+signal.signal(signal.SIGUSR1, lambda *_: asked.append(True))
+
+
+def save():
+    with open(ckpt + ".tmp", "w") as f:
+        json.dump(state, f)
+    os.replace(ckpt + ".tmp", ckpt)  # a checkpoint is whole or not there
+    print(json.dumps({"step": state["step"], "checkpoint": state["step"]}), file=metrics, flush=True)
+
+
+while state["step"] < args.steps:
+    time.sleep(args.step_seconds)
+    state["step"] += 1
+    state["loss"] *= 0.97
+    print(json.dumps({"step": state["step"], "loss": state["loss"]}), file=metrics, flush=True)
+    if state["step"] % args.every == 0 or asked:
+        asked.clear()
+        save()

@@ -1,0 +1,123 @@
+package execute
+
+import (
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nodepack/nodepack/runner/metrics"
+	"github.com/nodepack/nodepack/runner/run"
+)
+
+// The checkpoint contract. Every run with a run directory gets a folder
+// of its own for its checkpoints, CheckpointDir in its run directory, in
+// CheckpointEnv: the same folder for every attempt, retry, resume and
+// resubmission of the run, made by nodepack before each attempt and
+// never written by it. A run says it saved a checkpoint with a metrics
+// line {"step": 1200, "checkpoint": 1200} (metrics.CheckpointKey), or by
+// changing the folder while nodepack watches (Options.CheckpointSignal):
+// then the checkpoint is at the furthest step it reported. Before a stop
+// of its own (a cancel, the terminate deadline, a timeout, pruning)
+// nodepack sends CheckpointSignal, when set, and waits up to the grace
+// for a new checkpoint before SIGTERM. Each attempt's Finished event
+// says how far it got and where its last checkpoint was (run.Steps).
+const (
+	CheckpointEnv = "NODEPACK_CHECKPOINT_DIR"
+	CheckpointDir = "checkpoint"
+)
+
+// checkpoints is what an attempt's watcher saw of its checkpoints, and
+// the stop that asks for one.
+type checkpoints struct {
+	mu     sync.Mutex
+	step   float64   // the last checkpoint's step; 0 none
+	folder time.Time // the folder's modification time last seen
+	asked  bool      // a stop asked for one
+	saved  chan struct{}
+	hurry  chan struct{} // the watcher reads every checkpointPoll from now
+}
+
+// checkpointPoll is how often a run's metrics and checkpoint folder are
+// read while a stop waits for its checkpoint.
+const checkpointPoll = 20 * time.Millisecond
+
+func newCheckpoints(runDir *os.File) *checkpoints {
+	c := &checkpoints{saved: make(chan struct{}), hurry: make(chan struct{}, 1)}
+	if runDir != nil {
+		_, c.folder, _ = statIn(runDir, CheckpointDir)
+	}
+	return c
+}
+
+// saw records a checkpoint at step; a stop that asked for one goes on.
+func (c *checkpoints) saw(step float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if step <= c.step {
+		return
+	}
+	c.step = step
+	if c.asked {
+		c.asked = false
+		close(c.saved)
+		c.saved = make(chan struct{})
+	}
+}
+
+// look checks the run's checkpoint folder: changed since the last look,
+// it is a checkpoint at the furthest step the run reported.
+func (c *checkpoints) look(runDir *os.File, furthest float64) {
+	_, mtime, ok := statIn(runDir, CheckpointDir)
+	c.mu.Lock()
+	changed := ok && mtime.After(c.folder)
+	if changed {
+		c.folder = mtime
+	}
+	c.mu.Unlock()
+	if changed && furthest > 0 {
+		c.saw(furthest)
+	}
+}
+
+// ask says a stop waits for a new checkpoint: the channel is closed when
+// one comes.
+func (c *checkpoints) ask() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked = true
+	select {
+	case c.hurry <- struct{}{}:
+	default:
+	}
+	return c.saved
+}
+
+func (c *checkpoints) last() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.step
+}
+
+// makeCheckpointDir makes the run's checkpoint folder in runDir, unless
+// it is there (or something else is, which the run answers for).
+func makeCheckpointDir(runDir *os.File) error {
+	if err := mkdirIn(runDir, CheckpointDir); err != nil && !os.IsExist(err) {
+		return err
+	}
+	return nil
+}
+
+// stepsOf is an attempt's run.Steps from what its metrics said by its
+// end (its first step: first), and the checkpoints its watcher saw; nil
+// when the attempt reported no step (its metrics file did not grow).
+func stepsOf(p metrics.Progress, grew bool, first float64, c *checkpoints) *run.Steps {
+	if !p.Stepped || !grew {
+		return nil
+	}
+	s := &run.Steps{First: min(first, p.Last), Last: p.Last, Checkpoint: p.Checkpoint}
+	if c != nil {
+		s.Checkpoint = max(s.Checkpoint, c.last())
+	}
+	s.Checkpoint = min(s.Checkpoint, s.Last)
+	return s
+}
