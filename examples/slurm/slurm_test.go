@@ -245,6 +245,11 @@ type record struct {
 	Type   string `json:"type"`
 	ID     string `json:"id"`
 	Reason string `json:"reason"`
+	// Steps is a finished record's: how far its attempt got, where its
+	// last checkpoint was, what a stop lost.
+	Steps *struct {
+		First, Last, Checkpoint, Lost float64
+	} `json:"steps"`
 }
 
 // ledgerRecords reads every record of every ledger file in dir, in order
@@ -345,9 +350,11 @@ func trainTasks(dir, done string, epochs []int, epochSeconds int) []string {
 
 // TestScancelThenRequeue is scenario 3: scancel mid-sweep (Slurm itself
 // sends SIGCONT and SIGTERM to every process of the job, not only to
-// nodepack): the running runs end as interrupted, not failed; scontrol
-// requeue runs the same job id again, which finishes only the unfinished
-// runs, and the training runs resume from their checkpoints.
+// nodepack): the running runs end as interrupted, not failed, each having
+// lost at most the epoch under way (the ledger's steps); scontrol requeue
+// runs the same job id again, which finishes only the unfinished runs,
+// and the training runs resume from their checkpoints, in the folder
+// every attempt of a run gets.
 func TestScancelThenRequeue(t *testing.T) {
 	needSlurm(t)
 	dir := t.TempDir()
@@ -359,7 +366,7 @@ func TestScancelThenRequeue(t *testing.T) {
 		if out == "" {
 			out = outputOf(t, dir, id)
 		}
-		c, _ := filepath.Glob(filepath.Join(out, "runs", "*", "checkpoint"))
+		c, _ := filepath.Glob(filepath.Join(out, "runs", "*", "checkpoints", "checkpoint"))
 		return len(c) == 4
 	})
 	if err := exec.Command("scancel", id).Run(); err != nil {
@@ -372,6 +379,11 @@ func TestScancelThenRequeue(t *testing.T) {
 	for _, r := range ledgerRecords(t, out) {
 		if r.Type == "finished" {
 			reasons[r.Reason]++
+			// The checkpoint contract: each run's checkpoint folder kept its
+			// epochs; a stop loses at most the one under way.
+			if r.Steps == nil || r.Steps.Checkpoint < 1 || r.Steps.Lost > 1 {
+				t.Errorf("run %s: steps %+v: want a checkpoint, and at most one epoch lost", r.ID, r.Steps)
+			}
 		}
 	}
 	if reasons["interrupted"] != 4 || len(reasons) != 1 {
@@ -401,8 +413,9 @@ func TestScancelThenRequeue(t *testing.T) {
 }
 
 // TestTimeLimitWarning is scenario 4: a time limit with
-// --signal=B:USR1@30: on the warning nodepack starts no more runs, stops the
-// running ones (which have checkpointed every epoch) and requeues the job;
+// --signal=B:USR1@30: on the warning nodepack starts no more runs, asks the
+// running ones for a checkpoint (--checkpoint-signal USR1), stops them, and
+// requeues the job;
 // the requeued job completes the sweep. Slurm checks limits on a 30 s tick,
 // so this takes two to three minutes.
 func TestTimeLimitWarning(t *testing.T) {
@@ -416,7 +429,7 @@ func TestTimeLimitWarning(t *testing.T) {
 	// after one of them ended, so the first job never starts it.
 	tasks := writeTasks(t, dir, trainTasks(dir, done, []int{14, 14, 1}, 7)...)
 	id := submit(t, dir, "--time=2", "--signal=B:USR1@30",
-		"--export=ALL,NODEPACK="+nodepack+",TASKS="+tasks+",NODEPACK_FLAGS=--parallel 2",
+		"--export=ALL,NODEPACK="+nodepack+",TASKS="+tasks+",NODEPACK_FLAGS=--parallel 2 --checkpoint-signal USR1",
 		filepath.Join(repoRoot, "examples/slurm/sweep.sbatch"))
 	if err := wait(t, id, 420); err != nil {
 		t.Fatalf("job %s: %v\n%s", id, err, jobLog(t, filepath.Join(dir, "nodepack-"+id+".log")))
@@ -437,6 +450,11 @@ func TestTimeLimitWarning(t *testing.T) {
 			firstSession = false
 		case r.Type == "finished" && r.Reason == "interrupted":
 			interrupted++
+			// Asked for a checkpoint first (--checkpoint-signal): at most
+			// the epoch under way is lost.
+			if r.Steps == nil || r.Steps.Checkpoint < 1 || r.Steps.Lost > 1 {
+				t.Errorf("run %s: steps %+v: want a checkpoint, and at most one epoch lost", r.ID, r.Steps)
+			}
 		case r.Type == "started" && firstSession:
 			startedFirst++
 		}

@@ -3,10 +3,13 @@
 
 It fits y = 3x - 1 with SGD: with PyTorch when it is installed (on CPU), in
 pure Python otherwise. It logs what nodepack gave it (CUDA_VISIBLE_DEVICES,
-its CPU affinity, torch.get_num_threads()), checkpoints after every epoch
-into its run directory ($NODEPACK_RUN_DIR) and resumes from the checkpoint,
-so a run interrupted by scancel or a time limit continues where it stopped
-when the job is requeued.
+its CPU affinity, torch.get_num_threads()), and keeps nodepack's checkpoint
+contract: it checkpoints after every epoch into its checkpoint folder
+($NODEPACK_CHECKPOINT_DIR, the same for every attempt; --out without
+nodepack), says so with a {"step": EPOCHS_DONE, "checkpoint": EPOCHS_DONE}
+line in $NODEPACK_METRICS, answers the signal of --checkpoint-signal
+(SIGUSR1) with its last checkpoint, and resumes from it, so a run
+interrupted by scancel or a time limit loses at most the epoch under way.
 
     train.py [--epochs N] [--lr LR] [--seed S] [--epoch-seconds T] [--out DIR]
 """
@@ -14,6 +17,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import sys
 import time
 
@@ -121,22 +125,37 @@ def main(argv):
         "attempt": os.environ.get("NODEPACK_ATTEMPT"),
     }), flush=True)
 
-    checkpoint = os.path.join(args.out, "checkpoint")
+    checkpoint = os.path.join(os.environ.get("NODEPACK_CHECKPOINT_DIR", args.out), "checkpoint")
+    metrics = os.environ.get("NODEPACK_METRICS")
+
+    loss, done_epochs = None, 0
+
+    def report_checkpoint(epochs):
+        # The contract's line: its state after this many epochs is saved.
+        if metrics and epochs > 0:
+            with open(metrics, "a") as m:
+                print(json.dumps({"step": epochs, "loss": loss, "checkpoint": epochs}), file=m)
+
+    # Asked for a checkpoint before a stop: the last one is the state as of
+    # the last whole epoch, saved already; what is under way is lost.
+    signal.signal(signal.SIGUSR1, lambda *_: report_checkpoint(done_epochs))
     first = 0
     if os.path.exists(checkpoint):
         saved = model.read(checkpoint)
         model.load(saved["state"])
         first = saved["epoch"] + 1
         print(json.dumps({"event": "resume", "from_epoch": first}), flush=True)
+    done_epochs = first
 
     xs, ys = data(args.seed)
-    loss = None
     for epoch in range(first, args.epochs):
         loss = model.epoch(xs, ys)
         time.sleep(args.epoch_seconds)
         # Write then rename: a kill mid-write never leaves a torn checkpoint.
         model.save(checkpoint + ".tmp", {"epoch": epoch, "state": model.state()})
         os.replace(checkpoint + ".tmp", checkpoint)
+        done_epochs = epoch + 1
+        report_checkpoint(done_epochs)
         print(json.dumps({"event": "epoch", "epoch": epoch, "loss": loss}), flush=True)
 
     with open(os.path.join(args.out, "result.json"), "w") as f:

@@ -23,7 +23,7 @@ import (
 // says how far it got and where its last checkpoint was (run.Steps).
 const (
 	CheckpointEnv = "NODEPACK_CHECKPOINT_DIR"
-	CheckpointDir = "checkpoint"
+	CheckpointDir = "checkpoints"
 )
 
 // checkpoints is what an attempt's watcher saw of its checkpoints, and
@@ -49,14 +49,13 @@ func newCheckpoints(runDir *os.File) *checkpoints {
 	return c
 }
 
-// saw records a checkpoint at step; a stop that asked for one goes on.
+// saw records a checkpoint at step; a stop that asked for one goes on
+// (also for a checkpoint at the step before: the run's state was saved
+// as it is).
 func (c *checkpoints) saw(step float64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if step <= c.step {
-		return
-	}
-	c.step = step
+	c.step = max(c.step, step)
 	if c.asked {
 		c.asked = false
 		close(c.saved)
