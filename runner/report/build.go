@@ -54,6 +54,15 @@ func (s *store) build(rows []row, attempts []attRef, shards int) *document {
 	doc.Numbers["attempts"] = len(attempts)
 	doc.Numbers["makespan_s"] = float64(t1-t0) / 1000
 	doc.Numbers["lost_to_failures_s"] = float64(lost) / 1000
+	var stops ledger.Lost // the steps stops lost since the runs' last checkpoints
+	for _, log := range s.ledgers {
+		stops.Attempts += log.Lost.Attempts
+		stops.Steps += log.Lost.Steps
+		stops.GPUSeconds += log.Lost.GPUSeconds
+	}
+	if stops.Attempts > 0 {
+		doc.Numbers["lost_to_stops"] = map[string]any{"attempts": stops.Attempts, "steps": stops.Steps, "gpu_s": stops.GPUSeconds}
+	}
 	doc.Numbers["runs_by_state"] = runStates
 	doc.Numbers["attempts_by_outcome"] = counts
 	gpuBusy, cpuBusy := busy(doc.Util, doc.Span)

@@ -27,7 +27,7 @@ func writeDir(t *testing.T) string {
 		`{"type":"finished","time":"2026-11-24T10:00:20Z","id":"big","attempt":1,"exit_code":0,"reason":"ok","duration_s":20,"gpu_usage":[{"uuid":"GPU-a","peak_memory_bytes":9,"mean_utilization_percent":90,"samples":2,"energy_j":4500},{"uuid":"GPU-b","peak_memory_bytes":9,"mean_utilization_percent":90,"samples":2,"energy_j":4500}]}`,
 		`{"type":"started","time":"2026-11-24T10:00:20Z","id":"small","origin":"t.txt:2","attempt":1,"slot":1,"gpus":["GPU-b"],"cpus":"1","request":"gpus=0.5 cpus=1","stdout":"runs/small/stdout.log","stderr":"runs/small/stderr.log"}`,
 		`{"type":"started","time":"2026-11-24T10:00:25Z","id":"cut","origin":"t.txt:4","attempt":1,"slot":0,"gpus":["GPU-a"],"cpus":"0","request":"gpus=1 cpus=1","stdout":"runs/cut/stdout.log","stderr":"runs/cut/stderr.log"}`,
-		`{"type":"finished","time":"2026-11-24T10:00:30Z","id":"small","attempt":1,"exit_code":1,"reason":"failed","retry":true,"class":"cuda-oom","duration_s":10}`,
+		`{"type":"finished","time":"2026-11-24T10:00:30Z","id":"small","attempt":1,"request":"gpus=0.5 cpus=1","exit_code":1,"reason":"failed","retry":true,"class":"cuda-oom","duration_s":10,"steps":{"first":1,"last":100,"checkpoint":80,"lost":20,"lost_s":2}}`,
 		`{"type":"header","time":"2026-11-24T10:01:30Z","format":"nodepack.ledger/v1",` + node + `,"shard":{"index":0,"count":1},"sweep":{"kind":"tasks","source":"t.txt","reps":1,"shards":1}}`,
 		`{"type":"started","time":"2026-11-24T10:01:30Z","id":"small","origin":"t.txt:2","attempt":2,"slot":1,"gpus":["GPU-b"],"cpus":"1","request":"gpus=0.5 cpus=1","stdout":"runs/small/stdout.log","stderr":"runs/small/stderr.log"}`,
 		`{"type":"started","time":"2026-11-24T10:01:31Z","id":"other","origin":"t.txt:3","attempt":1,"slot":0,"gpus":["GPU-b"],"cpus":"0","request":"gpus=0.5 cpus=1","stdout":"runs/other/stdout.log","stderr":"runs/other/stderr.log"}`,
@@ -68,6 +68,11 @@ func TestDocument(t *testing.T) {
 		Numbers  struct {
 			Makespan float64 `json:"makespan_s"`
 			Lost     float64 `json:"lost_to_failures_s"`
+			Stops    struct {
+				Attempts int     `json:"attempts"`
+				Steps    float64 `json:"steps"`
+				GPUs     float64 `json:"gpu_s"`
+			} `json:"lost_to_stops"`
 			GPUsBusy float64 `json:"gpus_busy_percent"`
 			Gaps     []gap
 		}
@@ -105,6 +110,11 @@ func TestDocument(t *testing.T) {
 	}
 	if len(doc.Rows) != 4 || doc.Cols[len(doc.Cols)-1] != "logs" {
 		t.Errorf("table %v %v", doc.Cols, doc.Rows)
+	}
+	// What the cuda-oom attempt lost since its checkpoint: 20 steps, 2 s
+	// on half a GPU.
+	if st := doc.Numbers.Stops; st.Attempts != 1 || st.Steps != 20 || st.GPUs != 1 {
+		t.Errorf("lost to stops %+v, want 1 attempt, 20 steps, 1 GPU-second", st)
 	}
 	// The density rule's decision, 95 s after the first start.
 	if want := (densityDoc{T: 95000, Shape: "python train.py --seed=#", From: 1, To: 2, Measured: [][2]float64{{1, 10}}, Why: "1 run: 10 steps/s"}); len(doc.Densities) != 1 || !reflect.DeepEqual(doc.Densities[0], want) {
