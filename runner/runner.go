@@ -749,6 +749,9 @@ const terminateMargin = 5 * time.Second
 // (never before the drain).
 func (s *Sweep) deadlines(end time.Time) (drainAt, terminateAt time.Time) {
 	grace := s.opts.Execute.GracePeriod()
+	if s.opts.Execute.CheckpointSignal != 0 {
+		grace *= 2 // up to a grace for the checkpoint, then one for SIGTERM
+	}
 	drainAt = end.Add(-s.opts.StopBefore)
 	terminateAt = end.Add(-grace - terminateMargin)
 	if terminateAt.Before(drainAt) {

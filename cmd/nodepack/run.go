@@ -155,7 +155,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&x.Stagger, "stagger", 0, "fill the node gradually: lane k of the first wave (as many as fit at once) opens k×`D` after the start, its first run on GPUs of its own while there are; an open lane takes the next run at once")
 	fs.DurationVar(&x.MinStartInterval, "min-start-interval", 0, "at least `D` between any two starts")
 	fs.DurationVar(&x.Timeout, "timeout", 0, "stop a run after `D` (SIGTERM, then SIGKILL after --grace); 0 means none")
-	fs.Var(signalValue{&x.CheckpointSignal}, "checkpoint-signal", "before any stop of nodepack's (--stop-before, the requeue signal, a cancel, --timeout, --prune) send `SIG` (USR1, USR2, HUP, INT, …) to the run and wait up to --grace for a new checkpoint ($NODEPACK_CHECKPOINT_DIR, a {\"checkpoint\": STEP} line) before SIGTERM")
+	fs.Var(signalValue{&x.CheckpointSignal}, "checkpoint-signal", "before any stop of nodepack's (--stop-before, the requeue signal, a cancel, --timeout, --prune) send `SIG` (USR1, USR2, HUP, INT, …) to a run that has saved a checkpoint ($NODEPACK_CHECKPOINT_DIR, a {\"checkpoint\": STEP} line) and wait up to --grace for a new one before SIGTERM")
 	fs.DurationVar(&x.Grace, "grace", execute.DefaultGrace, "time between SIGTERM and SIGKILL; 0 sends SIGKILL right after SIGTERM")
 	fs.IntVar(&x.Retries, "retries", 0, "run a failed or timed-out run up to `N` more times (not host-oom and not-found: see --retry)")
 	fs.Var(retryBudgets{&x.Retry}, "retry", "retry budgets per failure class, `CLASS=N[,CLASS=N]` (repeatable): cuda-oom, gpu-mem, host-oom, gpu-error, disk-full, io-error, setup, not-found, timeout, signal, exit; a class not named gets --retries")

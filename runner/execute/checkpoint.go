@@ -33,6 +33,7 @@ type checkpoints struct {
 	step   float64   // the last checkpoint's step; 0 none
 	folder time.Time // the folder's modification time last seen
 	asked  bool      // a stop asked for one
+	held   bool      // the folder held something at the attempt's start (an attempt before saved there)
 	saved  chan struct{}
 	hurry  chan struct{} // the watcher reads every checkpointPoll from now
 }
@@ -45,6 +46,7 @@ func newCheckpoints(runDir *os.File) *checkpoints {
 	c := &checkpoints{saved: make(chan struct{}), hurry: make(chan struct{}, 1)}
 	if runDir != nil {
 		_, c.folder, _ = statIn(runDir, CheckpointDir)
+		c.held = !emptyDir(runDir, CheckpointDir)
 	}
 	return c
 }
@@ -91,10 +93,32 @@ func (c *checkpoints) ask() <-chan struct{} {
 	return c.saved
 }
 
+// keeps reports whether the run keeps the contract, as far as nodepack
+// has seen: it reported a checkpoint, or its folder holds something. A
+// run that does not is not asked for one (it would die of the signal, or
+// leave the stop waiting for the whole grace).
+func (c *checkpoints) keeps() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.step > 0 || c.held
+}
+
 func (c *checkpoints) last() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.step
+}
+
+// emptyDir reports whether the directory name in dir is empty (or is not
+// one nodepack can open, not following a link).
+func emptyDir(dir *os.File, name string) bool {
+	d, err := openDirIn(dir, name)
+	if err != nil {
+		return true
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(1)
+	return len(names) == 0
 }
 
 // makeCheckpointDir makes the run's checkpoint folder in runDir, unless

@@ -145,3 +145,25 @@ func TestPruneJudgesAtTheRung(t *testing.T) {
 		t.Logf("the pruned run stopped at step %v; judgements %+v", st.Last, judged)
 	}
 }
+
+// TestCheckpointAskedOnlyOfRunsThatKeepThem: a run that has not saved a
+// checkpoint (none reported, its folder empty) is not sent the signal:
+// it would die of it, or leave the stop waiting for the whole grace.
+func TestCheckpointAskedOnlyOfRunsThatKeepThem(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ready := filepath.Join(t.TempDir(), "ready")
+	go func() {
+		waitForFile(t, ready)
+		cancel()
+	}()
+	start := time.Now()
+	_, events, _ := execute(t, ctx, lanes(1), Options{CheckpointSignal: syscall.SIGUSR1, Grace: 20 * time.Second},
+		run.Run{ID: "plain", Args: []string{"bash", "-c", "trap 'exit 42' USR1; touch " + ready + "; while true; do sleep 0.02; done"}})
+	if len(events) != 1 || events[0].ExitCode == 42 || events[0].Reason != run.Interrupted {
+		t.Fatalf("events %+v: want one, interrupted by SIGTERM, not by the checkpoint signal", events)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("the stop took %v: it waited for a checkpoint that no run keeps", d)
+	}
+}
