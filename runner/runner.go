@@ -617,6 +617,14 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	}
 	xo.Stagger = s.staggerWithin(xo.Stagger)
 	xo.PriorAttempts = w.Past().PriorAttempts
+	if past := w.Past().Densities; len(past) > 0 && xo.Densities == nil {
+		// A resumed sweep's shapes share GPUs as densely as its earlier
+		// sessions found paid.
+		xo.Densities = map[string]schedule.DensityStart{}
+		for _, d := range past {
+			xo.Densities[d.Shape] = schedule.DensityStart{Level: d.To, Final: d.Final}
+		}
+	}
 	if xo.Prune != nil {
 		// A resumed sweep judges as its earlier sessions did.
 		xo.Judgements = append(slices.Clip(w.Past().Judgements()), xo.Judgements...)

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
@@ -93,11 +94,16 @@ type window struct {
 	rates      map[int]float64 // its newest reading with each number of runs
 }
 
-// densityOf returns the rule's state for shape, made at level 1.
+// densityOf returns the rule's state for shape, made at level 1 (or
+// where Config.Densities says an earlier session left it).
 func (s *Scheduler) densityOf(shape string) *density {
 	d := s.dens[shape]
 	if d == nil {
 		d = &density{shape: shape, level: 1, most: pack.AutoRunsPerGPU, at: map[int][]reading{}, pairs: map[[2]int]*pairSum{}}
+		if st, ok := s.cfg.Densities[strings.ReplaceAll(shape, "\x00", " ")]; ok && st.Level >= 1 {
+			// Where an earlier session of the sweep left it.
+			d.level, d.final = min(st.Level, pack.AutoRunsPerGPU), st.Final
+		}
 		s.dens[shape] = d
 	}
 	return d

@@ -430,3 +430,36 @@ func TestSlowdowns(t *testing.T) {
 		t.Errorf("joined %v, want 1, 2 and 3 only", x)
 	}
 }
+
+// TestDensityResumes: a resumed sweep starts each shape where an earlier
+// session's last decision left it (Config.Densities, by the shape written
+// with spaces): three runs share the GPU at once, and a final level is
+// not explored again.
+func TestDensityResumes(t *testing.T) {
+	shape := Shape([]string{"python", "train.py", "--seed=1"})
+	cfg := Config{Topology: node(1, 16, 1, 80<<30, 0), Request: pack.Request{AutoShare: true, CPUs: 1}, DensityWindow: 10 * sec,
+		Densities: map[string]DensityStart{"python train.py --seed=#": {Level: 3, Final: true}}}
+	s, err := New(cfg, simStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		s.Add(cfg.Request, shape)
+	}
+	plan, _ := s.Next(simStart)
+	var got []string
+	for _, st := range plan.Starts {
+		got = append(got, place(st.Place))
+	}
+	if want := strings.Repeat("GPU-0 [gpus=0.333 cpus=1] ", 3); strings.Join(got, " ")+" " != want {
+		t.Errorf("starts %q, want three runs of a third of the GPU", got)
+	}
+	for i := range 100 {
+		for k := range Key(3) {
+			s.Progress(k, float64(10*i), simStart.Add(time.Duration(i)*time.Second))
+		}
+	}
+	if plan, _ := s.Next(simStart.Add(100 * time.Second)); len(plan.Densities) != 0 {
+		t.Errorf("decisions %+v: a final level is not explored again", plan.Densities)
+	}
+}

@@ -148,6 +148,18 @@ type Config struct {
 	// zero means DefaultDensityMargin and DefaultDensityWindow.
 	DensityMargin float64
 	DensityWindow time.Duration
+	// Densities are the density rule's last decisions of an earlier
+	// session of the sweep, by shape (written with spaces between its
+	// arguments): a resumed sweep starts each shape there, not from one
+	// run per GPU again.
+	Densities map[string]DensityStart
+}
+
+// DensityStart is where a shape's density starts: its runs per GPU, and
+// whether the rule was done with it.
+type DensityStart struct {
+	Level int
+	Final bool
 }
 
 // Key names a run in a Scheduler: Add gives them out from 0, in order.

@@ -140,6 +140,8 @@ type Options struct {
 	DensityMargin float64
 	DensityWindow time.Duration
 	OnDensity     func(schedule.DensityChange)
+	// Densities is where a resumed sweep's shapes start (schedule.Config's).
+	Densities map[string]schedule.DensityStart
 
 	// OnNote, if set, is told what is worth saying while the sweep runs,
 	// each thing once: a prune metric no run reports, GPU memory the

@@ -56,6 +56,7 @@ func (o *Options) policy(parallel int) schedule.Config {
 		Retry:         o.Retry,
 		DensityMargin: o.DensityMargin,
 		DensityWindow: o.DensityWindow,
+		Densities:     o.Densities,
 	}
 	return c
 }
