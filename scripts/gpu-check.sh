@@ -24,6 +24,9 @@
 #     through nodepack's own daemon, each run's memory is still measured,
 #     a run past its gpu_mem fails cuda-oom at the driver's cap, and no
 #     MPS process is left;
+#   - --runs-per-gpu auto on small real trainings: one run per GPU at first,
+#     then more while the measured steps per second say it pays, each run's
+#     memory measured (gpu_mem=auto), every run succeeding;
 #   - a real CUDA out-of-memory error is classified cuda-oom from the run's
 #     stderr and its retry asks for half as much gpu_mem again;
 #   - up to eight CPU-only runs at once (one per CPU or fewer) get disjoint whole cores and thread caps.
@@ -218,6 +221,43 @@ want = peak + max(peak * 0.10, 512 * 2**20)
 good = peak > 3 * 2**30 and abs(peak - smi_peak) <= 0.10 * smi_peak + 256 * 2**20
 for r in st[1:]:
     good &= abs(asked(r) - want) <= 0.02 * want + 2**20
+sys.exit(0 if good else 1)
+PY
+
+echo "== --runs-per-gpu auto on small real trainings: the density measured, every run succeeding"
+cat >"$OUT/mlp.py" <<'PY'
+# mlp.py STEPS: a small training on the GPU, its step every 50 steps to
+# $NODEPACK_METRICS.
+import json, os, sys, torch
+steps = int(sys.argv[1])
+net = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10)).cuda()
+opt = torch.optim.SGD(net.parameters(), lr=0.01)
+x, y = torch.randn(128, 512, device="cuda"), torch.randint(0, 10, (128,), device="cuda")
+with open(os.environ["NODEPACK_METRICS"], "a") as out:
+    for step in range(1, steps + 1):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        if step % 50 == 0:
+            out.write(json.dumps({"step": step, "loss": loss.item()}) + "\n")
+            out.flush()
+PY
+for i in $(seq 12); do echo "python3 $OUT/mlp.py 6000 # $i"; done >"$OUT/auto.txt"
+if "$NP" run -q --gpus 0 --runs-per-gpu auto --density-window 2s --sample-interval 500ms -o "$OUT/auto" "$OUT/auto.txt" >"$OUT/auto.log" 2>&1; then ok "auto runs exit 0"; else bad "auto runs: $(tail -2 "$OUT/auto.log")"; fi
+check "auto: decisions recorded, the first from 1 to 2 runs per GPU, every run succeeded, its memory measured" <<'PY'
+import json, sys
+out = sys.argv[1]
+recs = [json.loads(l) for l in open(out + "/auto/ledger.jsonl") if l.strip()]
+dens = [r for r in recs if r["type"] == "density"]
+fin = [r for r in recs if r["type"] == "finished"]
+reqs = {r.get("request") for r in recs if r["type"] == "started"}
+for d in dens:
+    print(f"  {d['from']} -> {d['to']}{' (final)' if d.get('final') else ''}: {d.get('why')}")
+print("  requests:", sorted(reqs))
+good = bool(dens) and dens[0]["from"] == 1 and dens[0]["to"] == 2
+good &= len(fin) == 12 and all(r.get("reason") == "ok" for r in fin)
+good &= any("gpu_mem=" in (q or "") for q in reqs)
 sys.exit(0 if good else 1)
 PY
 
