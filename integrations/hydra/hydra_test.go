@@ -697,3 +697,32 @@ func TestRefusedReturnSaysWhy(t *testing.T) {
 		})
 	}
 }
+
+// TestRunsPerGPUAutoFromHydra: hydra.launcher.runs_per_gpu takes a number
+// or auto, passed on to nodepack run as --runs-per-gpu.
+func TestRunsPerGPUAutoFromHydra(t *testing.T) {
+	needHydra(t)
+	for _, v := range []string{"auto", "2"} {
+		dir := t.TempDir()
+		b, err := app(dir, "--multirun", "+iteration=range(3)", "hydra/launcher=nodepack", "hydra.launcher.mode=local",
+			"hydra.launcher.runs_per_gpu="+v, "hydra.sweep.dir=sweep").CombinedOutput()
+		if err != nil {
+			t.Fatalf("runs_per_gpu=%s: %v\n%s", v, err, b)
+		}
+		if jobs := seen(t, filepath.Join(dir, "sweep")); len(jobs) != 3 {
+			t.Fatalf("runs_per_gpu=%s: %d jobs ran, want 3\n%s", v, len(jobs), b)
+		}
+		ledgers, _ := filepath.Glob(filepath.Join(dir, "sweep", ".nodepack", "*", "ledger.jsonl"))
+		more, _ := filepath.Glob(filepath.Join(dir, "sweep", ".nodepack", "ledger.jsonl"))
+		ledgers = append(ledgers, more...)
+		found := false
+		for _, l := range ledgers {
+			if text, _ := os.ReadFile(l); strings.Contains(string(text), `"--runs-per-gpu","`+v+`"`) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("runs_per_gpu=%s: no ledger under sweep/.nodepack records nodepack run --runs-per-gpu %s (%q)", v, v, ledgers)
+		}
+	}
+}

@@ -22,7 +22,9 @@ class NodepackLauncherConf:
     # What each job asks for, unless its own config says otherwise under
     # request_key (a job's "nodepack: {gpus: 2}" or +nodepack.gpus=2).
     gpus_per_run: Optional[float] = None
-    runs_per_gpu: Optional[int] = None
+    # A number of jobs on one GPU, or auto: as many as their measured
+    # steps per second say pays (nodepack run --runs-per-gpu auto).
+    runs_per_gpu: Optional[str] = None
     cpus_per_run: Optional[int] = None
     mem_per_run: Optional[str] = None
     gpu_mem_per_run: Optional[str] = None
