@@ -42,9 +42,12 @@ type checkpoints struct {
 // read while a stop waits for its checkpoint.
 const checkpointPoll = 20 * time.Millisecond
 
-func newCheckpoints(runDir *os.File) *checkpoints {
+// newCheckpoints is an attempt's; with watch (a checkpoint signal asks
+// before stops) it notes the folder's state at the start, which nothing
+// else needs: two system calls per attempt saved for every other sweep.
+func newCheckpoints(runDir *os.File, watch bool) *checkpoints {
 	c := &checkpoints{saved: make(chan struct{}), hurry: make(chan struct{}, 1)}
-	if runDir != nil {
+	if runDir != nil && watch {
 		_, c.folder, _ = statIn(runDir, CheckpointDir)
 		c.held = !emptyDir(runDir, CheckpointDir)
 	}

@@ -820,7 +820,7 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 		stopSampling = e.opts.Sampler.Sample(target)
 	}
 	stop := e.watch(p)
-	ckpt := newCheckpoints(files.dir)
+	ckpt := newCheckpoints(files.dir, e.opts.CheckpointSignal != 0)
 	stop.setCheckpoints(ckpt)
 	stopMetrics := e.watchMetrics(j, ev, files.dir, stop, ckpt)
 	p.waitExit()
