@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -283,4 +284,23 @@ func readText(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestDeadlinesLeaveTimeForCheckpoints: with a checkpoint signal, a stop
+// can take a grace for the checkpoint and one for SIGTERM, so --stop-before
+// stops the runs twice the grace (and the margin) before the job's end;
+// without, once.
+func TestDeadlinesLeaveTimeForCheckpoints(t *testing.T) {
+	end := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		sig  syscall.Signal
+		want time.Duration
+	}{{0, 30*time.Second + terminateMargin}, {syscall.SIGUSR1, 60*time.Second + terminateMargin}} {
+		s := &Sweep{opts: Options{StopBefore: 10 * time.Minute}}
+		s.opts.Execute.Grace, s.opts.Execute.CheckpointSignal = 30*time.Second, tc.sig
+		drain, term := s.deadlines(end)
+		if got := end.Sub(term); got != tc.want || end.Sub(drain) != 10*time.Minute {
+			t.Errorf("signal %v: drain %v and terminate %v before the end, want 10m0s and %v", tc.sig, end.Sub(drain), got, tc.want)
+		}
+	}
 }

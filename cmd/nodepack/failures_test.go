@@ -103,6 +103,10 @@ func TestFailureFlagsAreChecked(t *testing.T) {
 		{"--fail-pattern", "exit=boom", "exit is not read from a log"},
 		{"--fail-pattern", "cuda-oom=(", "missing closing )"},
 		{"--retry-backoff", "-1s", "must not be negative"},
+		{"--checkpoint-signal", "KILL", "want a signal a run can catch"},
+		{"--checkpoint-signal", "NOPE", "want a signal a run can catch"},
+		{"--density-window", "0s", "--density-window 0s: must be more than 0"},
+		{"--runs-per-gpu", "many", "want a whole number of runs, or auto"},
 	} {
 		code, _, stderr := runCLI(t, "run", "--dry-run", tc.flag, tc.value, tasks)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 1 {
