@@ -120,7 +120,7 @@ func (s *Scheduler) Progress(k Key, step float64, now time.Time) {
 	w := &p.win
 	if !w.reported {
 		w.reported = true
-		s.changed(p.as.GPUs[0].UUID) // it counts on its GPU from now
+		s.changed(p.as.GPUs[0].UUID, now) // it counts on its GPU from now
 	}
 	m := mark{now, step}
 	if !w.has || step < w.last.step {
@@ -283,9 +283,13 @@ func (s *Scheduler) margin() float64 {
 	return DefaultDensityMargin
 }
 
-// changed says the runs on GPU uuid that count changed: every gpus=auto
-// run on it starts its window over, at the new number.
-func (s *Scheduler) changed(uuid string) {
+// changed says the runs on GPU uuid that count changed at (the zero time
+// where the caller does not know when): every gpus=auto run on it starts
+// its window over, at the new number. A run that already reported at that
+// very instant starts its window from that report, so that the order in
+// which runs report at one instant does not move the windows (a table
+// case replays exactly).
+func (s *Scheduler) changed(uuid string, at time.Time) {
 	n := 0
 	for _, p := range s.onGPU[uuid] {
 		if p.win.reported {
@@ -293,7 +297,13 @@ func (s *Scheduler) changed(uuid string) {
 		}
 	}
 	for _, p := range s.onGPU[uuid] {
-		p.win.has, p.win.runs = false, n
+		w := &p.win
+		w.runs = n
+		if w.has && !at.IsZero() && w.last.t.Equal(at) {
+			w.from = w.last
+			continue
+		}
+		w.has = false
 	}
 }
 
@@ -320,7 +330,7 @@ func (s *Scheduler) leave(k Key, p *placement) {
 	uuid := p.as.GPUs[0].UUID
 	delete(s.onGPU[uuid], k)
 	if p.win.reported {
-		s.changed(uuid)
+		s.changed(uuid, time.Time{})
 	}
 }
 

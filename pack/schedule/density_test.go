@@ -463,3 +463,41 @@ func TestDensityResumes(t *testing.T) {
 		t.Errorf("decisions %+v: a final level is not explored again", plan.Densities)
 	}
 }
+
+// TestDensityReportOrder: runs that report at one instant give the same
+// windows whatever order they report in, also at the instant a newcomer
+// first reports (found by ExampleScheduler_Progress, whose runs report in
+// map order: its decisions moved by a second from one run to the next).
+func TestDensityReportOrder(t *testing.T) {
+	at := func(sec int) time.Time { return simStart.Add(time.Duration(sec) * time.Second) }
+	windows := func(newcomerFirst bool) (window, window) {
+		cfg := Config{Topology: node(1, 16, 1, 80<<30, 0), Request: pack.Request{AutoShare: true, CPUs: 1}, DensityWindow: 10 * sec, Densities: map[string]DensityStart{"mlp": {Level: 2}}}
+		s, err := New(cfg, simStart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := s.Add(cfg.Request, "mlp")
+		b, _ := s.Add(cfg.Request, "mlp")
+		if plan, _ := s.Next(simStart); len(plan.Starts) != 2 {
+			t.Fatalf("starts %+v: want both runs on the GPU at 2 runs per GPU", plan.Starts)
+		}
+		s.Progress(a, 0, at(0))
+		s.Progress(a, 10, at(1))
+		if newcomerFirst {
+			s.Progress(b, 1, at(2))
+			s.Progress(a, 20, at(2))
+		} else {
+			s.Progress(a, 20, at(2))
+			s.Progress(b, 1, at(2))
+		}
+		return s.placed[a].win, s.placed[b].win
+	}
+	a1, b1 := windows(true)
+	a2, b2 := windows(false)
+	if a1.from != a2.from || a1.runs != a2.runs || b1.from != b2.from || b1.runs != b2.runs {
+		t.Fatalf("windows differ with the order of reports at one instant: a %+v / %+v, b %+v / %+v", a1, a2, b1, b2)
+	}
+	if a1.runs != 2 || !a1.from.t.Equal(at(2)) {
+		t.Fatalf("a's window %+v: want it from 2 s, at 2 runs", a1)
+	}
+}

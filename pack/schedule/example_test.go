@@ -93,7 +93,7 @@ func ExampleScheduler_Progress() {
 	// 0s: start run 0, gpus=1 cpus=1 of GPU-a
 	// 21s: 1 → 2 runs per GPU (1 run: 10 steps/s)
 	// 21s: start run 1, gpus=0.5 cpus=1 of GPU-a
-	// 43s: 2 → 3 runs per GPU (2 runs: 1.80× the progress of 1: one more)
-	// 43s: start run 2, gpus=0.333 cpus=1 of GPU-a
-	// 50s: 3 → 2 runs per GPU (3 runs: 0.92× the progress of 2: one fewer)
+	// 42s: 2 → 3 runs per GPU (2 runs: 1.80× the progress of 1: one more)
+	// 42s: start run 2, gpus=0.333 cpus=1 of GPU-a
+	// 48s: 3 → 2 runs per GPU (3 runs: 0.92× the progress of 2: one fewer)
 }
