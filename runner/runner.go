@@ -687,7 +687,7 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 		}
 	}
 	skip, resumed := w.Past().ResumeFilter(opts.retries)
-	runs := s.source.RunsExcept(s.shard, skip)
+	runs := pausedBefore(s.source.RunsExcept(s.shard, skip), w.Past())
 	r.resume = resumed
 	r.x, err = execute.Start(ctx, runs, xo)
 	ready.Done()
@@ -962,4 +962,22 @@ func lookPath(name string) error {
 func workingDir() string {
 	d, _ := os.Getwd()
 	return d
+}
+
+// pausedBefore marks the runs of runs that the ledger's log holds paused
+// (run.Run.Paused): the execution makes them candidates for promotion
+// under the same pruning policy, and runs them without one.
+func pausedBefore(runs iter.Seq2[run.Run, error], log *ledger.Log) iter.Seq2[run.Run, error] {
+	return func(yield func(run.Run, error) bool) {
+		for r, err := range runs {
+			if err == nil {
+				if past, ok := log.Run(r.ID); ok && past.State == ledger.StatePaused {
+					r.Paused = true
+				}
+			}
+			if !yield(r, err) {
+				return
+			}
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -381,5 +382,98 @@ done
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "bad.starts")); strings.Count(string(b), "started") != 1 {
 		t.Errorf("the pruned run started %d times, want once", strings.Count(string(b), "started"))
+	}
+}
+
+// TestPausedAcrossKill9: a run judged out that keeps checkpoints is
+// paused, and stays paused across a kill -9 of nodepack; the rerun runs
+// the run that was killed again and, once the runs after it make the
+// paused run one of its rung's best, promotes it: it resumes from its
+// checkpoint (a slow starter: it wins), judged at its next rung only;
+// a third run starts nothing.
+func TestPausedAcrossKill9(t *testing.T) {
+	dir := t.TempDir()
+	order := []string{"good", "slow", "gate", "bad1", "bad2", "bad3", "bad4", "bad5"}
+	var lines []string
+	for _, name := range order {
+		level := map[string]float64{"good": 0.1, "slow": 0, "gate": 0.05}[name]
+		if strings.HasPrefix(name, "bad") {
+			level = 2
+		}
+		b, _ := json.Marshal(map[string]any{"name": name, "level": level})
+		lines = append(lines, string(b))
+	}
+	params := writeFile(t, dir, "p.jsonl", strings.Join(lines, "\n")+"\n")
+	// slow: loss 1 up to step 2, then 0.05; it saves its step as a
+	// checkpoint at every step and resumes from it. The others: level +
+	// 1/step, no checkpoint; gate waits at step 3 for the file go.
+	script := writeFile(t, dir, "train.sh", `for a in "$@"; do declare "${a#--}"; done
+ck="$NODEPACK_CHECKPOINT_DIR"; from=0
+if [ "$name" = slow ] && [ -f "$ck/step" ]; then from=$(cat "$ck/step"); fi
+echo "started from $from" >> `+dir+`/$name.starts
+for step in 1 2 3 4 5 6 7 8; do
+	[ $step -le $from ] && continue
+	if [ "$name" = slow ]; then
+		loss=1; [ $step -gt 2 ] && loss=0.05
+		echo "{\"step\": $step, \"loss\": $loss}" >> "$NODEPACK_METRICS"
+		echo $step > "$ck/step"; echo "{\"step\": $step, \"checkpoint\": $step}" >> "$NODEPACK_METRICS"
+	else
+		awk -v s="$step" -v l="$level" 'BEGIN { printf "{\"step\": %d, \"loss\": %.4f}\n", s, l + 1 / s }' >> "$NODEPACK_METRICS"
+	fi
+	if [ "$name" = gate ] && [ "$step" = 3 ]; then
+		touch `+dir+`/waiting
+		while [ ! -e `+dir+`/go ]; do sleep 0.02; done
+	fi
+	sleep 0.06
+done
+`)
+	out := filepath.Join(dir, "out")
+	args := []string{"run", "-q", "--gpus", "none", "-j", "1", "--prune", "loss:min,first=2,max=8,every=20ms", "-o", out, "--params", params, "--", "bash", script}
+	cmd := nodepackCommand(t, nil, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !waitUntil(time.Minute, func() bool { _, err := os.Stat(filepath.Join(dir, "waiting")); return err == nil }) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("the gate run never reached step 3")
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the gate run, orphaned
+	states, rungs := pruneLedger(t, out)
+	if states["good"] != "succeeded" || states["slow"] != ledger.StatePaused || fmtInts(rungs["slow"]) != "[0]" {
+		t.Fatalf("before the kill: %v, rungs %v; want slow paused at rung 0", states, rungs)
+	}
+	if st := statusDocOf(t, out); st.Counts.Paused != 1 {
+		t.Errorf("status after the kill: %+v, want 1 paused", st.Counts)
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	code, _, stderr := runCLI(t, args...)
+	if code != exitOK || !strings.Contains(stderr, "1 paused (promoted when they may still win)") {
+		t.Fatalf("rerun: exit %d, want 0 and the paused run said:\n%s", code, stderr)
+	}
+	states, rungs = pruneLedger(t, out)
+	want := map[string]ledger.State{"good": "succeeded", "slow": "succeeded", "gate": "succeeded", "bad1": "pruned", "bad5": "pruned"}
+	for name, st := range want {
+		if states[name] != st {
+			t.Errorf("run %s: %s, want %s", name, states[name], st)
+		}
+	}
+	if fmtInts(rungs["slow"]) != "[0 1]" {
+		t.Errorf("slow judged at rungs %v: want once at each, 0 then 1", rungs["slow"])
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "slow.starts"))
+	if got := strings.TrimSpace(string(b)); !regexp.MustCompile(`^started from 0\nstarted from [2-8]$`).MatchString(got) {
+		t.Errorf("slow's starts:\n%s\nwant two: from scratch, then from its checkpoint", got)
+	}
+	ledgerText, _ := os.ReadFile(filepath.Join(out, ledger.FileName(0, 1)))
+	if n := strings.Count(string(ledgerText), `"promoted":true`); n != 1 {
+		t.Errorf("%d started records say promoted, want 1", n)
+	}
+	code, _, stderr = runCLI(t, args...)
+	if b2, _ := os.ReadFile(filepath.Join(dir, "slow.starts")); code != exitOK || string(b2) != string(b) {
+		t.Errorf("a third run: exit %d, slow's starts\n%s\nwant none more:\n%s", code, b2, stderr)
 	}
 }

@@ -31,6 +31,9 @@ func printResuming(w io.Writer, past *ledger.Log, retired int, retryFailed, chos
 	if n := c[ledger.StatePruned]; n > 0 {
 		pruned = fmt.Sprintf(", %d pruned (skipped)", n)
 	}
+	if n := c[ledger.StatePaused]; n > 0 {
+		pruned += fmt.Sprintf(", %d paused (promoted when they may still win)", n)
+	}
 	fmt.Fprintf(w, "nodepack: resuming %s: %d succeeded (skipped)%s, %d failed (%s), %d interrupted (run again)\n",
 		past.Name, c[ledger.StateSucceeded], pruned, c[ledger.StateFailed], failed, c[ledger.StateInterrupted]+c[ledger.StateRunning])
 	if retired > 0 {

@@ -616,6 +616,9 @@ func printSummary(w io.Writer, s execute.Summary, output string, listed bool) {
 	if s.Pruned > 0 {
 		fmt.Fprintf(w, ", %d pruned", s.Pruned)
 	}
+	if s.Paused > 0 || s.Promoted > 0 {
+		fmt.Fprintf(w, ", %d paused (%s)", s.Paused, countWord(s.Promoted, "promotion"))
+	}
 	fmt.Fprintf(w, ", %d failed", s.Failed)
 	if s.Failed > 0 {
 		fmt.Fprintf(w, " (%s)", failure.Counts(s.Classes))

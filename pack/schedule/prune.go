@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -24,6 +25,25 @@ import (
 // A value that is not a finite number (a loss that went NaN) is worse
 // than any: the run stops at its rung. A run that never reports the
 // metric is never judged.
+//
+// A run judged out that keeps checkpoints is paused, not lost (the
+// caller says which, Pause): no judgement of it is final while it can be
+// resumed. Promote, called when a place would otherwise idle (nothing
+// waits to start), gives the paused run that may still win, best first;
+// the caller resumes it from its checkpoint, and it is judged again at
+// its next rung like any run (asynchronous: no rung waits to fill). A
+// paused run may still win when, against the rung it was paused at as
+// that rung is now (more runs reached it since):
+//   - the rank rule: its value is within the best 1/Eta of the rung's (or
+//     the median), where it was not when judged;
+//   - the curve rule: its optimistic forecast is within the best 1/Eta of
+//     the forecasts made there; a run paused with too few points for a
+//     forecast may still win until it has them, so it is promoted once
+//     to its next rung, where it has more.
+//
+// Best first is the smallest share of the rung's values (forecasts) that
+// are better than its own; then the furthest rung; then the first
+// paused. A value that is not a finite number never wins.
 //
 // A run that ended by itself before its values were judged (a short run,
 // read between two polls) still counts: its values join the rungs they
@@ -67,6 +87,19 @@ type Pruner struct {
 	finals [][]float64 // per rung, the forecasts recorded there (Curve), sorted, lower better
 	judged map[string]int
 	curves map[string][][2]float64 // Curve: each running run's points, thinned, lower better
+	// paused holds the paused runs, candidates for promotion, with the
+	// judgement that paused each and the order they were paused in;
+	// replayed the pausing judgements of earlier sessions (Replay), for
+	// Repause.
+	paused   map[string]pause
+	replayed map[string]run.Judgement
+	pauses   int
+}
+
+// pause is a paused run: the judgement that paused it, and its order.
+type pause struct {
+	j   run.Judgement
+	seq int
 }
 
 // maxCurvePoints bounds a run's points the curve rule keeps: past it,
@@ -95,7 +128,7 @@ func NewPruner(p Prune) (*Pruner, error) {
 	case p.Curve && p.Median:
 		return nil, errors.New("prune: the curve rule and the median rule exclude each other")
 	}
-	pr := &Pruner{cfg: p, judged: map[string]int{}, curves: map[string][][2]float64{}}
+	pr := &Pruner{cfg: p, judged: map[string]int{}, curves: map[string][][2]float64{}, paused: map[string]pause{}, replayed: map[string]run.Judgement{}}
 	for step := p.FirstStep; (p.MaxStep == 0 || step < p.MaxStep) && !math.IsInf(step, 0) && len(pr.rungs) < 64; step *= float64(p.Eta) {
 		pr.rungs = append(pr.rungs, step)
 	}
@@ -127,6 +160,7 @@ func (p *Pruner) Finish(id string, step, value float64) []run.Judgement {
 
 // take is Judge for a running run, Finish for one that ended.
 func (p *Pruner) take(id string, step, value float64, running bool) []run.Judgement {
+	delete(p.paused, id) // it runs: promoted, or started again
 	if p.cfg.Curve {
 		p.addPoint(id, step, value)
 		if !running {
@@ -237,11 +271,13 @@ func (p *Pruner) addPoint(id string, step, value float64) {
 	}
 	pts := p.curves[id]
 	if n := len(pts); n > 0 && step <= pts[n-1][0] {
-		if step < pts[n-1][0] {
-			pts = pts[:0]
-		} else {
+		if step == pts[n-1][0] {
 			return
 		}
+		// It went back: resumed from a checkpoint (or started over), its
+		// new points replace those from that step on.
+		at, _ := slices.BinarySearchFunc(pts, step, func(pt [2]float64, s float64) int { return cmp.Compare(pt[0], s) })
+		pts = pts[:at]
 	}
 	if len(pts) == maxCurvePoints {
 		kept := pts[:0]
@@ -280,6 +316,101 @@ func (p *Pruner) Replay(j run.Judgement) {
 		return
 	}
 	p.record(j)
+	if j.Stop && j.Pause {
+		p.replayed[j.Run] = j
+	} else {
+		delete(p.replayed, j.Run) // judged again since: promoted
+	}
+}
+
+// Pause says run j.Run was paused after judgement j (its stop): it keeps
+// checkpoints, and is a candidate for Promote from now on.
+func (p *Pruner) Pause(j run.Judgement) {
+	if !j.Stop || j.Rung < 0 || j.Rung >= len(p.rungs) {
+		return
+	}
+	delete(p.curves, j.Run)
+	p.pauses++
+	p.paused[j.Run] = pause{j: j, seq: p.pauses}
+}
+
+// Repause makes run id, paused in an earlier session whose judgements
+// were replayed, a candidate for Promote again, and reports whether one
+// of them paused it; false when none did (the policy changed since, or
+// the run was judged again after its pause).
+func (p *Pruner) Repause(id string) bool {
+	j, ok := p.replayed[id]
+	if ok {
+		delete(p.replayed, id)
+		p.Pause(j)
+	}
+	return ok
+}
+
+// PausedRuns returns how many runs are paused and not promoted.
+func (p *Pruner) PausedRuns() int { return len(p.paused) }
+
+// Promote returns the paused run that may still win, best first (see
+// Prune), and takes it off the paused ones: the caller resumes it from
+// its checkpoint. ok is false when no paused run may win now.
+func (p *Pruner) Promote() (id string, ok bool) {
+	best, bestScore := pause{}, math.Inf(1)
+	for _, c := range p.paused {
+		score, may := p.mayWin(c.j)
+		if !may {
+			continue
+		}
+		if !ok || score < bestScore || score == bestScore && (c.j.Rung > best.j.Rung || c.j.Rung == best.j.Rung && c.seq < best.seq) {
+			best, bestScore, ok = c, score, true
+		}
+	}
+	if ok {
+		delete(p.paused, best.j.Run)
+	}
+	return best.j.Run, ok
+}
+
+// mayWin says whether the run j paused may still win against its rung as
+// it is now, and its score there: the share of the rung's values (or
+// forecasts) better than its own, lower first.
+func (p *Pruner) mayWin(j run.Judgement) (score float64, ok bool) {
+	if math.IsNaN(j.Value) || math.IsInf(j.Value, 0) {
+		return 0, false
+	}
+	i := j.Rung
+	if p.cfg.Curve && j.Forecasted {
+		o := p.better(j.Optimistic)
+		finals := p.finals[i]
+		if len(finals) == 0 {
+			return 0, true
+		}
+		return better(finals, o), o <= quantile(finals, 1/float64(p.cfg.Eta))
+	}
+	vals := p.values[i]
+	v := p.better(j.Value)
+	if p.cfg.Max {
+		// better counts below v in vals sorted ascending, lower better.
+		neg := make([]float64, len(vals))
+		for k, x := range vals {
+			neg[len(vals)-1-k] = -x
+		}
+		vals = neg
+	}
+	score = better(vals, v)
+	if p.cfg.Curve {
+		return score, true // too few points to forecast: once, to its next rung
+	}
+	cut := p.better(p.cutoff(p.values[i]))
+	return score, len(vals) == 0 || v <= cut
+}
+
+// better is the share of the sorted vals (lower better) below v.
+func better(vals []float64, v float64) float64 {
+	if len(vals) == 0 {
+		return 0
+	}
+	at, _ := slices.BinarySearch(vals, v)
+	return float64(at) / float64(len(vals))
 }
 
 // Judged returns the last rung run was judged at, and whether it was

@@ -174,3 +174,137 @@ func TestNewPrunerRefuses(t *testing.T) {
 		t.Errorf("rungs %s, want [1e+300]", got)
 	}
 }
+
+// TestPausePromote: pause and promote as table cases. Each op is a
+// report "run step value" (a curve of points "run step1:value1,
+// step2:value2…"), "pause run" (the run's last judgement stopped it, and
+// it keeps checkpoints), or "promote=run" ("promote=-": none may win).
+func TestPausePromote(t *testing.T) {
+	rank := Prune{Metric: "loss", FirstStep: 10, MaxStep: 1000}
+	curve := Prune{Metric: "loss", FirstStep: 6, Eta: 3, MaxStep: 54, Curve: true}
+	acc := Prune{Metric: "acc", Max: true, FirstStep: 10, MaxStep: 1000}
+	// exp returns the points of final + 1.5·e^(−s/tau) at steps from..to.
+	exp := func(final, tau float64, from, to int) string {
+		var pts []string
+		for s := from; s <= to; s++ {
+			pts = append(pts, fmt.Sprintf("%d:%v", s, final+1.5*math.Exp(-float64(s)/tau)))
+		}
+		return strings.Join(pts, ",")
+	}
+	tests := []struct {
+		description string
+		prune       Prune
+		ops         []string
+	}{
+		{"a paused run is promoted once later runs make its value one of the rung's best third, not before",
+			rank, []string{"a 10 0.5", "b 10 0.9", "pause b", "promote=-",
+				"c 10 0.95", "pause c", "d 10 1", "e 10 1.1", "f 10 1.2",
+				// 0.5 0.9 0.95 1 1.1 1.2: the best third lie below 0.933.
+				"promote=b", "promote=-"}},
+		{"best first: the smaller share of the rung's values better than its own",
+			rank, []string{"a 10 0.1", "b 10 0.5", "pause b", "c 10 0.4", "pause c", "d 10 2", "e 10 2", "f 10 2", "g 10 2", "h 10 2",
+				"promote=c", "promote=b", "promote=-"}},
+		{"ties: the furthest rung first, then the first paused",
+			rank, []string{"a 10 0.1", "a 30 0.1", "b 10 0.5", "pause b", "c 10 0.1", "c 30 0.5", "pause c", "x 10 0.5", "x 30 0.5", "y 10 3", "y 30 3", "z 10 3", "z 30 3", "w 10 3",
+				"promote=c", "promote=b"}},
+		{"a run that runs again is no candidate: promoted by its caller, or started over",
+			rank, []string{"a 10 0.5", "b 10 0.9", "pause b", "b 11 0.8", "c 10 2", "d 10 2", "e 10 2", "promote=-"}},
+		{"promoted and judged out again at its next rung, it is paused again and a candidate there",
+			rank, []string{"a 10 0.5", "a 30 0.2", "b 10 0.9", "pause b", "c 10 2", "d 10 2", "promote=b", "b 30 0.8", "pause b", "promote=-",
+				"e 10 2", "e 30 2", "f 10 2", "f 30 2", "promote=b"}},
+		{"a NaN never wins",
+			rank, []string{"a 10 0.5", "b 10 NaN", "pause b", "c 10 9", "d 10 9", "e 10 9", "promote=-"}},
+		{"higher is better: an accuracy",
+			acc, []string{"a 10 0.9", "b 10 0.5", "pause b", "promote=-", "c 10 0.1", "d 10 0.1", "e 10 0.2", "promote=b"}},
+		{"the curve rule: a run paused with too few points to forecast is promoted once, to get them",
+			Prune{Metric: "loss", FirstStep: 3, Eta: 3, MaxStep: 54, Curve: true},
+			[]string{"a " + exp(0.3, 5, 1, 3), "b " + exp(0.9, 5, 1, 3), "pause b", "promote=b", "promote=-"}},
+		{"the curve rule: a run paused by its forecast is promoted once the rung's forecasts make its optimistic one of the best third",
+			curve, []string{"a " + exp(0.3, 5, 1, 6), "b " + exp(0.6, 5, 1, 6), "pause b", "promote=-",
+				"c " + exp(0.9, 5, 1, 6), "d " + exp(0.9, 5, 1, 6), "e " + exp(1.0, 5, 1, 6), "f " + exp(1.1, 5, 1, 6),
+				"promote=b", "promote=-"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.description, func(t *testing.T) {
+			p, err := NewPruner(tc.prune)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := map[string]run.Judgement{}
+			for _, op := range tc.ops {
+				f := strings.Fields(op)
+				switch {
+				case f[0] == "pause":
+					j := last[f[1]]
+					if !j.Stop {
+						t.Fatalf("%s: %s's last judgement %+v did not stop it", op, f[1], j)
+					}
+					p.Pause(j)
+				case strings.HasPrefix(f[0], "promote="):
+					want := strings.TrimPrefix(f[0], "promote=")
+					id, ok := p.Promote()
+					if !ok {
+						id = "-"
+					}
+					if id != want {
+						t.Fatalf("%s: promoted %s", op, id)
+					}
+				default:
+					var pts [][2]float64
+					if len(f) == 3 {
+						var s, v float64
+						fmt.Sscan(f[1], &s)
+						fmt.Sscan(f[2], &v)
+						if f[2] == "NaN" {
+							v = math.NaN()
+						}
+						pts = append(pts, [2]float64{s, v})
+					} else {
+						for _, pt := range strings.Split(f[1], ",") {
+							var s, v float64
+							fmt.Sscanf(pt, "%v:%v", &s, &v)
+							pts = append(pts, [2]float64{s, v})
+						}
+					}
+					for _, pt := range pts {
+						for _, j := range p.Judge(f[0], pt[0], pt[1]) {
+							last[f[0]] = j
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRepause: a pause an earlier session recorded makes its run a
+// candidate again after Replay, unless the run was judged after it.
+func TestRepause(t *testing.T) {
+	cfg := Prune{Metric: "loss", FirstStep: 10, MaxStep: 1000}
+	first, _ := NewPruner(cfg)
+	var recorded []run.Judgement
+	for _, r := range []report{{"a", 10, 0.5}, {"b", 10, 0.9}, {"c", 10, 0.95}, {"a", 30, 0.4}} {
+		for _, j := range first.Judge(r.run, r.step, r.value) {
+			j.Pause = j.Stop
+			recorded = append(recorded, j)
+		}
+	}
+	// c was promoted, and judged again at rung 1: its pause is over.
+	recorded = append(recorded, run.Judgement{Run: "c", Metric: "loss", Rung: 1, Step: 30, At: 30, Value: 0.3, Cutoff: 0.4})
+	again, _ := NewPruner(cfg)
+	for _, j := range recorded {
+		again.Replay(j)
+	}
+	if again.Repause("a") || again.Repause("c") || again.Repause("z") {
+		t.Error("a run not paused at its last judgement is a candidate again")
+	}
+	if !again.Repause("b") || again.PausedRuns() != 1 {
+		t.Fatalf("b, paused, is not a candidate again (%d paused)", again.PausedRuns())
+	}
+	for _, r := range []report{{"d", 10, 2}, {"e", 10, 2}, {"f", 10, 2}} {
+		again.Judge(r.run, r.step, r.value)
+	}
+	if id, ok := again.Promote(); !ok || id != "b" {
+		t.Errorf("promoted %q, %v: want b, now within the best third of its rung", id, ok)
+	}
+}

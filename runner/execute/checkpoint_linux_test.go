@@ -2,6 +2,7 @@ package execute
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -165,5 +166,70 @@ func TestCheckpointAskedOnlyOfRunsThatKeepThem(t *testing.T) {
 	}
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("the stop took %v: it waited for a checkpoint that no run keeps", d)
+	}
+}
+
+// TestPausePromote: a run judged out that keeps checkpoints is paused,
+// not lost; once the source has no run left, it is promoted when the
+// runs after it make it one of its rung's best (here three worse runs,
+// which keep no checkpoint and are pruned), resumes from its checkpoint,
+// and finishes: it was a slow starter.
+func TestPausePromote(t *testing.T) {
+	// loss: 0.9 up to step 12, 0.1 after; a checkpoint every 5 steps.
+	slow := `ck="$NODEPACK_CHECKPOINT_DIR"; step=0
+[ -f "$ck/step" ] && step=$(cat "$ck/step")
+while [ $step -lt 40 ]; do
+  step=$((step+1)); loss=0.9; [ $step -gt 12 ] && loss=0.1
+  echo "{\"step\": $step, \"loss\": $loss}" >> "$NODEPACK_METRICS"
+  if [ $((step % 5)) -eq 0 ]; then echo $step > "$ck/step"; echo "{\"step\": $step, \"checkpoint\": $step}" >> "$NODEPACK_METRICS"; fi
+  sleep 0.02
+done`
+	plain := func(loss string) string {
+		return `for i in $(seq 40); do echo "{\"step\": $i, \"loss\": ` + loss + `}" >> "$NODEPACK_METRICS"; sleep 0.02; done`
+	}
+	var mu sync.Mutex
+	var judged []run.Judgement
+	opts := Options{OutputDir: t.TempDir(), Prune: &schedule.Prune{Metric: "loss", FirstStep: 10, MaxStep: 40}, OnEvent: func(ev run.Event) {
+		if ev.Kind == run.Judged {
+			mu.Lock()
+			judged = append(judged, *ev.Judgement)
+			mu.Unlock()
+		}
+	}}
+	sum, events, err := execute(t, t.Context(), lanes(1), opts, shell(plain("0.5"), slow, plain("2"), plain("2"), plain("2"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range events {
+		got = append(got, fmt.Sprintf("%d:%s", ev.Run.Index, ev.Reason))
+	}
+	if want := "0:ok 1:paused 2:pruned 3:pruned 4:pruned 1:ok"; strings.Join(got, " ") != want {
+		t.Fatalf("attempts ended %q, want %q", strings.Join(got, " "), want)
+	}
+	last := events[len(events)-1]
+	if last.Attempt != 2 || !last.Promoted {
+		t.Errorf("the last attempt %d (promoted %v): want run 1's second, a promotion", last.Attempt, last.Promoted)
+	}
+	if st, first := last.Steps, events[1].Steps; st == nil || first == nil || st.First != first.Checkpoint+1 || st.Last != 40 {
+		t.Errorf("the promotion's steps %+v after the pause's %+v: want from the checkpoint on, to 40", st, first)
+	}
+	if sum.Paused != 0 || sum.Promoted != 1 || sum.Pruned != 3 || sum.Succeeded != 2 {
+		t.Errorf("summary %+v: want 1 promotion, none paused at the end, 3 pruned, 2 succeeded", sum)
+	}
+	// Judged once at each rung: the promotion is not judged again at the
+	// rung it was paused at.
+	seen := map[int]int{}
+	for _, j := range judged {
+		if j.Run != last.Run.ID {
+			continue
+		}
+		seen[j.Rung]++
+		if j.Rung == 0 && !(j.Stop && j.Pause) || j.Rung == 1 && j.Stop {
+			t.Errorf("run 1 at rung %d: %+v, want a pause at rung 0 and on at rung 1", j.Rung, j)
+		}
+	}
+	if seen[0] != 1 || seen[1] != 1 {
+		t.Errorf("run 1 judged %v times at rung 0 and %v at rung 1: want once each", seen[0], seen[1])
 	}
 }

@@ -97,6 +97,7 @@ type Execution struct {
 	schedMu sync.Mutex
 	sched   *schedule.Scheduler
 	jobs    map[schedule.Key]*job
+	paused  pausing // the paused runs, for promotion (Options.Prune)
 	tmp     []*string // each lane's TMPDIR, reused while runs leave it empty; "" for none yet
 	wake    chan struct{}
 
@@ -290,6 +291,7 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		sched:     sched,
 		pruning:   pr,
 		jobs:      make(map[schedule.Key]*job),
+		paused:    pausing{},
 		wake:      make(chan struct{}, 1),
 		next:      make(chan run.Run),
 		paths:     make(map[string]string),
@@ -537,6 +539,10 @@ func (e *Execution) runAll(j *job, st schedule.Start) {
 		ev.Place = after.Held // gpu_mem=auto may have shrunk its claim
 		e.record(st.Lane, ev, n == 1, after.Halt)
 		e.emit(ev)
+		if ev.Reason == run.Paused && j.pausedAt != nil {
+			e.pause(j) // among the paused runs, for a promotion
+			return
+		}
 		if !after.Retry || after.Anew {
 			e.release(j, !after.Retry) // done, or back to the queue's head without a backoff
 			return
@@ -581,6 +587,8 @@ func (e *Execution) record(i int, ev run.Event, first, halt bool) {
 		s.Interrupted++
 	case run.Pruned:
 		s.Pruned++
+	case run.Paused:
+		s.Paused++
 	default:
 		s.Failed++
 		if ev.Reason == run.TimedOut {
@@ -739,7 +747,8 @@ func (f *attemptFiles) begin(n int) error {
 // that cannot start is a failed attempt.
 func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, err error) {
 	place := e.assignment(j)
-	ev = run.Event{Kind: run.Started, Run: j.run, Attempt: n, Lane: lane, Place: place}
+	ev = run.Event{Kind: run.Started, Run: j.run, Attempt: n, Lane: lane, Place: place, Promoted: j.promoted}
+	j.promoted = false
 	files, err := e.prepare(&ev, lane, n)
 	if err != nil {
 		return ev, false, &filesError{err}
@@ -820,7 +829,7 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 		stopSampling = e.opts.Sampler.Sample(target)
 	}
 	stop := e.watch(p)
-	ckpt := newCheckpoints(files.dir, e.opts.CheckpointSignal != 0)
+	ckpt := newCheckpoints(files.dir, e.opts.CheckpointSignal != 0 || e.pruning != nil)
 	stop.setCheckpoints(ckpt)
 	stopMetrics := e.watchMetrics(j, ev, files.dir, stop, ckpt)
 	p.waitExit()
@@ -838,7 +847,7 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 		errW.flush()
 	}
 	e.classify(&ev, reason, exit)
-	if ev.Reason != run.OK && ev.Reason != run.Pruned {
+	if ev.Reason != run.OK && ev.Reason != run.Pruned && ev.Reason != run.Paused {
 		oomAfter, ok := e.oomKills()
 		// Killed, or a shell whose child was (128+9): the kernel's OOM
 		// killer sends SIGKILL.

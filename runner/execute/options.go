@@ -305,6 +305,10 @@ type Summary struct {
 	// stop signal the runner did not send (see StopSignal).
 	OutsideStops int
 	Pruned       int // runs the pruning policy stopped early (Options.Prune)
+	// Paused counts the runs paused at the end: judged out, they keep
+	// checkpoints, and no promotion resumed them (see Options.Prune);
+	// Promoted counts the promotions, each a new attempt of a paused run.
+	Paused, Promoted int
 	// Classes counts the runs of Failed by the class of their last
 	// attempt; nil when none failed.
 	Classes map[failure.Class]int

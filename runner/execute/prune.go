@@ -66,6 +66,7 @@ func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runS
 	pr := e.pruning
 	auto := e.opts.RequestOf(j.run).AutoShare
 	asks := e.opts.CheckpointSignal != 0 // a stop waits for the checkpoint it asks for
+	looks := asks || pr != nil           // a pause needs the run's checkpoints
 	if pr == nil && !auto && !asks || runDir == nil {
 		return func() {}
 	}
@@ -104,7 +105,7 @@ func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runS
 				ckpt.saw(p.Value)
 			}
 		}
-		if asks {
+		if looks {
 			ckpt.look(runDir, top)
 		}
 		if top > furthest && !ended {
@@ -131,10 +132,18 @@ func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runS
 				judged = pr.pruner.Judge(ev.Run.ID, p.Step, p.Value)
 			}
 			pr.mu.Unlock()
-			for _, j := range judged {
+			for _, jd := range judged {
+				// Judged out, a run that keeps checkpoints is paused: it
+				// may be promoted later, from its checkpoint.
+				jd.Pause = jd.Stop && ckpt.keeps()
 				e.emit(run.Event{Kind: run.Judged, Run: ev.Run, Attempt: ev.Attempt, Lane: ev.Lane, Place: ev.Place,
-					Stdout: ev.Stdout, Stderr: ev.Stderr, Start: time.Now(), Judgement: &j})
-				if j.Stop {
+					Stdout: ev.Stdout, Stderr: ev.Stderr, Start: time.Now(), Judgement: &jd})
+				switch {
+				case jd.Pause:
+					j.pausedAt = &jd
+					e.stopRun(st, run.Paused)
+					return true
+				case jd.Stop:
 					e.stopRun(st, run.Pruned)
 					return true
 				}
@@ -261,4 +270,81 @@ func (pr *pruning) sawOther(p metrics.Point, e *Execution) {
 		e.note(fmt.Sprintf("pruning judges runs by %s, which no run has reported by step %v, the first rung (they report %s): a misspelt name? No run is pruned until one reports it",
 			pr.pruner.Config().Metric, pr.first, strings.Join(names, ", ")))
 	}
+}
+
+// The pause and the promotion. A run judged out that keeps checkpoints
+// (it reported one, or its checkpoint folder changed) is paused: stopped
+// as a pruned run is (after a checkpoint, with Options.CheckpointSignal),
+// its attempt ends Paused, and the run waits among the paused ones. When
+// the source has no run left and none waits to start (a lane would
+// idle), the best paused run that may still win (Pruner.Promote) is
+// promoted: a new attempt, which resumes from its checkpoint and is
+// judged at its next rung like any run. A run an earlier session paused
+// (run.Run.Paused, from the ledger) waits the same way under the same
+// policy, and runs as any run without one.
+
+// pausing is the paused runs' jobs, by run id (schedMu held).
+type pausing map[string]*job
+
+// repause makes r, paused by an earlier session, a candidate for
+// promotion (schedMu held); false when this sweep's policy did not pause
+// it (none, or another: it runs).
+func (e *Execution) repause(r run.Run) bool {
+	pr := e.pruning
+	if pr == nil {
+		return false
+	}
+	pr.mu.Lock()
+	ok := pr.pruner.Repause(r.ID)
+	pr.mu.Unlock()
+	if ok {
+		e.paused[r.ID] = &job{run: r}
+		e.mu.Lock()
+		e.sum.Paused++
+		e.mu.Unlock()
+	}
+	return ok
+}
+
+// pause ends j's attempt as paused: the scheduler forgets it, and it
+// waits among the paused runs (in one step under schedMu, so that the
+// loop neither ends the sweep before it waits nor promotes it while it
+// holds its place).
+func (e *Execution) pause(j *job) {
+	pr := e.pruning
+	e.schedMu.Lock()
+	e.sched.Release(j.key)
+	delete(e.jobs, j.key)
+	pr.mu.Lock()
+	pr.pruner.Pause(*j.pausedAt)
+	pr.mu.Unlock()
+	j.pausedAt = nil
+	e.paused[j.run.ID] = j
+	e.schedMu.Unlock()
+	e.signal()
+}
+
+// promote hands the scheduler the best paused run that may still win,
+// when none waits to start (schedMu held; the source has no run left).
+// The loop comes round again at once, for the next lane.
+func (e *Execution) promote() {
+	pr := e.pruning
+	if pr == nil || len(e.paused) == 0 || e.sched.Waiting() > 0 || !e.sched.Room() {
+		return
+	}
+	pr.mu.Lock()
+	id, ok := pr.pruner.Promote()
+	pr.mu.Unlock()
+	j := e.paused[id]
+	if !ok || j == nil {
+		return
+	}
+	delete(e.paused, id)
+	j.promoted, j.run.Paused = true, false
+	e.add(j, nil)
+	e.mu.Lock()
+	e.sum.Paused--
+	e.sum.Promoted++
+	e.mu.Unlock()
+	e.signal()
 }

@@ -25,6 +25,11 @@ type job struct {
 	key      schedule.Key
 	run      run.Run
 	attempts int // this sweep's
+	// pausedAt is the judgement that paused its attempt, set by the
+	// attempt's metrics watcher before the attempt ends; promoted says the
+	// next attempt resumes it (Pruner.Promote).
+	pausedAt *run.Judgement
+	promoted bool
 }
 
 // RequestOf returns what run r asks for: its own Request, else
@@ -146,6 +151,11 @@ func (e *Execution) schedule() {
 // fill takes the runs the feeder has ready while the scheduler has room
 // (schedMu held).
 func (e *Execution) fill(next *chan run.Run) {
+	defer func() {
+		if *next == nil {
+			e.promote()
+		}
+	}()
 	for *next != nil && e.sched.Room() {
 		select {
 		case r, ok := <-*next:
@@ -164,6 +174,15 @@ func (e *Execution) fill(next *chan run.Run) {
 // fit ends the stream as a source error would: the runs before it still
 // run.
 func (e *Execution) push(r run.Run, next *chan run.Run) {
+	if r.Paused && e.repause(r) {
+		return
+	}
+	e.add(&job{run: r}, next)
+}
+
+// add hands job j to the scheduler (schedMu held); see push.
+func (e *Execution) add(j *job, next *chan run.Run) {
+	r := j.run
 	req := e.opts.RequestOf(r)
 	shape := ""
 	if req.AutoGPUMem || req.AutoShare {
@@ -172,10 +191,13 @@ func (e *Execution) push(r run.Run, next *chan run.Run) {
 	key, err := e.sched.Add(req, shape)
 	if err != nil {
 		e.endStream(fmt.Errorf("execute: %s: %w", originOf(r), err))
-		*next = nil
+		if next != nil {
+			*next = nil
+		}
 		return
 	}
-	e.jobs[key] = &job{key: key, run: r}
+	j.key = key
+	e.jobs[key] = j
 }
 
 // launch starts the run of st in its own goroutine (schedMu held).

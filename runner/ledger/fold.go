@@ -30,10 +30,11 @@ const (
 	StateFailed      State = "failed"      // its last attempt failed or timed out, and no retry followed
 	StateInterrupted State = "interrupted" // stopped by the runner, or its session ended (or was killed) while it ran
 	StatePruned      State = "pruned"      // stopped early by the pruning policy: neither failed nor run again
+	StatePaused      State = "paused"      // judged out as pruned, but it keeps checkpoints: a resumed sweep under the same policy may promote it (resume it from its checkpoint)
 )
 
 // states numbers the states, for runState.
-var states = []State{StatePending, StateRunning, StateSucceeded, StateFailed, StateInterrupted, StatePruned}
+var states = []State{StatePending, StateRunning, StateSucceeded, StateFailed, StateInterrupted, StatePruned, StatePaused}
 
 const (
 	pending uint8 = iota
@@ -42,6 +43,7 @@ const (
 	failed
 	interrupted
 	pruned
+	paused
 )
 
 // Run is one run as its ledger tells it.
@@ -181,7 +183,7 @@ type Attempt struct {
 }
 
 // endings are how an attempt ended, for Attempt.Ending.
-var endings = []string{string(run.OK), string(run.Failed), string(run.TimedOut), string(run.Interrupted), string(run.Pruned)}
+var endings = []string{string(run.OK), string(run.Failed), string(run.TimedOut), string(run.Interrupted), string(run.Pruned), string(run.Paused)}
 
 // Ending is how the attempt ended: a run.Reason, "running" while it
 // runs, or "interrupted" when its session ended (or was killed) first.
@@ -618,6 +620,8 @@ func (log *Log) apply(sc *scanned, off int64, no int32) error {
 		r.state = interrupted
 	case run.Pruned:
 		r.state = pruned
+	case run.Paused:
+		r.state = paused
 	}
 	if log.timeline {
 		log.endAttempt(t, i, h.attempt, reason, r.class)
@@ -656,7 +660,7 @@ func (log *Log) rung(rec *Rung) error {
 	if rec.Rung == nil || *rec.Rung < 0 || !run.ValidID(rec.ID) {
 		return errors.New("rung record without its run or rung")
 	}
-	j := run.Judgement{Run: rec.ID, Metric: rec.Metric, Rung: *rec.Rung, Step: rec.RungStep, At: rec.Step, Value: math.NaN(), Cutoff: math.NaN(), Others: rec.Others, Stop: rec.Pruned,
+	j := run.Judgement{Run: rec.ID, Metric: rec.Metric, Rung: *rec.Rung, Step: rec.RungStep, At: rec.Step, Value: math.NaN(), Cutoff: math.NaN(), Others: rec.Others, Stop: rec.Pruned || rec.Paused, Pause: rec.Paused,
 		Forecasted: rec.Forecast != nil && rec.Optimistic != nil}
 	for _, f := range []struct {
 		to   *float64
@@ -667,10 +671,13 @@ func (log *Log) rung(rec *Rung) error {
 		}
 	}
 	log.judgements = append(log.judgements, j)
-	if i, ok := log.Find(rec.ID); ok && rec.Pruned && log.runs[i].state == running {
-		// Judged out: final, also when the session is killed while the
-		// run shuts down, before its end is recorded.
+	if i, ok := log.Find(rec.ID); ok && (rec.Pruned || rec.Paused) && log.runs[i].state == running {
+		// Judged out: final (or paused), also when the session is killed
+		// while the run shuts down, before its end is recorded.
 		log.runs[i].state = pruned
+		if rec.Paused {
+			log.runs[i].state = paused
+		}
 	}
 	log.sawTime(rec.Time.UnixMilli())
 	return nil

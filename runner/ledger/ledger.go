@@ -468,6 +468,7 @@ type ResumeCounts struct {
 	SkippedSucceeded int // succeeded before
 	SkippedPruned    int // pruned before: stopped early, not run again
 	SkippedFailed    int // failed before, not rerun
+	Paused           int // paused before: candidates for promotion, not started unless promoted
 	RetriedFailed    int // failed before, rerun as retry said
 	Interrupted      int // interrupted, or started and never finished
 	New              int // not in the ledger
@@ -495,6 +496,8 @@ func (log *Log) ResumeFilter(retry func(Run) bool) (skip func(id string) bool, c
 		case state == StatePruned:
 			c.SkippedPruned++
 			return true
+		case state == StatePaused:
+			c.Paused++ // the runner hands it on as paused (run.Run.Paused)
 		case state == StateFailed && (retry == nil || !retry(r)):
 			c.SkippedFailed++
 			return true

@@ -80,6 +80,8 @@ type Started struct {
 	// Params are the run's parameters, as its params.json has them; none
 	// for a task-file line.
 	Params json.RawMessage `json:"params,omitempty"`
+	// Promoted says the attempt resumes a paused run, from its checkpoint.
+	Promoted bool `json:"promoted,omitempty"`
 }
 
 // Finished says how an attempt ended.
@@ -176,6 +178,9 @@ type Rung struct {
 	Cutoff   *float64 `json:"cutoff,omitempty"`
 	Others   int      `json:"others,omitempty"`
 	Pruned   bool     `json:"pruned,omitempty"`
+	// Paused says the stop was a pause: the run keeps checkpoints and may
+	// be promoted (resumed from its checkpoint) later.
+	Paused bool `json:"paused,omitempty"`
 	// Forecast and Optimistic are the curve rule's forecasts of the run's
 	// value at its last step (see run.Judgement); null when it made none.
 	Forecast   *float64 `json:"forecast,omitempty"`
@@ -247,7 +252,7 @@ func (l *Writer) record(ev run.Event) any {
 	of := RunAttempt{ID: ev.Run.ID, Index: ev.Run.Index, Origin: ev.Run.Origin, Attempt: ev.Attempt}
 	if j := ev.Judgement; ev.Kind == run.Judged && j != nil {
 		rung := j.Rung
-		rec := &Rung{Type: TypeRung, Time: ev.Start.UTC(), RunAttempt: of, Metric: j.Metric, Rung: &rung, RungStep: j.Step, Step: j.At, Others: j.Others, Pruned: j.Stop}
+		rec := &Rung{Type: TypeRung, Time: ev.Start.UTC(), RunAttempt: of, Metric: j.Metric, Rung: &rung, RungStep: j.Step, Step: j.At, Others: j.Others, Pruned: j.Stop && !j.Pause, Paused: j.Stop && j.Pause}
 		if finite(j.Value) {
 			v := j.Value
 			rec.Value = &v
@@ -270,7 +275,7 @@ func (l *Writer) record(ev run.Event) any {
 	if ev.Kind == run.Started {
 		return &Started{Type: TypeStarted, Time: ev.Start.UTC(), Host: l.host, PID: ev.PID, RunAttempt: of, Lane: &lane,
 			GPUs: ev.Place.UUIDs(), CPUs: pack.FormatCPUList(ev.Place.CPUs), Request: request,
-			Stdout: l.relative(ev.Stdout), Stderr: l.relative(ev.Stderr), Params: ev.Run.Params}
+			Stdout: l.relative(ev.Stdout), Stderr: l.relative(ev.Stderr), Params: ev.Run.Params, Promoted: ev.Promoted}
 	}
 	code := ev.ExitCode
 	rec := &Finished{Type: TypeFinished, Time: ev.End.UTC(), RunAttempt: of, Lane: &lane, Request: request,

@@ -139,7 +139,7 @@ type runData struct {
 }
 
 // states are the states a runData's state numbers.
-var states = []ledger.State{ledger.StatePending, ledger.StateRunning, ledger.StateSucceeded, ledger.StateFailed, ledger.StateInterrupted, ledger.StatePruned}
+var states = []ledger.State{ledger.StatePending, ledger.StateRunning, ledger.StateSucceeded, ledger.StateFailed, ledger.StateInterrupted, ledger.StatePruned, ledger.StatePaused}
 
 func stateCode(st ledger.State) uint8 { return uint8(max(slices.Index(states, st), 0)) }
 

@@ -193,7 +193,7 @@ func (t *Table) Sort(column string, desc bool) error {
 	return nil
 }
 
-// PrunedWith counts the pruned runs that have a value in column: a
+// PrunedWith counts the pruned (and paused) runs that have a value in column: a
 // pruned run's metric is what it was when the run was stopped, at its last
 // rung, not at the end of a training, so a ranking that puts it beside
 // finished runs should say so.
@@ -204,7 +204,7 @@ func (t *Table) PrunedWith(column string) int {
 	}
 	n := 0
 	for _, r := range t.Rows {
-		if v := t.Cells(r)[i]; r.State == ledger.StatePruned && len(v) > 0 && string(v) != "null" {
+		if v := t.Cells(r)[i]; (r.State == ledger.StatePruned || r.State == ledger.StatePaused) && len(v) > 0 && string(v) != "null" {
 			n++
 		}
 	}

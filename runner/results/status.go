@@ -59,6 +59,7 @@ type Counts struct {
 	Failed      int `json:"failed"`
 	Interrupted int `json:"interrupted"`
 	Pruned      int `json:"pruned"` // stopped early by the pruning policy
+	Paused      int `json:"paused"` // judged out, they keep checkpoints: a resumed sweep may promote them
 }
 
 // Shard states, as ShardStatus.State says them.
@@ -179,6 +180,7 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 		st.Counts.Failed += c[ledger.StateFailed]
 		st.Counts.Interrupted += c[ledger.StateInterrupted]
 		st.Counts.Pruned += c[ledger.StatePruned]
+		st.Counts.Paused += c[ledger.StatePaused]
 		if p.total != nil {
 			total += *p.total
 			st.Counts.Pending += p.pending
@@ -262,7 +264,7 @@ func summarize(dir string, log *ledger.Log, host string, now time.Time) (shardPa
 		if run.State == ledger.StateRunning || run.State == ledger.StateFailed {
 			shown = append(shown, i)
 		}
-		if run.Session == session && (run.State == ledger.StateSucceeded || run.State == ledger.StateFailed || run.State == ledger.StatePruned) {
+		if run.Session == session && (run.State == ledger.StateSucceeded || run.State == ledger.StateFailed || run.State == ledger.StatePruned || run.State == ledger.StatePaused) {
 			finished++
 		}
 	}

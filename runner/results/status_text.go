@@ -25,8 +25,11 @@ func (doc *Status) WriteText(w io.Writer) {
 	if c.Pruned > 0 {
 		pruned = fmt.Sprintf(", %d pruned", c.Pruned)
 	}
+	if c.Paused > 0 {
+		pruned += fmt.Sprintf(", %d paused", c.Paused)
+	}
 	fmt.Fprintf(w, "%s: %s %s: %d succeeded%s, %d failed, %d interrupted, %d running, %d pending\n",
-		escape.Term(doc.Dir), total, plural(c.Succeeded+c.Pruned+c.Failed+c.Interrupted+c.Running+c.Pending, "run"), c.Succeeded, pruned, c.Failed, c.Interrupted, c.Running, c.Pending)
+		escape.Term(doc.Dir), total, plural(c.Succeeded+c.Pruned+c.Paused+c.Failed+c.Interrupted+c.Running+c.Pending, "run"), c.Succeeded, pruned, c.Failed, c.Interrupted, c.Running, c.Pending)
 	for _, sh := range doc.Shards {
 		fmt.Fprintf(w, "  %s (shard %d/%d): %s", escape.Term(sh.File), sh.Index, sh.Count, sh.State)
 		switch sh.State {

@@ -32,6 +32,7 @@ const (
 	TimedOut    Reason = "timeout"     // the runner stopped it after its time limit
 	Interrupted Reason = "interrupted" // the runner stopped it: the context was cancelled, Kill was called or the terminate deadline passed
 	Pruned      Reason = "pruned"      // the runner stopped it early: its metric was outside the best at a rung (schedule.Prune); neither failed nor retried
+	Paused      Reason = "paused"      // judged out as Pruned, but the run keeps checkpoints: stopped after one, to be promoted (resumed from it) while it may still win; neither failed nor retried
 )
 
 // EventKind tells a Started event from a Finished one.
@@ -70,6 +71,8 @@ type Event struct {
 	Stderr  string          // log path; empty without OutputDir
 	Start   time.Time       // when the start began, right after the last checks (the start interval, the drain deadline)
 	PID     int             // the run's process, also its process group id; 0 if it did not start
+	// Promoted says the attempt resumes a paused run (schedule.Pruner.Promote).
+	Promoted bool
 
 	End      time.Time // when its process was seen to exit (or the start failed)
 	ExitCode int       // exit status; 128+N for death by signal N; -1 if it did not start
@@ -136,6 +139,9 @@ type Judgement struct {
 	Cutoff float64 // what it was compared with; NaN when no run reached the rung before
 	Others int     // how many runs reached the rung before
 	Stop   bool
+	// Pause says the stop is a pause: the run keeps checkpoints, so it is
+	// stopped after one and may be promoted later (schedule.Pruner.Pause).
+	Pause bool
 	// Forecast and Optimistic are the curve rule's (schedule.Prune.Curve),
 	// when Forecasted: the likeliest and the best value of the metric at
 	// the run's last step that its curve so far allows. When it made one

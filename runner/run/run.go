@@ -57,6 +57,11 @@ type Run struct {
 	// Request, if not nil, is what this run asks for, in place of
 	// the sweep's default request.
 	Request *pack.Request
+	// Paused says an earlier session of the sweep paused the run (its
+	// ledger's state): under the same pruning policy it is a candidate for
+	// promotion, not a run to start (see execute.Options.Prune); without
+	// one it runs, from its checkpoint.
+	Paused bool
 }
 
 // ErrLink is wrapped by the error for a symbolic link where nodepack
