@@ -97,7 +97,7 @@ type Execution struct {
 	schedMu sync.Mutex
 	sched   *schedule.Scheduler
 	jobs    map[schedule.Key]*job
-	paused  pausing // the paused runs, for promotion (Options.Prune)
+	paused  pausing   // the paused runs, for promotion (Options.Prune)
 	tmp     []*string // each lane's TMPDIR, reused while runs leave it empty; "" for none yet
 	wake    chan struct{}
 
