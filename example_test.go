@@ -65,6 +65,41 @@ done`
 	// 2 ran to their last step, 2 pruned, error <nil>
 }
 
+// Example_pause pauses instead of stopping: a run that keeps checkpoints
+// (it saves them in $NODEPACK_CHECKPOINT_DIR and says so in its metrics)
+// and is judged out at a rung is paused, and promoted once the runs after
+// it make it one of its rung's best: it resumes from its checkpoint. Here
+// "slow" starts worse than the first run (0.9 against 0.5 at step 3) and
+// ends better (0.1); three worse runs after it keep no checkpoints and
+// are pruned.
+func Example_pause() {
+	out, err := os.MkdirTemp("", "nodepack-example-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(out)
+	train := `level=${1#level=}; ck=$NODEPACK_CHECKPOINT_DIR; step=0
+[ -f $ck/step ] && step=$(cat $ck/step)
+while [ $step -lt 12 ]; do
+  step=$((step+1)); loss=$level
+  [ $level = slow ] && loss=0.9 && [ $step -gt 4 ] && loss=0.1
+  echo "{{\"step\": $step, \"loss\": $loss}}" >> "$NODEPACK_METRICS"
+  if [ $level = slow ] && [ $((step % 2)) = 0 ]; then
+    echo $step > $ck/step; echo "{{\"step\": $step, \"checkpoint\": $step}}" >> "$NODEPACK_METRICS"
+  fi
+  sleep 0.05
+done`
+	opts := nodepack.Options{Options: runner.Options{Output: out,
+		Source:  sweep.Spec{Hydra: true, Command: []string{"bash", "-c", train, "train", "level=0.5,slow,2,2,2"}},
+		Execute: execute.Options{Parallel: 1, Prune: &schedule.Prune{Metric: "loss", FirstStep: 3, MaxStep: 12}, PruneInterval: 20 * time.Millisecond}}}
+	o, err := nodepack.Run(context.Background(), opts)
+	s := o.Summary
+	fmt.Printf("%d ran to their last step (%d promoted), %d pruned, %d paused, error %v\n", s.Succeeded, s.Promoted, s.Pruned, s.Paused, err)
+	// Output:
+	// 2 ran to their last step (1 promoted), 3 pruned, 0 paused, error <nil>
+}
+
 // ExampleNotifyStop stops a sweep as a batch system's signal would: the
 // run sleeps until the SIGTERM that scancel (or a walltime) sends to
 // every process of the job; the sweep sends its runs SIGTERM, and a rerun

@@ -38,7 +38,7 @@ steps=${2:-81}
 step_s=${3:-0.02}
 nodepack=${NODEPACK:-/tmp/nodepack}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap '[[ -n ${KEEP:-} ]] || rm -rf "$work"' EXIT; [[ -n ${KEEP:-} ]] && echo "work: $work" >&2
 
 export CUDA_VISIBLE_DEVICES=0,1,2,3 # four fake GPUs
 cat >"$work/train.sh" <<'SH'
@@ -80,16 +80,29 @@ PY
 if [[ ${FAMILY:-} == slow ]]; then
 	steps=${2:-27}
 	noise=${NOISE:-0.05}
+	rules=${RULES:-full asha asha+pause curve curve+pause curve6}
+	CKPT_EVERY=${CKPT_EVERY:-3}
 	cat >"$work/train.sh" <<'SH'
 #!/usr/bin/env bash
 # train.sh --final=F --tau=T --noise=SEED --sigma=S --steps=N --step_s=D
+# With CKPT=K in its environment it keeps the checkpoint contract: every K
+# steps it saves its step in $NODEPACK_CHECKPOINT_DIR and says so, and it
+# resumes from there (the same noise: the draws before it are replayed).
 for a in "$@"; do declare "${a#--}"; done
-awk -v f="$final" -v tau="$tau" -v seed="$noise" -v sigma="$sigma" -v n="$steps" -v d="$step_s" 'BEGIN {
+from=0
+[[ -n ${CKPT:-} && -f $NODEPACK_CHECKPOINT_DIR/step ]] && from=$(cat "$NODEPACK_CHECKPOINT_DIR/step")
+awk -v f="$final" -v tau="$tau" -v seed="$noise" -v sigma="$sigma" -v n="$steps" -v d="$step_s" -v from="$from" -v every="${CKPT:-0}" 'BEGIN {
 	srand(seed)
+	out = ENVIRON["NODEPACK_METRICS"]; ck = ENVIRON["NODEPACK_CHECKPOINT_DIR"]
 	for (s = 1; s <= n; s++) {
 		u = rand(); v = rand(); z = sqrt(-2 * log(u + 1e-12)) * cos(6.2831853 * v)
-		printf "{\"step\": %d, \"loss\": %.5f}\n", s, f + 1.5 * exp(-s / tau) + sigma * z >> ENVIRON["NODEPACK_METRICS"]
-		fflush(ENVIRON["NODEPACK_METRICS"])
+		if (s <= from) continue
+		printf "{\"step\": %d, \"loss\": %.5f}\n", s, f + 1.5 * exp(-s / tau) + sigma * z >> out
+		if (every > 0 && s % every == 0) {
+			print s > (ck "/step.tmp"); close(ck "/step.tmp"); system("mv " ck "/step.tmp " ck "/step")
+			printf "{\"step\": %d, \"checkpoint\": %d}\n", s, s >> out
+		}
+		fflush(out)
 		system("sleep " d)
 	}
 }'
@@ -109,19 +122,23 @@ with open(f"{work}/sweep.jsonl", "w") as f:
                             "steps": steps, "step_s": step_s, "nodepack": {"gpus": 0.5, "cpus": 0}}) + "\n")
 json.dump([f for _, f, _ in configs], open(f"{work}/finals-{seed}.json", "w"))
 PY
-		for rule in full asha curve curve6; do
+		for rule in $rules; do
 			rm -rf "$work/$rule-$seed"
 			flags=()
-			[[ $rule == asha ]] && flags=(--prune "loss:min,first=3,max=$steps")
-			[[ $rule == curve ]] && flags=(--prune "loss:min,first=3,max=$steps,rule=curve")
-			[[ $rule == curve6 ]] && flags=(--prune "loss:min,first=6,max=$steps,rule=curve")
-			"$nodepack" run -q -o "$work/$rule-$seed" "${flags[@]}" --params "$work/sweep.jsonl" -- "$work/train.sh" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
+			case ${rule%+pause} in
+			asha) flags=(--prune "loss:min,first=3,max=$steps") ;;
+			curve) flags=(--prune "loss:min,first=3,max=$steps,rule=curve") ;;
+			curve6) flags=(--prune "loss:min,first=6,max=$steps,rule=curve") ;;
+			esac
+			ckpt=
+			[[ $rule == *+pause ]] && ckpt=$CKPT_EVERY
+			CKPT=$ckpt "$nodepack" run -q -o "$work/$rule-$seed" "${flags[@]}" --params "$work/sweep.jsonl" -- "$work/train.sh" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
 			"$nodepack" status --runs --format json "$work/$rule-$seed" >"$work/$rule-$seed.json"
 		done
 	done
-	python3 - "$work" "$seeds" "$steps" "$noise" <<'PY'
+	python3 - "$work" "$seeds" "$steps" "$noise" "$rules" "$CKPT_EVERY" <<'PY'
 import json, sys
-work, seeds, steps, noise = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+work, seeds, steps, noise, rules, every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5].split(), sys.argv[6]
 def ledger(path):
     held, gpu_s, steps_done = {}, 0.0, 0.0
     for line in open(path):
@@ -135,9 +152,9 @@ def ledger(path):
             if st:
                 steps_done += st["last"] - st["first"] + 1
     return gpu_s, steps_done
-totals = {rule: [0.0, 0.0, 0, 0] for rule in ("full", "asha", "curve", "curve6")}
-print(f"{seeds} seeds of 27 configurations (3 slow starters) x {steps} steps, noise {noise}")
-print(f"{'seed':>4} {'rule':>6} {'GPU-s':>8} {'steps':>7} {'GPU-s saved':>11} {'steps saved':>11} {'winner':>7} {'lowest asymptote':>17} {'regret':>7}")
+totals = {rule: [0.0, 0.0, 0, 0] for rule in rules}
+print(f"{seeds} seeds of 27 configurations (3 slow starters) x {steps} steps, noise {noise}; +pause: the runs checkpoint every {every} steps")
+print(f"{'seed':>4} {'rule':>12} {'GPU-s':>8} {'steps':>7} {'GPU-s saved':>11} {'steps saved':>11} {'winner':>7} {'lowest asymptote':>17} {'regret':>7}")
 line_of = lambda r: int(r["origin"].rsplit(":", 1)[1])
 for seed in range(1, seeds + 1):
     finals = json.load(open(f"{work}/finals-{seed}.json"))
@@ -152,9 +169,9 @@ for seed in range(1, seeds + 1):
         won, low = state.get(line_of(winner)) == "succeeded", state.get(lowest) == "succeeded"
         t = totals[rule]
         t[0] += gpu; t[1] += stp; t[2] += won; t[3] += low
-        print(f"{seed:>4} {rule:>6} {gpu:8.1f} {stp:7.0f} {base_gpu / gpu:10.2f}x {base_steps / stp:10.2f}x {str(won):>7} {str(low):>17} {best - winner['loss']:7.3f}")
+        print(f"{seed:>4} {rule:>12} {gpu:8.1f} {stp:7.0f} {base_gpu / gpu:10.2f}x {base_steps / stp:10.2f}x {str(won):>7} {str(low):>17} {best - winner['loss']:7.3f}")
 for rule, t in totals.items():
-    print(f"{rule:>6}: {t[0]:.1f} GPU-s, {t[1]:.0f} steps: {totals['full'][0] / t[0]:.2f}x fewer GPU-s, {totals['full'][1] / t[1]:.2f}x fewer steps than the full sweep; "
+    print(f"{rule:>12}: {t[0]:.1f} GPU-s, {t[1]:.0f} steps: {totals['full'][0] / t[0]:.2f}x fewer GPU-s, {totals['full'][1] / t[1]:.2f}x fewer steps than the full sweep; "
           f"its winner completed in {t[2]} of {seeds} seeds, the lowest asymptote in {t[3]} of {seeds}")
 PY
 	exit 0

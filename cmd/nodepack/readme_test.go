@@ -695,24 +695,46 @@ func TestReadmePruneExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("copies the repository")
 	}
+	out := readmeBlock(t, "-o pruned ")
+	if !strings.Contains(out, "3 runs: 1 succeeded, 2 pruned, 0 failed") || strings.Contains(out, "misspelt") {
+		t.Errorf("the README's prune example does not prune 2 of 3 runs, or says the metric may be misspelt:\n%s", out)
+	}
+}
+
+// TestReadmePauseExample types the README's pause block: the slow
+// starter, judged out at step 3, is paused, promoted once the three runs
+// after it make it one of the rung's best, and runs to its end from its
+// checkpoint; the three worse runs stay paused.
+func TestReadmePauseExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("copies the repository")
+	}
+	out := readmeBlock(t, "-o paused ")
+	if !strings.Contains(out, "5 runs: 2 succeeded, 3 paused, 0 failed") || !strings.Contains(out, "3 paused (1 promotion)") {
+		t.Errorf("the README's pause example does not promote the slow starter, or leaves the others otherwise than paused:\n%s", out)
+	}
+}
+
+// readmeBlock types the README's sh block that holds marker in a sandbox
+// and returns what it printed.
+func readmeBlock(t *testing.T, marker string) string {
+	t.Helper()
 	blocks, _, _ := readmeCommands(t, "README.md")
 	var block string
 	for _, b := range blocks {
-		if strings.Contains(b, "--prune") {
+		if strings.Contains(b, marker) {
 			block = strings.Join(commandLines(b), "\n")
 		}
 	}
 	if block == "" {
-		t.Fatal("the README has no sh block with --prune")
+		t.Fatalf("the README has no sh block with %q", marker)
 	}
 	sb := newSandbox(t)
 	out, err := sb.shell(block, commandLimit, 0)
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", block, err, out)
 	}
-	if !strings.Contains(out, "3 runs: 1 succeeded, 2 pruned, 0 failed") || strings.Contains(out, "misspelt") {
-		t.Errorf("the README's prune example does not prune 2 of 3 runs, or says the metric may be misspelt:\n%s", out)
-	}
+	return out
 }
 
 // TestExampleOutputsAreIgnored: every output directory the README's

@@ -3,9 +3,12 @@ contract: it saves its state in $NODEPACK_CHECKPOINT_DIR every --every
 steps and when nodepack asks (the signal of --checkpoint-signal, here
 SIGUSR1), says so with a {"step": N, "checkpoint": N} line in
 $NODEPACK_METRICS, and resumes from that folder: every attempt, retry,
-requeue and resubmission of a run gets the same one."""
+requeue and resubmission of a run gets the same one. Its loss is
+final + (1 - final)·exp(-step/tau): with a small --final and a large
+--tau, a slow starter (bad at the first steps, best at the end)."""
 import argparse
 import json
+import math
 import os
 import signal
 import time
@@ -14,6 +17,8 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=60)
 parser.add_argument("--every", type=int, default=20, help="steps between checkpoints")
 parser.add_argument("--step_seconds", type=float, default=0.1)
+parser.add_argument("--final", type=float, default=0.0, help="the loss it tends to")
+parser.add_argument("--tau", type=float, default=33.0, help="steps its loss takes to fall by e")
 args = parser.parse_args()
 
 ckpt = os.path.join(os.environ["NODEPACK_CHECKPOINT_DIR"], "state.json")
@@ -36,7 +41,7 @@ def save():
 while state["step"] < args.steps:
     time.sleep(args.step_seconds)
     state["step"] += 1
-    state["loss"] *= 0.97
+    state["loss"] = args.final + (1 - args.final) * math.exp(-state["step"] / args.tau)
     print(json.dumps({"step": state["step"], "loss": state["loss"]}), file=metrics, flush=True)
     if state["step"] % args.every == 0 or asked:
         asked.clear()

@@ -114,8 +114,8 @@ func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runS
 				e.progress(j, top)
 			}
 		}
-		if pr == nil {
-			return false
+		if pr == nil || pruned {
+			return false // judged out: no more judgements, the checkpoint its stop waits for still counts
 		}
 		// The metric's points first: a line that reports it beside others
 		// must not make the others look like its misspelling.
@@ -138,13 +138,14 @@ func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runS
 				jd.Pause = jd.Stop && ckpt.keeps()
 				e.emit(run.Event{Kind: run.Judged, Run: ev.Run, Attempt: ev.Attempt, Lane: ev.Lane, Place: ev.Place,
 					Stdout: ev.Stdout, Stderr: ev.Stderr, Start: time.Now(), Judgement: &jd})
-				switch {
-				case jd.Pause:
-					j.pausedAt = &jd
-					e.stopRun(st, run.Paused)
-					return true
-				case jd.Stop:
-					e.stopRun(st, run.Pruned)
+				if jd.Stop {
+					// Stopped while the watch reads on: a checkpoint
+					// signal's stop waits for the checkpoint it reads.
+					reason := run.Pruned
+					if jd.Pause {
+						reason, j.pausedAt = run.Paused, &jd
+					}
+					go e.stopRun(st, reason)
 					return true
 				}
 			}
@@ -164,7 +165,7 @@ func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runS
 		}
 		t := time.NewTicker(first)
 		defer t.Stop()
-		hurried := false
+		hurried, early := false, first
 		was := mark{t: time.Now()} // the furthest step at the read before: none at the start
 		for {
 			select {
@@ -175,16 +176,30 @@ func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runS
 				t.Reset(checkpointPoll) // a stop waits for its checkpoint
 			case <-t.C:
 			}
-			if read(false) {
+			if !pruned && read(false) {
 				pruned = true
-				return
+				t.Reset(checkpointPoll) // until it has stopped
+				continue
+			}
+			if pruned {
+				read(false)
+				t.Reset(checkpointPoll)
+				continue
 			}
 			if pr != nil && !hurried {
 				// The next read when the run reaches its next rung, by its
 				// pace so far: judged as its value comes, not up to an
 				// interval of steps later.
+				// Until its pace is known (a run that takes a while to
+				// start), the reads come twice as far apart each time,
+				// from firstPruneRead up to the interval.
 				now := mark{time.Now(), furthest}
-				t.Reset(rungWait(pr, ev.Run.ID, was, now, interval))
+				wait, known := rungWait(pr, ev.Run.ID, was, now, interval)
+				if !known {
+					early = min(2*early, interval)
+					wait = early
+				}
+				t.Reset(wait)
 				if !math.IsInf(furthest, -1) {
 					was = now
 				}
@@ -194,9 +209,7 @@ func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runS
 	return func() {
 		close(done)
 		<-finished
-		if !pruned {
-			read(true)
-		}
+		read(true) // to the end: its last steps and checkpoint (judged out, no judgement)
 		if auto && math.IsInf(furthest, -1) && e.autoNoted.CompareAndSwap(false, true) {
 			e.note(fmt.Sprintf("%s ended without reporting a step to $NODEPACK_METRICS (or a --metric pattern): --runs-per-gpu auto measures the runs by their steps, so a shape whose runs report none keeps one run per GPU",
 				ev.Run.Origin))
@@ -227,17 +240,21 @@ type mark struct {
 
 // rungWait is how long until run id reaches its next rung, at the pace it
 // went from was to now; at least checkpointPoll, at most interval (also
-// when the pace is not known yet).
-func rungWait(pr *pruning, id string, was, now mark, interval time.Duration) time.Duration {
+// after its last rung). known is false when the pace is not known yet (no
+// step, or none since the read before).
+func rungWait(pr *pruning, id string, was, now mark, interval time.Duration) (wait time.Duration, known bool) {
 	pr.mu.Lock()
 	next, ok := pr.pruner.NextRung(id)
 	pr.mu.Unlock()
-	dt, ds := now.t.Sub(was.t), now.step-was.step
-	if !ok || dt <= 0 || ds <= 0 || math.IsInf(now.step, 0) || math.IsInf(was.step, 0) {
-		return interval
+	if !ok {
+		return interval, true
 	}
-	wait := time.Duration(float64(dt) * max(next-now.step, 0) / ds)
-	return min(max(wait, checkpointPoll), interval)
+	dt, ds := now.t.Sub(was.t), now.step-was.step
+	if dt <= 0 || ds <= 0 || math.IsInf(now.step, 0) || math.IsInf(was.step, 0) {
+		return interval, false
+	}
+	wait = time.Duration(float64(dt) * max(next-now.step, 0) / ds)
+	return min(max(wait, checkpointPoll), interval), true
 }
 
 // progress tells the scheduler that j reported step: the density rule
