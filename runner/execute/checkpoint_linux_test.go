@@ -233,3 +233,25 @@ done`
 		t.Errorf("run 1 judged %v times at rung 0 and %v at rung 1: want once each", seen[0], seen[1])
 	}
 }
+
+// TestPauseWaitsForCheckpoint: the stop of a run judged out asks for a
+// checkpoint (--checkpoint-signal) and goes on once the watch reads it:
+// the pause loses (almost) nothing, and comes within a few steps of the
+// rung, not when the run ends by itself.
+func TestPauseWaitsForCheckpoint(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	plain := `for i in $(seq 200); do echo "{\"step\": $i, \"loss\": 0.5}" >> "$NODEPACK_METRICS"; sleep 0.02; done`
+	opts := Options{OutputDir: t.TempDir(), CheckpointSignal: syscall.SIGUSR1, Grace: 20 * time.Second,
+		Prune: &schedule.Prune{Metric: "loss", FirstStep: 25, MaxStep: 200}}
+	_, events, err := execute(t, t.Context(), lanes(1), opts, shell(plain, trainer(ready, false, false))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 2 || events[1].Reason != run.Paused {
+		t.Fatalf("events %+v: want the second paused (loss 1 against 0.5, a checkpoint at step 20)", events)
+	}
+	st := events[1].Steps
+	if st == nil || st.Last > 45 || st.Lost() > 5 {
+		t.Errorf("the paused attempt's steps %+v: want it stopped within 20 steps of its rung (25), after a checkpoint (at most 5 steps lost)", st)
+	}
+}
