@@ -24,13 +24,16 @@
 # asymptotes), noise σ NOISE (default 0.05), STEPS 27 by default; each seed
 # runs the full sweep, --prune with the rank rule and with rule=curve
 # (first=3 for both, no tuning), and rule=curve with first=6 (curve6: six
-# points before its first rung, the fewest it forecasts from), and prints
-# per rule: the GPU-seconds of
-# every attempt and the steps executed (from the ledger), their ratios to
-# the full sweep, whether the full sweep's winner (best loss at its last
-# step) and the configuration with the lowest asymptote reached their last
-# step, and the regret (the best loss a rule's completed runs reached, less
-# the full sweep's best).
+# points before its first rung, the fewest it forecasts from), each also
+# as RULE+pause, where the runs keep checkpoints (every CKPT_EVERY steps,
+# default 3) so that a run judged out is paused and may be promoted, and
+# prints per rule: the GPU-seconds of every attempt and the steps executed
+# (from the ledger, promotions and redone steps included), their ratios to
+# the full sweep, the makespan (first start to last end), whether the full
+# sweep's winner (best loss at its last step) and the configuration with
+# the lowest asymptote reached their last step, and the regret (the best
+# loss a rule's completed runs reached, less the full sweep's best).
+# RULES="full curve+pause" picks rules. KEEP=1 keeps the work folder.
 set -euo pipefail
 
 seeds=${1:-10}
@@ -80,7 +83,7 @@ PY
 if [[ ${FAMILY:-} == slow ]]; then
 	steps=${2:-27}
 	noise=${NOISE:-0.05}
-	rules=${RULES:-full asha asha+pause curve curve+pause curve6}
+	rules=${RULES:-full asha asha+pause curve curve+pause curve6 curve6+pause}
 	CKPT_EVERY=${CKPT_EVERY:-3}
 	cat >"$work/train.sh" <<'SH'
 #!/usr/bin/env bash
@@ -139,11 +142,14 @@ PY
 	python3 - "$work" "$seeds" "$steps" "$noise" "$rules" "$CKPT_EVERY" <<'PY'
 import json, sys
 work, seeds, steps, noise, rules, every = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5].split(), sys.argv[6]
+from datetime import datetime
 def ledger(path):
-    held, gpu_s, steps_done = {}, 0.0, 0.0
+    held, gpu_s, steps_done, times = {}, 0.0, 0.0, []
     for line in open(path):
         r = json.loads(line)
         key = (r.get("id"), r.get("attempt"))
+        if r["type"] in ("started", "finished"):
+            times.append(datetime.fromisoformat(r["time"].replace("Z", "+00:00")).timestamp())
         if r["type"] == "started":
             held[key] = 0.5
         elif r["type"] == "finished":
@@ -151,27 +157,27 @@ def ledger(path):
             st = r.get("steps")
             if st:
                 steps_done += st["last"] - st["first"] + 1
-    return gpu_s, steps_done
-totals = {rule: [0.0, 0.0, 0, 0] for rule in rules}
+    return gpu_s, steps_done, max(times) - min(times)
+totals = {rule: [0.0, 0.0, 0, 0, 0.0] for rule in rules}
 print(f"{seeds} seeds of 27 configurations (3 slow starters) x {steps} steps, noise {noise}; +pause: the runs checkpoint every {every} steps")
-print(f"{'seed':>4} {'rule':>12} {'GPU-s':>8} {'steps':>7} {'GPU-s saved':>11} {'steps saved':>11} {'winner':>7} {'lowest asymptote':>17} {'regret':>7}")
+print(f"{'seed':>4} {'rule':>12} {'GPU-s':>8} {'steps':>7} {'GPU-s saved':>11} {'steps saved':>11} {'makespan':>8} {'winner':>7} {'lowest asymptote':>17} {'regret':>7}")
 line_of = lambda r: int(r["origin"].rsplit(":", 1)[1])
 for seed in range(1, seeds + 1):
     finals = json.load(open(f"{work}/finals-{seed}.json"))
     lowest = min(range(len(finals)), key=lambda i: finals[i]) + 1  # its line
     rows = {rule: json.load(open(f"{work}/{rule}-{seed}.json")) for rule in totals}
     winner = min(rows["full"], key=lambda r: r["loss"])
-    base_gpu, base_steps = ledger(f"{work}/full-{seed}/ledger.jsonl")
+    base_gpu, base_steps, _ = ledger(f"{work}/full-{seed}/ledger.jsonl")
     for rule in totals:
-        gpu, stp = ledger(f"{work}/{rule}-{seed}/ledger.jsonl")
+        gpu, stp, span = ledger(f"{work}/{rule}-{seed}/ledger.jsonl")
         state = {line_of(r): r["state"] for r in rows[rule]}
         best = min((r["loss"] for r in rows[rule] if r["state"] == "succeeded"), default=float("inf"))
         won, low = state.get(line_of(winner)) == "succeeded", state.get(lowest) == "succeeded"
         t = totals[rule]
-        t[0] += gpu; t[1] += stp; t[2] += won; t[3] += low
-        print(f"{seed:>4} {rule:>12} {gpu:8.1f} {stp:7.0f} {base_gpu / gpu:10.2f}x {base_steps / stp:10.2f}x {str(won):>7} {str(low):>17} {best - winner['loss']:7.3f}")
+        t[0] += gpu; t[1] += stp; t[2] += won; t[3] += low; t[4] += span
+        print(f"{seed:>4} {rule:>12} {gpu:8.1f} {stp:7.0f} {base_gpu / gpu:10.2f}x {base_steps / stp:10.2f}x {span:7.1f}s {str(won):>7} {str(low):>17} {best - winner['loss']:7.3f}")
 for rule, t in totals.items():
-    print(f"{rule:>12}: {t[0]:.1f} GPU-s, {t[1]:.0f} steps: {totals['full'][0] / t[0]:.2f}x fewer GPU-s, {totals['full'][1] / t[1]:.2f}x fewer steps than the full sweep; "
+    print(f"{rule:>12}: {t[0]:.1f} GPU-s, {t[1]:.0f} steps, makespans {t[4]:.1f} s: {totals['full'][0] / t[0]:.2f}x fewer GPU-s, {totals['full'][1] / t[1]:.2f}x fewer steps, {totals['full'][4] / t[4]:.2f}x shorter than the full sweep; "
           f"its winner completed in {t[2]} of {seeds} seeds, the lowest asymptote in {t[3]} of {seeds}")
 PY
 	exit 0

@@ -176,13 +176,13 @@ func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runS
 				t.Reset(checkpointPoll) // a stop waits for its checkpoint
 			case <-t.C:
 			}
-			if !pruned && read(false) {
+			if out := read(false); pruned || out {
+				// Judged out: its stop waits for the checkpoint a
+				// checkpoint signal asks for, which only a read sees.
 				pruned = true
-				t.Reset(checkpointPoll) // until it has stopped
-				continue
-			}
-			if pruned {
-				read(false)
+				if !asks {
+					return
+				}
 				t.Reset(checkpointPoll)
 				continue
 			}
