@@ -18,8 +18,11 @@ import (
 // pruneSweep writes a params sweep of runs that report their loss at
 // steps 1 to 8 (level + 1/step), one line each to $NODEPACK_METRICS; a
 // run named gate stops after step 3 until the file go exists in dir,
-// having made the file waiting. It returns the params file and the
-// training script.
+// having made the file waiting; a run named slow is a slow starter that
+// keeps checkpoints: loss 1 up to step 2 and 0.05 after, its step saved
+// in $NODEPACK_CHECKPOINT_DIR at every step and resumed from. Each run
+// appends "started from STEP" to dir/NAME.starts. It returns the params
+// file and the training script.
 func pruneSweep(t *testing.T, dir string, levels map[string]float64, order []string) (params, script string) {
 	t.Helper()
 	var lines []string
@@ -29,8 +32,18 @@ func pruneSweep(t *testing.T, dir string, levels map[string]float64, order []str
 	}
 	params = writeFile(t, dir, "p.jsonl", strings.Join(lines, "\n")+"\n")
 	script = writeFile(t, dir, "train.sh", `for a in "$@"; do declare "${a#--}"; done
+ck="$NODEPACK_CHECKPOINT_DIR"; from=0
+if [ "$name" = slow ] && [ -f "$ck/step" ]; then from=$(cat "$ck/step"); fi
+echo "started from $from" >> `+dir+`/$name.starts
 for step in 1 2 3 4 5 6 7 8; do
-	awk -v s="$step" -v l="$level" 'BEGIN { printf "{\"step\": %d, \"loss\": %.4f}\n", s, l + 1 / s }' >> "$NODEPACK_METRICS"
+	[ $step -le $from ] && continue
+	if [ "$name" = slow ]; then
+		loss=1; [ $step -gt 2 ] && loss=0.05
+		echo "{\"step\": $step, \"loss\": $loss}" >> "$NODEPACK_METRICS"
+		echo $step > "$ck/step"; echo "{\"step\": $step, \"checkpoint\": $step}" >> "$NODEPACK_METRICS"
+	else
+		awk -v s="$step" -v l="$level" 'BEGIN { printf "{\"step\": %d, \"loss\": %.4f}\n", s, l + 1 / s }' >> "$NODEPACK_METRICS"
+	fi
 	if [ "$name" = gate ] && [ "$step" = 3 ]; then
 		touch `+dir+`/waiting
 		while [ ! -e `+dir+`/go ]; do sleep 0.02; done
@@ -393,40 +406,8 @@ done
 // a third run starts nothing.
 func TestPausedAcrossKill9(t *testing.T) {
 	dir := t.TempDir()
-	order := []string{"good", "slow", "gate", "bad1", "bad2", "bad3", "bad4", "bad5"}
-	var lines []string
-	for _, name := range order {
-		level := map[string]float64{"good": 0.1, "slow": 0, "gate": 0.05}[name]
-		if strings.HasPrefix(name, "bad") {
-			level = 2
-		}
-		b, _ := json.Marshal(map[string]any{"name": name, "level": level})
-		lines = append(lines, string(b))
-	}
-	params := writeFile(t, dir, "p.jsonl", strings.Join(lines, "\n")+"\n")
-	// slow: loss 1 up to step 2, then 0.05; it saves its step as a
-	// checkpoint at every step and resumes from it. The others: level +
-	// 1/step, no checkpoint; gate waits at step 3 for the file go.
-	script := writeFile(t, dir, "train.sh", `for a in "$@"; do declare "${a#--}"; done
-ck="$NODEPACK_CHECKPOINT_DIR"; from=0
-if [ "$name" = slow ] && [ -f "$ck/step" ]; then from=$(cat "$ck/step"); fi
-echo "started from $from" >> `+dir+`/$name.starts
-for step in 1 2 3 4 5 6 7 8; do
-	[ $step -le $from ] && continue
-	if [ "$name" = slow ]; then
-		loss=1; [ $step -gt 2 ] && loss=0.05
-		echo "{\"step\": $step, \"loss\": $loss}" >> "$NODEPACK_METRICS"
-		echo $step > "$ck/step"; echo "{\"step\": $step, \"checkpoint\": $step}" >> "$NODEPACK_METRICS"
-	else
-		awk -v s="$step" -v l="$level" 'BEGIN { printf "{\"step\": %d, \"loss\": %.4f}\n", s, l + 1 / s }' >> "$NODEPACK_METRICS"
-	fi
-	if [ "$name" = gate ] && [ "$step" = 3 ]; then
-		touch `+dir+`/waiting
-		while [ ! -e `+dir+`/go ]; do sleep 0.02; done
-	fi
-	sleep 0.06
-done
-`)
+	levels := map[string]float64{"good": 0.1, "gate": 0.05, "bad1": 2, "bad2": 2, "bad3": 2, "bad4": 2, "bad5": 2}
+	params, script := pruneSweep(t, dir, levels, []string{"good", "slow", "gate", "bad1", "bad2", "bad3", "bad4", "bad5"})
 	out := filepath.Join(dir, "out")
 	args := []string{"run", "-q", "--gpus", "none", "-j", "1", "--prune", "loss:min,first=2,max=8,every=20ms", "-o", out, "--params", params, "--", "bash", script}
 	cmd := nodepackCommand(t, nil, args...)

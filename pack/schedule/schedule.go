@@ -77,7 +77,13 @@
 //     the runs that reached the rung before is stopped, asynchronously
 //     (ASHA's stopping form); a run that ended before its values were
 //     read still counts at the rungs it reached, unstopped (Finish);
-//     table cases in prune_test.go.
+//     with Curve, a run is stopped only when even its optimistic forecast
+//     at MaxStep is outside the best 1/Eta of the forecasts before it
+//     (curve.go). A run judged out that keeps checkpoints is paused
+//     (Pause), and Promote gives the paused run that may still win, best
+//     first, against its rung as it is now: in its best 1/Eta (its
+//     optimistic forecast, with Curve; once, with too few points to
+//     forecast). Table cases in prune_test.go and curve_test.go.
 //
 // A Scheduler is not safe for concurrent use: one goroutine, or one mutex,
 // drives it. The pack.Allocator under it is its own.
