@@ -389,7 +389,7 @@ func (s *Sweep) resume() error {
 	s.done = 0
 	for i := range log.Len() {
 		run := log.At(i)
-		if !retiredSet[run.ID] && (run.State == ledger.StateSucceeded || run.State == ledger.StatePruned || run.State == ledger.StateFailed && !s.opts.retries(run)) {
+		if !retiredSet[run.ID] && (run.State == ledger.StateSucceeded || run.State == ledger.StatePruned || run.State == ledger.StatePaused || run.State == ledger.StateFailed && !s.opts.retries(run)) {
 			s.done++
 		}
 	}
@@ -654,8 +654,13 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 				ready.Wait()
 				r.x.Drain() // what runs must be recorded: start nothing more
 			}
-			if ev.Kind == run.Finished && !ev.Retry && ev.Reason != run.Interrupted {
-				r.settled.Add(1)
+			if ev.Kind == run.Finished && !ev.Retry {
+				switch {
+				case ev.Promoted && ev.Reason == run.Interrupted:
+					r.settled.Add(-1) // counted when it paused: left again
+				case !ev.Promoted && ev.Reason != run.Interrupted:
+					r.settled.Add(1) // a promotion's end was counted at its pause
+				}
 			}
 			if onEvent != nil {
 				onEvent(ev)

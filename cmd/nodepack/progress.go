@@ -62,8 +62,8 @@ func (p *progress) event(ev run.Event) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !ev.Retry {
-		p.finished++
+	if !ev.Retry && !ev.Promoted {
+		p.finished++ // a promotion's run was counted when it paused
 	}
 	failed := ev.Reason != run.OK && ev.Reason != run.Pruned && ev.Reason != run.Paused
 	if p.bar != nil {

@@ -34,6 +34,7 @@ type checkpoints struct {
 	folder time.Time // the folder's modification time last seen
 	asked  bool      // a stop asked for one
 	held   bool      // the folder held something at the attempt's start (an attempt before saved there)
+	lines  bool      // the run reports its checkpoints by metrics lines: the folder says no step
 	saved  chan struct{}
 	hurry  chan struct{} // the watcher reads every checkpointPoll from now
 }
@@ -52,6 +53,14 @@ func newCheckpoints(runDir *os.File, watch bool) *checkpoints {
 		c.held = !emptyDir(runDir, CheckpointDir)
 	}
 	return c
+}
+
+// sawLine records a checkpoint the run reported by a metrics line.
+func (c *checkpoints) sawLine(step float64) {
+	c.mu.Lock()
+	c.lines = true
+	c.mu.Unlock()
+	c.saw(step)
 }
 
 // saw records a checkpoint at step; a stop that asked for one goes on
@@ -77,6 +86,7 @@ func (c *checkpoints) look(runDir *os.File, furthest float64) {
 	if changed {
 		c.folder = mtime
 	}
+	changed = changed && !c.lines // its lines say at which step; the furthest step a read saw may be past it
 	c.mu.Unlock()
 	if changed && furthest > 0 {
 		c.saw(furthest)

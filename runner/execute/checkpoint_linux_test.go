@@ -255,3 +255,18 @@ func TestPauseWaitsForCheckpoint(t *testing.T) {
 		t.Errorf("the paused attempt's steps %+v: want it stopped within 20 steps of its rung (25), after a checkpoint (at most 5 steps lost)", st)
 	}
 }
+
+// TestPausedRunsWithoutPolicy: a run an earlier session paused, run
+// without a pruning policy, runs (from its checkpoint) as a promotion:
+// its events say so, so that it is not counted twice.
+func TestPausedRunsWithoutPolicy(t *testing.T) {
+	r := shell(`echo "{\"step\": 1, \"loss\": 1}" >> "$NODEPACK_METRICS"`)[0]
+	r.Paused = true
+	sum, events, err := execute(t, t.Context(), lanes(1), Options{OutputDir: t.TempDir()}, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].Reason != run.OK || !events[0].Promoted || sum.Succeeded != 1 || sum.Paused != 0 {
+		t.Fatalf("events %+v, summary %+v: want it run to its end, as a promotion", events, sum)
+	}
+}

@@ -748,7 +748,6 @@ func (f *attemptFiles) begin(n int) error {
 func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, err error) {
 	place := e.assignment(j)
 	ev = run.Event{Kind: run.Started, Run: j.run, Attempt: n, Lane: lane, Place: place, Promoted: j.promoted}
-	j.promoted = false
 	files, err := e.prepare(&ev, lane, n)
 	if err != nil {
 		return ev, false, &filesError{err}

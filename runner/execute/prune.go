@@ -102,7 +102,7 @@ func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runS
 		}
 		for _, p := range points {
 			if p.Name == metrics.CheckpointKey {
-				ckpt.saw(p.Value)
+				ckpt.sawLine(p.Value)
 			}
 		}
 		if looks {

@@ -26,8 +26,9 @@ type job struct {
 	run      run.Run
 	attempts int // this sweep's
 	// pausedAt is the judgement that paused its attempt, set by the
-	// attempt's metrics watcher before the attempt ends; promoted says the
-	// next attempt resumes it (Pruner.Promote).
+	// attempt's metrics watcher before the attempt ends; promoted says its
+	// attempts from now on resume a paused run (Pruner.Promote, or one an
+	// earlier session paused, run without that policy).
 	pausedAt *run.Judgement
 	promoted bool
 }
@@ -177,7 +178,9 @@ func (e *Execution) push(r run.Run, next *chan run.Run) {
 	if r.Paused && e.repause(r) {
 		return
 	}
-	e.add(&job{run: r}, next)
+	// A run paused before that this policy does not pause (none, or
+	// another) runs from its checkpoint: a promotion, counted at its pause.
+	e.add(&job{run: r, promoted: r.Paused}, next)
 }
 
 // add hands job j to the scheduler (schedMu held); see push.

@@ -71,7 +71,9 @@ type Event struct {
 	Stderr  string          // log path; empty without OutputDir
 	Start   time.Time       // when the start began, right after the last checks (the start interval, the drain deadline)
 	PID     int             // the run's process, also its process group id; 0 if it did not start
-	// Promoted says the attempt resumes a paused run (schedule.Pruner.Promote).
+	// Promoted says the attempt is of a promoted run: a paused run resumed
+	// (schedule.Pruner.Promote), counted when it paused. Its Finished
+	// event says so too.
 	Promoted bool
 
 	End      time.Time // when its process was seen to exit (or the start failed)
