@@ -628,3 +628,41 @@ func TestCancelSignalsRunsFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartStartsRunsFromScratch: --restart runs every run from its
+// first step, though its directory holds the checkpoints and metrics of
+// the sweep before: those are set aside (renamed, not deleted), so that
+// no run resumes from a checkpoint or is judged by points that are not
+// its own.
+func TestRestartStartsRunsFromScratch(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	script, _ := filepath.Abs("../../examples/sweeps/checkpointing.py")
+	args := []string{"run", "-q", "--gpus", "none", "-o", out, "--sweep", "--", "python3", script, "--steps", "6", "--every", "2", "--step_seconds", "0.01"}
+	firstSteps := func() []float64 {
+		log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)), ledger.ReadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var firsts []float64
+		log.LastAll(func(i int, _ *ledger.Started, fin *ledger.Finished) error {
+			if fin != nil && fin.Steps != nil {
+				firsts = append(firsts, fin.Steps.First)
+			}
+			return nil
+		})
+		return firsts
+	}
+	if code, _, stderr := runCLI(t, args...); code != exitOK || fmt.Sprint(firstSteps()) != "[1]" {
+		t.Fatalf("first run: exit %d, first steps %v\n%s", code, firstSteps(), stderr)
+	}
+	code, _, stderr := runCLI(t, append(args[:6:6], append([]string{"--restart"}, args[6:]...)...)...)
+	if code != exitOK || fmt.Sprint(firstSteps()) != "[1]" {
+		t.Errorf("--restart: exit %d, first steps %v; want the run from step 1, not from its old checkpoint\n%s", code, firstSteps(), stderr)
+	}
+	for _, pattern := range []string{"checkpoints.*.old/state.json", "metrics.jsonl.*.old"} {
+		if m, _ := filepath.Glob(filepath.Join(out, "runs", "*", pattern)); len(m) != 1 {
+			t.Errorf("runs/*/%s: %v, want the old one set aside", pattern, m)
+		}
+	}
+}

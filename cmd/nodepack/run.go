@@ -148,7 +148,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Var(classList{&o.RetryClasses}, "retry-class", "with --retry-failed, only the failed runs of failure class `CLASS` (repeatable; see nodepack retry)")
 	clidoc.OfferChoices(fs, "retry-class", classNames()...)
 	fs.StringArrayVar(&o.RetryRuns, "retry-run", nil, "with --retry-failed, only the failed run `ID` (repeatable)")
-	fs.BoolVar(&o.Restart, "restart", false, "start over: keep the old ledger as a backup and run everything (also when DIR holds another sweep)")
+	fs.BoolVar(&o.Restart, "restart", false, "start over: keep the old ledger as a backup and run everything from scratch (the runs' old checkpoints and metrics are set aside as NAME.<time>.old; also when DIR holds another sweep)")
 	fs.BoolVar(&o.Requeue, "requeue", false, "when stopped by SIGUSR1/SIGUSR2 (sbatch --signal) or --stop-before with runs left, have the batch system run this job again (Slurm: scontrol requeue; Grid Engine: exit 99); never on SIGTERM (scancel)")
 	fs.DurationVar(&o.StopBefore, "stop-before", 0, "start no runs `D` before the job's end (Slurm: SLURM_JOB_END_TIME or squeue, followed while the job runs; Grid Engine: h_rt) and stop running ones in time for --grace; a job without a time limit, or whose end is not known, runs to its end with a note; 0 means off")
 	fs.DurationVar(&o.SampleInterval, "sample-interval", 10*time.Second, "measure each run's process tree and GPUs every `D`; 0 means only the kernel's totals")

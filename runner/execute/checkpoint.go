@@ -1,6 +1,7 @@
 package execute
 
 import (
+	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -132,6 +133,24 @@ func emptyDir(dir *os.File, name string) bool {
 	defer d.Close()
 	names, _ := d.Readdirnames(1)
 	return len(names) == 0
+}
+
+// setAside renames the metrics file and the checkpoint folder an earlier
+// ledger's attempts left in runDir to NAME.<UTC time>.old: a run's first
+// attempt neither resumes from checkpoints nor is judged by points that
+// are not its own, and nothing is deleted.
+func setAside(runDir *os.File, now time.Time) error {
+	stamp := now.UTC().Format("20060102T150405.000Z")
+	for _, name := range []string{metrics.FileName, CheckpointDir} {
+		size, _, ok := statIn(runDir, name)
+		if !ok || name == metrics.FileName && size == 0 || name == CheckpointDir && emptyDir(runDir, name) {
+			continue
+		}
+		if err := renameIn(runDir, name, name+"."+stamp+".old"); err != nil {
+			return fmt.Errorf("set aside what an earlier ledger's run left: %w", err)
+		}
+	}
+	return nil
 }
 
 // makeCheckpointDir makes the run's checkpoint folder in runDir, unless

@@ -672,6 +672,15 @@ func (e *Execution) prepare(ev *run.Event, lane, n int) (*attemptFiles, error) {
 				return nil, err
 			}
 		}
+		if n == 1 && !created {
+			// The run's first attempt by the ledger, in a directory an
+			// earlier ledger left (--restart, a ledger removed): it
+			// starts from scratch, as its logs do.
+			if err := setAside(dir, time.Now()); err != nil {
+				f.close(true)
+				return nil, err
+			}
+		}
 		if err := makeCheckpointDir(dir); err != nil {
 			f.close(true)
 			return nil, err

@@ -17,6 +17,10 @@ func mkdirIn(dir *os.File, name string) error {
 	return os.Mkdir(filepath.Join(dir.Name(), name), 0o755)
 }
 
+func renameIn(dir *os.File, old, new string) error {
+	return os.Rename(filepath.Join(dir.Name(), old), filepath.Join(dir.Name(), new))
+}
+
 func statIn(dir *os.File, name string) (size int64, mtime time.Time, ok bool) {
 	st, err := os.Lstat(filepath.Join(dir.Name(), name))
 	if err != nil {

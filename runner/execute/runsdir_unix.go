@@ -27,6 +27,15 @@ func openDir(path string) (*os.File, error) {
 // (fs.ErrExist, fs.ErrNotExist hold as for os.Mkdir).
 func mkdirIn(dir *os.File, name string) error { return unix.Mkdirat(int(dir.Fd()), name, 0o755) }
 
+// renameIn renames the entry old in dir to new (a link is renamed, not
+// followed).
+func renameIn(dir *os.File, old, new string) error {
+	if err := unix.Renameat(int(dir.Fd()), old, int(dir.Fd()), new); err != nil {
+		return &os.LinkError{Op: "rename", Old: filepath.Join(dir.Name(), old), New: filepath.Join(dir.Name(), new), Err: err}
+	}
+	return nil
+}
+
 // statIn returns the size and modification time of name in dir, not
 // following it if a symbolic link; ok is false when it is not there.
 func statIn(dir *os.File, name string) (size int64, mtime time.Time, ok bool) {
