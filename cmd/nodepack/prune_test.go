@@ -375,17 +375,7 @@ done
 `)
 	out := filepath.Join(dir, "out")
 	args := []string{"run", "-q", "--gpus", "none", "-j", "1", "--grace", "60s", "--prune", "loss:min,first=1,max=8,every=20ms", "-o", out, "--params", params, "--", "bash", script}
-	cmd := nodepackCommand(t, nil, args...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if !waitUntil(time.Minute, func() bool { _, err := os.Stat(filepath.Join(dir, "bad.stopping")); return err == nil }) {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatal("the bad run was never stopped")
-	}
-	cmd.Process.Signal(syscall.SIGKILL) // while bad shuts down, in its grace
-	cmd.Wait()
+	killWhen(t, args, filepath.Join(dir, "bad.stopping"), "the bad run was never stopped") // while bad shuts down, in its grace
 	if st := statusDocOf(t, out); st.Counts.Pruned != 1 || st.Counts.Succeeded != 1 || st.Counts.Interrupted != 0 {
 		t.Errorf("status after the kill: %+v, want 1 succeeded, 1 pruned", st.Counts)
 	}
@@ -410,19 +400,7 @@ func TestPausedAcrossKill9(t *testing.T) {
 	params, script := pruneSweep(t, dir, levels, []string{"good", "slow", "gate", "bad1", "bad2", "bad3", "bad4", "bad5"})
 	out := filepath.Join(dir, "out")
 	args := []string{"run", "-q", "--gpus", "none", "-j", "1", "--prune", "loss:min,first=2,max=8,every=20ms", "-o", out, "--params", params, "--", "bash", script}
-	cmd := nodepackCommand(t, nil, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if !waitUntil(time.Minute, func() bool { _, err := os.Stat(filepath.Join(dir, "waiting")); return err == nil }) {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatal("the gate run never reached step 3")
-	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the gate run, orphaned
+	killWhen(t, args, filepath.Join(dir, "waiting"), "the gate run never reached step 3") // it waits on, orphaned, for the file go
 	states, rungs := pruneLedger(t, out)
 	if states["good"] != "succeeded" || states["slow"] != ledger.StatePaused || fmtInts(rungs["slow"]) != "[0]" {
 		t.Fatalf("before the kill: %v, rungs %v; want slow paused at rung 0", states, rungs)
@@ -457,4 +435,21 @@ func TestPausedAcrossKill9(t *testing.T) {
 	if b2, _ := os.ReadFile(filepath.Join(dir, "slow.starts")); code != exitOK || string(b2) != string(b) {
 		t.Errorf("a third run: exit %d, slow's starts\n%s\nwant none more:\n%s", code, b2, stderr)
 	}
+}
+
+// killWhen starts nodepack with args and kills it with SIGKILL once file
+// exists; it fails the test with why if that takes a minute.
+func killWhen(t *testing.T, args []string, file, why string) {
+	t.Helper()
+	cmd := nodepackCommand(t, nil, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if !waitUntil(time.Minute, func() bool { _, err := os.Stat(file); return err == nil }) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal(why)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
 }
