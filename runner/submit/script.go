@@ -478,6 +478,9 @@ func ParseTime(s string) (time.Duration, error) {
 		if d <= 0 {
 			return 0, fmt.Errorf("time %q: want more than 0", s)
 		}
+		if d > maxTime {
+			return 0, fmt.Errorf("time %q: want at most 100 years", s)
+		}
 		return d, nil
 	}
 	bad := fmt.Errorf("time %q: want a duration (4h, 90m) or [D-]HH:MM[:SS]", s)
@@ -503,11 +506,15 @@ func ParseTime(s string) (time.Duration, error) {
 		v[k] = n
 	}
 	d := time.Duration(days)*24*time.Hour + time.Duration(v[0])*time.Hour + time.Duration(v[1])*time.Minute + time.Duration(v[2])*time.Second
-	if d <= 0 || d > 100*365*24*time.Hour {
+	if d <= 0 || d > maxTime {
 		return 0, bad
 	}
 	return d, nil
 }
+
+// maxTime is the longest time limit ParseTime takes, in either form: a
+// limit it writes as [D-]HH:MM:SS reads back the same.
+const maxTime = 100 * 365 * 24 * time.Hour
 
 // Quote returns s as one bash word: as it is when that is safe, else in
 // single quotes.
