@@ -65,7 +65,7 @@ func (p *progress) event(ev run.Event) {
 	if !ev.Retry && !ev.Promoted {
 		p.finished++ // a promotion's run was counted when it paused
 	}
-	failed := ev.Reason != run.OK && ev.Reason != run.Pruned && ev.Reason != run.Paused
+	failed := ev.Reason != run.OK && !ev.Reason.JudgedOut()
 	if p.bar != nil {
 		if failed {
 			p.bar.Clear()
@@ -103,7 +103,7 @@ func (p *progress) line(ev run.Event) string {
 	if ev.Run.Origin != "" {
 		s += " " + termSafe(ev.Run.Origin)
 	}
-	if ev.Reason != run.OK && ev.Reason != run.Pruned && ev.Reason != run.Paused && ev.Stderr != "" {
+	if ev.Reason != run.OK && !ev.Reason.JudgedOut() && ev.Stderr != "" {
 		s += " log " + termSafe(ev.Stderr) // where to look: a pruned run did nothing wrong
 	}
 	switch n := len(ev.StderrTail); {

@@ -855,7 +855,7 @@ func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, er
 		errW.flush()
 	}
 	e.classify(&ev, reason, exit)
-	if ev.Reason != run.OK && ev.Reason != run.Pruned && ev.Reason != run.Paused {
+	if ev.Reason != run.OK && !ev.Reason.JudgedOut() {
 		oomAfter, ok := e.oomKills()
 		// Killed, or a shell whose child was (128+9): the kernel's OOM
 		// killer sends SIGKILL.

@@ -46,7 +46,7 @@ func (s *store) build(rows []row, attempts []attRef, shards int) *document {
 	for _, k := range attempts {
 		a := s.attempt(k)
 		counts[s.reasonName(a)]++
-		if e := a.Ending(); e != string(run.OK) && e != string(run.Interrupted) && e != string(run.Pruned) && e != string(run.Paused) && e != "running" {
+		if e := run.Reason(a.Ending()); e != run.OK && e != run.Interrupted && !e.JudgedOut() && e != "running" {
 			lost += a.End - a.Start
 		}
 	}

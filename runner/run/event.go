@@ -35,6 +35,10 @@ const (
 	Paused      Reason = "paused"      // judged out as Pruned, but the run keeps checkpoints: stopped after one, to be promoted (resumed from it) while it may still win; neither failed nor retried
 )
 
+// JudgedOut reports whether the pruning policy stopped the attempt
+// (Pruned or Paused): it did nothing wrong, and is not retried.
+func (r Reason) JudgedOut() bool { return r == Pruned || r == Paused }
+
 // EventKind tells a Started event from a Finished one.
 type EventKind int
 
