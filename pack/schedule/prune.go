@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 
 	"github.com/nodepack/nodepack/runner/run"
 )
@@ -94,6 +95,10 @@ type Pruner struct {
 	paused   map[string]pause
 	replayed map[string]run.Judgement
 	pauses   int
+	// changed says a rung's values or the paused runs changed since
+	// Promote last found none that may win: until then it need not look
+	// again (the caller asks at every turn of its loop).
+	changed bool
 }
 
 // pause is a paused run: the judgement that paused it, and its order.
@@ -291,6 +296,7 @@ func (p *Pruner) addPoint(id string, step, value float64) {
 
 // record notes that run was judged at rung j.Rung with j.Value.
 func (p *Pruner) record(j run.Judgement) {
+	p.changed = true // a promotion's chances move with the rung's values
 	if prev, ok := p.judged[j.Run]; !ok || j.Rung > prev {
 		p.judged[j.Run] = j.Rung
 	}
@@ -331,6 +337,7 @@ func (p *Pruner) Pause(j run.Judgement) {
 	}
 	delete(p.curves, j.Run)
 	p.pauses++
+	p.changed = true
 	p.paused[j.Run] = pause{j: j, seq: p.pauses}
 }
 
@@ -354,6 +361,9 @@ func (p *Pruner) PausedRuns() int { return len(p.paused) }
 // Prune), and takes it off the paused ones: the caller resumes it from
 // its checkpoint. ok is false when no paused run may win now.
 func (p *Pruner) Promote() (id string, ok bool) {
+	if !p.changed {
+		return "", false
+	}
 	best, bestScore := pause{}, math.Inf(1)
 	for _, c := range p.paused {
 		score, may := p.mayWin(c.j)
@@ -366,6 +376,8 @@ func (p *Pruner) Promote() (id string, ok bool) {
 	}
 	if ok {
 		delete(p.paused, best.j.Run)
+	} else {
+		p.changed = false
 	}
 	return best.j.Run, ok
 }
@@ -386,22 +398,20 @@ func (p *Pruner) mayWin(j run.Judgement) (score float64, ok bool) {
 		}
 		return better(finals, o), o <= quantile(finals, 1/float64(p.cfg.Eta))
 	}
-	vals := p.values[i]
-	v := p.better(j.Value)
-	if p.cfg.Max {
-		// better counts below v in vals sorted ascending, lower better.
-		neg := make([]float64, len(vals))
-		for k, x := range vals {
-			neg[len(vals)-1-k] = -x
+	vals := p.values[i] // the metric's own values, sorted ascending
+	if len(vals) > 0 {
+		if p.cfg.Max {
+			// Higher is better: the values above it.
+			above := len(vals) - sort.SearchFloat64s(vals, math.Nextafter(j.Value, math.Inf(1)))
+			score = float64(above) / float64(len(vals))
+		} else {
+			score = better(vals, j.Value)
 		}
-		vals = neg
 	}
-	score = better(vals, v)
 	if p.cfg.Curve {
 		return score, true // too few points to forecast: once, to its next rung
 	}
-	cut := p.better(p.cutoff(p.values[i]))
-	return score, len(vals) == 0 || v <= cut
+	return score, len(vals) == 0 || p.better(j.Value) <= p.better(p.cutoff(vals))
 }
 
 // better is the share of the sorted vals (lower better) below v.

@@ -97,9 +97,11 @@ type Execution struct {
 	schedMu sync.Mutex
 	sched   *schedule.Scheduler
 	jobs    map[schedule.Key]*job
-	paused  pausing   // the paused runs, for promotion (Options.Prune)
-	tmp     []*string // each lane's TMPDIR, reused while runs leave it empty; "" for none yet
-	wake    chan struct{}
+	paused  pausing // the paused runs, for promotion (Options.Prune): Summary.Paused at the end
+	// promotions counts the paused runs promoted: Summary.Promoted.
+	promotions int
+	tmp        []*string // each lane's TMPDIR, reused while runs leave it empty; "" for none yet
+	wake       chan struct{}
 
 	stopsMu  sync.Mutex
 	stops    map[*runStop]struct{} // the attempts whose process runs, for watchStops
@@ -190,6 +192,7 @@ func (e *Execution) Wait() (Summary, error) {
 		for len(e.sum.LaneBusy) < e.sched.Lanes() {
 			e.sum.LaneBusy = append(e.sum.LaneBusy, 0)
 		}
+		e.sum.Paused, e.sum.Promoted = len(e.paused), e.promotions
 		e.schedMu.Unlock()
 		e.result, e.resErr = e.sum, e.err
 		switch {
@@ -588,7 +591,7 @@ func (e *Execution) record(i int, ev run.Event, first, halt bool) {
 	case run.Pruned:
 		s.Pruned++
 	case run.Paused:
-		s.Paused++
+		// Counted at the end: the runs still paused (a promotion may follow).
 	default:
 		s.Failed++
 		if ev.Reason == run.TimedOut {

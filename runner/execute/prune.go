@@ -316,9 +316,6 @@ func (e *Execution) repause(r run.Run) bool {
 	pr.mu.Unlock()
 	if ok {
 		e.paused[r.ID] = &job{run: r}
-		e.mu.Lock()
-		e.sum.Paused++
-		e.mu.Unlock()
 	}
 	return ok
 }
@@ -359,9 +356,6 @@ func (e *Execution) promote() {
 	delete(e.paused, id)
 	j.promoted, j.run.Paused = true, false
 	e.add(j, nil)
-	e.mu.Lock()
-	e.sum.Paused--
-	e.sum.Promoted++
-	e.mu.Unlock()
+	e.promotions++
 	e.signal()
 }
