@@ -119,6 +119,7 @@ type Sweep struct {
 	past    *ledger.Dir
 	retired []string  // runs of this shard's ledger not in this sweep
 	done    int       // runs of this shard finished before (to be skipped)
+	paused  int       // of done, the runs paused before (candidates for promotion)
 	end     time.Time // the job's end, with StopBefore
 	notes   []string
 	// shareCPU counts the runs whose own request asks for a shared CPU
@@ -386,11 +387,14 @@ func (s *Sweep) resume() error {
 	for _, id := range retired {
 		retiredSet[id] = true
 	}
-	s.done = 0
+	s.done, s.paused = 0, 0
 	for i := range log.Len() {
 		run := log.At(i)
 		if !retiredSet[run.ID] && (run.State == ledger.StateSucceeded || run.State == ledger.StatePruned || run.State == ledger.StatePaused || run.State == ledger.StateFailed && !s.opts.retries(run)) {
 			s.done++
+		}
+		if !retiredSet[run.ID] && run.State == ledger.StatePaused {
+			s.paused++
 		}
 	}
 	return nil
@@ -692,7 +696,10 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 		}
 	}
 	skip, resumed := w.Past().ResumeFilter(opts.retries)
-	runs := pausedBefore(s.source.RunsExcept(s.shard, skip), w.Past())
+	runs := s.source.RunsExcept(s.shard, skip)
+	if s.paused > 0 {
+		runs = pausedBefore(runs, w.Past()) // a lookup per run, only where there are paused runs to find
+	}
 	r.resume = resumed
 	r.x, err = execute.Start(ctx, runs, xo)
 	ready.Done()
