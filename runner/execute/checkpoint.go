@@ -34,7 +34,7 @@ type checkpoints struct {
 	step   float64   // the last checkpoint's step; 0 none
 	folder time.Time // the folder's modification time last seen
 	asked  bool      // a stop asked for one
-	held   bool      // the folder held something at the attempt's start (an attempt before saved there)
+	dir    *os.File  // the run's directory, open while the attempt runs; nil for none
 	lines  bool      // the run reports its checkpoints by metrics lines: the folder says no step
 	saved  chan struct{}
 	hurry  chan struct{} // the watcher reads every checkpointPoll from now
@@ -45,13 +45,13 @@ type checkpoints struct {
 const checkpointPoll = 20 * time.Millisecond
 
 // newCheckpoints is an attempt's; with watch (a checkpoint signal asks
-// before stops) it notes the folder's state at the start, which nothing
-// else needs: two system calls per attempt saved for every other sweep.
+// before stops, or pruning may pause the run) it notes the folder's time
+// at the start, which nothing else needs: a system call per attempt saved
+// for every other sweep.
 func newCheckpoints(runDir *os.File, watch bool) *checkpoints {
-	c := &checkpoints{saved: make(chan struct{}), hurry: make(chan struct{}, 1)}
+	c := &checkpoints{saved: make(chan struct{}), hurry: make(chan struct{}, 1), dir: runDir}
 	if runDir != nil && watch {
 		_, c.folder, _ = statIn(runDir, CheckpointDir)
-		c.held = !emptyDir(runDir, CheckpointDir)
 	}
 	return c
 }
@@ -113,8 +113,10 @@ func (c *checkpoints) ask() <-chan struct{} {
 // leave the stop waiting for the whole grace).
 func (c *checkpoints) keeps() bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.step > 0 || c.held
+	reported := c.step > 0
+	c.mu.Unlock()
+	// Else its folder, looked at only when a stop or a pause asks.
+	return reported || c.dir != nil && !emptyDir(c.dir, CheckpointDir)
 }
 
 func (c *checkpoints) last() float64 {
