@@ -56,7 +56,9 @@ func newPruning(opts Options) (*pruning, error) {
 // a checkpoint folder that changed counts too): each new
 // value of the policy's metric is judged at the rungs it reaches, each
 // judgement is a Judged event, and a run judged out is stopped (st) and
-// ends Pruned; the furthest step the run reported goes to the scheduler
+// ends Pruned, or Paused when it keeps checkpoints (the watch reads on
+// until it has stopped, for the checkpoint its stop waits for); the
+// furthest step the run reported goes to the scheduler
 // as its progress. It returns the function to call once the attempt's
 // process has exited: it stops the watch and reads what the run wrote
 // since the last read, to the end, so that a run that ended between two
