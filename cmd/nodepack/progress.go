@@ -62,8 +62,9 @@ func (p *progress) event(ev run.Event) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !ev.Retry && !ev.Promoted {
-		p.finished++ // a promotion's run was counted when it paused
+	counts := !ev.Retry && !ev.Promoted // a promotion's run was counted when it paused
+	if counts {
+		p.finished++
 	}
 	failed := ev.Reason != run.OK && !ev.Reason.JudgedOut()
 	if p.bar != nil {
@@ -71,7 +72,7 @@ func (p *progress) event(ev run.Event) {
 			p.bar.Clear()
 			fmt.Fprintln(p.w, p.line(ev))
 		}
-		if !ev.Retry {
+		if counts {
 			p.bar.Add(1)
 		}
 		return
