@@ -174,7 +174,16 @@ func (e *Execution) Wait() (Summary, error) {
 		e.halt() // releases the feeder if it is still waiting to hand over a run
 		close(e.done)
 		e.stopOnCancel()
-		e.mps.stop() // before the sweep for what runs left: it is nodepack's
+		// Before the sweep for what runs left: the daemon is nodepack's. A
+		// stopped sweep waits for its quit no longer than its grace.
+		quitWait := mpsStartTimeout
+		switch {
+		case e.killed():
+			quitWait = 0
+		case e.ctx.Err() != nil:
+			quitWait = min(quitWait, e.grace)
+		}
+		e.mps.stop(quitWait)
 		sweepAll()
 		os.RemoveAll(e.scratch)
 		untrackScratch(e.scratch)

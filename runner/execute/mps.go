@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
+	"golang.org/x/sys/unix"
 )
 
 // MPSMode says whether runs that share a GPU share it through NVIDIA's
@@ -46,20 +48,30 @@ const (
 const MPSProgram = "nvidia-cuda-mps-control"
 
 // mpsStartTimeout bounds the wait for a daemon to come up, and for one to
-// quit.
+// quit at a sweep's normal end; a stopped sweep waits no longer than its
+// grace for it.
 const mpsStartTimeout = 5 * time.Second
 
+// mpsKillWait bounds the wait for a daemon's exit after SIGKILL to its
+// group: a process the kernel cannot end at once (in an uninterruptible
+// sleep) is left to the sweep for leftovers rather than waited for.
+const mpsKillWait = 2 * time.Second
+
 // mpsDaemon is the sweep's MPS control daemon: at most one per nodepack
-// process, and, by a lock in the job's scratch, per allocation. It is
-// started by the first run that shares a GPU and quit when the sweep
-// ends; after a kill -9 of this process the supervisor kills it, and the
-// MPS servers it started, with the runs: they carry the session in their
-// environment. It is no run's, so the sweep for runs' leftovers leaves it.
+// process, and, by its lock (mpsLock), per allocation. It is started by the
+// first run that shares a GPU and quit when the sweep ends. It dies with
+// this process: its parent-death signal is SIGKILL (its keeper goroutine
+// holds the thread that forked it until it has exited), and the
+// supervisor kills it, and the MPS servers it started, with the runs: they
+// carry the session in their environment. It is no run's, so the sweep for
+// runs' leftovers leaves it while it runs. Its output goes to a file in
+// the sweep's scratch, never a pipe, so that a child of it that holds its
+// output (in a session of its own) cannot hold up its end.
 type mpsDaemon struct {
 	once      sync.Once
 	path      string // the program
 	pipe, log string // CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY
-	cmd       *exec.Cmd
+	pid       int
 	exited    chan struct{}
 	lock      *os.File
 	err       error // why there is none
@@ -131,15 +143,9 @@ func (d *mpsDaemon) start(e *Execution) error {
 	if err != nil {
 		return err
 	}
-	// One daemon per allocation: the job's scratch holds the lock.
-	base := cmp.Or(e.opts.TempDir, os.TempDir())
-	lock, err := os.OpenFile(filepath.Join(base, "nodepack-mps.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := mpsLock(cmp.Or(e.opts.TempDir, os.TempDir()))
 	if err != nil {
-		return fmt.Errorf("its lock: %w", err)
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		return errors.New("another nodepack of this allocation runs its MPS daemon")
+		return err
 	}
 	d.lock, d.path = lock, path
 	root := filepath.Join(e.scratch, "mps")
@@ -150,31 +156,52 @@ func (d *mpsDaemon) start(e *Execution) error {
 			return err
 		}
 	}
+	outPath := filepath.Join(root, "daemon.out")
+	out, err := os.OpenFile(outPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		d.release()
+		return fmt.Errorf("its output: %w", err)
+	}
 	cmd := exec.Command(path, "-f")
 	cmd.Env = append(os.Environ(), "CUDA_MPS_PIPE_DIRECTORY="+d.pipe, "CUDA_MPS_LOG_DIRECTORY="+d.log)
 	if e.env.session != "" {
 		cmd.Env = append(cmd.Env, sessionVar+"="+e.env.session)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out boundedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = keeperAttr()
+	cmd.Stdout, cmd.Stderr = out, out // a file: Wait waits for no copy
+	started := make(chan error, 1)
+	d.exited = make(chan struct{})
+	go func() {
+		// The thread that forks the daemon fires its parent-death signal
+		// when it ends: it is held until the daemon has exited.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		cmd.Wait()
+		close(d.exited)
+	}()
+	err = <-started
+	out.Close()
+	if err != nil {
 		d.release()
 		return fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
-	d.cmd, d.exited = cmd, make(chan struct{})
-	go func() { cmd.Wait(); close(d.exited) }()
+	d.pid = cmd.Process.Pid
 	deadline := time.After(mpsStartTimeout)
 	for {
 		for _, name := range []string{"control", "nvidia-cuda-mps-control.pid"} {
-			if _, err := os.Stat(filepath.Join(d.pipe, name)); err == nil {
+			if _, err := os.Lstat(filepath.Join(d.pipe, name)); err == nil {
 				return nil
 			}
 		}
 		select {
 		case <-d.exited:
 			d.release()
-			return fmt.Errorf("%s exited at once: %s", filepath.Base(path), cmp.Or(out.tail(), cmd.ProcessState.String()))
+			return fmt.Errorf("%s exited at once: %s", filepath.Base(path), cmp.Or(fileTail(outPath), cmd.ProcessState.String()))
 		case <-deadline:
 			d.kill()
 			d.release()
@@ -185,16 +212,18 @@ func (d *mpsDaemon) start(e *Execution) error {
 }
 
 // stop quits the daemon, once every run has ended: "quit" on its control
-// pipe, then SIGKILL to its group if it has not gone within the timeout.
-func (d *mpsDaemon) stop() {
-	if d.cmd == nil {
+// pipe, then SIGKILL to its group if it has not gone within wait. It
+// returns within wait and mpsKillWait, whatever the daemon does.
+func (d *mpsDaemon) stop(wait time.Duration) {
+	if d.pid == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), mpsStartTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	quit := exec.CommandContext(ctx, d.path)
 	quit.Env = append(os.Environ(), "CUDA_MPS_PIPE_DIRECTORY="+d.pipe, "CUDA_MPS_LOG_DIRECTORY="+d.log)
 	quit.Stdin = strings.NewReader("quit\n")
+	quit.WaitDelay = 100 * time.Millisecond // a child of it that keeps its stdin open
 	quit.Run()
 	select {
 	case <-d.exited:
@@ -205,10 +234,13 @@ func (d *mpsDaemon) stop() {
 }
 
 // kill sends SIGKILL to the daemon's group (its MPS servers too) and waits
-// for it.
+// for it, at most mpsKillWait.
 func (d *mpsDaemon) kill() {
-	syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-	<-d.exited
+	syscall.Kill(-d.pid, syscall.SIGKILL)
+	select {
+	case <-d.exited:
+	case <-time.After(mpsKillWait):
+	}
 }
 
 // release lets another daemon of this allocation start.
@@ -217,30 +249,81 @@ func (d *mpsDaemon) release() {
 		d.lock.Close()
 		d.lock = nil
 	}
-	d.cmd = nil
+	d.pid = 0
 }
 
-// boundedBuffer keeps the last few kilobytes written to it.
-type boundedBuffer struct {
-	mu sync.Mutex
-	b  []byte
+// mpsLockName is the MPS lock's name in its folder.
+const mpsLockName = "mps.lock"
+
+// MPSLockDir is where the lock that allows one MPS daemon per allocation
+// lives, given the sweep's temporary directory base (Options.TempDir, or
+// the system's): a folder of this user's own in it, nodepack-UID. With a
+// job's own scratch (SLURM_TMPDIR, or a TMPDIR the batch system sets per
+// job) that is one daemon per job; with a node's shared /tmp, one per
+// user and node: never a file another user made.
+func MPSLockDir(base string) string {
+	return filepath.Join(base, "nodepack-"+strconv.Itoa(os.Geteuid()))
 }
 
-func (b *boundedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.b = append(b.b, p...)
-	if len(b.b) > 4096 {
-		b.b = b.b[len(b.b)-4096:]
+// mpsLock takes the lock of one MPS daemon per allocation: MPSLockDir(base)
+// made if need be, and taken only when it is a folder (not a link) of this
+// user's that no one else may write; the lock file in it opened without
+// following a link or blocking, and only when it is a regular file.
+func mpsLock(base string) (*os.File, error) {
+	dir := MPSLockDir(base)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("its lock: %w", err)
 	}
-	return len(p), nil
+	d, err := os.OpenFile(dir, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			return nil, fmt.Errorf("its lock: %s: not a folder (a symbolic link is not followed)", dir)
+		}
+		return nil, fmt.Errorf("its lock: %w", err)
+	}
+	defer d.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(d.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("its lock: %s: %w", dir, err)
+	}
+	if int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return nil, fmt.Errorf("its lock: %s: not a folder of this user's that only this user may write", dir)
+	}
+	path := filepath.Join(dir, mpsLockName)
+	fd, err := unix.Openat(int(d.Fd()), mpsLockName, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("its lock: %s: a symbolic link, not followed", path)
+		}
+		return nil, fmt.Errorf("its lock: %s: %w", path, err)
+	}
+	lock := os.NewFile(uintptr(fd), path)
+	if st, err := lock.Stat(); err != nil || !st.Mode().IsRegular() {
+		lock.Close()
+		return nil, fmt.Errorf("its lock: %s: not a regular file", path)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("another nodepack of this allocation runs its MPS daemon (its lock: %s)", path)
+	}
+	return lock, nil
 }
 
-// tail is the last line written, trimmed.
-func (b *boundedBuffer) tail() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := strings.TrimSpace(string(bytes.ToValidUTF8(b.b, nil)))
+// fileTail is the last line of the file at path (at most its last 4 KiB),
+// trimmed; "" when it cannot be read.
+func fileTail(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var b [4096]byte
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	n, _ := f.ReadAt(b[:], max(st.Size()-int64(len(b)), 0))
+	s := strings.TrimSpace(string(bytes.ToValidUTF8(b[:n], nil)))
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		s = s[i+1:]
 	}

@@ -2,6 +2,7 @@ package execute
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -154,5 +155,174 @@ func TestMPS(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(log); strings.Count(string(b), "start") != 1 {
 		t.Errorf("daemons started: %q; want one", b)
+	}
+}
+
+// TestMPSStopsWhateverTheDaemonDoes: a daemon whose child leaves its
+// process group holding the daemon's output (setsid sleep &) holds up
+// neither the sweep's end nor its stop: every run succeeds and Wait
+// returns; and a daemon that ignores quit is killed once the grace of a
+// cancelled sweep is out, and Wait returns. (Before, Wait waited on the
+// daemon's output pipe for ever.)
+func TestMPSStopsWhateverTheDaemonDoes(t *testing.T) {
+	topo := fourGPUs(t)
+	topo.GPUs = topo.GPUs[:2]
+	for _, tc := range []struct {
+		name   string
+		quits  bool   // the daemon quits when told
+		task   string // each run's command
+		cancel bool   // the sweep is cancelled once both runs run
+	}{
+		{name: "a normal end", quits: true, task: "true"},
+		{name: "cancelled, a daemon that ignores quit", task: "touch $NODEPACK_RUN_DIR/../../$NODEPACK_RUN_ID.up; sleep 300", cancel: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			program := filepath.Join(dir, "mps-control")
+			wait := `while [ ! -e "$CUDA_MPS_PIPE_DIRECTORY/quit" ]; do sleep 0.02; done`
+			if !tc.quits {
+				wait = `trap '' TERM; while :; do sleep 0.02; done`
+			}
+			body := `case "$1" in
+-f) setsid sleep 300 & echo $! > ` + dir + `/child.pid
+    echo $$ > ` + dir + `/daemon.pid
+    echo $$ > "$CUDA_MPS_PIPE_DIRECTORY/nvidia-cuda-mps-control.pid"
+    ` + wait + ` ;;
+*)  read cmd; [ "$cmd" = quit ] && touch "$CUDA_MPS_PIPE_DIRECTORY/quit" ;;
+esac`
+			if err := os.WriteFile(program, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				for _, f := range []string{"child.pid", "daemon.pid"} {
+					var pid int
+					if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil && func() bool { _, err := fmt.Sscan(string(b), &pid); return err == nil }() && pid > 0 {
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+			})
+			var runs []run.Run
+			for i := range 4 {
+				runs = append(runs, run.Run{ID: fmt.Sprint("r", i), Args: []string{"bash", "-c", tc.task}})
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			e, err := Start(ctx, run.Runs(runs...), Options{Topology: topo, Request: pack.Request{GPUShare: pack.GPUWhole / 2},
+				MPS: MPSOn, MPSControl: program, SettleTimeout: time.Millisecond, Grace: 200 * time.Millisecond,
+				OutputDir: filepath.Join(dir, "out"), TempDir: dir, Parallel: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.cancel {
+				poll(t, func() bool {
+					m, _ := filepath.Glob(filepath.Join(dir, "out", "*.up"))
+					return len(m) == 4
+				})
+				cancel()
+			}
+			ended := make(chan Summary, 1)
+			go func() { sum, _ := e.Wait(); ended <- sum }()
+			select {
+			case sum := <-ended:
+				if !tc.cancel && sum.Succeeded != 4 {
+					t.Errorf("%d of 4 runs succeeded", sum.Succeeded)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("the sweep did not end: it waits on its MPS daemon")
+			}
+			var pid int
+			b, _ := os.ReadFile(filepath.Join(dir, "daemon.pid"))
+			if _, err := fmt.Sscan(string(b), &pid); err != nil {
+				t.Fatalf("no daemon started: %v", err)
+			}
+			if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+				t.Errorf("the daemon (pid %d) outlived the sweep", pid)
+			}
+		})
+	}
+}
+
+// TestMPSLock: the lock of one daemon per allocation lives in a folder of
+// this user's own in the sweep's temporary directory (MPSLockDir), and is
+// opened like every file nodepack writes: a link planted in its place, or
+// in the folder's, is not followed (nothing appears at its target), nor is
+// a folder another user owns or may write taken; the sweep says why and its
+// runs take turns on the GPU.
+func TestMPSLock(t *testing.T) {
+	topo := fourGPUs(t)
+	topo.GPUs = topo.GPUs[:1]
+	for _, tc := range []struct {
+		name  string
+		plant func(t *testing.T, lockDir, target string)
+		note  string // what the sweep says; "" for a daemon started
+	}{
+		{name: "no lock yet"},
+		{name: "a lock left by an earlier sweep", plant: func(t *testing.T, lockDir, _ string) {
+			os.Mkdir(lockDir, 0o700)
+			os.WriteFile(filepath.Join(lockDir, "mps.lock"), nil, 0o600)
+		}},
+		{name: "a link in the lock's place", plant: func(t *testing.T, lockDir, target string) {
+			os.Mkdir(lockDir, 0o700)
+			os.Symlink(target, filepath.Join(lockDir, "mps.lock"))
+		}, note: "mps.lock: a symbolic link, not followed"},
+		{name: "a link in the folder's place", plant: func(t *testing.T, lockDir, target string) {
+			os.Mkdir(target, 0o700)
+			os.Symlink(target, lockDir)
+		}, note: ": not a folder (a symbolic link is not followed)"},
+		{name: "a FIFO in the lock's place", plant: func(t *testing.T, lockDir, _ string) {
+			os.Mkdir(lockDir, 0o700)
+			syscall.Mkfifo(filepath.Join(lockDir, "mps.lock"), 0o600)
+		}, note: "mps.lock: not a regular file"},
+		{name: "a folder others may write", plant: func(t *testing.T, lockDir, _ string) {
+			os.Mkdir(lockDir, 0o700)
+			os.Chmod(lockDir, 0o777)
+		}, note: ": not a folder of this user's that only this user may write"},
+		{name: "a folder of another user's", plant: func(t *testing.T, lockDir, _ string) {
+			if os.Geteuid() != 0 {
+				t.Skip("only root can make a folder of another user's")
+			}
+			os.Mkdir(lockDir, 0o700)
+			os.Chown(lockDir, 65534, 65534)
+		}, note: ": not a folder of this user's that only this user may write"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			program, log := standInMPS(t, dir, false)
+			lockDir, target := MPSLockDir(dir), filepath.Join(dir, "target")
+			if lockDir != filepath.Join(dir, fmt.Sprint("nodepack-", os.Geteuid())) {
+				t.Fatalf("MPSLockDir(%s) = %s", dir, lockDir)
+			}
+			if tc.plant != nil {
+				tc.plant(t, lockDir, target)
+			}
+			var notes []string
+			sum, err := Execute(t.Context(), run.Runs(run.Run{ID: "a", Args: []string{"true"}}),
+				Options{Topology: topo, Request: pack.Request{GPUMem: 10 << 30}, MPS: MPSAuto, MPSControl: program, SettleTimeout: time.Millisecond, TempDir: dir,
+					OnNote: func(n string) {
+						if strings.HasPrefix(n, "MPS") {
+							notes = append(notes, n)
+						}
+					}})
+			if err != nil || sum.Succeeded != 1 {
+				t.Fatalf("Execute: %+v, %v", sum, err)
+			}
+			logged, _ := os.ReadFile(log)
+			started := strings.Contains(string(logged), "start")
+			switch {
+			case tc.note == "" && (!started || len(notes) > 0):
+				t.Errorf("no daemon started: notes %q", notes)
+			case tc.note != "" && (started || len(notes) != 1 || !strings.HasPrefix(notes[0], "MPS: its lock: "+lockDir) || !strings.Contains(notes[0], tc.note)):
+				t.Errorf("daemon started %v, notes %q; want one saying %q", started, notes, tc.note)
+			}
+			if _, err := os.Lstat(filepath.Join(target, "mps.lock")); err == nil {
+				t.Error("the lock was made through a link")
+			}
+			if _, err := os.Lstat(target); err == nil && tc.name == "a link in the lock's place" {
+				t.Error("the lock was made through a link")
+			}
+			if _, err := os.Lstat(filepath.Join(dir, "nodepack-mps.lock")); err == nil {
+				t.Error("a lock in the shared temporary directory")
+			}
+		})
 	}
 }

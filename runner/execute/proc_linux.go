@@ -666,3 +666,12 @@ func reap(pid int) {
 		}
 	}
 }
+
+// keeperAttr is how a helper process of nodepack's own (the MPS daemon)
+// starts: in a process group of its own, killed when the thread that
+// forked it ends (its keeper holds that thread until it has exited), so
+// that it dies with nodepack even when nodepack and its supervisor are
+// killed with SIGKILL.
+func keeperAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}

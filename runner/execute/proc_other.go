@@ -55,3 +55,7 @@ func (p *process) finish() exitInfo {
 }
 
 func sweepAll() {}
+
+// keeperAttr is how a helper process of nodepack's own starts: in a
+// process group of its own.
+func keeperAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
