@@ -148,3 +148,66 @@ func runCLIContext(t *testing.T, ctx context.Context, args ...string) (int, stri
 	close(done)
 	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
 }
+
+// TestLedgerIsUntrusted: a run that replaces the sweep's ledger with a
+// FIFO, a symbolic link or a directory stops no reader: the rerun the
+// sweep advises, status (text, --json, --runs), report, tail and retry
+// each exit 2 with one line naming the ledger, none waits on the FIFO,
+// and none reads through the link. The same for the record of a sweep's
+// submissions.
+func TestLedgerIsUntrusted(t *testing.T) {
+	for _, tc := range []struct {
+		name, replace, why string
+	}{
+		{"a FIFO", `mkfifo "$L"`, "not a regular file"},
+		{"a symbolic link", `ln -s "$L.old" "$L"`, "a symbolic link"},
+		{"a directory", `mkdir "$L"`, "not a regular file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "out")
+			tasks := writeFile(t, dir, "tasks.txt", "echo a\n"+
+				`L="$NODEPACK_RUN_DIR/../../ledger.jsonl"; cp "$L" "$L.old"; rm "$L"; `+tc.replace+"\n")
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			code, _, stderr := runCLIContext(t, ctx, "run", "-q", "--gpus", "none", "-j", "1", "-o", out, tasks)
+			if ctx.Err() != nil || code == exitOK {
+				t.Fatalf("the sweep whose ledger a run replaced: exit %d\n%s", code, stderr)
+			}
+			for _, args := range [][]string{
+				{"run", "-q", "--gpus", "none", "-o", out, tasks},
+				{"status", out}, {"status", "--json", out}, {"status", "--runs", out}, {"status", "--failed", out},
+				{"report", "-o", filepath.Join(dir, "r.html"), out}, {"tail", out}, {"retry", out},
+			} {
+				ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+				code, _, stderr := runCLIContext(t, ctx, args...)
+				hung := ctx.Err() != nil
+				cancel()
+				if hung {
+					t.Errorf("%q hung on the ledger", args)
+					continue
+				}
+				if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, filepath.Join(out, "ledger.jsonl")) || !strings.Contains(stderr, tc.why) {
+					t.Errorf("%q: exit %d, %q; want exit 2 and one line naming the ledger: %s", args, code, stderr, tc.why)
+				}
+			}
+		})
+	}
+	t.Run("submissions.jsonl a FIFO", func(t *testing.T) {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "out")
+		tasks := writeFile(t, dir, "tasks.txt", `mkfifo "$NODEPACK_RUN_DIR/../../submissions.jsonl"`+"\n")
+		if code, _, stderr := runCLI(t, "run", "-q", "--gpus", "none", "-o", out, tasks); code != exitOK {
+			t.Fatalf("exit %d\n%s", code, stderr)
+		}
+		for _, args := range [][]string{{"status", out}, {"resubmit", out}} {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			code, _, stderr := runCLIContext(t, ctx, args...)
+			hung := ctx.Err() != nil
+			cancel()
+			if hung || code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "submissions.jsonl: not a regular file") {
+				t.Errorf("%q: hung %v, exit %d, %q; want exit 2 and one line naming the file", args, hung, code, stderr)
+			}
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/nodepack/nodepack/runner/sweep"
+	"github.com/nodepack/nodepack/runner/untrusted"
 )
 
 // Dir is what an output directory's ledgers hold: one Log per shard
@@ -34,7 +35,10 @@ func FileName(index, count int) string {
 	return fmt.Sprintf("ledger-%d-of-%d.jsonl", index, count)
 }
 
-// Files lists the ledgers in dir, sorted; backups are not included.
+// Files lists the ledgers in dir, sorted; backups are not included. A
+// directory or anything else by a ledger's name is listed too, for its
+// reader to refuse: a sweep whose ledger was replaced is not one that has
+// none.
 func Files(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -42,7 +46,7 @@ func Files(dir string) ([]string, error) {
 	}
 	var files []string
 	for _, e := range entries {
-		if name := e.Name(); strings.HasPrefix(name, "ledger") && strings.HasSuffix(name, ".jsonl") && !e.IsDir() {
+		if name := e.Name(); strings.HasPrefix(name, "ledger") && strings.HasSuffix(name, ".jsonl") {
 			files = append(files, filepath.Join(dir, name))
 		}
 	}
@@ -113,9 +117,22 @@ func ReadDir(dir string, o ReadOptions) (*Dir, error) {
 	return d, nil
 }
 
+// openRead opens the ledger at path for reading as what it may be, a
+// file a run replaced: the ledger itself is no symbolic link (the
+// directory it is in is the caller's choice), the open never blocks (a
+// FIFO opens at once, to be refused), and only a regular file is read.
+// Every reader of a ledger opens it here.
+func openRead(path string) (*os.File, error) {
+	f, err := untrusted.Open(untrusted.Split(path))
+	if errors.Is(err, untrusted.ErrLink) || errors.Is(err, untrusted.ErrNotRegular) {
+		return nil, fmt.Errorf("read ledger: %w", err)
+	}
+	return f, err
+}
+
 // readPath is ReadFile with progress.
 func readPath(path string, o ReadOptions, progress func(int64)) (*Log, error) {
-	f, err := os.Open(path)
+	f, err := openRead(path)
 	if err != nil {
 		return nil, err
 	}

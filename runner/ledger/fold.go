@@ -825,7 +825,7 @@ func (log *Log) LastAll(f func(i int, s *Started, fin *Finished) error) error {
 }
 
 func (log *Log) lastOf(places []int, f func(i int, s *Started, fin *Finished) error) error {
-	file, err := os.Open(log.Name)
+	file, err := openRead(log.Name)
 	if err != nil {
 		return err
 	}
@@ -1038,7 +1038,7 @@ const maxHeaderLine = 16 << 20
 // FirstHeader returns the header of the first session of the ledger at
 // path, reading no further than its first line.
 func FirstHeader(path string) (Header, error) {
-	f, err := os.Open(path)
+	f, err := openRead(path)
 	if err != nil {
 		return Header{}, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/untrusted"
 )
 
 // Writer appends the record of a sweep to a ledger file: one JSON line per
@@ -181,7 +182,7 @@ func lockLedger(path string) (*os.File, error) {
 		dir.Close()
 		holder := "another nodepack"
 		var o lockOwner
-		if b, rerr := os.ReadFile(filepath.Join(name, "owner")); rerr == nil && json.Unmarshal(b, &o) == nil && o.PID > 0 {
+		if b, rerr := untrusted.ReadFile(name, "owner", 64<<10); rerr == nil && json.Unmarshal(b, &o) == nil && o.PID > 0 {
 			holder = fmt.Sprintf("another nodepack (pid %d on %s, since %s)", o.PID, o.Host, o.Since.Local().Format(time.DateTime))
 		}
 		return nil, fmt.Errorf("%s is in use: %s is writing it: %w", path, holder, err)
