@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -210,4 +211,44 @@ func TestLedgerIsUntrusted(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestASuccessStaysASuccess: a ledger in which a finished record with
+// reason paused follows a run's success (tampered or damaged) runs
+// nothing again: the rerun exits 2 with one line naming the file and
+// line, before anything starts, and status says the same.
+func TestASuccessStaysASuccess(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	tasks := writeFile(t, dir, "tasks.txt", "echo a >> "+filepath.Join(dir, "ran")+"\n")
+	if code, _, stderr := runCLI(t, "run", "-q", "--gpus", "none", "-o", out, tasks); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	path := filepath.Join(out, "ledger.jsonl")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
+	var finished string
+	for _, l := range lines {
+		if strings.Contains(l, `"type":"finished"`) {
+			finished = strings.Replace(l, `"reason":"ok"`, `"reason":"paused"`, 1)
+		}
+	}
+	if finished == "" || !strings.HasPrefix(lines[len(lines)-1], `{"type":"end"`) {
+		t.Fatalf("no finished record, or no end last:\n%s", b)
+	}
+	tampered := append(append(lines[:len(lines)-1:len(lines)-1], finished), lines[len(lines)-1]+"\n")
+	os.WriteFile(path, []byte(strings.Join(tampered, "")), 0o644)
+	want := fmt.Sprintf("%s:%d: finished (paused) record of run", path, len(lines))
+	for _, args := range [][]string{{"run", "-q", "--gpus", "none", "-o", out, tasks}, {"status", out}} {
+		code, _, stderr := runCLI(t, args...)
+		if code != exitUsage || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "after its success") {
+			t.Errorf("%q: exit %d, %q; want exit 2 and one line with %q", args[0], code, stderr, want)
+		}
+	}
+	if ran, _ := os.ReadFile(filepath.Join(dir, "ran")); string(ran) != "a\n" {
+		t.Errorf("the run ran %d times, want once", strings.Count(string(ran), "a"))
+	}
 }

@@ -115,6 +115,12 @@ type Log struct {
 	// unfinished last line that was left out (a write in progress, or the
 	// node lost power during one).
 	Size, Torn int64
+	// Unknown counts the records left out because their type is none this
+	// nodepack knows (a newer nodepack's), by type, at most
+	// maxUnknownTypes types (the rest under "…"): a reader reads the
+	// records it knows and leaves the rest, as it leaves the fields it
+	// does not know.
+	Unknown map[string]int
 	// Other says the log holds another sweep than its directory's newest
 	// header (see ReadDir): a reader counts none of its runs. Gone says
 	// its last session ran on this host and its nodepack is gone without
@@ -439,6 +445,9 @@ func read(r io.Reader, name string, size int64, o ReadOptions, progress func(int
 	return log, nil
 }
 
+// maxUnknownTypes bounds the types Log.Unknown names.
+const maxUnknownTypes = 8
+
 // settle gives the attempts that did not end an ending: those of a run
 // still running in a live session run on; the others were interrupted,
 // when their session wrote its end record, or else (it was killed) by its
@@ -560,7 +569,16 @@ func (log *Log) apply(sc *scanned, off int64, no int32) error {
 		return log.rung(&rec)
 	case TypeStarted, TypeFinished:
 	default:
-		return fmt.Errorf("unknown record type %q", h.typ)
+		// A newer nodepack's record: left out, and counted.
+		if log.Unknown == nil {
+			log.Unknown = map[string]int{}
+		}
+		typ := string(h.typ)
+		if _, ok := log.Unknown[typ]; !ok && len(log.Unknown) >= maxUnknownTypes {
+			typ = "…"
+		}
+		log.Unknown[typ]++
+		return nil
 	}
 	if log.End != nil {
 		return fmt.Errorf("%q record after the session's end", h.typ)
@@ -590,6 +608,16 @@ func (log *Log) apply(sc *scanned, off int64, no int32) error {
 		log.last = append(log.last, lastAt{})
 	}
 	r := &log.runs[i]
+	if r.state == succeeded && (string(h.typ) == TypeStarted || run.Reason(endings[reason-1]) != run.OK) {
+		// Nothing undoes a success: a record that would (a tampered or
+		// damaged ledger) is refused, not taken as a reason to run the
+		// run again.
+		what := string(h.typ)
+		if what == TypeFinished {
+			what = "finished (" + string(h.reason) + ")"
+		}
+		return fmt.Errorf("%s record of run %s (attempt %d) after its success", what, h.id, h.attempt)
+	}
 	r.attempts = max(r.attempts, int32(h.attempt))
 	r.session = int32(len(log.Sessions) - 1)
 	r.retired = false

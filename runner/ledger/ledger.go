@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -138,6 +140,13 @@ func open(path string, restart bool, known *Log) (*Writer, error) {
 	past.MarkInterrupted()
 	l.past, l.size = past, past.Size
 	l.host, _ = os.Hostname()
+	if len(past.Unknown) > 0 {
+		n := 0
+		for _, k := range past.Unknown {
+			n += k
+		}
+		l.warn = append(l.warn, fmt.Sprintf("%s: left out %d records of types this nodepack does not know (%s): a newer nodepack's", path, n, unknownTypes(past.Unknown)))
+	}
 	if past.Torn > 0 {
 		if err := f.Truncate(past.Size); err != nil {
 			return fail(fmt.Errorf("open ledger: cut the unfinished last line: %w", err))
@@ -530,4 +539,13 @@ func backupLedger(path string) (string, error) {
 		return "", fmt.Errorf("back up ledger: %w", err)
 	}
 	return backup, nil
+}
+
+// unknownTypes lists the types of unknown, quoted, with their counts.
+func unknownTypes(unknown map[string]int) string {
+	var parts []string
+	for _, typ := range slices.Sorted(maps.Keys(unknown)) {
+		parts = append(parts, fmt.Sprintf("%q ×%d", typ, unknown[typ]))
+	}
+	return strings.Join(parts, ", ")
 }

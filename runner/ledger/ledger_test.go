@@ -66,7 +66,7 @@ func TestReadLedgerStates(t *testing.T) {
 		{"a run retired by the last header is not counted", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "ok", false) + ledgerStarted("b", 1) + ledgerFinished("b", 1, "ok", false) + ledgerEnd +
 			strings.Replace(ledgerHeader, `"pid":1`, `"pid":1,"retired":["a"]`, 1),
 			map[string]State{"b": StateSucceeded}, true, false},
-		{"a retired run that runs again counts again", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "ok", false) + ledgerEnd +
+		{"a retired run that runs again counts again", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "failed", false) + ledgerEnd +
 			strings.Replace(ledgerHeader, `"pid":1`, `"pid":1,"retired":["a"]`, 1) + ledgerEnd + ledgerHeader + ledgerStarted("a", 2),
 			map[string]State{"a": StateRunning}, true, false},
 	}
@@ -155,7 +155,13 @@ func TestReadLedgerCorruption(t *testing.T) {
 		{"not JSON", ledgerHeader + "garbage\n", "l:2: not a record"},
 		{"an empty line", ledgerHeader + "\n" + ledgerStarted("a", 1), "l:2:"},
 		{"a record before the header", ledgerStarted("a", 1), "l:1: \"started\" record before the first header"},
-		{"an unknown type", ledgerHeader + `{"type":"paused"}` + "\n", `l:2: unknown record type "paused"`},
+		{"a record of an unknown type without one", `{"type":"paused"}` + "\n", `l:1: "paused" record before the first header`},
+		{"a started record after a success", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "ok", false) + ledgerEnd + ledgerHeader + ledgerStarted("a", 2),
+			"l:6: started record of run a (attempt 2) after its success"},
+		{"a paused run after its success", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "ok", false) + ledgerFinished("a", 1, "paused", false),
+			"l:4: finished (paused) record of run a (attempt 1) after its success"},
+		{"a failure after a success", ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "ok", false) + ledgerFinished("a", 1, "failed", true),
+			"l:4: finished (failed) record of run a (attempt 1) after its success"},
 		{"another format", `{"type":"header","format":"nodepack.ledger/v9"}` + "\n", "l:1: header format"},
 		{"a bad run id", ledgerHeader + ledgerStarted("a/b", 1), "l:2: started record: bad run id"},
 		{"no attempt", ledgerHeader + `{"type":"started","id":"a"}` + "\n", "l:2:"},
@@ -608,4 +614,40 @@ func resume(log *Log, runs iter.Seq2[run.Run, error], retry func(Run) bool) (ite
 			}
 		}
 	}, counts
+}
+
+// TestUnknownRecordsAreLeftOut: a record of a type this nodepack does not
+// know (a newer nodepack's) is left out and counted, by type, at most
+// maxUnknownTypes of them named, and the runs read as before; a rerun's
+// writer says so.
+func TestUnknownRecordsAreLeftOut(t *testing.T) {
+	text := ledgerHeader + `{"type":"forecast","id":"a","step":3}` + "\n" + ledgerStarted("a", 1) + `{"type":"forecast","id":"a","step":6}` + "\n" +
+		ledgerFinished("a", 1, "ok", false)
+	for i := range maxUnknownTypes + 2 {
+		text += fmt.Sprintf(`{"type":"t%d"}`, i) + "\n"
+	}
+	for _, read := range readers {
+		t.Run(read.name, func(t *testing.T) {
+			log, err := read.read(t, text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, _ := log.Run("a"); r.State != StateSucceeded {
+				t.Errorf("run a %s, want succeeded", r.State)
+			}
+			if len(log.Unknown) != maxUnknownTypes+1 || log.Unknown["forecast"] != 2 || log.Unknown["…"] != 3 {
+				t.Errorf("unknown records %v; want forecast ×2 and %d types named, the rest as …", log.Unknown, maxUnknownTypes)
+			}
+		})
+	}
+	path := filepath.Join(t.TempDir(), FileName(0, 1))
+	os.WriteFile(path, []byte(text), 0o644)
+	w, err := Open(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if warn := w.Warnings(); len(warn) != 1 || !strings.Contains(warn[0], `left out 12 records of types this nodepack does not know ("forecast" ×2, "t0" ×1,`) {
+		t.Errorf("warnings %q", warn)
+	}
 }

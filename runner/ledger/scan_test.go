@@ -198,7 +198,7 @@ func TestTimeline(t *testing.T) {
 func TestOpenFromReadsAChangedLedgerAgain(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, FileName(0, 1))
-	text := ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "ok", false) + ledgerEnd
+	text := ledgerHeader + ledgerStarted("a", 1) + ledgerFinished("a", 1, "failed", false) + ledgerEnd
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -208,19 +208,19 @@ func TestOpenFromReadsAChangedLedgerAgain(t *testing.T) {
 		same   bool
 		state  State
 	}{
-		{"unchanged: the read is the past", func() {}, true, StateSucceeded},
+		{"unchanged: the read is the past", func() {}, true, StateFailed},
 		{"another session appended: read again", func() {
 			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.WriteString(ledgerHeader + ledgerStarted("a", 2) + ledgerFinished("a", 2, "failed", false) + ledgerEnd)
+			f.WriteString(ledgerHeader + ledgerStarted("a", 2) + ledgerFinished("a", 2, "ok", false) + ledgerEnd)
 			f.Close()
-		}, false, StateFailed},
+		}, false, StateSucceeded},
 		{"replaced by another file: read again", func() {
 			os.Remove(path)
 			os.WriteFile(path, []byte(text), 0o644)
-		}, false, StateSucceeded},
+		}, false, StateFailed},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			d, err := ReadDir(dir, ReadOptions{})

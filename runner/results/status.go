@@ -85,6 +85,9 @@ type ShardStatus struct {
 	Note     string    `json:"note,omitempty"` // the end record's
 	Deferred int       `json:"deferred,omitempty"`
 	Torn     bool      `json:"torn,omitempty"` // a record was being written
+	// Unknown counts the records left out because their type is none
+	// this nodepack knows (a newer nodepack's), by type.
+	Unknown map[string]int `json:"unknown_records,omitempty"`
 	// Left counts the shard's runs not finished for good: pending,
 	// running and interrupted; -1 when its source did not know its total.
 	// Failed counts its failed runs.
@@ -224,7 +227,7 @@ type shardPart struct {
 func summarize(dir string, log *ledger.Log, host string, now time.Time) (shardPart, error) {
 	h := log.Header()
 	sh := ShardStatus{File: filepath.Base(log.Name), Index: 0, Count: 1, Host: h.Host, PID: h.PID, Started: h.Time,
-		Sessions: len(log.Sessions), Torn: log.Torn > 0}
+		Sessions: len(log.Sessions), Torn: log.Torn > 0, Unknown: log.Unknown}
 	if h.Shard != nil {
 		sh.Index, sh.Count = h.Shard.Index, h.Shard.Count
 	}
