@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -250,5 +251,43 @@ func TestASuccessStaysASuccess(t *testing.T) {
 	}
 	if ran, _ := os.ReadFile(filepath.Join(dir, "ran")); string(ran) != "a\n" {
 		t.Errorf("the run ran %d times, want once", strings.Count(string(ran), "a"))
+	}
+}
+
+// TestResultsTableWithHostileLogs: one run whose stdout.log is a link,
+// one whose stdout.log is a directory: status --runs --metric RE (CSV
+// and JSON) lists every run, the sound one with its metric and the two
+// with their metrics_error, and exits 0, as report --metric does.
+func TestResultsTableWithHostileLogs(t *testing.T) {
+	dir := t.TempDir()
+	secret := writeFile(t, dir, "secret.txt", "loss=0.424242\n")
+	out := filepath.Join(dir, "out")
+	tasks := writeFile(t, dir, "tasks.txt", strings.Join([]string{
+		`echo loss=0.5`,
+		`echo loss=0.3; rm "$NODEPACK_RUN_DIR/stdout.log"; ln -s ` + secret + ` "$NODEPACK_RUN_DIR/stdout.log"`,
+		`echo loss=0.2; rm "$NODEPACK_RUN_DIR/stdout.log"; mkdir "$NODEPACK_RUN_DIR/stdout.log"`,
+	}, "\n")+"\n")
+	if code, _, stderr := runCLI(t, "run", "-q", "--gpus", "none", "-o", out, tasks); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr := runCLI(t, "status", "--runs", "--format", "json", "--metric", `loss=loss=(\S+)`, out)
+	var rows []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &rows); code != exitOK || err != nil || len(rows) != 3 {
+		t.Fatalf("status --runs --metric: exit %d, %v, %d rows\n%s%s", code, err, len(rows), stdout, stderr)
+	}
+	for i, want := range []string{"", "a symbolic link, not followed", "not a regular file"} {
+		got, _ := rows[i]["metrics_error"].(string)
+		if want == "" && (got != "" || rows[i]["loss"] != 0.5) || want != "" && (!strings.Contains(got, want) || rows[i]["loss"] != nil) {
+			t.Errorf("run %d: loss %v, metrics_error %q; want %q", i+1, rows[i]["loss"], got, want)
+		}
+	}
+	if strings.Contains(stdout, "0.424242") {
+		t.Error("the table read through the link")
+	}
+	if code, stdout, stderr := runCLI(t, "status", "--runs", "--metric", `loss=loss=(\S+)`, out); code != exitOK || strings.Count(stdout, "\n") != 4 {
+		t.Errorf("status --runs --metric (CSV): exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := runCLI(t, "report", "-o", filepath.Join(dir, "r.html"), "--metric", `loss=loss=(\S+)`, out); code != exitOK {
+		t.Errorf("report --metric: exit %d\n%s", code, stderr)
 	}
 }

@@ -319,11 +319,16 @@ func rowOf(dir string, run ledger.Run, st *ledger.Started, fin *ledger.Finished,
 		return row, paramOrder, metricOrder, nil // no logs: nothing more to read
 	}
 	runDir := filepath.Dir(row.Stdout)
+	// What a run left behind is read as untrusted: a file that cannot be
+	// read (a link, a FIFO, a directory) is that run's metrics_error, as
+	// the run's own record says it, not the whole table's.
+	var fileErrs []string
 	if params == nil && final == nil {
 		// A ledger from before params and metrics went into its records,
 		// or a run still running: its files say.
-		if row.Params, paramOrder, err = metrics.ReadObject(dir, filepath.Join(runDir, "params.json")); err != nil {
-			return row, nil, nil, err
+		var perr error
+		if row.Params, paramOrder, perr = metrics.ReadObject(dir, filepath.Join(runDir, "params.json")); perr != nil {
+			fileErrs = append(fileErrs, perr.Error())
 		}
 	}
 	if final == nil {
@@ -334,8 +339,8 @@ func rowOf(dir string, run ledger.Run, st *ledger.Started, fin *ledger.Finished,
 	if len(patterns) > 0 {
 		var s metrics.Summary
 		r := metrics.Reader{Root: dir, Path: row.Stdout, Patterns: patterns}
-		if err := r.Read(true, s.Add); err != nil {
-			return row, nil, nil, fmt.Errorf("results: %w", err)
+		if rerr := r.Read(true, s.Add); rerr != nil {
+			fileErrs = append(fileErrs, rerr.Error())
 		}
 		names, values := s.Final()
 		for i, name := range names {
@@ -345,8 +350,22 @@ func rowOf(dir string, run ledger.Run, st *ledger.Started, fin *ledger.Finished,
 			row.Metrics[name] = values[i]
 		}
 	}
+	if len(fileErrs) > 0 {
+		if row.Metrics == nil {
+			row.Metrics = map[string]json.RawMessage{}
+		}
+		var recorded string
+		if json.Unmarshal(row.Metrics[metricsError], &recorded) == nil && recorded != "" {
+			fileErrs = append([]string{recorded}, fileErrs...)
+		}
+		row.Metrics[metricsError], _ = json.Marshal(strings.Join(fileErrs, "; "))
+	}
 	return row, paramOrder, metricOrder, nil
 }
+
+// metricsError is the metric under which a run's metrics that could not
+// be read are said (as metrics.Report says them in its record).
+const metricsError = "metrics_error"
 
 // runMetrics reads what a run without a finished record of its metrics
 // reported so far: its metrics file's last values, metrics.json on top.
