@@ -633,36 +633,73 @@ func TestCancelSignalsRunsFirst(t *testing.T) {
 // first step, though its directory holds the checkpoints and metrics of
 // the sweep before: those are set aside (renamed, not deleted), so that
 // no run resumes from a checkpoint or is judged by points that are not
-// its own.
+// its own. A checkpoint folder that is a symbolic link to scratch (the
+// usual HPC layout) is set aside as a link: the link is renamed, what it
+// points to is left whole, the run gets a new folder, and nodepack says so.
 func TestRestartStartsRunsFromScratch(t *testing.T) {
-	dir := t.TempDir()
-	out := filepath.Join(dir, "out")
-	script, _ := filepath.Abs("../../examples/sweeps/checkpointing.py")
-	args := []string{"run", "-q", "--gpus", "none", "-o", out, "--sweep", "--", "python3", script, "--steps", "6", "--every", "2", "--step_seconds", "0.01"}
-	firstSteps := func() []float64 {
-		log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)), ledger.ReadOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var firsts []float64
-		log.LastAll(func(i int, _ *ledger.Started, fin *ledger.Finished) error {
-			if fin != nil && fin.Steps != nil {
-				firsts = append(firsts, fin.Steps.First)
+	for _, linked := range []bool{false, true} {
+		t.Run(map[bool]string{false: "a folder", true: "a link to scratch"}[linked], func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "out")
+			script, _ := filepath.Abs("../../examples/sweeps/checkpointing.py")
+			args := []string{"run", "-q", "--gpus", "none", "-o", out, "--sweep", "--", "python3", script, "--steps", "6", "--every", "2", "--step_seconds", "0.01"}
+			firstSteps := func() []float64 {
+				log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)), ledger.ReadOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var firsts []float64
+				log.LastAll(func(i int, _ *ledger.Started, fin *ledger.Finished) error {
+					if fin != nil && fin.Steps != nil {
+						firsts = append(firsts, fin.Steps.First)
+					}
+					return nil
+				})
+				return firsts
 			}
-			return nil
+			if code, _, stderr := runCLI(t, args...); code != exitOK || fmt.Sprint(firstSteps()) != "[1]" {
+				t.Fatalf("first run: exit %d, first steps %v\n%s", code, firstSteps(), stderr)
+			}
+			scratch := filepath.Join(dir, "scratch", "ckpt")
+			if linked {
+				folders, _ := filepath.Glob(filepath.Join(out, "runs", "*", "checkpoints"))
+				if len(folders) != 1 {
+					t.Fatalf("checkpoint folders %v", folders)
+				}
+				os.MkdirAll(filepath.Dir(scratch), 0o755)
+				if err := os.Rename(folders[0], scratch); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(scratch, folders[0]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			code, _, stderr := runCLI(t, append(args[:6:6], append([]string{"--restart"}, args[6:]...)...)...)
+			if code != exitOK || fmt.Sprint(firstSteps()) != "[1]" {
+				t.Errorf("--restart: exit %d, first steps %v; want the run from step 1, not from its old checkpoint\n%s", code, firstSteps(), stderr)
+			}
+			old := "checkpoints.*.old/state.json"
+			if linked {
+				old = "checkpoints.*.old"
+				if _, err := os.Stat(filepath.Join(scratch, "state.json")); err != nil {
+					t.Errorf("the old checkpoint on scratch: %v", err)
+				}
+				if !strings.Contains(stderr, "its checkpoints folder was a symbolic link, which was set aside as checkpoints.") {
+					t.Errorf("nodepack did not say it set the link aside:\n%s", stderr)
+				}
+			}
+			for _, pattern := range []string{old, "metrics.jsonl.*.old"} {
+				if m, _ := filepath.Glob(filepath.Join(out, "runs", "*", pattern)); len(m) != 1 {
+					t.Errorf("runs/*/%s: %v, want the old one set aside", pattern, m)
+				} else if st, _ := os.Lstat(m[0]); linked && pattern == old && st.Mode()&os.ModeSymlink == 0 {
+					t.Errorf("%s is not the link", m[0])
+				}
+			}
+			if m, _ := filepath.Glob(filepath.Join(out, "runs", "*", "checkpoints")); len(m) != 1 {
+				t.Errorf("new checkpoint folders %v", m)
+			} else if st, err := os.Lstat(m[0]); err != nil || !st.IsDir() {
+				t.Errorf("the run's new checkpoint folder: %v, %v", st, err)
+			}
 		})
-		return firsts
-	}
-	if code, _, stderr := runCLI(t, args...); code != exitOK || fmt.Sprint(firstSteps()) != "[1]" {
-		t.Fatalf("first run: exit %d, first steps %v\n%s", code, firstSteps(), stderr)
-	}
-	code, _, stderr := runCLI(t, append(args[:6:6], append([]string{"--restart"}, args[6:]...)...)...)
-	if code != exitOK || fmt.Sprint(firstSteps()) != "[1]" {
-		t.Errorf("--restart: exit %d, first steps %v; want the run from step 1, not from its old checkpoint\n%s", code, firstSteps(), stderr)
-	}
-	for _, pattern := range []string{"checkpoints.*.old/state.json", "metrics.jsonl.*.old"} {
-		if m, _ := filepath.Glob(filepath.Join(out, "runs", "*", pattern)); len(m) != 1 {
-			t.Errorf("runs/*/%s: %v, want the old one set aside", pattern, m)
-		}
 	}
 }

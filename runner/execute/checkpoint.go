@@ -140,19 +140,30 @@ func emptyDir(dir *os.File, name string) bool {
 // setAside renames the metrics file and the checkpoint folder an earlier
 // ledger's attempts left in runDir to NAME.<UTC time>.old: a run's first
 // attempt neither resumes from checkpoints nor is judged by points that
-// are not its own, and nothing is deleted.
-func setAside(runDir *os.File, now time.Time) error {
+// are not its own, and nothing is deleted. A checkpoint folder that is a
+// symbolic link (to a scratch file system, say) is set aside as a link:
+// the link is renamed, what it points to is left as it is; setAside
+// returns the link's new name, for the run to be told, and "" otherwise.
+func setAside(runDir *os.File, now time.Time) (link string, err error) {
 	stamp := now.UTC().Format("20060102T150405.000Z")
 	for _, name := range []string{metrics.FileName, CheckpointDir} {
 		size, _, ok := statIn(runDir, name)
-		if !ok || name == metrics.FileName && size == 0 || name == CheckpointDir && emptyDir(runDir, name) {
+		if !ok || name == metrics.FileName && size == 0 {
 			continue
 		}
-		if err := renameIn(runDir, name, name+"."+stamp+".old"); err != nil {
-			return fmt.Errorf("set aside what an earlier ledger's run left: %w", err)
+		linked := name == CheckpointDir && !isDirIn(runDir, name)
+		if name == CheckpointDir && !linked && emptyDir(runDir, name) {
+			continue
+		}
+		old := name + "." + stamp + ".old"
+		if err := renameIn(runDir, name, old); err != nil {
+			return "", fmt.Errorf("set aside what an earlier ledger's run left: %w", err)
+		}
+		if linked {
+			link = old
 		}
 	}
-	return nil
+	return link, nil
 }
 
 // makeCheckpointDir makes the run's checkpoint folder in runDir, unless

@@ -688,9 +688,14 @@ func (e *Execution) prepare(ev *run.Event, lane, n int) (*attemptFiles, error) {
 			// The run's first attempt by the ledger, in a directory an
 			// earlier ledger left (--restart, a ledger removed): it
 			// starts from scratch, as its logs do.
-			if err := setAside(dir, time.Now()); err != nil {
+			link, err := setAside(dir, time.Now())
+			if err != nil {
 				f.close(true)
 				return nil, err
+			}
+			if link != "" {
+				e.note(fmt.Sprintf("run %s starts from scratch: its %s folder was a symbolic link, which was set aside as %s (the link, not what it points to), and it gets a new, empty folder; a run that links the folder again to the same place resumes from what is there",
+					ev.Run.ID, CheckpointDir, link))
 			}
 		}
 		if err := makeCheckpointDir(dir); err != nil {

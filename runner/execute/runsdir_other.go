@@ -43,3 +43,8 @@ func openIn(dir *os.File, name string, truncate, fresh bool) (*os.File, error) {
 
 // roomLow cannot tell here: always sync.
 func roomLow(string) bool { return true }
+
+func isDirIn(dir *os.File, name string) bool {
+	st, err := os.Lstat(filepath.Join(dir.Name(), name))
+	return err == nil && st.IsDir()
+}

@@ -104,3 +104,10 @@ func roomLow(dir string) bool {
 	}
 	return uint64(st.Bavail)*uint64(st.Bsize) < 64<<20
 }
+
+// isDirIn reports whether name in dir is a directory itself: not a
+// symbolic link to one.
+func isDirIn(dir *os.File, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR
+}
