@@ -6,6 +6,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -715,9 +716,83 @@ func TestReadmePauseExample(t *testing.T) {
 	}
 }
 
+// TestReadmeCheckpointExample types the README's checkpoint block as it
+// is and with Python ten times slower to start and to step (a python3
+// first in PATH that waits a second before it starts the real one, whose
+// time.sleep takes ten times as long): either way the run succeeds in
+// two attempts, the timed-out first one having saved its last step when
+// asked (it lost none), the retry going on from there. The example's
+// first attempt hangs, as a stuck run does, so its timeout does not race
+// the run's speed.
+func TestReadmeCheckpointExample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("copies the repository")
+	}
+	for _, slow := range []bool{false, true} {
+		t.Run(map[bool]string{false: "as it is", true: "Python ten times slower"}[slow], func(t *testing.T) {
+			var sb *sandbox
+			out := readmeBlockIn(t, "-o ckpt ", func(s *sandbox) {
+				sb = s
+				if slow {
+					slowPython(t, s)
+				}
+			})
+			if !strings.Contains(out, "ckpt: 1 run: 1 succeeded") {
+				t.Errorf("the README's checkpoint example does not succeed:\n%s", out)
+			}
+			b, err := os.ReadFile(filepath.Join(sb.dir, "ckpt", "ledger.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			type steps struct{ First, Last, Checkpoint, Lost float64 }
+			var attempts []struct {
+				Type, Reason string
+				Attempt      int
+				Steps        *steps
+			}
+			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				var rec struct {
+					Type, Reason string
+					Attempt      int
+					Steps        *steps
+				}
+				if json.Unmarshal([]byte(line), &rec) == nil && rec.Type == "finished" {
+					attempts = append(attempts, rec)
+				}
+			}
+			if len(attempts) != 2 || attempts[0].Reason != "timeout" || attempts[1].Reason != "ok" || attempts[0].Steps == nil || attempts[1].Steps == nil ||
+				attempts[0].Steps.Lost != 0 || attempts[0].Steps.Checkpoint != attempts[0].Steps.Last || attempts[1].Steps.First != attempts[0].Steps.Last+1 {
+				t.Errorf("attempts %+v; want a timeout that saved its last step, then a retry from the step after it\n%s", attempts, b)
+			}
+		})
+	}
+}
+
+// slowPython puts a python3 first in the sandbox's PATH that starts the
+// real one a second late, with every time.sleep ten times as long.
+func slowPython(t *testing.T, sb *sandbox) {
+	t.Helper()
+	real, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	site := filepath.Join(sb.dir, "slow-site")
+	os.Mkdir(site, 0o755)
+	writeFile(t, site, "sitecustomize.py", "import time\n_sleep = time.sleep\ntime.sleep = lambda s: _sleep(10 * s)\n")
+	writeFile(t, sb.bin, "python3", "#!/bin/sh\nsleep 1\nPYTHONPATH="+site+" exec "+real+` "$@"`+"\n")
+	os.Chmod(filepath.Join(sb.bin, "python3"), 0o755)
+}
+
 // readmeBlock types the README's sh block that holds marker in a sandbox
 // and returns what it printed.
 func readmeBlock(t *testing.T, marker string) string {
+	t.Helper()
+	return readmeBlockIn(t, marker, nil)
+}
+
+// readmeBlockIn is readmeBlock in a sandbox that prepare, when not nil,
+// changes first.
+func readmeBlockIn(t *testing.T, marker string, prepare func(*sandbox)) string {
 	t.Helper()
 	blocks, _, _ := readmeCommands(t, "README.md")
 	var block string
@@ -730,6 +805,9 @@ func readmeBlock(t *testing.T, marker string) string {
 		t.Fatalf("the README has no sh block with %q", marker)
 	}
 	sb := newSandbox(t)
+	if prepare != nil {
+		prepare(sb)
+	}
 	out, err := sb.shell(block, commandLimit, 0)
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", block, err, out)

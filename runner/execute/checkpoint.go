@@ -19,9 +19,15 @@ import (
 // changing the folder while nodepack watches (Options.CheckpointSignal):
 // then the checkpoint is at the furthest step it reported. Before a stop
 // of its own (a cancel, the terminate deadline, a timeout, pruning)
-// nodepack sends CheckpointSignal, when set, and waits up to the grace
-// for a new checkpoint before SIGTERM. Each attempt's Finished event
-// says how far it got and where its last checkpoint was (run.Steps).
+// nodepack sends CheckpointSignal, when set, to a run that keeps
+// checkpoints, and waits up to the grace for a new checkpoint before
+// SIGTERM. A run keeps checkpoints once it reported one, or its folder
+// holds something, or, before its first, once it said it keeps them with
+// a checkpoint line at step 0 ({"checkpoint": 0}: none yet); the run's
+// metrics are read once more before the stop decides, so that a
+// declaration or a checkpoint written since the last read counts. Each
+// attempt's Finished event says how far it got and where its last
+// checkpoint was (run.Steps).
 const (
 	CheckpointEnv = "NODEPACK_CHECKPOINT_DIR"
 	CheckpointDir = "checkpoints"
@@ -36,8 +42,16 @@ type checkpoints struct {
 	asked  bool      // a stop asked for one
 	dir    *os.File  // the run's directory, open while the attempt runs; nil for none
 	lines  bool      // the run reports its checkpoints by metrics lines: the folder says no step
-	saved  chan struct{}
-	hurry  chan struct{} // the watcher reads every checkpointPoll from now
+	// declared says the run said it keeps checkpoints before its first
+	// (a checkpoint line at step 0).
+	declared bool
+	saved    chan struct{}
+	hurry    chan struct{} // the watcher reads every checkpointPoll from now
+	// reads counts the watcher's reads; read is closed at the next one.
+	// watching says the watcher reads (nil read: it does not, or no more).
+	reads    int
+	read     chan struct{}
+	watching bool
 }
 
 // checkpointPoll is how often a run's metrics and checkpoint folder are
@@ -56,12 +70,79 @@ func newCheckpoints(runDir *os.File, watch bool) *checkpoints {
 	return c
 }
 
-// sawLine records a checkpoint the run reported by a metrics line.
+// sawLine records a checkpoint the run reported by a metrics line; one
+// at step 0 (or before) says only that it keeps checkpoints.
 func (c *checkpoints) sawLine(step float64) {
 	c.mu.Lock()
 	c.lines = true
+	if !(step > 0) {
+		c.declared = true
+		c.mu.Unlock()
+		return
+	}
 	c.mu.Unlock()
 	c.saw(step)
+}
+
+// watch says the watcher reads the run's metrics from now until unwatch.
+func (c *checkpoints) watch() {
+	c.mu.Lock()
+	c.watching, c.read = true, make(chan struct{})
+	c.mu.Unlock()
+}
+
+// didRead says the watcher has read the run's metrics once more.
+func (c *checkpoints) didRead() {
+	c.mu.Lock()
+	c.reads++
+	if c.read != nil {
+		close(c.read)
+		c.read = make(chan struct{})
+	}
+	c.mu.Unlock()
+}
+
+// unwatch says the watcher reads no more.
+func (c *checkpoints) unwatch() {
+	c.mu.Lock()
+	c.watching = false
+	if c.read != nil {
+		close(c.read)
+		c.read = nil
+	}
+	c.mu.Unlock()
+}
+
+// keepsNow is keeps, asked before a stop: where what was read so far does
+// not say so, the watcher reads the run's metrics at once (twice: a read
+// under way may have begun before the run's last line), waiting for that
+// at most limit, and then the answer is given.
+func (c *checkpoints) keepsNow(limit time.Duration, asks bool) bool {
+	if c.keeps(asks) {
+		return true
+	}
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	c.mu.Lock()
+	want := c.reads + 2
+	c.mu.Unlock()
+	for {
+		c.mu.Lock()
+		done, read := c.reads >= want || !c.watching, c.read
+		c.mu.Unlock()
+		if done || read == nil {
+			return c.keeps(asks)
+		}
+		select {
+		case c.hurry <- struct{}{}:
+		default:
+		}
+		select {
+		case <-read:
+		case <-deadline.C:
+			return c.keeps(asks)
+		}
+	}
 }
 
 // saw records a checkpoint at step; a stop that asked for one goes on
@@ -108,12 +189,14 @@ func (c *checkpoints) ask() <-chan struct{} {
 }
 
 // keeps reports whether the run keeps the contract, as far as nodepack
-// has seen: it reported a checkpoint, or its folder holds something. A
-// run that does not is not asked for one (it would die of the signal, or
-// leave the stop waiting for the whole grace).
-func (c *checkpoints) keeps() bool {
+// has seen: it reported a checkpoint, or its folder holds something, or,
+// where a signal asks for checkpoints (asks), it said it keeps them
+// before its first. A run that does not is not asked for one (it would
+// die of the signal, or leave the stop waiting for the whole grace), nor
+// paused.
+func (c *checkpoints) keeps(asks bool) bool {
 	c.mu.Lock()
-	reported := c.step > 0
+	reported := c.step > 0 || asks && c.declared
 	c.mu.Unlock()
 	// Else its folder, looked at only when a stop or a pause asks.
 	return reported || c.dir != nil && !emptyDir(c.dir, CheckpointDir)

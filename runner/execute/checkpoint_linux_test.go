@@ -169,6 +169,43 @@ func TestCheckpointAskedOnlyOfRunsThatKeepThem(t *testing.T) {
 	}
 }
 
+// TestCheckpointAskedOfARunThatSaysItKeepsThem: a run that says it keeps
+// checkpoints before its first ({"checkpoint": 0}) is asked for one at a
+// stop that comes before nodepack's next read of its metrics (they are
+// read once more before the stop decides), and saves its step; one that
+// does not say so is not asked.
+func TestCheckpointAskedOfARunThatSaysItKeepsThem(t *testing.T) {
+	for _, says := range []bool{true, false} {
+		t.Run(map[bool]string{true: "it says so", false: "it does not"}[says], func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			dir := t.TempDir()
+			ready, saved := filepath.Join(dir, "ready"), filepath.Join(dir, "saved")
+			go func() {
+				waitForFile(t, ready)
+				cancel()
+			}()
+			declare := ""
+			if says {
+				declare = `echo '{"checkpoint": 0}' >> "$NODEPACK_METRICS"; `
+			}
+			script := declare + `step=0
+save() { echo "{\"step\": $step, \"checkpoint\": $step}" >> "$NODEPACK_METRICS"; touch ` + saved + `; }
+trap save USR1
+while :; do step=$((step+1)); echo "{\"step\": $step, \"loss\": 1}" >> "$NODEPACK_METRICS"; [ $step -eq 3 ] && touch ` + ready + `; sleep 0.02; done`
+			_, events, _ := execute(t, ctx, lanes(1), Options{OutputDir: dir, CheckpointSignal: syscall.SIGUSR1, Grace: 20 * time.Second, PruneInterval: time.Hour},
+				run.Run{ID: "train", Args: []string{"bash", "-c", script}})
+			if len(events) != 1 || events[0].Reason != run.Interrupted || events[0].Steps == nil {
+				t.Fatalf("events %+v: want one, interrupted, with its steps", events)
+			}
+			_, err := os.Stat(saved)
+			if st := events[0].Steps; says && (err != nil || st.Checkpoint < 3) || !says && (err == nil || st.Checkpoint != 0) {
+				t.Errorf("asked for a checkpoint: %v, steps %+v; want asked %v", err == nil, *st, says)
+			}
+		})
+	}
+}
+
 // TestPausePromote: a run judged out that keeps checkpoints is paused,
 // not lost; once the source has no run left, it is promoted when the
 // runs after it make it one of its rung's best (here three worse runs,

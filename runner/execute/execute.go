@@ -1294,7 +1294,7 @@ func (e *Execution) stopProcess(st *runStop) {
 	st.mu.Lock()
 	ckpt := st.ckpt
 	st.mu.Unlock()
-	if sig := e.opts.CheckpointSignal; sig != 0 && ckpt != nil && ckpt.keeps() && !e.killed() {
+	if sig := e.opts.CheckpointSignal; sig != 0 && ckpt != nil && !e.killed() && ckpt.keepsNow(e.grace, true) {
 		// A checkpoint first, for at most the grace: what a stop loses is
 		// what the run did since its last one.
 		saved := ckpt.ask()

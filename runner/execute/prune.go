@@ -137,7 +137,7 @@ func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runS
 			for _, jd := range judged {
 				// Judged out, a run that keeps checkpoints is paused: it
 				// may be promoted later, from its checkpoint.
-				jd.Pause = jd.Stop && ckpt.keeps()
+				jd.Pause = jd.Stop && ckpt.keeps(asks)
 				e.emit(run.Event{Kind: run.Judged, Run: ev.Run, Attempt: ev.Attempt, Lane: ev.Lane, Place: ev.Place,
 					Stdout: ev.Stdout, Stderr: ev.Stderr, Start: time.Now(), Judgement: &jd})
 				if jd.Stop {
@@ -159,8 +159,10 @@ func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runS
 		}
 		return false
 	}
+	ckpt.watch()
 	go func() {
 		defer close(finished)
+		defer ckpt.unwatch()
 		first := interval
 		if pr != nil {
 			first = min(interval, firstPruneRead) // the run's pace, early
@@ -178,7 +180,9 @@ func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runS
 				t.Reset(checkpointPoll) // a stop waits for its checkpoint
 			case <-t.C:
 			}
-			if out := read(false); pruned || out {
+			out := read(false)
+			ckpt.didRead()
+			if pruned || out {
 				// Judged out: its stop waits for the checkpoint a
 				// checkpoint signal asks for, which only a read sees.
 				pruned = true
