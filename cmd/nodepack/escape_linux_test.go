@@ -45,7 +45,7 @@ func TestNothingOutlivesTheSweep(t *testing.T) {
 		run         string // the task line; ESCAPEE names the grandchild
 		stop        syscall.Signal
 	}{
-		{"a normal end", "setsid env -i bash -c 'exec -a ESCAPEE sleep 300' & sleep 0.3", 0},
+		{"a normal end", "setsid env -i bash -c 'exec -a ESCAPEE sleep 300' & until test -e RELEASE; do sleep 0.05; done", 0},
 		{"SIGTERM", "setsid env -i bash -c 'exec -a ESCAPEE sleep 300' & sleep 300", syscall.SIGTERM},
 		{"kill -9", "setsid env -i bash -c 'exec -a ESCAPEE sleep 300' & sleep 300", syscall.SIGKILL},
 	} {
@@ -54,7 +54,10 @@ func TestNothingOutlivesTheSweep(t *testing.T) {
 			scratch := filepath.Join(dir, "tmp")
 			os.Mkdir(scratch, 0o700)
 			name := fmt.Sprintf("escapee-%d-%d", os.Getpid(), time.Now().UnixNano())
-			line := strings.ReplaceAll(tc.run, "ESCAPEE", name)
+			// A normal end comes once the test saw both grandchildren
+			// (it releases the runs), however slowly they start.
+			release := filepath.Join(dir, "release")
+			line := strings.NewReplacer("ESCAPEE", name, "RELEASE", release).Replace(tc.run)
 			tasks := writeFile(t, dir, "tasks.txt", line+"\n"+line+"\n")
 			cmd := nodepackCommand(t, nil, "run", "-q", "--gpus", "none", "--grace", "1s", "-o", filepath.Join(dir, "out"), tasks)
 			cmd.Env = append(cmd.Env, "TMPDIR="+scratch)
@@ -74,6 +77,8 @@ func TestNothingOutlivesTheSweep(t *testing.T) {
 			}
 			if tc.stop != 0 {
 				cmd.Process.Signal(tc.stop)
+			} else {
+				os.WriteFile(release, nil, 0o644)
 			}
 			cmd.Wait()
 			// nodepack reaps what it kills before it exits; after kill -9

@@ -57,6 +57,13 @@ func TestResultsTable(t *testing.T) {
 	if want := []string{"resnet, 50", "say \"hi\"", "ünïcode ✓"}; !slices.Equal(models, want) {
 		t.Errorf("models %q, want %q", models, want)
 	}
+	// --json is JSON with --runs too; beside another --format, refused.
+	if code, same, _ := runCLI(t, "status", "--runs", "--json", "--metric", `loss=loss=(\S+)`, out); code != exitOK || same != jsonText {
+		t.Errorf("status --runs --json: exit %d, not the --format json table:\n%s", code, same)
+	}
+	if code, _, stderr := runCLI(t, "status", "--runs", "--json", "--format", "csv", out); code != exitUsage || !strings.Contains(stderr, "--json and --format csv: want one of them") {
+		t.Errorf("status --runs --json --format csv: exit %d, %q", code, stderr)
+	}
 
 	// nodepack tail shows an ended run's last lines, prefixed with its
 	// origin; a name that matches no run is exit 2.

@@ -94,7 +94,7 @@ Examples:
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("status", pflag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print a nodepack.status/v1 document")
+	asJSON := fs.Bool("json", false, "print a nodepack.status/v1 document; with --runs, the table as JSON (--format json)")
 	failedOnly := fs.Bool("failed", false, "show the failed runs only: class, exit, attempts, stderr's last lines, log")
 	watch := fs.Duration("watch", 0, "refresh every `D` until interrupted (--watch alone: 2s)")
 	runs := fs.Bool("runs", false, "print a table of the runs, one row each: id, origin, each parameter, state, class, attempts, start, end, duration, exit, GPUs, CPUs, peak memory, metrics, logs")
@@ -120,6 +120,13 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitUsage
 	}
 	if *runs {
+		if *asJSON {
+			// --json is JSON here too: the table as an array of objects.
+			if ro.format != "" && ro.format != "json" {
+				return usageErrorf(stderr, "status", "--json and --format %s: want one of them (--json is --format json)", ro.format)
+			}
+			ro.format = "json"
+		}
 		ro.dir, ro.metrics = dir, metrics
 		return printRuns(stdout, stderr, ro)
 	}
