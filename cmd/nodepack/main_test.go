@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,7 +20,11 @@ func TestMain(m *testing.M) {
 		execute.ClaimChildren() // as main does; not in the tests, which start processes of their own
 		os.Exit(program(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if journey.path != "" {
+		os.RemoveAll(filepath.Dir(journey.path))
+	}
+	os.Exit(code)
 }
 
 // nodepackCommand returns a command that runs this binary as nodepack,

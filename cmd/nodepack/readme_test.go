@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -69,17 +70,14 @@ func newSandbox(t *testing.T) *sandbox {
 	if out, err := copyCmd.CombinedOutput(); err != nil {
 		t.Fatalf("copying the repository: %v\n%s", err, out)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	exe := journeyBinary(t)
 	os.MkdirAll(sb.bin, 0o755)
 	script := func(name, body string) {
 		if err := os.WriteFile(filepath.Join(sb.bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	script("nodepack", "NODEPACK_TEST_AS_MAIN=1 exec "+exe+` "$@"`)
+	script("nodepack", "exec "+exe+` "$@"`)
 	script("python", `exec python3 "$@"`)
 	// squeue answers the queue query of status and resubmit (no job is
 	// queued), and nothing else; sbatch takes a job and runs nothing.
@@ -87,24 +85,6 @@ func newSandbox(t *testing.T) *sandbox {
 	script("sbatch", `echo 4242`)
 	script("ch-run", `exec "$(dirname "$0")/../examples/sweeps/ch-run-standin.sh" "$@"`) // Charliecloud's, as the sweeps README uses it
 	script("scontrol", `echo "scontrol: no Slurm in this sandbox" >&2; exit 1`)
-	// The files the examples name.
-	train := "import sys\nprint(sys.argv[1:])\n"
-	fixtures := map[string]string{
-		"train.py":       train,
-		"train_mnist.py": train,
-		"tasks.txt":      "echo one\necho two\n",
-		"sweep.txt":      "python train.py --seed=1\npython train.py --seed=2\n",
-		"params.yml":     "lr: [0.1, 0.01]\nbatch: 32\n",
-		"runs.jsonl":     "{\"lr\": 0.1}\n{\"lr\": 0.01}\n",
-	}
-	for name, body := range fixtures {
-		writeFile(t, dir, name, body)
-	}
-	inv, err := os.ReadFile(filepath.Join(root, "examples/inventories/dgx-a100.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, dir, "dgx.json", string(inv))
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		// No CGO_CFLAGS exported and a Go settings file of the sandbox's
@@ -123,8 +103,7 @@ func newSandbox(t *testing.T) *sandbox {
 	os.Mkdir(home, 0o755)
 	sb.env = append(sb.env, "HOME="+home, "GOCACHE="+strings.TrimSpace(string(gocache)),
 		"PATH="+sb.bin+string(os.PathListSeparator)+filepath.Join(dir, "gopath", "bin")+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"GOPATH="+filepath.Join(dir, "gopath"), "GOMODCACHE="+strings.TrimSpace(string(modcache)), "GOFLAGS=-mod=mod", "GOENV="+filepath.Join(dir, "goenv"),
-		"CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7") // eight fake GPUs: no driver here
+		"GOPATH="+filepath.Join(dir, "gopath"), "GOMODCACHE="+strings.TrimSpace(string(modcache)), "GOFLAGS=-mod=mod", "GOENV="+filepath.Join(dir, "goenv"))
 	if out, _ := sb.shell("nodepack detect --json", time.Minute, 0); strings.Contains(out, `"gpu_source": "nvml"`) {
 		t.Skip("an NVIDIA driver is present: the examples are checked with fake GPUs")
 	}
@@ -134,6 +113,39 @@ func newSandbox(t *testing.T) *sandbox {
 		sb.env = append(sb.env, "GOCACHE="+filepath.Join(dir, "gocache"))
 	}
 	return sb
+}
+
+// journey holds the nodepack the sandboxes run: built once per test
+// process, as a user builds it (go build, no race detector: the journeys
+// check what a user types, the race detector checks the library's own
+// tests), so that a suite under -race on a loaded machine spends its
+// time on the journeys, not on instrumenting them.
+var journey struct {
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}
+
+// journeyBinary returns the nodepack the sandboxes run.
+func journeyBinary(t *testing.T) string {
+	t.Helper()
+	journey.once.Do(func() {
+		dir, err := os.MkdirTemp("", "nodepack-journey-")
+		if err != nil {
+			journey.err = err
+			return
+		}
+		journey.path = filepath.Join(dir, "nodepack")
+		cmd := exec.Command("go", "build", "-o", journey.path, "./cmd/nodepack")
+		cmd.Dir = filepath.Join("..", "..")
+		cmd.Env = append(os.Environ(), "CGO_CFLAGS=-O2 -g -Wno-deprecated-declarations")
+		journey.out, journey.err = cmd.CombinedOutput()
+	})
+	if journey.err != nil {
+		t.Fatalf("go build ./cmd/nodepack: %v\n%s", journey.err, journey.out)
+	}
+	return journey.path
 }
 
 // shell runs script with bash in the sandbox; with stopAfter it sends
@@ -403,13 +415,36 @@ var helpExamplesRunning = map[string]bool{
 	"nodepack status --watch 10s nodepack-out": true,
 }
 
+// helpExampleFiles are the files of a user's own that the --help
+// examples name as a pattern (train.py, params.yml, …): the README's and
+// docs' commands run as typed in a clean checkout, these in a project of
+// the user's, on a node with eight GPUs (fake: no driver here).
+var helpExampleFiles = map[string]string{
+	"train.py":       "import sys\nprint(sys.argv[1:])\n",
+	"train_mnist.py": "import sys\nprint(sys.argv[1:])\n",
+	"tasks.txt":      "echo one\necho two\n",
+	"sweep.txt":      "python train.py --seed=1\npython train.py --seed=2\n",
+	"params.yml":     "lr: [0.1, 0.01]\nbatch: 32\n",
+	"runs.jsonl":     "{\"lr\": 0.1}\n{\"lr\": 0.01}\n",
+}
+
 // TestHelpExamples runs every example of every command's --help in the
-// sandbox: each must exit 0.
+// sandbox, with the user's files they name (helpExampleFiles): each must
+// exit 0.
 func TestHelpExamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("copies the repository")
 	}
 	sb := newSandbox(t)
+	for name, body := range helpExampleFiles {
+		writeFile(t, sb.dir, name, body)
+	}
+	inv, err := os.ReadFile(filepath.Join(sb.dir, "examples/inventories/dgx-a100.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, sb.dir, "dgx.json", string(inv))
+	sb.env = append(sb.env, "CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7")
 	if out, err := sb.shell(helpExampleSetup, commandLimit, 0); err != nil {
 		t.Fatalf("setup: %v\n%s", err, out)
 	}
@@ -713,6 +748,20 @@ func TestReadmePauseExample(t *testing.T) {
 	out := readmeBlock(t, "-o paused ")
 	if !strings.Contains(out, "5 runs: 2 succeeded, 3 paused, 0 failed") || !strings.Contains(out, "3 paused (1 promotion)") {
 		t.Errorf("the README's pause example does not promote the slow starter, or leaves the others otherwise than paused:\n%s", out)
+	}
+}
+
+// TestReadmeFirstSweep types the README's first-sweep block: status
+// says what its comment says it does (the counts by state and the
+// throughput, of a sweep that has ended too), and the rerun resumes with
+// nothing to run.
+func TestReadmeFirstSweep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("copies the repository")
+	}
+	out := readmeBlock(t, "-o hello ")
+	if !strings.Contains(out, "hello: 100 runs: 100 succeeded, 0 failed") || !strings.Contains(out, "throughput ") || !strings.Contains(out, "100 runs in ") {
+		t.Errorf("the README's first sweep: status shows no counts or no throughput:\n%s", out)
 	}
 }
 

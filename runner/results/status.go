@@ -85,6 +85,11 @@ type ShardStatus struct {
 	Note     string    `json:"note,omitempty"` // the end record's
 	Deferred int       `json:"deferred,omitempty"`
 	Torn     bool      `json:"torn,omitempty"` // a record was being written
+	// SessionRuns are the runs the shard's last session finished, in
+	// SessionSeconds (to its end record, or to now while it runs): its
+	// throughput, also once it has ended.
+	SessionRuns    int     `json:"session_runs"`
+	SessionSeconds float64 `json:"session_s"`
 	// Unknown counts the records left out because their type is none
 	// this nodepack knows (a newer nodepack's), by type.
 	Unknown map[string]int `json:"unknown_records,omitempty"`
@@ -287,10 +292,15 @@ func summarize(dir string, log *ledger.Log, host string, now time.Time) (shardPa
 	order := func(a, b RunStatus) int { i, _ := log.Find(a.ID); j, _ := log.Find(b.ID); return i - j }
 	slices.SortFunc(p.running, order)
 	slices.SortFunc(p.failures, order)
-	if sh.State == ShardRunning || sh.State == shardUnknown {
+	sh.SessionRuns = finished
+	switch sh.State {
+	case ShardRunning, shardUnknown:
 		if elapsed := now.Sub(h.Time).Hours(); elapsed > 0 && finished > 0 {
 			p.runsPerHour = float64(finished) / elapsed
 		}
+		sh.SessionSeconds = max(now.Sub(h.Time).Seconds(), 0)
+	case ShardEnded:
+		sh.SessionSeconds = max(log.End.Time.Sub(h.Time).Seconds(), 0)
 	}
 	p.shard = sh
 	return p, nil

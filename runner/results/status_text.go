@@ -69,12 +69,43 @@ func (doc *Status) WriteText(w io.Writer) {
 		printFailedRuns(w, doc.Failures)
 	}
 	if doc.RunsPerHour > 0 {
-		fmt.Fprintf(w, "throughput %.1f runs/h", doc.RunsPerHour)
+		fmt.Fprintf(w, "throughput %s", rate(doc.RunsPerHour))
 		if doc.ETASeconds != nil {
 			fmt.Fprintf(w, ", about %v left", time.Duration(*doc.ETASeconds*float64(time.Second)).Round(time.Second))
 		}
 		fmt.Fprintln(w)
+		return
 	}
+	// Nothing runs: the throughput of the shards' last sessions that
+	// ended, side by side (the longest one's time).
+	runs, seconds := 0, 0.0
+	for _, sh := range doc.Shards {
+		if sh.State == ShardEnded {
+			runs, seconds = runs+sh.SessionRuns, max(seconds, sh.SessionSeconds)
+		}
+	}
+	if runs > 0 && seconds > 0 {
+		fmt.Fprintf(w, "throughput %s: %s in %v, the last session\n", rate(float64(runs)/seconds*3600), count(runs, "run"), roundSeconds(seconds))
+	}
+}
+
+// rate is a number of runs an hour as a person reads it: per second
+// when there are more than an hour's seconds of them.
+func rate(perHour float64) string {
+	if perHour >= 3600 {
+		return fmt.Sprintf("%.1f runs/s", perHour/3600)
+	}
+	return fmt.Sprintf("%.1f runs/h", perHour)
+}
+
+// roundSeconds is s seconds, to the millisecond under a minute and to
+// the second above.
+func roundSeconds(s float64) time.Duration {
+	d := time.Duration(s * float64(time.Second))
+	if d < time.Minute {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Second)
 }
 
 // WriteFailures writes the failed runs for a person: what failed them,
