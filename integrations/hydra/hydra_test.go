@@ -1,15 +1,22 @@
 // Package hydra_test runs the Hydra launcher plugin (hydra/launcher=nodepack)
-// against the real Hydra 1.3 at ../shared/vendor/hydra-core-1.3, with
-// Debian's /usr/bin/python3 and its python3-omegaconf and python3-antlr4.
-// The tests skip with a reason when that Hydra or those packages are
-// absent, and fail instead when NODEPACK_CI=1. The login-node test also
-// needs the local Slurm (NODEPACK_SLURM_TESTS=1 after
-// scripts/slurm-local.sh start).
+// against the real Hydra 1.3, with Debian's /usr/bin/python3 and its
+// python3-omegaconf and python3-antlr4 (NODEPACK_PYTHON names another
+// interpreter). The Hydra is, in this order: the source tree
+// NODEPACK_HYDRA names (a folder with hydra/__init__.py; "installed" for
+// the one the interpreter imports), ../shared/vendor/hydra-core-1.3 beside
+// this checkout, or one installed for the interpreter. The tests skip
+// with a reason (printed once, also without -v) when there is none or the
+// packages are absent, and fail instead when NODEPACK_CI=1. The
+// login-node test also needs the local Slurm (NODEPACK_SLURM_TESTS=1
+// after scripts/slurm-local.sh start).
 package hydra_test
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -23,30 +30,76 @@ import (
 	"time"
 )
 
-const python = "/usr/bin/python3"
-
 var (
+	python   = cmp.Or(os.Getenv("NODEPACK_PYTHON"), "/usr/bin/python3")
 	here     string // this directory: integrations/hydra
-	vendor   string // the real Hydra
+	vendor   string // the real Hydra's source tree; "" for the one installed for python
 	nodepack string // built for these tests
 	skipWhy  string // why the tests skip, if they do
 )
+
+// findHydra sets vendor to the Hydra the tests run, or says why there is
+// none.
+func findHydra() string {
+	importable := func(pythonpath string) error {
+		cmd := exec.Command(python, "-c", "import hydra; assert hydra.__version__.startswith('1.3'), hydra.__version__")
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+pythonpath)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, bytes.TrimSpace(out))
+		}
+		return nil
+	}
+	if out, err := exec.Command(python, "-c", "import omegaconf, antlr4, packaging").CombinedOutput(); err != nil {
+		return fmt.Sprintf("%s cannot import omegaconf, antlr4 and packaging (apt-get install python3-omegaconf python3-antlr4 python3-packaging): %v %s", python, err, out)
+	}
+	switch tree := os.Getenv("NODEPACK_HYDRA"); tree {
+	case "installed":
+		if err := importable(""); err != nil {
+			return fmt.Sprintf("NODEPACK_HYDRA=installed, but %s imports no Hydra 1.3: %v", python, err)
+		}
+		return ""
+	case "":
+	default:
+		vendor, _ = filepath.Abs(tree)
+		if err := importable(vendor); err != nil {
+			return fmt.Sprintf("NODEPACK_HYDRA=%s is no Hydra 1.3 source tree (a folder with hydra/__init__.py): %v", tree, err)
+		}
+		return ""
+	}
+	vendor = filepath.Join(here, "..", "..", "..", "shared", "vendor", "hydra-core-1.3")
+	if _, err := os.Stat(filepath.Join(vendor, "hydra", "__init__.py")); err == nil {
+		return ""
+	}
+	if importable("") == nil {
+		vendor = ""
+		return ""
+	}
+	return "no Hydra 1.3: not at " + vendor + ", nor installed for " + python + " (NODEPACK_HYDRA=/path/to/a/hydra/source/tree, or =installed, names one)"
+}
 
 func TestMain(m *testing.M) {
 	var err error
 	if here, err = filepath.Abs("."); err != nil {
 		panic(err)
 	}
-	vendor = filepath.Join(here, "..", "..", "..", "shared", "vendor", "hydra-core-1.3")
-	if _, err := os.Stat(filepath.Join(vendor, "hydra", "__init__.py")); err != nil {
-		skipWhy = "the real Hydra is not at " + vendor
-	} else if out, err := exec.Command(python, "-c", "import omegaconf, antlr4, packaging").CombinedOutput(); err != nil {
-		skipWhy = fmt.Sprintf("%s cannot import omegaconf, antlr4 and packaging (apt-get install python3-omegaconf python3-antlr4 python3-packaging): %s", python, out)
-	}
-	if skipWhy != "" {
+	if skipWhy = findHydra(); skipWhy != "" {
 		if os.Getenv("NODEPACK_CI") == "1" {
 			fmt.Println("the Hydra tests cannot run:", skipWhy)
 			os.Exit(1)
+		}
+		if os.Getenv("NODEPACK_HYDRA") != "" {
+			// Named, and not there: a mistake to say, not a skip.
+			fmt.Println("the Hydra tests cannot run:", skipWhy)
+			os.Exit(1)
+		}
+		// Without -run, none runs, so that go test says so beside the
+		// package ("[no tests to run]") instead of a plain ok; with -run
+		// (or -v) each says why it skips.
+		flag.Parse()
+		fmt.Println("integrations/hydra: the tests skip:", skipWhy)
+		if flag.Lookup("test.run").Value.String() == "" {
+			flag.Set("test.run", "^$")
 		}
 		os.Exit(m.Run())
 	}
@@ -87,7 +140,7 @@ func env(extra ...string) []string {
 		e = append(e, kv)
 	}
 	return append(append(e,
-		"PYTHONPATH="+strings.Join([]string{vendor, here, filepath.Join(here, "testdata", "plugins")}, string(os.PathListSeparator)),
+		"PYTHONPATH="+strings.Join(slices.DeleteFunc([]string{vendor, here, filepath.Join(here, "testdata", "plugins")}, func(p string) bool { return p == "" }), string(os.PathListSeparator)),
 		"PYTHONDONTWRITEBYTECODE=1",
 		"PATH="+filepath.Dir(nodepack)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"CUDA_VISIBLE_DEVICES=0,1,2,3"), extra...)
@@ -512,7 +565,7 @@ names = [p.__name__ for p in Plugins.instance().discover(Launcher)]
 assert "NodepackLauncher" in names, names
 import hydra_plugins.nodepack_launcher.launcher as l
 print(l.__file__)`)
-	check.Dir, check.Env = t.TempDir(), append(env(), "PYTHONPATH="+vendor+string(os.PathListSeparator)+target)
+	check.Dir, check.Env = t.TempDir(), append(env(), "PYTHONPATH="+strings.Join(slices.DeleteFunc([]string{vendor, target}, func(p string) bool { return p == "" }), string(os.PathListSeparator)))
 	if out, err := check.CombinedOutput(); err != nil || !strings.HasPrefix(string(out), target) {
 		t.Errorf("Hydra does not find the installed plugin: %v\n%s", err, out)
 	}
@@ -633,7 +686,7 @@ func TestAutoModeWithASchedulerThatDoesNotAnswer(t *testing.T) {
 	block, dir, bin := readmeHydra(t)
 	for name, body := range map[string]string{
 		"sbatch": "echo 'sbatch: error: Could not establish a configuration source' >&2; exit 1",
-		"squeue": "echo 'squeue: error: Could not establish a configuration source' >&2; exit 1",
+		"squeue": "printf 'squeue: error: Could not establish a configuration source\\nit says more\\n' >&2; exit 1",
 	} {
 		os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755)
 	}
@@ -654,12 +707,22 @@ func TestAutoModeWithASchedulerThatDoesNotAnswer(t *testing.T) {
 			said = append(said, l)
 		}
 	}
-	if len(said) != 1 || !strings.Contains(said[0], "launched nothing") || !strings.Contains(said[0], "Could not establish a configuration source") {
+	if len(said) != 1 || !strings.Contains(said[0], "launched nothing") || !strings.Contains(said[0], "Could not establish a configuration source; it says more") {
 		t.Errorf("want one line naming hydra.launcher.mode=local and why, got %q:\n%s", said, out)
 	}
-	sweeps, _ := filepath.Glob(filepath.Join(dir, "multirun", "*", "*", ".nodepack", "launch-*"))
-	if jobs, _ := filepath.Glob(filepath.Join(dir, "multirun", "*", "*", "*", "seen.txt")); len(jobs) != 0 || len(sweeps) != 0 {
-		t.Errorf("%d jobs ran, %d launches started", len(jobs), len(sweeps))
+	// That line, and Hydra's own hint that follows every error it prints:
+	// no traceback, no escaped newline.
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.TrimSpace(l) != "" && !strings.HasPrefix(l, "Set the environment variable HYDRA_FULL_ERROR=1") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || strings.Contains(out, "Traceback") || strings.Contains(out, `\x0a`) {
+		t.Errorf("want that one line, got %d:\n%s", len(lines), out)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, "multirun")); len(entries) != 0 {
+		t.Errorf("the launch that launched nothing left %s: %v", filepath.Join(dir, "multirun"), entries)
 	}
 	// The same line, as the error says to type it.
 	if out, err := typed(strings.TrimSpace(block) + " hydra.launcher.mode=local"); err != nil || !slices.Equal(returned(out), clusterduckReturns) {

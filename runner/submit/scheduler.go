@@ -35,12 +35,31 @@ func command(ctx context.Context, name string, args ...string) ([]byte, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+		if msg := oneLine(stderr.String()); msg != "" {
 			return out, fmt.Errorf("%s: %w: %s", name, err, msg)
 		}
 		return out, fmt.Errorf("%s: %w", name, err)
 	}
 	return out, nil
+}
+
+// oneLine is what a scheduler's command said on stderr, as one line of
+// an error: its last few lines that say something, joined by "; ", cut
+// to a few hundred bytes (a client that prints a page says its reason
+// last).
+func oneLine(stderr string) string {
+	var lines []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	lines = lines[max(len(lines)-3, 0):]
+	msg := strings.Join(lines, "; ")
+	if len(msg) > 400 {
+		msg = "…" + strings.ToValidUTF8(msg[len(msg)-400:], "")
+	}
+	return msg
 }
 
 // Submit hands the batch script at path to the scheduler and returns the

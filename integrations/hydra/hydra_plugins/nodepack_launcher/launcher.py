@@ -28,6 +28,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, setup_globals
+from hydra.errors import CompactHydraException
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 
@@ -45,8 +46,10 @@ NOT_PASSED_ON = ("hydra/launcher", "hydra.launcher", "hydra/sweeper", "hydra.swe
 MAX_RETURN_BYTES = 64 << 20
 
 
-class NodepackError(RuntimeError):
-    """nodepack refused the launch, or the launch could not finish."""
+class NodepackError(CompactHydraException):
+    """nodepack refused the launch, or the launch could not finish: Hydra
+    prints it as the one line it is (a CompactHydraException), not as a
+    traceback."""
 
 
 @dataclass
@@ -96,6 +99,9 @@ class NodepackLauncher(Launcher):
         self.config = config
         self.hydra_context = hydra_context
         self.task_function = task_function
+        # Where the jobs run is decided here, before the sweeper makes the
+        # sweep's directory: a launch refused leaves nothing behind.
+        self.mode = self._mode()
 
     # -- the launch ---------------------------------------------------------
 
@@ -104,11 +110,11 @@ class NodepackLauncher(Launcher):
         assert self.config is not None and self.hydra_context is not None
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         p = self.params
+        mode = self.mode
         sweep_dir = Path(str(self.config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
         work = sweep_dir / p.get("output_subdir", ".nodepack")
         work.mkdir(parents=True, exist_ok=True)
-        mode = self._mode()
         log.info(f"Launching {len(job_overrides)} jobs with nodepack ({mode}): {work}")
         jobs = self._jobs(job_overrides, initial_job_idx)
         name = f"launch-{initial_job_idx}"
