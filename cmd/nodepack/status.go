@@ -44,8 +44,9 @@ For a sweep started with nodepack submit (DIR/submissions.jsonl), it
 also asks the scheduler (squeue, qstat) and shows each submission's job
 and its array tasks: pending, running, ended, and a task that left the
 queue without an end record in its shard's ledger (died: its node went
-down, or it was killed) or without a ledger (not started: see its log in
-DIR/jobs/); 'nodepack resubmit DIR' submits what is left.
+down, or it was killed) or without a ledger (not started: its log in
+DIR/jobs/ is named where there is one; none, it never ran); 'nodepack
+resubmit DIR' submits what is left.
 
 --json prints a nodepack.status/v1 document; its "counts" object always
 holds pending, running, succeeded, failed and interrupted, its "classes"

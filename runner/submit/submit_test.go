@@ -495,3 +495,42 @@ func TestScriptRunsFromHostileDirectories(t *testing.T) {
 		}
 	}
 }
+
+// TestNotStartedTaskLog: a task not started is sent to its log only when
+// it left one (by the name its script asks for); one that never ran is
+// said to have none, not sent to look for it.
+func TestNotStartedTaskLog(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "jobs"), 0o755)
+	for _, name := range []string{"slurm-7_2.log", "sge-8.3.log", "11[4].server.OU"} {
+		os.WriteFile(filepath.Join(dir, "jobs", name), []byte("log\n"), 0o644)
+	}
+	for _, tc := range []struct {
+		s    Scheduler
+		job  string
+		task int
+		want string
+	}{
+		{Slurm, "7", 2, "jobs/slurm-7_2.log"},
+		{Slurm, "7", 3, ""},
+		{SGE, "8", 3, "jobs/sge-8.3.log"},
+		{SGE, "8", 1, ""},
+		{PBS, "11[].server", 4, "jobs/11[4].server.OU"},
+		{PBS, "11[].server", 5, ""},
+	} {
+		if got := taskLog(dir, tc.s, tc.job, tc.task); got != tc.want {
+			t.Errorf("%s job %s task %d: log %q, want %q", tc.s, tc.job, tc.task, got, tc.want)
+		}
+	}
+	for log, want := range map[string]string{
+		"jobs/slurm-7_2.log": "not in the queue, and no ledger: see its log, jobs/slurm-7_2.log",
+		"":                   "not in the queue, no ledger and no log: it never ran",
+	} {
+		var b strings.Builder
+		doc := Doc{Status: results.NewStatus(dir, time.Now()), Scheduler: &View{Scheduler: Slurm, Shards: []ShardView{{Shard: 2, JobID: "7", Task: 2, State: TaskNotStarted, Log: log, Left: -1}}}}
+		doc.WriteText(&b)
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("log %q: %q, want %q", log, b.String(), want)
+		}
+	}
+}

@@ -64,7 +64,11 @@ func (d *Doc) WriteText(w io.Writer) (lost bool) {
 			fmt.Fprint(w, ": not in the queue, and its ledger has no end record (its node died, or it was killed)")
 			lost = true
 		case TaskNotStarted:
-			fmt.Fprint(w, ": not in the queue, and no ledger: see its log in jobs/")
+			if sh.Log != "" {
+				fmt.Fprintf(w, ": not in the queue, and no ledger: see its log, %s", escape.Term(sh.Log))
+			} else {
+				fmt.Fprint(w, ": not in the queue, no ledger and no log: it never ran (cancelled before it started, or the scheduler dropped it)")
+			}
 			lost = true
 		}
 		if sh.Left > 0 {

@@ -3,7 +3,12 @@ package submit
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nodepack/nodepack/runner/ledger"
@@ -50,6 +55,9 @@ type ShardView struct {
 	Node  string `json:"node,omitempty"`
 	Note  string `json:"note,omitempty"` // the ledger's end record's
 	Left  int    `json:"left"`           // the shard's runs not finished for good (-1: not known)
+	// Log is the task's log in the output directory (jobs/…), for a task
+	// not started that has one; "" where it has none (it never ran).
+	Log string `json:"log,omitempty"`
 }
 
 // Look asks the scheduler about recs' jobs and joins what it says with
@@ -189,6 +197,11 @@ func Status(ctx context.Context, dir string) (*Doc, error) {
 	doc := &Doc{Status: st}
 	if len(recs) > 0 {
 		v := Look(ctx, recs, st.Shards, nil)
+		for i, sh := range v.Shards {
+			if sh.State == TaskNotStarted {
+				v.Shards[i].Log = taskLog(dir, v.Scheduler, sh.JobID, sh.Task)
+			}
+		}
 		addUnstarted(st, recs[len(recs)-1])
 		doc.Scheduler = &v
 	}
@@ -223,4 +236,34 @@ func addUnstarted(st *results.Status, rec Record) {
 			st.Counts.Pending += n
 		}
 	}
+}
+
+// taskLog is the log an array task of job left in dir, by the name its
+// script asks the scheduler for (jobs/slurm-JOB_TASK.log,
+// jobs/sge-JOB.TASK.log; PBS names its own, by the job's number and the
+// task's index), relative to dir; "" when there is none: the task never
+// ran.
+func taskLog(dir string, s Scheduler, job string, task int) string {
+	var names []string
+	switch s {
+	case Slurm:
+		names = []string{fmt.Sprintf("slurm-%s_%d.log", job, task)}
+	case SGE:
+		names = []string{fmt.Sprintf("sge-%s.%d.log", job, task)}
+	case PBS:
+		seq, _, _ := strings.Cut(job, ".")
+		seq = strings.TrimSuffix(seq, "[]")
+		entries, _ := os.ReadDir(filepath.Join(dir, "jobs"))
+		for _, e := range entries {
+			if n := e.Name(); strings.Contains(n, seq+"["+strconv.Itoa(task)+"]") || strings.Contains(n, ".o"+seq+"."+strconv.Itoa(task)) {
+				names = append(names, n)
+			}
+		}
+	}
+	for _, name := range names {
+		if st, err := os.Lstat(filepath.Join(dir, "jobs", name)); err == nil && st.Mode().IsRegular() {
+			return filepath.Join("jobs", name)
+		}
+	}
+	return ""
 }
