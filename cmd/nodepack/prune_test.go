@@ -105,7 +105,9 @@ func TestPruneStopsBadRuns(t *testing.T) {
 			t.Errorf("run %s: %s, judged at rungs %v; want %s at %s", name, states[name], rungs[name], st, wantRungs[name])
 		}
 	}
-	if code, stdout, _ := runCLI(t, "status", out); code != exitOK || !strings.Contains(stdout, "3 succeeded, 3 pruned, 0 failed") {
+	// A pruned run is never resumed: its steps are spent, not "lost to
+	// stops" (none of these runs keeps checkpoints).
+	if code, stdout, _ := runCLI(t, "status", out); code != exitOK || !strings.Contains(stdout, "3 succeeded, 3 pruned, 0 failed") || strings.Contains(stdout, "lost to stops") {
 		t.Errorf("status: exit %d\n%s", code, stdout)
 	}
 	if code, stdout, _ := runCLI(t, "status", "--runs", out); code != exitOK || strings.Count(stdout, ",pruned,") != 3 {
@@ -452,4 +454,40 @@ func killWhen(t *testing.T, args []string, file, why string) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
+}
+
+// TestPausedSummaryAddsUp: a run paused before a kill -9 that the rerun
+// does not promote (it cannot win) is one of the rerun's runs: the
+// summary's parts add up to its total, and status's too.
+func TestPausedSummaryAddsUp(t *testing.T) {
+	dir := t.TempDir()
+	params := writeFile(t, dir, "p.jsonl", `{"name": "good", "level": 0.1}`+"\n"+`{"name": "bad", "level": 2}`+"\n"+`{"name": "gate", "level": 0.05}`+"\n")
+	script := writeFile(t, dir, "train.sh", `for a in "$@"; do declare "${a#--}"; done
+ck="$NODEPACK_CHECKPOINT_DIR"; from=0
+[ -f "$ck/step" ] && from=$(cat "$ck/step")
+for step in 1 2 3 4 5 6; do
+	[ $step -le $from ] && continue
+	awk -v s="$step" -v l="$level" 'BEGIN { printf "{\"step\": %d, \"loss\": %.4f}\n", s, l + 1 / s }' >> "$NODEPACK_METRICS"
+	echo $step > "$ck/step"; echo "{\"step\": $step, \"checkpoint\": $step}" >> "$NODEPACK_METRICS"
+	if [ "$name" = gate ] && [ "$step" = 3 ] && [ ! -e `+dir+`/go ]; then
+		touch `+dir+`/waiting
+		while [ ! -e `+dir+`/go ]; do sleep 0.02; done
+	fi
+	sleep 0.06
+done
+`)
+	out := filepath.Join(dir, "out")
+	args := []string{"run", "-q", "--gpus", "none", "-j", "1", "--prune", "loss:min,first=2,max=6,every=20ms", "-o", out, "--params", params, "--", "bash", script}
+	killWhen(t, args, filepath.Join(dir, "waiting"), "the gate run never reached step 3")
+	if states, _ := pruneLedger(t, out); states["good"] != "succeeded" || states["bad"] != ledger.StatePaused {
+		t.Fatalf("before the kill: %v; want good succeeded, bad paused", states)
+	}
+	os.WriteFile(filepath.Join(dir, "go"), nil, 0o644)
+	code, _, stderr := runCLI(t, args...)
+	if code != exitOK || !strings.Contains(stderr, "nodepack: 2 runs: 1 succeeded, 1 paused (0 promotions), 0 failed") {
+		t.Errorf("rerun: exit %d; want its summary to count the run still paused among its runs:\n%s", code, stderr)
+	}
+	if code, stdout, _ := runCLI(t, "status", out); code != exitOK || !strings.Contains(stdout, ": 3 runs: 2 succeeded, 1 paused, 0 failed") {
+		t.Errorf("status: exit %d\n%s", code, stdout)
+	}
 }

@@ -745,9 +745,14 @@ func TestReadmePauseExample(t *testing.T) {
 	if testing.Short() {
 		t.Skip("copies the repository")
 	}
-	out := readmeBlock(t, "-o paused ")
+	var sb *sandbox
+	out := readmeBlockIn(t, "-o paused ", func(s *sandbox) { sb = s })
 	if !strings.Contains(out, "5 runs: 2 succeeded, 3 paused, 0 failed") || !strings.Contains(out, "3 paused (1 promotion)") {
 		t.Errorf("the README's pause example does not promote the slow starter, or leaves the others otherwise than paused:\n%s", out)
+	}
+	// Ranked by loss, the paused runs are said to be paused, not pruned.
+	if out, err := sb.shell("nodepack status --runs --sort loss paused", commandLimit, 0); err != nil || !strings.Contains(out, "3 paused runs ranked by their loss when they were stopped") {
+		t.Errorf("status --runs --sort loss: %v\n%s", err, out)
 	}
 }
 

@@ -261,8 +261,17 @@ func printRuns(stdout, stderr io.Writer, o runsOptions) int {
 			return usageErrorf(stderr, "status", "--sort: %v", err)
 		}
 		order = fmt.Sprintf("sorted by %s, %s first", column, map[bool]string{false: "lowest", true: "highest"}[desc])
-		if n := table.PrunedWith(column); n > 0 && slices.Contains(table.Metrics, column) {
-			pruned := fmt.Sprintf("%s ranked by their %s when they were stopped, at their last rung, beside the finished runs' last", countWord(n, "pruned run"), column)
+		if pruned, paused := table.PrunedWith(column); pruned+paused > 0 && slices.Contains(table.Metrics, column) {
+			var judged string
+			switch {
+			case paused == 0:
+				judged = countWord(pruned, "pruned run")
+			case pruned == 0:
+				judged = countWord(paused, "paused run")
+			default:
+				judged = fmt.Sprintf("%d pruned and %d paused runs", pruned, paused)
+			}
+			pruned := fmt.Sprintf("%s ranked by their %s when they were stopped, at their last rung, beside the finished runs' last", judged, column)
 			if o.format == "table" {
 				order += "; " + pruned
 			} else {

@@ -202,6 +202,14 @@ func (e *Execution) Wait() (Summary, error) {
 			e.sum.LaneBusy = append(e.sum.LaneBusy, 0)
 		}
 		e.sum.Paused, e.sum.Promoted = len(e.paused), e.promotions
+		for _, j := range e.paused {
+			if j.attempts == 0 {
+				// Paused by an earlier session and never promoted by this
+				// one: a run of this sweep all the same, so that the
+				// summary's parts add up to its runs.
+				e.sum.Runs++
+			}
+		}
 		e.schedMu.Unlock()
 		e.result, e.resErr = e.sum, e.err
 		switch {

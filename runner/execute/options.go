@@ -295,7 +295,7 @@ type Options struct {
 
 // Summary is what Execute reports at the end.
 type Summary struct {
-	Runs        int // runs started (each counted once, whatever its attempts)
+	Runs        int // runs started (each counted once, whatever its attempts), and the paused runs an earlier session left that stay paused
 	Attempts    int
 	Succeeded   int
 	Failed      int // runs whose last attempt failed or timed out

@@ -631,8 +631,8 @@ func (log *Log) apply(sc *scanned, off int64, no int32) error {
 		return nil
 	}
 	log.last[i].finished = at
-	if h.steps != nil && bytes.Contains(h.steps, []byte(`"lost"`)) {
-		log.Lost.add(line, h.steps)
+	if h.steps != nil && bytes.Contains(h.steps, []byte(`"lost"`)) && run.Reason(endings[reason-1]) != run.Pruned {
+		log.Lost.add(line, h.steps) // a pruned run's, recorded by an older nodepack, is spent, not lost
 	}
 	r.class = 0
 	switch run.Reason(endings[reason-1]) {

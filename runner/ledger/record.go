@@ -288,7 +288,9 @@ func (l *Writer) record(ev run.Event) any {
 	}
 	if st := ev.Steps; st != nil {
 		rec.Steps = &Steps{First: st.First, Last: st.Last, Checkpoint: st.Checkpoint}
-		if ev.Reason != run.OK {
+		if ev.Reason != run.OK && ev.Reason != run.Pruned {
+			// A pruned run is never resumed: what it did is spent, not lost
+			// to be done again.
 			rec.Steps.Lost = st.Lost()
 			rec.Steps.LostSeconds = roundSeconds(time.Duration(float64(ev.End.Sub(ev.Start)) * st.LostPart()))
 		}

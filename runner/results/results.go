@@ -193,22 +193,27 @@ func (t *Table) Sort(column string, desc bool) error {
 	return nil
 }
 
-// PrunedWith counts the pruned (and paused) runs that have a value in column: a
-// pruned run's metric is what it was when the run was stopped, at its last
-// rung, not at the end of a training, so a ranking that puts it beside
-// finished runs should say so.
-func (t *Table) PrunedWith(column string) int {
+// PrunedWith counts the pruned runs and the paused ones that have a value
+// in column: a judged-out run's metric is what it was when the run was
+// stopped, at its last rung, not at the end of a training, so a ranking
+// that puts it beside finished runs should say so.
+func (t *Table) PrunedWith(column string) (pruned, paused int) {
 	i := slices.Index(t.Columns(), column)
 	if i < 0 {
-		return 0
+		return 0, 0
 	}
-	n := 0
 	for _, r := range t.Rows {
-		if v := t.Cells(r)[i]; (r.State == ledger.StatePruned || r.State == ledger.StatePaused) && len(v) > 0 && string(v) != "null" {
-			n++
+		if v := t.Cells(r)[i]; len(v) == 0 || string(v) == "null" {
+			continue
+		}
+		switch r.State {
+		case ledger.StatePruned:
+			pruned++
+		case ledger.StatePaused:
+			paused++
 		}
 	}
-	return n
+	return pruned, paused
 }
 
 // HigherIsBetter says whether a metric named name is better high: names
