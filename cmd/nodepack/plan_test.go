@@ -244,6 +244,14 @@ func TestPlanFirstWave(t *testing.T) {
 		if w.Request == "gpus=2 cpus=64" && len(w.GPUs) != 2 {
 			t.Errorf("a 2-GPU run got %v", w.GPUs)
 		}
+		// What examples/tasks/mixed.txt says of them: two GPUs of one NUMA
+		// node (0 and 1, 2 and 3 on a DGX A100), 64 CPUs that span two.
+		if w.Request == "gpus=2 cpus=64" && len(w.GPUs) == 2 {
+			pair := strings.SplitN(w.GPUs[0], ":", 2)[0] + "," + strings.SplitN(w.GPUs[1], ":", 2)[0]
+			if pair != "0,1" && pair != "2,3" && pair != "4,5" && pair != "6,7" || w.NUMA != -1 {
+				t.Errorf("a 2-GPU run got GPUs %s (NUMA %d): want a pair of one NUMA node, its CPUs spanning two", pair, w.NUMA)
+			}
+		}
 	}
 	if len(doc.Runs.FirstWave) != 8 || len(gpus) != 7 {
 		t.Errorf("first wave %+v: want 8 runs on 7 GPUs (the four quarter-GPU runs share one)", doc.Runs.FirstWave)
