@@ -221,3 +221,37 @@ func TestReportCharts(t *testing.T) {
 		t.Errorf("ranked by acc, highest first: %q", best)
 	}
 }
+
+// TestReportShowsRunsWithTheSameCurve: the README's results sweep has two
+// runs whose curves are the same (their loss depends on the learning rate
+// alone); drawn as one line, one of them would be in the key and nowhere
+// on the chart. The second is drawn dashed over the first, and the key
+// says so.
+func TestReportShowsRunsWithTheSameCurve(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("NODEPACK_CI") != "" {
+			t.Fatal("chromium is not installed, and CI needs this test")
+		}
+		t.Skip("chromium is not installed (apt-get install chromium)")
+	}
+	out := filepath.Join(t.TempDir(), "results")
+	if code, _, stderr := runCLI(t, "run", "-q", "-o", out, "--params", "../../examples/sweeps/runs.jsonl", "--", "python3", "../../examples/sweeps/report_metrics.py"); code != exitOK {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "report", out); code != exitOK {
+		t.Fatalf("report: exit %d\n%s", code, stderr)
+	}
+	dom, err := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+		"--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", "file://"+filepath.Join(out, "report.html")).Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	canvas := regexp.MustCompile(`<canvas[^>]*id="curves"[^>]*>`).FindString(string(dom))
+	if !strings.Contains(canvas, `data-curves="3"`) || !strings.Contains(canvas, `data-shared="1"`) {
+		t.Errorf("the curves chart %s: want 3 curves, one of them drawn over another's", canvas)
+	}
+	if !strings.Contains(string(dom), "(dashed: the same curve as #") {
+		t.Error("the key does not say which run shares a curve")
+	}
+}
