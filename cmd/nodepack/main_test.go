@@ -66,6 +66,8 @@ func TestUsage(t *testing.T) {
 		{"version", []string{"version"}, exitOK, "nodepack ", ""},
 		{"an MPS mode it does not know", []string{"run", "--mps", "yes", "tasks.txt"}, exitUsage, "", `--mps "yes": want auto, on or off`},
 		{"a compute share without MPS", []string{"run", "--mps-compute", "tasks.txt"}, exitUsage, "", "--mps-compute goes with --mps auto or --mps on"},
+		{"a prune direction begun and not given", []string{"run", "--prune", "loss:", "tasks.txt"}, exitUsage, "", `"loss:": want loss:min or loss:max`},
+		{"a sort direction begun and not given", []string{"status", "--runs", "--sort", "loss:", "."}, exitUsage, "", `--sort "loss:": want COLUMN, COLUMN:min or COLUMN:max`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {

@@ -247,16 +247,19 @@ func printRuns(stdout, stderr io.Writer, o runsOptions) int {
 	if o.top < 0 {
 		return usageErrorf(stderr, "status", "--top %d: must not be negative", o.top)
 	}
+	var order, column string
+	var desc bool
+	if o.sort != "" {
+		var ok bool
+		if column, desc, ok = results.ParseRank(o.sort); !ok {
+			return usageErrorf(stderr, "status", "--sort %q: want COLUMN, COLUMN:min or COLUMN:max", o.sort)
+		}
+	}
 	table, err := results.Read(o.dir, patterns)
 	if err != nil {
 		return usageErrorf(stderr, "status", "%v", err)
 	}
-	var order, column string
 	if o.sort != "" {
-		var desc, ok bool
-		if column, desc, ok = results.ParseRank(o.sort); !ok {
-			return usageErrorf(stderr, "status", "--sort %q: want COLUMN, COLUMN:min or COLUMN:max", o.sort)
-		}
 		if err := table.Sort(column, desc); err != nil {
 			return usageErrorf(stderr, "status", "--sort: %v", err)
 		}

@@ -238,11 +238,13 @@ func HigherIsBetter(name string) bool {
 // higher is better: with max, yes; with min, no; else as HigherIsBetter
 // says of the name. ok is false for another direction.
 func ParseRank(spec string) (name string, higher, ok bool) {
-	name, dir, _ := strings.Cut(spec, ":")
-	switch dir {
-	case "":
+	name, dir, colon := strings.Cut(spec, ":")
+	switch {
+	case dir == "" && colon:
+		return name, false, false // "loss:": a direction begun and not given
+	case dir == "":
 		return name, HigherIsBetter(name), true
-	case "min", "max":
+	case dir == "min", dir == "max":
 		return name, dir == "max", true
 	}
 	return name, false, false
