@@ -8,6 +8,8 @@
 #   - nodepack status on that output directory;
 #   - nodepack report of a sweep whose runs have three parameters and a
 #     loss and an accuracy with their curves, and the page's size;
+#   - nodepack status --runs (the results table, CSV) of that same sweep,
+#     beside the report that reads it from the same fold;
 #
 # for each binary given, in the same run, ROUNDS times each (the median is
 # printed), so that a build and the one before it are compared on the
@@ -16,7 +18,8 @@
 #   bench/read.sh [-r ROUNDS] [-n RUNS] BINARY...
 #
 # The issue's targets for 1,000,000 runs: resume under 2 s, status under
-# 1.5 s, report under 12 s and 500 MB. Output goes to $TMPDIR (default
+# 1.5 s, report under 12 s and 500 MB; the table no slower than the report
+# and within 500 MB. Output goes to $TMPDIR (default
 # /tmp); mkledger is built from this checkout.
 set -euo pipefail
 
@@ -75,19 +78,21 @@ median() { sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}'; }
 col() { awk -v c="$1" '{print $c}' | median; }
 
 printf '%d runs, %d CPUs, median of %d\n' "$runs" "$(nproc)" "$rounds"
-printf '%-28s %10s %10s %10s %10s %10s %10s %10s\n' binary "resume s" "resume MB" "status s" "status MB" "report s" "report MB" "page MB"
+printf '%-28s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n' binary "resume s" "resume MB" "status s" "status MB" "report s" "report MB" "page MB" "table s" "table MB"
 for bin in "$@"; do
-	r=() s=() p=()
+	r=() s=() p=() c=()
 	for ((i = 0; i < rounds; i++)); do
 		r+=("$(resume "$bin")")
 		rm -rf "$work/out-status"
 		cp -r "$work/pristine" "$work/out-status"
 		s+=("$(once "$bin" status "$work/out-status")")
 		p+=("$(once "$bin" report -o "$work/report.html" "$work/metrics")")
+		c+=("$(once "$bin" status --runs "$work/metrics")")
 	done
-	printf '%-28s %10s %10s %10s %10s %10s %10s %10.1f\n' "$(basename "$bin")" \
+	printf '%-28s %10s %10s %10s %10s %10s %10s %10.1f %10s %10s\n' "$(basename "$bin")" \
 		"$(printf '%s\n' "${r[@]}" | col 1)" "$(printf '%s\n' "${r[@]}" | col 2)" \
 		"$(printf '%s\n' "${s[@]}" | col 1)" "$(printf '%s\n' "${s[@]}" | col 2)" \
 		"$(printf '%s\n' "${p[@]}" | col 1)" "$(printf '%s\n' "${p[@]}" | col 2)" \
-		"$(echo "$(stat -c %s "$work/report.html") / 1000000" | bc -l)"
+		"$(echo "$(stat -c %s "$work/report.html") / 1000000" | bc -l)" \
+		"$(printf '%s\n' "${c[@]}" | col 1)" "$(printf '%s\n' "${c[@]}" | col 2)"
 done

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -255,6 +256,39 @@ func printRuns(stdout, stderr io.Writer, o runsOptions) int {
 			return usageErrorf(stderr, "status", "--sort %q: want COLUMN, COLUMN:min or COLUMN:max", o.sort)
 		}
 	}
+	// The judged-out runs' values, ranked beside finished runs', said.
+	judgedOut := func(pruned, paused int) string {
+		switch {
+		case pruned+paused == 0:
+			return ""
+		case paused == 0:
+			return countWord(pruned, "pruned run")
+		case pruned == 0:
+			return countWord(paused, "paused run")
+		}
+		return fmt.Sprintf("%d pruned and %d paused runs", pruned, paused)
+	}
+	if o.format != "table" {
+		// CSV and JSON, for pandas and jq: streamed, without holding the
+		// table (a million runs in the memory of a login node).
+		info, err := results.WriteTable(stdout, o.dir, results.TableOptions{Patterns: patterns, JSON: o.format == "json", Sort: column, Desc: desc, Top: o.top})
+		if err != nil {
+			// Nothing is written before the columns are known: an error
+			// reading the sweep is exit 2, one while writing exit 1.
+			if !info.Started {
+				if errors.Is(err, results.ErrNoColumn) {
+					return usageErrorf(stderr, "status", "--sort: %v", err)
+				}
+				return usageErrorf(stderr, "status", "%v", err)
+			}
+			fmt.Fprintf(stderr, "nodepack status: %s\n", termSafe(err.Error()))
+			return exitFailed
+		}
+		if judged := judgedOut(info.Pruned, info.Paused); judged != "" && info.Metric {
+			fmt.Fprintf(stderr, "nodepack status: %s ranked by their %s when they were stopped, at their last rung, beside the finished runs' last\n", judged, termSafe(column))
+		}
+		return exitOK
+	}
 	table, err := results.Read(o.dir, patterns)
 	if err != nil {
 		return usageErrorf(stderr, "status", "%v", err)
@@ -264,50 +298,25 @@ func printRuns(stdout, stderr io.Writer, o runsOptions) int {
 			return usageErrorf(stderr, "status", "--sort: %v", err)
 		}
 		order = fmt.Sprintf("sorted by %s, %s first", column, map[bool]string{false: "lowest", true: "highest"}[desc])
-		if pruned, paused := table.PrunedWith(column); pruned+paused > 0 && slices.Contains(table.Metrics, column) {
-			var judged string
-			switch {
-			case paused == 0:
-				judged = countWord(pruned, "pruned run")
-			case pruned == 0:
-				judged = countWord(paused, "paused run")
-			default:
-				judged = fmt.Sprintf("%d pruned and %d paused runs", pruned, paused)
-			}
-			pruned := fmt.Sprintf("%s ranked by their %s when they were stopped, at their last rung, beside the finished runs' last", judged, column)
-			if o.format == "table" {
-				order += "; " + pruned
-			} else {
-				fmt.Fprintf(stderr, "nodepack status: %s\n", termSafe(pruned))
-			}
+		if pruned, paused := table.PrunedWith(column); slices.Contains(table.Metrics, column) && pruned+paused > 0 {
+			order += "; " + judgedOut(pruned, paused) + fmt.Sprintf(" ranked by their %s when they were stopped, at their last rung, beside the finished runs' last", column)
 		}
 	}
 	total := len(table.Rows)
 	if o.top > 0 && o.top < total {
 		table.Rows = table.Rows[:o.top]
 	}
-	switch o.format {
-	case "json":
-		err = table.WriteJSON(stdout)
-	case "csv":
-		err = table.WriteCSV(stdout)
-	default:
-		curve := column
-		if curve == "" {
-			curve = table.DefaultMetric()
-		}
-		if cut := table.WriteText(stdout, width, curve); len(cut) > 0 {
-			fmt.Fprintf(stdout, "(%d more columns, cut to the terminal's %d characters: %s; --format csv has them all)\n", len(cut), width, strings.Join(cut, ", "))
-		}
-		note := fmt.Sprintf("%d of %d runs", len(table.Rows), total)
-		if len(table.Rows) == total {
-			note = fmt.Sprintf("%d runs", total)
-		}
-		fmt.Fprintf(stdout, "(%s, %s)\n", note, cmp.Or(termSafe(order), "in input order"))
+	curve := column
+	if curve == "" {
+		curve = table.DefaultMetric()
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "nodepack status: %s\n", termSafe(err.Error()))
-		return exitFailed
+	if cut := table.WriteText(stdout, width, curve); len(cut) > 0 {
+		fmt.Fprintf(stdout, "(%d more columns, cut to the terminal's %d characters: %s; --format csv has them all)\n", len(cut), width, strings.Join(cut, ", "))
 	}
+	note := fmt.Sprintf("%d of %d runs", len(table.Rows), total)
+	if len(table.Rows) == total {
+		note = fmt.Sprintf("%d runs", total)
+	}
+	fmt.Fprintf(stdout, "(%s, %s)\n", note, cmp.Or(termSafe(order), "in input order"))
 	return exitOK
 }

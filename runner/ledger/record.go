@@ -307,8 +307,15 @@ func roundSeconds(d time.Duration) float64 {
 }
 
 // started decodes line into s, which must be zero.
-func (d *decoder) started(line []byte, s *Started) bool {
+func (d *decoder) started(line []byte, s *Started) bool { return d.startedOf(line, s, false) }
+
+// startedOf is started; with objects, it sets only the type, the run and
+// attempt (id, index, attempt) and the params (see ParamsAndMetrics).
+func (d *decoder) startedOf(line []byte, s *Started, objects bool) bool {
 	return eachField(line, func(key, val []byte) bool {
+		if objects && !objectsField(key) {
+			return true
+		}
 		var ok bool
 		switch string(key) {
 		case "type":
@@ -343,7 +350,17 @@ func (d *decoder) started(line []byte, s *Started) bool {
 
 // finished decodes line into f, which must be zero.
 func (d *decoder) finished(line []byte, f *Finished) bool {
-	return eachField(line, func(key, val []byte) bool {
+	return d.finishedUntil(line, nil, f, false)
+}
+
+// finishedUntil decodes line into f up to the field stop (nil: all of
+// it); with objects, only the type, the run and attempt and the metrics
+// (see ParamsAndMetrics).
+func (d *decoder) finishedUntil(line, stop []byte, f *Finished, objects bool) bool {
+	return eachFieldUntil(line, stop, func(key, val []byte) bool {
+		if objects && !objectsField(key) {
+			return true
+		}
 		var ok bool
 		switch string(key) {
 		case "type":
@@ -400,6 +417,15 @@ func (d *decoder) finished(line []byte, f *Finished) bool {
 		}
 		return ok
 	}) && f.Type == TypeFinished
+}
+
+// objectsField says key is one ParamsAndMetrics decodes.
+func objectsField(key []byte) bool {
+	switch string(key) {
+	case "type", "id", "index", "attempt", "params", "metrics":
+		return true
+	}
+	return false
 }
 
 // runAttempt sets the field of a that key names; false for another key.

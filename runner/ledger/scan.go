@@ -26,7 +26,11 @@ import (
 // eachField calls f with each key and raw value of line, in order. It
 // reports false when line is not an object as json.Marshal writes it, or
 // when f returns false.
-func eachField(line []byte, f func(key, val []byte) bool) bool {
+func eachField(line []byte, f func(key, val []byte) bool) bool { return eachFieldUntil(line, nil, f) }
+
+// eachFieldUntil is eachField up to the field stop: at that key it
+// reports true, and neither reads its value nor what follows it.
+func eachFieldUntil(line, stop []byte, f func(key, val []byte) bool) bool {
 	n := len(line)
 	if n < 2 || line[0] != '{' || line[n-1] != '}' {
 		return false
@@ -44,6 +48,9 @@ func eachField(line []byte, f func(key, val []byte) bool) bool {
 		}
 		if k+1 >= n || line[k+1] != ':' {
 			return false
+		}
+		if stop != nil && string(line[i+1:k]) == string(stop) {
+			return true
 		}
 		start := k + 2
 		end, ok := skipValue(line, start)

@@ -356,3 +356,34 @@ func TestHasControl(t *testing.T) {
 		}
 	}
 }
+
+// TestLastWithoutCurves: NoCurves gives each run's last records as Last
+// does, but for a finished record's curves and what follows them, left
+// out; also where a record is not as json.Marshal writes it (read with
+// encoding/json).
+func TestLastWithoutCurves(t *testing.T) {
+	fin := `{"type":"finished","time":"2026-01-01T00:00:02Z","id":"a","attempt":1,"exit_code":0,"reason":"ok","metrics":{"loss":0.5},"curves":{"loss":[[1,0.9],[2,0.5]]},"metrics_skipped":2,"steps":{"first":1,"last":2}}` + "\n"
+	spaced := `{"type": "finished", "time": "2026-01-01T00:00:02Z", "id": "b", "attempt": 1, "exit_code": 0, "reason": "ok", "metrics": {"loss": 0.7}, "curves": {"loss": [[1, 0.9]]}, "steps": {"first": 1, "last": 1}}` + "\n"
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	os.WriteFile(path, []byte(ledgerHeader+ledgerStarted("a", 1)+fin+ledgerStarted("b", 1)+spaced+ledgerEnd), 0o644)
+	log, err := ReadFile(path, ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, without := map[string]Finished{}, map[string]Finished{}
+	log.LastAll(func(i int, _ *Started, f *Finished) error { all[f.ID] = *f; return nil })
+	for _, read := range []func(func(int, *Started, *Finished) error) error{
+		func(f func(int, *Started, *Finished) error) error { return log.LastAllFields(NoCurves, f) },
+		func(f func(int, *Started, *Finished) error) error { return log.LastFields([]int{0, 1}, NoCurves, f) },
+	} {
+		if err := read(func(i int, _ *Started, f *Finished) error { without[f.ID] = *f; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		for id, f := range all {
+			g := without[id]
+			if f.Curves == nil || f.Steps == nil || g.Curves != nil || g.Steps != nil || g.MetricsSkipped != 0 || string(g.Metrics) != string(f.Metrics) || g.Reason != f.Reason || !g.Time.Equal(f.Time) {
+				t.Errorf("run %s: all fields %+v, without curves %+v", id, f, g)
+			}
+		}
+	}
+}

@@ -7,9 +7,8 @@
 package results
 
 import (
-	"bufio"
+	"bytes"
 	"cmp"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/metrics"
@@ -49,6 +49,10 @@ type Row struct {
 	Curves json.RawMessage
 	Stdout string // log paths, relative to the output directory
 	Stderr string
+	// rawParams and rawMetrics are Params and Metrics as the records hold
+	// them, for a row read to be written at once (rowOf's raw): Cells
+	// reads them where Params and Metrics are nil.
+	rawParams, rawMetrics json.RawMessage
 }
 
 // Param returns the run's parameter key as a Go value, as encoding/json
@@ -94,6 +98,8 @@ type Table struct {
 	Metrics []string
 	Rows    []Row
 	Files   []string // the base names of the sweep's ledgers, in name order
+
+	paramAt, metricAt map[string]int // where each key's cell is, for rows read raw (see fill)
 }
 
 // Read reads the table of the sweep in dir: the runs its ledgers know
@@ -120,7 +126,7 @@ func Read(dir string, patterns []metrics.Pattern) (*Table, error) {
 			if run.Retired {
 				return nil
 			}
-			row, paramOrder, metricOrder, err := rowOf(dir, run, s, fin, patterns)
+			row, paramOrder, metricOrder, err := rowOf(dir, run, s, fin, patterns, false)
 			if err != nil {
 				return err
 			}
@@ -157,39 +163,11 @@ func (t *Table) Sort(column string, desc bool) error {
 	if i < 0 {
 		return fmt.Errorf("no column %q: the table has %s", column, strings.Join(t.Columns(), ", "))
 	}
-	type key struct {
-		kind int // 0 number, 1 text, 2 none
-		num  float64
-		text string
-	}
-	keys := make(map[string]key, len(t.Rows))
+	keys := make(map[string]sortKey, len(t.Rows))
 	for _, r := range t.Rows {
-		v := t.Cells(r)[i]
-		k := key{kind: 2}
-		var s string
-		switch {
-		case len(v) == 0 || string(v) == "null":
-		case json.Unmarshal(v, &k.num) == nil:
-			k.kind = 0
-		case json.Unmarshal(v, &s) == nil && s != "nan" && s != "" || v[0] != '"':
-			k.kind, k.text = 1, cmp.Or(s, string(v))
-		}
-		keys[r.ID] = k
+		keys[r.ID] = keyOf(t.Cells(r)[i])
 	}
-	slices.SortStableFunc(t.Rows, func(a, b Row) int {
-		ka, kb := keys[a.ID], keys[b.ID]
-		if c := cmp.Compare(ka.kind, kb.kind); c != 0 || ka.kind == 2 {
-			return c
-		}
-		c := cmp.Compare(ka.num, kb.num)
-		if ka.kind == 1 {
-			c = strings.Compare(ka.text, kb.text)
-		}
-		if desc {
-			c = -c
-		}
-		return c
-	})
+	slices.SortStableFunc(t.Rows, func(a, b Row) int { return compareKeys(keys[a.ID], keys[b.ID], desc) })
 	return nil
 }
 
@@ -296,7 +274,11 @@ func (t *Table) DefaultMetric() string {
 // a ledger written since metrics went into them hold the run's params and
 // metrics; for older ones, the run's params.json and metrics.json are
 // read.
-func rowOf(dir string, run ledger.Run, st *ledger.Started, fin *ledger.Finished, patterns []metrics.Pattern) (row Row, paramOrder, metricOrder []string, err error) {
+//
+// With raw, a run whose records hold its parameters and metrics (and no
+// patterns) keeps them as the records hold them (see Row.rawParams), for
+// a writer that reads them once: no key orders are returned then.
+func rowOf(dir string, run ledger.Run, st *ledger.Started, fin *ledger.Finished, patterns []metrics.Pattern, raw bool) (row Row, paramOrder, metricOrder []string, err error) {
 	row = Row{ID: run.ID, State: run.State, Attempts: run.Attempts}
 	var params, final json.RawMessage
 	if st != nil {
@@ -311,6 +293,10 @@ func rowOf(dir string, run ledger.Run, st *ledger.Started, fin *ledger.Finished,
 		row.PeakRSS, row.PeakGPUMem, row.EnergyWh = fin.PeakRSS(), fin.PeakGPUMemory(), fin.EnergyJoules()/3600
 		row.Stdout, row.Stderr = cmp.Or(row.Stdout, fin.Stdout), cmp.Or(row.Stderr, fin.Stderr)
 		final, row.Curves = fin.Metrics, fin.Curves
+	}
+	if raw && params != nil && final != nil && len(patterns) == 0 {
+		row.rawParams, row.rawMetrics = params, final
+		return row, nil, nil, nil
 	}
 	if params != nil {
 		if row.Params, paramOrder, err = metrics.ParseObject(params); err != nil {
@@ -415,8 +401,43 @@ func roundEnergy(wh float64) float64 {
 // prints so: 2.272, not 2.2720000000000002.
 func RoundMillis(seconds float64) float64 { return math.Round(seconds*1000) / 1000 }
 
-func quote(s string) json.RawMessage {
-	b, _ := json.Marshal(s)
+func quote(s string) json.RawMessage { return appendQuoted(nil, s) }
+
+// appendQuoted appends s as a JSON string, as encoding/json writes it.
+func appendQuoted(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // what it escapes, as it escapes it
+			return append(b, q...)
+		}
+	}
+	return append(append(append(b, '"'), s...), '"')
+}
+
+// number is v as encoding/json writes a float64.
+func number(v float64) json.RawMessage { return appendNumber(nil, v) }
+
+// appendNumber appends v as encoding/json writes a float64, without its
+// reflection: the shortest form, as an exponent below 1e-6 and from 1e21
+// on.
+func appendNumber(b []byte, v float64) []byte {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		q, _ := json.Marshal(v) // its error, as json says it: no cell
+		return append(b, q...)
+	}
+	abs, format := math.Abs(v), byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	start := len(b)
+	b = strconv.AppendFloat(b, v, format, -1, 64)
+	if format == 'e' {
+		// 1e-07 as 1e-7, as encoding/json writes it.
+		if n := len(b); n-start >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
 	return b
 }
 
@@ -452,40 +473,83 @@ func (t *Table) Columns() []string {
 // Cells returns a row's values as JSON, one per column of Columns; nil
 // where the row has no value.
 func (t *Table) Cells(r Row) []json.RawMessage {
+	var b []byte
+	return t.appendCells(nil, &b, r)
+}
+
+// appendCells appends a row's cells (see Cells) to out, the JSON it makes
+// written in *b: a writer of many rows reuses both.
+func (t *Table) appendCells(out []json.RawMessage, b *[]byte, r Row) []json.RawMessage {
+	// Each cell is the part of *b it was written in: *b may move as it
+	// grows, and the cells before still see what they were.
+	cell := func(add func([]byte) []byte) json.RawMessage {
+		start := len(*b)
+		*b = add(*b)
+		return (*b)[start:len(*b):len(*b)]
+	}
 	str := func(s string) json.RawMessage {
 		if s == "" {
 			return nil
 		}
-		return quote(s)
+		return cell(func(b []byte) []byte { return appendQuoted(b, s) })
 	}
 	num := func(v float64, ok bool) json.RawMessage {
 		if !ok {
 			return nil
 		}
-		b, _ := json.Marshal(v)
-		return b
+		return cell(func(b []byte) []byte { return appendNumber(b, v) })
 	}
 	when := func(tm time.Time) json.RawMessage {
 		if tm.IsZero() {
 			return nil
 		}
-		return quote(tm.UTC().Format(time.RFC3339Nano))
+		return cell(func(b []byte) []byte {
+			return append(tm.UTC().AppendFormat(append(b, '"'), time.RFC3339Nano), '"') // digits, -, :, T, Z and .: nothing to escape
+		})
 	}
-	out := []json.RawMessage{str(r.ID), str(r.Origin)}
-	for _, k := range t.Params {
-		out = append(out, r.Params[k])
-	}
+	out = append(out, str(r.ID), str(r.Origin))
+	params := len(out)
+	out = append(out, make([]json.RawMessage, len(t.Params))...)
+	t.fill(out[params:], r.Params, r.rawParams, t.Params, &t.paramAt)
 	var exit json.RawMessage
 	if r.ExitCode != nil {
 		exit = num(float64(*r.ExitCode), true)
 	}
-	out = append(out, str(string(r.State)), str(r.Class), num(float64(r.Attempts), true), when(r.Start), when(r.End),
-		num(RoundMillis(r.Seconds), !r.End.IsZero()), exit, str(r.Signal), str(strings.Join(r.GPUs, ",")), str(r.CPUs),
-		num(float64(r.PeakRSS), r.PeakRSS > 0), num(float64(r.PeakGPUMem), r.PeakGPUMem > 0), num(roundEnergy(r.EnergyWh), r.EnergyWh > 0))
-	for _, k := range t.Metrics {
-		out = append(out, r.Metrics[k])
+	gpus := ""
+	if len(r.GPUs) > 0 {
+		gpus = strings.Join(r.GPUs, ",")
 	}
+	out = append(out, str(string(r.State)), str(r.Class), num(float64(r.Attempts), true), when(r.Start), when(r.End),
+		num(RoundMillis(r.Seconds), !r.End.IsZero()), exit, str(r.Signal), str(gpus), str(r.CPUs),
+		num(float64(r.PeakRSS), r.PeakRSS > 0), num(float64(r.PeakGPUMem), r.PeakGPUMem > 0), num(roundEnergy(r.EnergyWh), r.EnergyWh > 0))
+	metricsAt := len(out)
+	out = append(out, make([]json.RawMessage, len(t.Metrics))...)
+	t.fill(out[metricsAt:], r.Metrics, r.rawMetrics, t.Metrics, &t.metricAt)
 	return append(out, str(r.Stdout), str(r.Stderr))
+}
+
+// fill puts a row's values of the keys into cells, one per key: from
+// values, or where that is nil from the object raw (a run's record's, as
+// it is: its last value of a repeated key, as ParseObject takes it).
+// at is where each key goes, made on the first call.
+func (t *Table) fill(cells []json.RawMessage, values map[string]json.RawMessage, raw json.RawMessage, keys []string, at *map[string]int) {
+	if values != nil || raw == nil {
+		for i, k := range keys {
+			cells[i] = values[k]
+		}
+		return
+	}
+	if *at == nil {
+		*at = make(map[string]int, len(keys))
+		for i, k := range keys {
+			(*at)[k] = i
+		}
+	}
+	metrics.EachField(raw, func(k string, v json.RawMessage) {
+		if i, ok := (*at)[k]; ok {
+			cells[i] = v
+		}
+	})
 }
 
 // WriteCSV writes the table as CSV with a header line: numbers as JSON
@@ -494,23 +558,15 @@ func (t *Table) Cells(r Row) []json.RawMessage {
 // spreadsheet would evaluate as a formula (one that starts with =, +, -,
 // @, a tab or a carriage return and does not read as a number) gets a
 // leading ' (OWASP's rule against CSV injection); WriteJSON stays exact.
-func (t *Table) WriteCSV(w io.Writer) error {
-	cw := csv.NewWriter(w)
-	header := make([]string, 0, len(t.Columns()))
-	for _, c := range t.Columns() {
-		header = append(header, inert(c))
-	}
-	cw.Write(header)
-	line := make([]string, 0, len(header))
+func (t *Table) WriteCSV(w io.Writer) error { return t.write(w, false) }
+
+// write writes the table's rows, as CSV or JSON.
+func (t *Table) write(w io.Writer, asJSON bool) error {
+	out := tableWriter(w, t, asJSON)
 	for _, r := range t.Rows {
-		line = line[:0]
-		for _, v := range t.Cells(r) {
-			line = append(line, csvText(v))
-		}
-		cw.Write(line)
+		out.row(r)
 	}
-	cw.Flush()
-	return cw.Error()
+	return out.end()
 }
 
 // csvText is a JSON value as a CSV cell: a number as it is, a text made
@@ -520,6 +576,9 @@ func csvText(v json.RawMessage) string {
 		return ""
 	}
 	if v[0] == '"' {
+		if n := len(v); n >= 2 && v[n-1] == '"' && bytes.IndexByte(v[1:n-1], '\\') < 0 && bytes.IndexByte(v[1:n-1], '"') < 0 && utf8.Valid(v[1:n-1]) {
+			return inert(string(v[1 : n-1])) // nothing escaped: the text as it is
+		}
 		var s string
 		if json.Unmarshal(v, &s) == nil {
 			return inert(s)
@@ -545,32 +604,4 @@ func inert(s string) string {
 // WriteJSON writes the table as a JSON array of flat objects, one per
 // row, with every column (null where a row has no value): what pandas
 // reads with pd.read_json.
-func (t *Table) WriteJSON(w io.Writer) error {
-	bw := bufio.NewWriter(w)
-	cols := t.Columns()
-	keys := make([][]byte, len(cols))
-	for i, c := range cols {
-		keys[i] = quote(c)
-	}
-	bw.WriteString("[")
-	for i, r := range t.Rows {
-		if i > 0 {
-			bw.WriteString(",")
-		}
-		bw.WriteString("\n{")
-		for j, v := range t.Cells(r) {
-			if j > 0 {
-				bw.WriteString(", ")
-			}
-			bw.Write(keys[j])
-			bw.WriteString(": ")
-			if len(v) == 0 {
-				v = json.RawMessage("null")
-			}
-			bw.Write(v)
-		}
-		bw.WriteString("}")
-	}
-	bw.WriteString("\n]\n")
-	return bw.Flush()
-}
+func (t *Table) WriteJSON(w io.Writer) error { return t.write(w, true) }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -305,6 +307,128 @@ func TestRowValues(t *testing.T) {
 	for _, name := range []string{"note", "list", "absent"} {
 		if f, ok := r.Metric(name); ok {
 			t.Errorf("Metric(%s) = %v, want no number", name, f)
+		}
+	}
+}
+
+// TestCSVAsEncodingCSVWritesIt: the table's own CSV writer quotes a field
+// exactly as encoding/csv does, and a cell reads as csvText says.
+func TestCSVAsEncodingCSVWritesIt(t *testing.T) {
+	for _, f := range []string{"", "plain", "a,b", `say "hi"`, "two\nlines", "cr\rhere", " lead", "\tlead", `\.`, "\u00a0nbsp", "ünïcode", "=cmd()", "'quoted"} {
+		var want bytes.Buffer
+		w := csv.NewWriter(&want)
+		w.Write([]string{f})
+		w.Flush()
+		if got := string(appendCSVField(nil, []byte(f))) + "\n"; got != want.String() {
+			t.Errorf("field %q: %q, encoding/csv writes %q", f, got, want.String())
+		}
+		j, _ := json.Marshal(f)
+		var cell bytes.Buffer
+		w = csv.NewWriter(&cell)
+		w.Write([]string{csvText(j)})
+		w.Flush()
+		if got := string(appendCSVCell(nil, j)) + "\n"; got != cell.String() {
+			t.Errorf("cell %s: %q, want %q", j, got, cell.String())
+		}
+	}
+}
+
+// modernDir writes a sweep of two shards whose records hold each run's
+// params and metrics: finished runs, a retried one, a running one whose
+// metrics (a key no finished run has) are in its files, indexes that
+// interleave across the shards.
+func modernDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	header := func(i int) string {
+		return fmt.Sprintf(`{"type":"header","time":"2026-11-24T10:00:00Z","format":"nodepack.ledger/v1","command":["nodepack","run"],"cwd":"/w","host":"vm","pid":1,"shard":{"index":%d,"count":2},"total":3,"sweep":{"kind":"params","source":"p.jsonl","command":["./job.sh"],"reps":1,"shards":2}}`, i)
+	}
+	started := func(id string, index, attempt int, params string) string {
+		return fmt.Sprintf(`{"type":"started","time":"2026-11-24T10:00:0%dZ","host":"vm","pid":10,"id":"%s","index":%d,"origin":"p.jsonl:%d","attempt":%d,"slot":0,"cpus":"0","stdout":"runs/%s/stdout.log","stderr":"runs/%s/stderr.log","params":%s}`, attempt, id, index, index+1, attempt, id, id, params)
+	}
+	finished := func(id string, index, attempt int, reason, metrics string) string {
+		return fmt.Sprintf(`{"type":"finished","time":"2026-11-24T10:00:0%dZ","id":"%s","index":%d,"origin":"p.jsonl:%d","attempt":%d,"slot":0,"stdout":"runs/%s/stdout.log","stderr":"runs/%s/stderr.log","exit_code":0,"reason":"%s","duration_s":%d.5,"metrics":%s,"curves":{"loss":[[1,2],[2,1]]}}`, attempt+5, id, index, index+1, attempt, id, id, reason, index, metrics)
+	}
+	files := map[string]string{
+		"ledger-0-of-2.jsonl": strings.Join([]string{header(0),
+			started("run000000004", 4, 1, `{"lr":0.1,"model":"b, c"}`), finished("run000000004", 4, 1, "ok", `{"loss":0.5,"acc":0.9}`),
+			started("run000000000", 0, 1, `{"lr":0.3,"model":"a"}`), finished("run000000000", 0, 1, "failed", `{"loss":2}`),
+			started("run000000002", 2, 1, `{"model":"=x","lr":0.2,"seed":1}`)}, "\n") + "\n",
+		"ledger-1-of-2.jsonl": strings.Join([]string{header(1),
+			started("run000000003", 3, 1, `{"lr":0.01,"model":"say \"hi\""}`), finished("run000000003", 3, 1, "failed", `{"loss":1.5}`),
+			started("run000000003", 3, 2, `{"lr":0.01,"model":"say \"hi\""}`), finished("run000000003", 3, 2, "ok", `{"loss":0.25,"acc":0.95}`),
+			started("run000000001", 1, 1, `{"lr":0.05}`), finished("run000000001", 1, 1, "pruned", `{"loss":0.75,"note":"nan"}`)}, "\n") + "\n",
+		"runs/run000000002/metrics.jsonl": `{"step": 1, "loss": 0.6, "grad": 3}` + "\n",
+		"runs/run000000002/stdout.log":    "loss=0.6\n",
+		"runs/run000000004/stdout.log":    "loss=0.45\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestWriteTableIsRead: the streamed table (WriteTable) is byte for byte
+// the one Read holds, sorted and cut as Table.Sort and a top would, as CSV
+// and as JSON, with and without stdout patterns, of old ledgers (params
+// and metrics in the runs' files) and new ones (in their records), one
+// shard or two, whatever rows it holds back or reads in chunks.
+func TestWriteTableIsRead(t *testing.T) {
+	for _, bounds := range [][2]int{{streamChunk, reorderRows}, {2, 1}, {1, 0}} {
+		chunk, early := streamChunk, reorderRows
+		streamChunk, reorderRows = bounds[0], bounds[1]
+		t.Run(fmt.Sprintf("chunks of %d, %d rows held", bounds[0], bounds[1]), writeTableIsRead)
+		streamChunk, reorderRows = chunk, early
+	}
+}
+
+func writeTableIsRead(t *testing.T) {
+	loss, _ := metrics.ParsePattern(`loss=loss=(\S+)`)
+	for _, d := range []struct {
+		name string
+		dir  string
+	}{{"old", sweepDir(t)}, {"new", modernDir(t)}} {
+		for _, patterns := range [][]metrics.Pattern{nil, {loss}} {
+			for _, sort := range []string{"", "acc", "lr:max", "duration_s", "model", "loss"} {
+				for _, top := range []int{0, 2} {
+					for _, asJSON := range []bool{false, true} {
+						name := fmt.Sprintf("%s/patterns=%d/sort=%s/top=%d/json=%v", d.name, len(patterns), sort, top, asJSON)
+						table, err := Read(d.dir, patterns)
+						if err != nil {
+							t.Fatal(err)
+						}
+						column, desc, _ := ParseRank(sort)
+						if sort != "" {
+							if err := table.Sort(column, desc); err != nil {
+								continue // not a column of this table: WriteTable must say so too
+							}
+						}
+						if top > 0 && top < len(table.Rows) {
+							table.Rows = table.Rows[:top]
+						}
+						var want, got bytes.Buffer
+						if asJSON {
+							table.WriteJSON(&want)
+						} else {
+							table.WriteCSV(&want)
+						}
+						info, err := WriteTable(&got, d.dir, TableOptions{Patterns: patterns, JSON: asJSON, Sort: column, Desc: desc, Top: top})
+						if err != nil {
+							t.Fatalf("%s: %v", name, err)
+						}
+						if got.String() != want.String() || info.Rows != len(table.Rows) {
+							t.Errorf("%s: WriteTable (%d rows) wrote\n%s\nRead's table (%d rows) is\n%s", name, info.Rows, got.String(), len(table.Rows), want.String())
+						}
+					}
+				}
+			}
+		}
+		if _, err := WriteTable(io.Discard, d.dir, TableOptions{Sort: "no-such"}); !errors.Is(err, ErrNoColumn) {
+			t.Errorf("%s: sort by a column it has not: %v", d.name, err)
 		}
 	}
 }
