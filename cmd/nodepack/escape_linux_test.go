@@ -40,6 +40,7 @@ func processesNamed(name string) []int {
 // gone after a normal end, after SIGTERM and after kill -9 of nodepack (the
 // supervisor's job), and so is the runs' scratch root.
 func TestNothingOutlivesTheSweep(t *testing.T) {
+	t.Parallel() // its commands run in processes of their own: beside the other such tests
 	for _, tc := range []struct {
 		description string
 		run         string // the task line; ESCAPEE names the grandchild

@@ -48,6 +48,7 @@ func isBatchVar(k string) bool {
 // array is found by the array's id; run -o nodepack-JOBID resumes the
 // job's sweep where it ran.
 func TestJobIDFindsTheSweep(t *testing.T) {
+	t.Parallel() // its commands run in processes of their own: beside the other such tests
 	dir := t.TempDir()
 	writeFile(t, dir, "tasks.txt", "echo one\necho two; test -e fixed\n")
 	job := []string{"SLURM_JOB_ID=4242", "SLURM_JOB_NUM_NODES=1"}

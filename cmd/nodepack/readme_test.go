@@ -316,6 +316,7 @@ func readmes(t *testing.T) []string {
 // one script (its commands depend on each other), and every inline
 // nodepack command, in a sandbox.
 func TestReadmeCommands(t *testing.T) {
+	t.Parallel() // its commands run in processes of their own: beside the other such tests
 	if testing.Short() {
 		t.Skip("copies the repository and builds nodepack")
 	}
@@ -432,6 +433,7 @@ var helpExampleFiles = map[string]string{
 // sandbox, with the user's files they name (helpExampleFiles): each must
 // exit 0.
 func TestHelpExamples(t *testing.T) {
+	t.Parallel() // its commands run in processes of their own: beside the other such tests
 	if testing.Short() {
 		t.Skip("copies the repository")
 	}
@@ -728,6 +730,7 @@ func TestHelpGroupsCoverEveryFlag(t *testing.T) {
 // run reports loss). Under load the runs' steps are timed by sleeps, so
 // the reads keep up.
 func TestReadmePruneExample(t *testing.T) {
+	t.Parallel() // its commands run in processes of their own: beside the other such tests
 	if testing.Short() {
 		t.Skip("copies the repository")
 	}
@@ -742,6 +745,7 @@ func TestReadmePruneExample(t *testing.T) {
 // after it make it one of the rung's best, and runs to its end from its
 // checkpoint; the three worse runs stay paused.
 func TestReadmePauseExample(t *testing.T) {
+	t.Parallel() // its commands run in processes of their own: beside the other such tests
 	if testing.Short() {
 		t.Skip("copies the repository")
 	}
@@ -761,6 +765,7 @@ func TestReadmePauseExample(t *testing.T) {
 // throughput, of a sweep that has ended too), and the rerun resumes with
 // nothing to run.
 func TestReadmeFirstSweep(t *testing.T) {
+	t.Parallel() // its commands run in processes of their own: beside the other such tests
 	if testing.Short() {
 		t.Skip("copies the repository")
 	}
@@ -779,6 +784,7 @@ func TestReadmeFirstSweep(t *testing.T) {
 // first attempt hangs, as a stuck run does, so its timeout does not race
 // the run's speed.
 func TestReadmeCheckpointExample(t *testing.T) {
+	t.Parallel() // its commands run in processes of their own: beside the other such tests
 	if testing.Short() {
 		t.Skip("copies the repository")
 	}

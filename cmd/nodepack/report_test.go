@@ -22,13 +22,7 @@ import (
 // and Chromium's net log shows no request of the page's). Needs Debian's
 // chromium, which .ci/run installs; skipped without it elsewhere.
 func TestReportInBrowser(t *testing.T) {
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("NODEPACK_CI") != "" {
-			t.Fatal("chromium is not installed, and CI needs this test")
-		}
-		t.Skip("chromium is not installed (apt-get install chromium)")
-	}
+	chromium := needChromium(t)
 	dir := t.TempDir()
 	tasks := writeFile(t, dir, "tasks.txt", strings.Join([]string{
 		"echo a",
@@ -151,13 +145,7 @@ func chartsFixture(t *testing.T) (string, int) {
 // filters as its address says (#sort=…&filter=…), and another metric and
 // direction rank the runs (#metric=acc:max); no run's text became markup.
 func TestReportCharts(t *testing.T) {
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("NODEPACK_CI") != "" {
-			t.Fatal("chromium is not installed, and CI needs this test")
-		}
-		t.Skip("chromium is not installed (apt-get install chromium)")
-	}
+	chromium := needChromium(t)
 	dir, n := chartsFixture(t)
 	if code, _, stderr := runCLI(t, "report", dir); code != exitOK {
 		t.Fatalf("report: exit %d\n%s", code, stderr)
@@ -228,13 +216,7 @@ func TestReportCharts(t *testing.T) {
 // on the chart. The second is drawn dashed over the first, and the key
 // says so.
 func TestReportShowsRunsWithTheSameCurve(t *testing.T) {
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		if os.Getenv("NODEPACK_CI") != "" {
-			t.Fatal("chromium is not installed, and CI needs this test")
-		}
-		t.Skip("chromium is not installed (apt-get install chromium)")
-	}
+	chromium := needChromium(t)
 	out := filepath.Join(t.TempDir(), "results")
 	if code, _, stderr := runCLI(t, "run", "-q", "-o", out, "--params", "../../examples/sweeps/runs.jsonl", "--", "python3", "../../examples/sweeps/report_metrics.py"); code != exitOK {
 		t.Fatalf("run: exit %d\n%s", code, stderr)
@@ -254,4 +236,18 @@ func TestReportShowsRunsWithTheSameCurve(t *testing.T) {
 	if !strings.Contains(string(dom), "(dashed: the same curve as #") {
 		t.Error("the key does not say which run shares a curve")
 	}
+}
+
+// needChromium returns the path of chromium, and skips the test where it
+// is not installed (fails it when NODEPACK_CI is set: CI installs it).
+func needChromium(t *testing.T) string {
+	t.Helper()
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("NODEPACK_CI") != "" {
+			t.Fatal("chromium is not installed, and CI needs this test")
+		}
+		t.Skip("chromium is not installed (apt-get install chromium)")
+	}
+	return chromium
 }

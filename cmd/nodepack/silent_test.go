@@ -43,6 +43,7 @@ func doneIn(t *testing.T, dir string) map[string]int {
 // TestPipedTaskFileRuns: a task file that is a pipe, /dev/stdin, process
 // substitution or "-" runs every line, for run, plan and --dry-run alike.
 func TestPipedTaskFileRuns(t *testing.T) {
+	t.Parallel() // its commands run in processes of their own: beside the other such tests
 	tasks := "echo one >> DONE\necho two >> DONE\n"
 	tests := []struct {
 		description string

@@ -30,8 +30,9 @@ import (
 
 // waitDelay bounds how long Wait keeps reading a run's output pipes (Live
 // mode only) after the run ended, in case an escaped descendant still holds
-// them; the sweeper normally kills such a holder well before.
-const waitDelay = 2 * time.Second
+// them; the sweeper normally kills such a holder well before. A variable
+// for the test that holds that it does.
+var waitDelay = 2 * time.Second
 
 // ErrKilled is what Wait returns (wrapped) when Kill stopped the sweep.
 var ErrKilled = errors.New("killed")
@@ -1302,7 +1303,7 @@ func (e *Execution) stopProcess(st *runStop) {
 	st.mu.Lock()
 	ckpt := st.ckpt
 	st.mu.Unlock()
-	if sig := e.opts.CheckpointSignal; sig != 0 && ckpt != nil && !e.killed() && ckpt.keepsNow(e.grace, true) {
+	if sig := e.opts.CheckpointSignal; sig != 0 && ckpt != nil && !e.killed() && ckpt.keepsNow(min(e.grace, time.Second), true) {
 		// A checkpoint first, for at most the grace: what a stop loses is
 		// what the run did since its last one.
 		saved := ckpt.ask()

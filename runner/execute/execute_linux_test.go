@@ -446,8 +446,8 @@ func TestCancelInterruptsWaits(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want deadline exceeded", err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("Execute took %v after cancel", d)
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("Execute took %v after cancel: the runs (30 s) were not stopped, or the stagger (an hour) still waited", d)
 	}
 	if sum.Interrupted != 1 || sum.Runs != 1 {
 		t.Errorf("summary %+v, want 1 interrupted run, the staggered one never started", sum)
@@ -555,14 +555,10 @@ func TestNoProcessLeftWithoutChildrenFiles(t *testing.T) {
 }
 
 func normalExitLeavesNoProcess(t *testing.T) {
-	start := time.Now()
 	_, events, err := execute(t, t.Context(), lanes(1), Options{},
 		shell(`setsid sleep 300 & echo $!; sleep 300 & echo $!`, `setsid bash -c 'sleep 300 & echo $!; setsid sleep 300 & echo $!; wait' & sleep 0.1`)...)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("took %v", d)
 	}
 	for _, pid := range pidsIn(t, events) {
 		if exists(pid) {
@@ -571,16 +567,31 @@ func normalExitLeavesNoProcess(t *testing.T) {
 	}
 }
 
+// TestGrandchildHoldingOutputDoesNotHang: a run whose grandchild leaves
+// its group holding the run's output pipe (Live) ends when the run does:
+// the sweeper kills the holder, and the wait for the pipe never comes to
+// its bound (set past the test's own deadline here, so that a sweep that
+// waited for it would hang, not pass late on a loaded machine).
 func TestGrandchildHoldingOutputDoesNotHang(t *testing.T) {
+	delay := waitDelay
+	waitDelay = time.Hour
+	t.Cleanup(func() { waitDelay = delay })
 	var live bytes.Buffer
-	start := time.Now()
-	_, events, err := execute(t, t.Context(), lanes(1), Options{Live: &syncBuffer{b: &live}},
-		shell(`setsid sleep 300 & echo $!; echo bye`)...)
+	done := make(chan struct{})
+	var events []run.Event
+	var err error
+	go func() {
+		defer close(done)
+		_, events, err = execute(t, t.Context(), lanes(1), Options{Live: &syncBuffer{b: &live}},
+			shell(`setsid sleep 300 & echo $!; echo bye`)...)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the sweep waits on the pipe its run's grandchild holds")
+	}
 	if err != nil || len(events) != 1 || events[0].Reason != run.OK {
 		t.Fatalf("Execute: %v %+v", err, events)
-	}
-	if d := time.Since(start); d > waitDelay {
-		t.Errorf("took %v, want well under WaitDelay %v", d, waitDelay)
 	}
 	if !strings.Contains(live.String(), "] bye\n") {
 		t.Errorf("live output %q", live.String())

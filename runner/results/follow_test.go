@@ -30,13 +30,7 @@ func sweep(t *testing.T) string {
 		"runs/a1/stderr.log": "Traceback\nValueError: bad lr\n",
 		"runs/b2/stdout.log": "old 1\nold 2\n",
 	}
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	return dir
 }
 

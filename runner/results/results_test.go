@@ -54,13 +54,7 @@ func sweepDir(t *testing.T) string {
 		"runs/c-cccccccccccc/stdout.log":   "epoch 1 loss=1.25\n",
 		"runs/d-dddddddddddd/params.json":  `{"model": "x", "lr": 0.2}`,
 	}
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	return dir
 }
 
@@ -144,13 +138,7 @@ func TestWhatCounts(t *testing.T) {
 			`{"type":"started","time":"2026-11-24T09:00:01Z","id":"bbbbbbbbbbbb","origin":"old.txt:1","attempt":1}` + "\n",
 		"runs/a/stdout.log": "loss=0.9\n" + strings.Repeat("x", 200<<10) + "\nloss=0.5\n",
 	}
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	loss, _ := metrics.ParsePattern(`loss=loss=(\S+)`)
 	table, err := Read(dir, []metrics.Pattern{loss})
 	if err != nil {
@@ -176,13 +164,7 @@ func TestCSVCellsAreInert(t *testing.T) {
 			"neg_text": "-0.5", "neg": -0.5, "plain": "resnet", "=evil": 1}`,
 		"runs/a/metrics.json": `{"@loss": 0.5, "note": "=1+1"}`,
 	}
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	table, err := Read(dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -362,13 +344,7 @@ func modernDir(t *testing.T) string {
 		"runs/run000000002/stdout.log":    "loss=0.6\n",
 		"runs/run000000004/stdout.log":    "loss=0.45\n",
 	}
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeFiles(t, dir, files)
 	return dir
 }
 
@@ -429,6 +405,19 @@ func writeTableIsRead(t *testing.T) {
 		}
 		if _, err := WriteTable(io.Discard, d.dir, TableOptions{Sort: "no-such"}); !errors.Is(err, ErrNoColumn) {
 			t.Errorf("%s: sort by a column it has not: %v", d.name, err)
+		}
+	}
+}
+
+// writeFiles writes each file of files, by its path below dir, making the
+// directories on its way.
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
