@@ -222,6 +222,43 @@ type runsOptions struct {
 	metrics           []string
 }
 
+// streamRuns is status --runs as CSV or JSON, for pandas and jq:
+// streamed, without holding the table (a million runs in the memory of a
+// login node).
+func streamRuns(stdout, stderr io.Writer, dir string, o results.TableOptions) int {
+	info, err := results.WriteTable(stdout, dir, o)
+	if err != nil {
+		// Nothing is written before the columns are known: an error
+		// reading the sweep is exit 2, one while writing exit 1.
+		if !info.Started {
+			if errors.Is(err, results.ErrNoColumn) {
+				return usageErrorf(stderr, "status", "--sort: %v", err)
+			}
+			return usageErrorf(stderr, "status", "%v", err)
+		}
+		fmt.Fprintf(stderr, "nodepack status: %s\n", termSafe(err.Error()))
+		return exitFailed
+	}
+	if judged := judgedOut(info.Pruned, info.Paused); judged != "" && info.Metric {
+		fmt.Fprintf(stderr, "nodepack status: %s ranked by their %s when they were stopped, at their last rung, beside the finished runs' last\n", judged, termSafe(o.Sort))
+	}
+	return exitOK
+}
+
+// judgedOut names the judged-out runs whose values a ranking puts beside
+// the finished runs'; "" for none.
+func judgedOut(pruned, paused int) string {
+	switch {
+	case pruned+paused == 0:
+		return ""
+	case paused == 0:
+		return countWord(pruned, "pruned run")
+	case pruned == 0:
+		return countWord(paused, "paused run")
+	}
+	return fmt.Sprintf("%d pruned and %d paused runs", pruned, paused)
+}
+
 // printRuns prints the results table of dir: for a person on a terminal,
 // else as CSV or JSON.
 func printRuns(stdout, stderr io.Writer, o runsOptions) int {
@@ -256,38 +293,8 @@ func printRuns(stdout, stderr io.Writer, o runsOptions) int {
 			return usageErrorf(stderr, "status", "--sort %q: want COLUMN, COLUMN:min or COLUMN:max", o.sort)
 		}
 	}
-	// The judged-out runs' values, ranked beside finished runs', said.
-	judgedOut := func(pruned, paused int) string {
-		switch {
-		case pruned+paused == 0:
-			return ""
-		case paused == 0:
-			return countWord(pruned, "pruned run")
-		case pruned == 0:
-			return countWord(paused, "paused run")
-		}
-		return fmt.Sprintf("%d pruned and %d paused runs", pruned, paused)
-	}
 	if o.format != "table" {
-		// CSV and JSON, for pandas and jq: streamed, without holding the
-		// table (a million runs in the memory of a login node).
-		info, err := results.WriteTable(stdout, o.dir, results.TableOptions{Patterns: patterns, JSON: o.format == "json", Sort: column, Desc: desc, Top: o.top})
-		if err != nil {
-			// Nothing is written before the columns are known: an error
-			// reading the sweep is exit 2, one while writing exit 1.
-			if !info.Started {
-				if errors.Is(err, results.ErrNoColumn) {
-					return usageErrorf(stderr, "status", "--sort: %v", err)
-				}
-				return usageErrorf(stderr, "status", "%v", err)
-			}
-			fmt.Fprintf(stderr, "nodepack status: %s\n", termSafe(err.Error()))
-			return exitFailed
-		}
-		if judged := judgedOut(info.Pruned, info.Paused); judged != "" && info.Metric {
-			fmt.Fprintf(stderr, "nodepack status: %s ranked by their %s when they were stopped, at their last rung, beside the finished runs' last\n", judged, termSafe(column))
-		}
-		return exitOK
+		return streamRuns(stdout, stderr, o.dir, results.TableOptions{Patterns: patterns, JSON: o.format == "json", Sort: column, Desc: desc, Top: o.top})
 	}
 	table, err := results.Read(o.dir, patterns)
 	if err != nil {

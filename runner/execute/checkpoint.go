@@ -47,11 +47,10 @@ type checkpoints struct {
 	declared bool
 	saved    chan struct{}
 	hurry    chan struct{} // the watcher reads every checkpointPoll from now
-	// reads counts the watcher's reads; read is closed at the next one.
-	// watching says the watcher reads (nil read: it does not, or no more).
-	reads    int
-	read     chan struct{}
-	watching bool
+	// reads counts the watcher's reads; read is closed at the next one,
+	// nil while no watcher reads.
+	reads int
+	read  chan struct{}
 }
 
 // checkpointPoll is how often a run's metrics and checkpoint folder are
@@ -87,7 +86,7 @@ func (c *checkpoints) sawLine(step float64) {
 // watch says the watcher reads the run's metrics from now until unwatch.
 func (c *checkpoints) watch() {
 	c.mu.Lock()
-	c.watching, c.read = true, make(chan struct{})
+	c.read = make(chan struct{})
 	c.mu.Unlock()
 }
 
@@ -105,7 +104,6 @@ func (c *checkpoints) didRead() {
 // unwatch says the watcher reads no more.
 func (c *checkpoints) unwatch() {
 	c.mu.Lock()
-	c.watching = false
 	if c.read != nil {
 		close(c.read)
 		c.read = nil
@@ -128,7 +126,7 @@ func (c *checkpoints) keepsNow(limit time.Duration, asks bool) bool {
 	c.mu.Unlock()
 	for {
 		c.mu.Lock()
-		done, read := c.reads >= want || !c.watching, c.read
+		done, read := c.reads >= want, c.read
 		c.mu.Unlock()
 		if done || read == nil {
 			return c.keeps(asks)

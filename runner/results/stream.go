@@ -80,6 +80,69 @@ func WriteTable(w io.Writer, dir string, o TableOptions) (TableInfo, error) {
 	if err != nil {
 		return TableInfo{}, err
 	}
+	t, places, sk, err := firstPass(dir, logs, o)
+	if err != nil {
+		return TableInfo{}, err
+	}
+	info := TableInfo{Total: len(places)}
+	order := make([]int32, len(places)) // the rows' order: places by index, then by key
+	for k := range order {
+		order[k] = int32(k)
+	}
+	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(places[a].index, places[b].index) })
+	cols := t.Columns()
+	if o.Sort != "" {
+		if !slices.Contains(cols, o.Sort) {
+			return info, fmt.Errorf("no column %q: the table has %s: %w", o.Sort, strings.Join(cols, ", "), ErrNoColumn)
+		}
+		// The column is a fixed one (its key is in params too), a
+		// parameter's, or else a metric's: the first of them in Columns.
+		keys := sk.param
+		if !slices.Contains(fixed, o.Sort) && !slices.ContainsFunc(t.Params, func(k string) bool { return ColumnName("param", k) == o.Sort }) {
+			keys, info.Metric = sk.metric, true
+		}
+		for k := range keys {
+			if keys[k].kind != noValue {
+				switch sk.state[k] {
+				case ledger.StatePruned:
+					info.Pruned++
+				case ledger.StatePaused:
+					info.Paused++
+				}
+			}
+		}
+		slices.SortStableFunc(order, func(a, b int32) int { return compareKeys(keys[a], keys[b], o.Desc) })
+	}
+	sk = sortKeys{} // for the collector, before the rows are read
+	if o.Top > 0 && o.Top < len(order) {
+		order = order[:o.Top]
+	}
+	info.Rows = len(order)
+	out := tableWriter(w, t, o.JSON)
+	info.Started = true
+	next := 0
+	if o.Sort == "" {
+		if next, err = writeInTurn(out, dir, logs, places, order, o.Patterns); err != nil {
+			return info, err
+		}
+	}
+	if err := writeInChunks(out, dir, logs, places, order[next:], o.Patterns); err != nil {
+		return info, err
+	}
+	return info, out.end()
+}
+
+// sortKeys are, by place, with TableOptions.Sort, each run's state and
+// its key as a parameter's and as a metric's value.
+type sortKeys struct {
+	state         []ledger.State
+	param, metric []sortKey
+}
+
+// firstPass reads what WriteTable must know before it writes a row: the
+// table's columns (its Params and Metrics), every run's place, and with
+// Sort the runs' keys.
+func firstPass(dir string, logs []*ledger.Log, o TableOptions) (*Table, []place, sortKeys, error) {
 	// The columns are the keys in the order Read first sees them: by the
 	// run it reads them in (seq, the order of LastAll) and their place in
 	// its row.
@@ -100,8 +163,7 @@ func WriteTable(w io.Writer, dir string, o TableOptions) (TableInfo, error) {
 		fields = ledger.NoCurves
 	}
 	var places []place
-	var states []ledger.State   // by place, with Sort: for TableInfo
-	var params, metrs []sortKey // by place, with Sort: its keys as a parameter's and as a metric's
+	var keys sortKeys
 	// whole takes a run read whole: its row's keys, and with Sort its key.
 	whole := func(li, i, seq int, s *ledger.Started, fin *ledger.Finished) error {
 		row, paramOrder, metricOrder, err := rowOf(dir, logs[li].At(i), s, fin, o.Patterns, false)
@@ -112,8 +174,9 @@ func WriteTable(w io.Writer, dir string, o TableOptions) (TableInfo, error) {
 		addKeys(sortedKeys(row.Metrics, metricOrder), seq, firstMetric)
 		places = append(places, place{index: row.Index, log: int32(li), at: int32(i)})
 		if o.Sort != "" {
-			states = append(states, row.State)
-			params, metrs = append(params, keyOf(columnValue(row, o.Sort, "param"))), append(metrs, keyOf(columnValue(row, o.Sort, "metric")))
+			keys.state = append(keys.state, row.State)
+			keys.param = append(keys.param, keyOf(columnValue(row, o.Sort, "param")))
+			keys.metric = append(keys.metric, keyOf(columnValue(row, o.Sort, "metric")))
 		}
 		return nil
 	}
@@ -143,7 +206,7 @@ func WriteTable(w io.Writer, dir string, o TableOptions) (TableInfo, error) {
 			return whole(li, i, seq, s, fin)
 		})
 		if err != nil {
-			return TableInfo{}, err
+			return nil, nil, keys, err
 		}
 	}
 	for li, log := range logs {
@@ -155,7 +218,7 @@ func WriteTable(w io.Writer, dir string, o TableOptions) (TableInfo, error) {
 			return whole(li, i, again[li][i], s, fin)
 		})
 		if err != nil {
-			return TableInfo{}, err
+			return nil, nil, keys, err
 		}
 	}
 	t := &Table{}
@@ -168,52 +231,7 @@ func WriteTable(w io.Writer, dir string, o TableOptions) (TableInfo, error) {
 			return cmp.Or(cmp.Compare(x.seq, y.seq), cmp.Compare(x.pos, y.pos))
 		})
 	}
-	info := TableInfo{Total: len(places)}
-	order := make([]int32, len(places)) // the rows' order: places by index, then by key
-	for k := range order {
-		order[k] = int32(k)
-	}
-	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(places[a].index, places[b].index) })
-	cols := t.Columns()
-	if o.Sort != "" {
-		if !slices.Contains(cols, o.Sort) {
-			return info, fmt.Errorf("no column %q: the table has %s: %w", o.Sort, strings.Join(cols, ", "), ErrNoColumn)
-		}
-		// The column is a fixed one (its key is in params too), a
-		// parameter's, or else a metric's: the first of them in Columns.
-		keys := params
-		if !slices.Contains(fixed, o.Sort) && !slices.ContainsFunc(t.Params, func(k string) bool { return ColumnName("param", k) == o.Sort }) {
-			keys, info.Metric = metrs, true
-		}
-		for k := range keys {
-			if keys[k].kind != noValue {
-				switch states[k] {
-				case ledger.StatePruned:
-					info.Pruned++
-				case ledger.StatePaused:
-					info.Paused++
-				}
-			}
-		}
-		slices.SortStableFunc(order, func(a, b int32) int { return compareKeys(keys[a], keys[b], o.Desc) })
-		params, metrs, states = nil, nil, nil
-	}
-	if o.Top > 0 && o.Top < len(order) {
-		order = order[:o.Top]
-	}
-	info.Rows = len(order)
-	out := tableWriter(w, t, o.JSON)
-	info.Started = true
-	next := 0
-	if o.Sort == "" {
-		if next, err = writeInTurn(out, dir, logs, places, order, o.Patterns); err != nil {
-			return info, err
-		}
-	}
-	if err := writeInChunks(out, dir, logs, places, order[next:], o.Patterns); err != nil {
-		return info, err
-	}
-	return info, out.end()
+	return t, places, keys, nil
 }
 
 // rowKeys is what the first pass needs of a run whose records hold its

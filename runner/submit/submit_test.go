@@ -518,7 +518,7 @@ func TestNotStartedTaskLog(t *testing.T) {
 		{PBS, "11[].server", 4, "jobs/11[4].server.OU"},
 		{PBS, "11[].server", 5, ""},
 	} {
-		if got := taskLog(dir, tc.s, tc.job, tc.task); got != tc.want {
+		if got := taskLog(jobLogs(dir), tc.s, tc.job, tc.task); got != tc.want {
 			t.Errorf("%s job %s task %d: log %q, want %q", tc.s, tc.job, tc.task, got, tc.want)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -197,10 +198,15 @@ func Status(ctx context.Context, dir string) (*Doc, error) {
 	doc := &Doc{Status: st}
 	if len(recs) > 0 {
 		v := Look(ctx, recs, st.Shards, nil)
+		var logs map[string]bool // the regular files in jobs/, read once, where a task has not started
 		for i, sh := range v.Shards {
-			if sh.State == TaskNotStarted {
-				v.Shards[i].Log = taskLog(dir, v.Scheduler, sh.JobID, sh.Task)
+			if sh.State != TaskNotStarted {
+				continue
 			}
+			if logs == nil {
+				logs = jobLogs(dir)
+			}
+			v.Shards[i].Log = taskLog(logs, v.Scheduler, sh.JobID, sh.Task)
 		}
 		addUnstarted(st, recs[len(recs)-1])
 		doc.Scheduler = &v
@@ -238,31 +244,41 @@ func addUnstarted(st *results.Status, rec Record) {
 	}
 }
 
-// taskLog is the log an array task of job left in dir, by the name its
-// script asks the scheduler for (jobs/slurm-JOB_TASK.log,
+// jobLogs lists the regular files in dir's jobs/ (not following links):
+// the logs the array's tasks left.
+func jobLogs(dir string) map[string]bool {
+	logs := map[string]bool{}
+	entries, _ := os.ReadDir(filepath.Join(dir, "jobs"))
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			logs[e.Name()] = true
+		}
+	}
+	return logs
+}
+
+// taskLog is the log an array task of job left, of logs (jobLogs), by the
+// name its script asks the scheduler for (jobs/slurm-JOB_TASK.log,
 // jobs/sge-JOB.TASK.log; PBS names its own, by the job's number and the
-// task's index), relative to dir; "" when there is none: the task never
-// ran.
-func taskLog(dir string, s Scheduler, job string, task int) string {
-	var names []string
+// task's index), relative to the output directory; "" when there is none:
+// the task never ran.
+func taskLog(logs map[string]bool, s Scheduler, job string, task int) string {
 	switch s {
 	case Slurm:
-		names = []string{fmt.Sprintf("slurm-%s_%d.log", job, task)}
+		if name := fmt.Sprintf("slurm-%s_%d.log", job, task); logs[name] {
+			return filepath.Join("jobs", name)
+		}
 	case SGE:
-		names = []string{fmt.Sprintf("sge-%s.%d.log", job, task)}
+		if name := fmt.Sprintf("sge-%s.%d.log", job, task); logs[name] {
+			return filepath.Join("jobs", name)
+		}
 	case PBS:
 		seq, _, _ := strings.Cut(job, ".")
 		seq = strings.TrimSuffix(seq, "[]")
-		entries, _ := os.ReadDir(filepath.Join(dir, "jobs"))
-		for _, e := range entries {
-			if n := e.Name(); strings.Contains(n, seq+"["+strconv.Itoa(task)+"]") || strings.Contains(n, ".o"+seq+"."+strconv.Itoa(task)) {
-				names = append(names, n)
+		for _, name := range slices.Sorted(maps.Keys(logs)) {
+			if strings.Contains(name, seq+"["+strconv.Itoa(task)+"]") || strings.Contains(name, ".o"+seq+"."+strconv.Itoa(task)) {
+				return filepath.Join("jobs", name)
 			}
-		}
-	}
-	for _, name := range names {
-		if st, err := os.Lstat(filepath.Join(dir, "jobs", name)); err == nil && st.Mode().IsRegular() {
-			return filepath.Join("jobs", name)
 		}
 	}
 	return ""
