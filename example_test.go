@@ -11,9 +11,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodepack/nodepack"
-	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/schedule"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 

@@ -5,7 +5,7 @@
 #
 #   go build -o /tmp/nodepack ./cmd/nodepack && bench/packing.sh [N] [SCALE]
 #
-# N (default 60) runs in shuffled order, as pack/schedule's TestMixedSweepMakespan
+# N (default 60) runs in shuffled order, as runner/schedule's TestMixedSweepMakespan
 # draws them: a tenth ask for 2 GPUs and run 20-40 "minutes", three tenths
 # 1 GPU for 10-30, two tenths half a GPU and four tenths a quarter for
 # 5-20; SCALE (default 0.05) is the seconds a "minute" lasts. Each run is a
@@ -20,7 +20,7 @@
 # with --parallel N; with default flags (no --parallel: as many at once as
 # the runs' requests fit), which should be as good as the best flags; then
 # the same for static slots: every run with 2 GPUs, as a launcher with one
-# request for the whole sweep must run it. pack/schedule's BenchmarkMixedSweepMakespan
+# request for the whole sweep must run it. runner/schedule's BenchmarkMixedSweepMakespan
 # and TestMixedSweepMakespan run 300-run sweeps of this kind in virtual
 # time. NODEPACK overrides the binary.
 set -euo pipefail

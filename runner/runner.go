@@ -18,13 +18,13 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/schedule"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 

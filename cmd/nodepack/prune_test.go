@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/schedule"
 )
 
 // pruneSweep writes a params sweep of runs that report their loss at

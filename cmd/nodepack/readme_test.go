@@ -533,7 +533,7 @@ var layers = map[string]int{
 	"runner/metrics":      1,
 	"runner/run":          2,
 	"pack":                0,
-	"pack/schedule":       3,
+	"runner/schedule":     3,
 	"runner/untrusted":    0,
 	"runner/escape":       0,
 	"cmd/internal/clidoc": 0,

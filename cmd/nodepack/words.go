@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/results"
+	"github.com/nodepack/nodepack/runner/schedule"
 )
 
 // splitWords splits a command prefix the way a POSIX shell splits words,

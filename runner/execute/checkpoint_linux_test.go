@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/schedule"
 )
 
 // trainer is a training that checkpoints as the contract asks: every 20

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/schedule"
 )
 
 // TestPolicyKnowsFailureClasses: the scheduler names the failure classes

@@ -1,6 +1,6 @@
 // Package execute runs the processes of a sweep and keeps the node full:
 // one loop carries out what the scheduling policy (package
-// pack/schedule) decides — start run K in lane L on these GPUs and CPUs,
+// runner/schedule) decides — start run K in lane L on these GPUs and CPUs,
 // retry it, drain, terminate — and tells it every start, settle, end and
 // GPU fault; this package decides nothing about placement itself.
 //

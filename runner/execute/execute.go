@@ -20,11 +20,11 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/schedule"
 	"github.com/nodepack/nodepack/runner/untrusted"
 )
 

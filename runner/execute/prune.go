@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/schedule"
 	"github.com/nodepack/nodepack/runner/untrusted"
 )
 

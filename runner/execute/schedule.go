@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/pack/schedule"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/schedule"
 )
 
 // settleSamples and settleInterval are the readiness gate's measure: a

@@ -133,7 +133,7 @@ func (s Steps) LostPart() float64 {
 // last checkpoint, all of them without one.
 func (s Steps) Lost() float64 { return max(s.Last-s.Checkpoint, 0) }
 
-// Judgement is the decision the pruning policy (pack/schedule's Pruner)
+// Judgement is the decision the pruning policy (runner/schedule's Pruner)
 // took on one run at one rung: a Judged event's, and a rung record's.
 type Judgement struct {
 	Run    string  // the run's id

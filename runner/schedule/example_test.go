@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
-	"github.com/nodepack/nodepack/pack/schedule"
+	"github.com/nodepack/nodepack/runner/schedule"
 )
 
 // Example drives the policy as package execute does, in virtual time:
