@@ -21,7 +21,7 @@
 //   - the batch job is detected, for the output directory's name, the
 //     shard of an array job, the job's end and requeues.
 //
-// An embedding program calls execute.MaybeGuard first thing in main, as
+// An embedding program calls proc.MaybeGuard first thing in main, as
 // the nodepack command does, so that no run outlives it even after a kill
 // -9.
 package nodepack

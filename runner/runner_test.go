@@ -14,15 +14,16 @@ import (
 	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/proc"
 	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
 // TestMain lets the test binary act as the runner's supervisor, as a
-// program's main does by calling execute.MaybeGuard first.
+// program's main does by calling proc.MaybeGuard first.
 func TestMain(m *testing.M) {
-	execute.MaybeGuard()
+	proc.MaybeGuard()
 	os.Exit(m.Run())
 }
 

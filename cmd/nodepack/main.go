@@ -7,14 +7,14 @@ import (
 	"os"
 	"runtime"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/proc"
 )
 
 func main() {
-	execute.MaybeGuard() // first: the supervisor process does its work and exits here
+	proc.MaybeGuard() // first: the supervisor process does its work and exits here
 	// nodepack starts no process of its own that should outlive a sweep:
 	// every run is marked from its first instruction.
-	execute.ClaimChildren()
+	proc.ClaimChildren()
 	spareP()
 	os.Exit(program(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }

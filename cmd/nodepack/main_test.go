@@ -9,15 +9,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/proc"
 )
 
 // TestMain lets a test run this test binary as the nodepack command (under
 // taskset, say): with NODEPACK_TEST_AS_MAIN=1 it is nodepack.
 func TestMain(m *testing.M) {
-	execute.MaybeGuard()
+	proc.MaybeGuard()
 	if os.Getenv("NODEPACK_TEST_AS_MAIN") == "1" {
-		execute.ClaimChildren() // as main does; not in the tests, which start processes of their own
+		proc.ClaimChildren() // as main does; not in the tests, which start processes of their own
 		os.Exit(program(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	code := m.Run()

@@ -534,6 +534,7 @@ var layers = map[string]int{
 	"runner/run":          2,
 	"pack":                0,
 	"runner/schedule":     3,
+	"runner/proc":         3,
 	"runner/untrusted":    0,
 	"runner/escape":       0,
 	"cmd/internal/clidoc": 0,

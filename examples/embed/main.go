@@ -22,12 +22,13 @@ import (
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/proc"
 	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
 
 func main() {
-	execute.MaybeGuard() // first: no run outlives this program, even after kill -9
+	proc.MaybeGuard() // first: no run outlives this program, even after kill -9
 	out := flag.String("o", "", "output directory (default: a temporary one)")
 	flag.Parse()
 	// SIGTERM, SIGINT and SIGHUP stop the sweep; sbatch --signal's SIGUSR1

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodepack/nodepack/runner/execute"
+	"github.com/nodepack/nodepack/runner/proc"
 )
 
 func TestMain(m *testing.M) {
-	execute.MaybeGuard()
+	proc.MaybeGuard()
 	os.Exit(m.Run())
 }
 

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/proc"
 	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/schedule"
 )
@@ -49,9 +50,7 @@ func BenchmarkThroughput(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			if tc.spawner {
-				saved := directLimit
-				directLimit = 0
-				defer func() { directLimit = saved }()
+				defer proc.SetKnobs(proc.Knobs{Spawner: true})()
 			}
 			runs := func(yield func(run.Run, error) bool) {
 				for i := range b.N {

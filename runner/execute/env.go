@@ -8,6 +8,7 @@ import (
 
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner/metrics"
+	"github.com/nodepack/nodepack/runner/proc"
 	"github.com/nodepack/nodepack/runner/run"
 )
 
@@ -32,12 +33,6 @@ var threadVars = []string{
 // interopVar sizes TensorFlow's pool of concurrent ops, which wants to be small.
 const interopVar = "TF_NUM_INTEROP_THREADS"
 
-// sessionVar names, in every run's environment, the nodepack processes the
-// run descends from: their session tokens, outermost first, separated by
-// colons (a run may itself run nodepack). A supervisor that cleans up after
-// a nodepack killed with SIGKILL finds the run's descendants by it.
-const sessionVar = "NODEPACK_SESSION"
-
 var renderVars = []string{"EGL_DEVICE_ID", "MUJOCO_EGL_DEVICE_ID", "PYGLET_HEADLESS_DEVICE"}
 
 // envBuilder builds each attempt's environment from one snapshot of the
@@ -45,12 +40,12 @@ var renderVars = []string{"EGL_DEVICE_ID", "MUJOCO_EGL_DEVICE_ID", "PYGLET_HEADL
 type envBuilder struct {
 	base    []string        // caller's environment without staleVars
 	userSet map[string]bool // keys set in the caller's environment or Options.Env
-	session string          // sessionVar's value
+	session string          // proc.SessionVar's value
 	opts    *Options
 }
 
 // newEnvBuilder snapshots environ; token is this process's session token
-// (see sessionVar), "" for none.
+// (see proc.SessionVar), "" for none.
 func newEnvBuilder(environ []string, token string, opts *Options) *envBuilder {
 	b := &envBuilder{userSet: make(map[string]bool), opts: opts}
 	for _, kv := range environ {
@@ -60,7 +55,7 @@ func newEnvBuilder(environ []string, token string, opts *Options) *envBuilder {
 		}
 		b.base = append(b.base, kv)
 		b.userSet[k] = true
-		if k == sessionVar {
+		if k == proc.SessionVar {
 			b.session = kv[len(k)+1:]
 		}
 	}
@@ -127,7 +122,7 @@ func (b *envBuilder) build(a attemptEnv) []string {
 		set("TEMP", a.tmpDir)
 	}
 	if b.session != "" {
-		set(sessionVar, b.session)
+		set(proc.SessionVar, b.session)
 	}
 	set("NODEPACK_RUN_ID", a.run.ID)
 	set("NODEPACK_RUN_INDEX", strconv.Itoa(a.run.Index))

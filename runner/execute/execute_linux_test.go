@@ -15,18 +15,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/proc"
 	"github.com/nodepack/nodepack/runner/run"
 )
 
@@ -148,24 +147,8 @@ func TestAffinityInPlaceFromFirstInstruction(t *testing.T) {
 	if wrong > 0 {
 		t.Errorf("%d of 200 runs were not pinned to their lane's CPU", wrong)
 	}
-	// The runner's own threads keep the process's mask: a thread that
-	// started a run directly has it back, and only the spawners stay
-	// pinned.
-	want := pack.FormatCPUList(cpuList(procs.all)) // not the main thread's: a spawner may hold it
-	tasks, _ := filepath.Glob("/proc/self/task/*")
-	for _, task := range tasks {
-		tid, _ := strconv.Atoi(filepath.Base(task))
-		if slices.Contains(procs.spawnerTIDs, tid) {
-			continue
-		}
-		// /proc/TID answers for a thread too.
-		if got := procStatus(tid, "Cpus_allowed_list"); got != "" && got != want {
-			t.Errorf("thread %d of the runner: Cpus_allowed_list %s, want the process's %s", tid, got, want)
-		}
-	}
-	if n := directRuns.Load(); n != 0 {
-		t.Errorf("%d direct starts still counted after Execute", n)
-	}
+	// That the runner's own threads keep the process's mask is the
+	// process handle's promise: runner/proc's TestLaunchLeavesThreadsAsTheyWere.
 }
 
 // cpuList lists the CPUs of a mask.
@@ -549,8 +532,7 @@ func TestNormalExitLeavesNoProcess(t *testing.T) {
 // TestNoProcessLeftWithoutChildrenFiles sweeps as on a kernel without
 // /proc/PID/task/TID/children: by every process's stat.
 func TestNoProcessLeftWithoutChildrenFiles(t *testing.T) {
-	noChildrenFiles.Store(true)
-	t.Cleanup(func() { noChildrenFiles.Store(false) })
+	t.Cleanup(proc.SetKnobs(proc.Knobs{NoChildrenFiles: true}))
 	normalExitLeavesNoProcess(t)
 }
 
@@ -738,21 +720,21 @@ func TestInvalidCPUIsASetupError(t *testing.T) {
 // and from a spawner thread, as runs in a memory cgroup and runs beyond
 // directLimit do.
 func startPaths(t *testing.T, test func(t *testing.T)) {
-	if err := setup(); err != nil {
+	if err := proc.Setup(); err != nil {
 		t.Fatal(err)
 	}
 	for _, path := range []string{"supervised", "unsupervised", "spawner"} {
 		t.Run(path, func(t *testing.T) {
-			saved, savedLimit := procs.supervisor, directLimit
+			var k proc.Knobs
 			switch {
 			case path == "unsupervised":
-				procs.supervisor = nil
-			case saved == nil:
+				k.Unsupervised = true
+			case !proc.Supervised():
 				t.Skip("the test binary did not call MaybeGuard")
 			case path == "spawner":
-				directLimit = 0
+				k.Spawner = true
 			}
-			defer func() { procs.supervisor, directLimit = saved, savedLimit }()
+			defer proc.SetKnobs(k)()
 			test(t)
 		})
 	}
@@ -775,20 +757,20 @@ func TestEveryStartPath(t *testing.T) {
 // is stopped too (SIGTERM) and ends interrupted.
 func TestRunStartingAsTheSweepStops(t *testing.T) {
 	startPaths(t, func(t *testing.T) {
-		e := &Execution{ctx: t.Context(), grace: 10 * time.Second, kill: make(chan struct{}), stops: map[*runStop]struct{}{}, stopping: true}
-		p, err := startProcess(exec.Command("sleep", "30"), nil, nil, attemptKey{"late", 1})
+		e := &Execution{ctx: t.Context(), grace: 10 * time.Second, life: newLife()}
+		e.procs.StopAll() // the stop went through the running runs
+		p, err := proc.Launch(proc.Spec{Cmd: exec.Command("sleep", "30"), Key: proc.Key{Run: "late", Attempt: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		st := e.watch(p)
-		p.waitExit()
+		exit := p.Wait()
 		reason := e.unwatch(st)
-		exit := p.finish()
-		if reason != run.Interrupted || exit.signal != "SIGTERM" {
-			t.Errorf("reason %q, signal %q; want interrupted by SIGTERM", reason, exit.signal)
+		if reason != run.Interrupted || exit.Signal != "SIGTERM" {
+			t.Errorf("reason %q, signal %q; want interrupted by SIGTERM", reason, exit.Signal)
 		}
-		if len(e.stops) != 0 {
-			t.Errorf("%d runs still registered for stops", len(e.stops))
+		if n := e.procs.Len(); n != 0 {
+			t.Errorf("%d runs still registered for stops", n)
 		}
 	})
 }
@@ -817,12 +799,12 @@ func TestStartErrorsKeepTheirType(t *testing.T) {
 		}
 		// A program found when its command is made, gone when it starts:
 		// exec itself fails.
-		x := &Execution{paths: map[string]string{}}
-		cmd := x.lookup([]string{gone})
+		var paths pathCache
+		cmd := paths.command([]string{gone})
 		os.Remove(gone)
 		cmd.Env = os.Environ()
-		p, err := startProcess(cmd, nil, nil, attemptKey{"gone", 1})
-		var se *startError
+		p, err := proc.Launch(proc.Spec{Cmd: cmd, Key: proc.Key{Run: "gone", Attempt: 1}})
+		var se *proc.StartError
 		if p != nil || !errors.As(err, &se) || !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("a program gone between lookup and start: %v (%T); want a start error that is fs.ErrNotExist", err, err)
 		}
@@ -836,72 +818,6 @@ func TestNoProcessLeftEitherWay(t *testing.T) {
 	startPaths(t, func(t *testing.T) {
 		TestNormalExitLeavesNoProcess(t)
 		TestCancelLeavesNoProcess(t)
-	})
-}
-
-// TestRunOutlivesThreadsThatEnd: a run's Pdeathsig fires when the thread
-// that forked it ends, and a goroutine that exits locked to its thread
-// ends that thread. No such goroutine of the host program can end the
-// thread a running run was forked from, even while the run's goroutine is
-// parked between its start and its wait: that goroutine, or a spawner,
-// holds the thread.
-func TestRunOutlivesThreadsThatEnd(t *testing.T) {
-	startPaths(t, func(t *testing.T) {
-		p, err := startProcess(exec.Command("sleep", "30"), nil, nil, attemptKey{"outlives", 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// This goroutine parks while threads end: each goroutine takes an
-		// idle thread, or a new one, and ends it.
-		for range 50 {
-			done := make(chan struct{})
-			go func() {
-				runtime.LockOSThread()
-				close(done)
-			}()
-			<-done
-		}
-		// An observation window, not a synchronisation: a run killed by a
-		// thread's end is dead well within it, and a slow machine can only
-		// make the test miss a death, never fail a run that lives.
-		time.Sleep(100 * time.Millisecond)
-		ok := alive(p.pid)
-		p.signal(syscall.SIGKILL)
-		p.waitExit()
-		p.finish()
-		if !ok {
-			t.Error("the run died when threads of the runner ended")
-		}
-	})
-}
-
-// TestNoSignalAfterReap: once a run's process is reaped its number may
-// belong to another process, so a stop that comes late (a timeout firing
-// as the run ends, the sampler's kill) must send nothing.
-func TestNoSignalAfterReap(t *testing.T) {
-	startPaths(t, func(t *testing.T) {
-		p, err := startProcess(exec.Command("true"), nil, nil, attemptKey{"reaped", 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.waitExit()
-		p.finish()
-		// Another process group now has the number, as after pid reuse.
-		other := exec.Command("sleep", "30")
-		other.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := other.Start(); err != nil {
-			t.Fatal(err)
-		}
-		p.pid = other.Process.Pid
-		p.signal(syscall.SIGKILL)
-		// kill(2) has marked its signal pending by the time it returns,
-		// and a pending SIGKILL is taken before SIGTERM: the SIGTERM sent
-		// now is what ends the process only if no SIGKILL came.
-		other.Process.Signal(syscall.SIGTERM)
-		other.Wait()
-		if ws := other.ProcessState.Sys().(syscall.WaitStatus); ws.Signal() != syscall.SIGTERM {
-			t.Errorf("the process that has a reaped run's number now ended by %v; want SIGTERM, the only signal meant for it", ws.Signal())
-		}
 	})
 }
 

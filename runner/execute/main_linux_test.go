@@ -5,6 +5,8 @@ package execute
 import (
 	"os"
 	"testing"
+
+	"github.com/nodepack/nodepack/runner/proc"
 )
 
 // TestMain makes the test binary able to act as the supervisor, as a
@@ -12,7 +14,7 @@ import (
 // the kill -9 tests kill (helperSweep).
 func TestMain(m *testing.M) {
 	if os.Getenv(noSupervisorEnv) == "" {
-		MaybeGuard()
+		proc.MaybeGuard()
 	}
 	if dir := os.Getenv(helperSweepEnv); dir != "" {
 		os.Exit(helperSweep(dir))

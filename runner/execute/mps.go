@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/pack"
+	"github.com/nodepack/nodepack/runner/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -69,10 +69,9 @@ const mpsKillWait = 2 * time.Second
 // output (in a session of its own) cannot hold up its end.
 type mpsDaemon struct {
 	once      sync.Once
-	path      string // the program
-	pipe, log string // CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY
-	pid       int
-	exited    chan struct{}
+	path      string        // the program
+	pipe, log string        // CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY
+	p         *proc.Process // nil while there is none
 	lock      *os.File
 	err       error // why there is none
 }
@@ -148,7 +147,7 @@ func (d *mpsDaemon) start(e *Execution) error {
 		return err
 	}
 	d.lock, d.path = lock, path
-	root := filepath.Join(e.scratch, "mps")
+	root := filepath.Join(e.dirs.scratch, "mps")
 	d.pipe, d.log = filepath.Join(root, "pipe"), filepath.Join(root, "log")
 	for _, dir := range []string{d.pipe, d.log} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -165,32 +164,16 @@ func (d *mpsDaemon) start(e *Execution) error {
 	cmd := exec.Command(path, "-f")
 	cmd.Env = append(os.Environ(), "CUDA_MPS_PIPE_DIRECTORY="+d.pipe, "CUDA_MPS_LOG_DIRECTORY="+d.log)
 	if e.env.session != "" {
-		cmd.Env = append(cmd.Env, sessionVar+"="+e.env.session)
+		cmd.Env = append(cmd.Env, proc.SessionVar+"="+e.env.session)
 	}
-	cmd.SysProcAttr = keeperAttr()
 	cmd.Stdout, cmd.Stderr = out, out // a file: Wait waits for no copy
-	started := make(chan error, 1)
-	d.exited = make(chan struct{})
-	go func() {
-		// The thread that forks the daemon fires its parent-death signal
-		// when it ends: it is held until the daemon has exited.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		cmd.Wait()
-		close(d.exited)
-	}()
-	err = <-started
+	p, err := proc.LaunchHelper(cmd)
 	out.Close()
 	if err != nil {
 		d.release()
 		return fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
-	d.pid = cmd.Process.Pid
+	d.p = p
 	deadline := time.After(mpsStartTimeout)
 	for {
 		for _, name := range []string{"control", "nvidia-cuda-mps-control.pid"} {
@@ -199,9 +182,10 @@ func (d *mpsDaemon) start(e *Execution) error {
 			}
 		}
 		select {
-		case <-d.exited:
+		case <-d.p.Exited():
+			exit := d.p.Wait()
 			d.release()
-			return fmt.Errorf("%s exited at once: %s", filepath.Base(path), cmp.Or(fileTail(outPath), cmd.ProcessState.String()))
+			return fmt.Errorf("%s exited at once: %s", filepath.Base(path), cmp.Or(fileTail(outPath), exitText(exit)))
 		case <-deadline:
 			d.kill()
 			d.release()
@@ -215,7 +199,7 @@ func (d *mpsDaemon) start(e *Execution) error {
 // pipe, then SIGKILL to its group if it has not gone within wait. It
 // returns within wait and mpsKillWait, whatever the daemon does.
 func (d *mpsDaemon) stop(wait time.Duration) {
-	if d.pid == 0 {
+	if d.p == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -226,7 +210,7 @@ func (d *mpsDaemon) stop(wait time.Duration) {
 	quit.WaitDelay = 100 * time.Millisecond // a child of it that keeps its stdin open
 	quit.Run()
 	select {
-	case <-d.exited:
+	case <-d.p.Exited():
 	case <-ctx.Done():
 		d.kill()
 	}
@@ -236,9 +220,9 @@ func (d *mpsDaemon) stop(wait time.Duration) {
 // kill sends SIGKILL to the daemon's group (its MPS servers too) and waits
 // for it, at most mpsKillWait.
 func (d *mpsDaemon) kill() {
-	syscall.Kill(-d.pid, syscall.SIGKILL)
+	d.p.Signal(syscall.SIGKILL)
 	select {
-	case <-d.exited:
+	case <-d.p.Exited():
 	case <-time.After(mpsKillWait):
 	}
 }
@@ -249,7 +233,7 @@ func (d *mpsDaemon) release() {
 		d.lock.Close()
 		d.lock = nil
 	}
-	d.pid = 0
+	d.p = nil
 }
 
 // mpsLockName is the MPS lock's name in its folder.
@@ -328,4 +312,12 @@ func fileTail(path string) string {
 		s = s[i+1:]
 	}
 	return s
+}
+
+// exitText says how a process ended, as os.ProcessState does.
+func exitText(x proc.Exit) string {
+	if x.Signal != "" {
+		return "killed by " + x.Signal
+	}
+	return "exit status " + strconv.Itoa(x.Code)
 }

@@ -235,7 +235,7 @@ esac`
 			if _, err := fmt.Sscan(string(b), &pid); err != nil {
 				t.Fatalf("no daemon started: %v", err)
 			}
-			if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+			if syscall.Kill(pid, 0) == nil && !strings.HasPrefix(procStatus(pid, "State"), "Z") {
 				t.Errorf("the daemon (pid %d) outlived the sweep", pid)
 			}
 		})

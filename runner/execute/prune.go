@@ -216,7 +216,7 @@ func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runS
 		close(done)
 		<-finished
 		read(true) // to the end: its last steps and checkpoint (judged out, no judgement)
-		if auto && math.IsInf(furthest, -1) && e.autoNoted.CompareAndSwap(false, true) {
+		if auto && math.IsInf(furthest, -1) && e.noted.auto.CompareAndSwap(false, true) {
 			e.note(fmt.Sprintf("%s ended without reporting a step to $NODEPACK_METRICS (or a --metric pattern): --runs-per-gpu auto measures the runs by their steps, so a shape whose runs report none keeps one run per GPU",
 				ev.Run.Origin))
 		}
@@ -306,8 +306,11 @@ func (pr *pruning) sawOther(p metrics.Point, e *Execution) {
 // (run.Run.Paused, from the ledger) waits the same way under the same
 // policy, and runs as any run without one.
 
-// pausing is the paused runs' jobs, by run id (schedMu held).
-type pausing map[string]*job
+// pausing is the paused runs (schedMu held).
+type pausing struct {
+	runs     map[string]*job // by run id
+	promoted int             // how many were promoted: Summary.Promoted
+}
 
 // repause makes r, paused by an earlier session, a candidate for
 // promotion (schedMu held); false when this sweep's policy did not pause
@@ -321,7 +324,7 @@ func (e *Execution) repause(r run.Run) bool {
 	ok := pr.pruner.Repause(r.ID)
 	pr.mu.Unlock()
 	if ok {
-		e.paused[r.ID] = &job{run: r}
+		e.paused.runs[r.ID] = &job{run: r}
 	}
 	return ok
 }
@@ -339,7 +342,7 @@ func (e *Execution) pause(j *job) {
 	pr.pruner.Pause(*j.pausedAt)
 	pr.mu.Unlock()
 	j.pausedAt = nil
-	e.paused[j.run.ID] = j
+	e.paused.runs[j.run.ID] = j
 	e.schedMu.Unlock()
 	e.signal()
 }
@@ -349,19 +352,19 @@ func (e *Execution) pause(j *job) {
 // The loop comes round again at once, for the next lane.
 func (e *Execution) promote() {
 	pr := e.pruning
-	if pr == nil || len(e.paused) == 0 || e.sched.Waiting() > 0 || !e.sched.Room() {
+	if pr == nil || len(e.paused.runs) == 0 || e.sched.Waiting() > 0 || !e.sched.Room() {
 		return
 	}
 	pr.mu.Lock()
 	id, ok := pr.pruner.Promote()
 	pr.mu.Unlock()
-	j := e.paused[id]
+	j := e.paused.runs[id]
 	if !ok || j == nil {
 		return
 	}
-	delete(e.paused, id)
+	delete(e.paused.runs, id)
 	j.promoted, j.run.Paused = true, false
 	e.add(j, nil)
-	e.promotions++
+	e.paused.promoted++
 	e.signal()
 }

@@ -92,7 +92,7 @@ func (e *Execution) schedule() {
 		}
 		plan, err := e.sched.Next(time.Now())
 		if plan.Terminate {
-			e.termOnce.Do(func() { close(e.terminate) })
+			e.life.terminateNow()
 		}
 		if plan.Drain {
 			e.drain()
@@ -117,7 +117,7 @@ func (e *Execution) schedule() {
 		if done {
 			return
 		}
-		in, stop := next, e.stop
+		in, stop := next, e.life.stop
 		if !room || halted {
 			in = nil
 		}
@@ -205,8 +205,8 @@ func (e *Execution) add(j *job, next *chan run.Run) {
 
 // launch starts the run of st in its own goroutine (schedMu held).
 func (e *Execution) launch(st schedule.Start) {
-	for len(e.tmp) <= st.Lane {
-		e.tmp = append(e.tmp, new(string))
+	for len(e.dirs.lanes) <= st.Lane {
+		e.dirs.lanes = append(e.dirs.lanes, new(string))
 	}
 	j := e.jobs[st.Key]
 	e.workers.Go(func() { e.runAll(j, st) })
@@ -265,7 +265,7 @@ func (e *Execution) gate(j *job, n int, place pack.Assignment) *usage.Settle {
 // blind tells the sweep, once, that no run's GPU memory can be read here,
 // and why.
 func (e *Execution) blind(why string) {
-	e.blindOnce.Do(func() {
+	e.noted.blind.Do(func() {
 		e.note("the GPU memory of each run cannot be read here (" + why + "): runs sharing a GPU by gpu_mem start without waiting for the runs before them to allocate theirs, and gpu_mem=auto measures nothing (its runs keep a GPU each)")
 	})
 }
@@ -301,7 +301,7 @@ func (e *Execution) watchFaults(faults <-chan usage.GPUFault) {
 				return
 			}
 			e.gpuOut(f)
-		case <-e.done:
+		case <-e.life.done:
 			return
 		}
 	}
@@ -320,10 +320,10 @@ func (e *Execution) gpuOut(f usage.GPUFault) {
 	if none {
 		e.drain()
 	}
-	e.mu.Lock()
-	e.sum.GPUsOut = append(e.sum.GPUsOut, f)
-	e.sum.NoGPUsLeft = none
-	e.mu.Unlock()
+	e.tally.mu.Lock()
+	e.tally.sum.GPUsOut = append(e.tally.sum.GPUsOut, f)
+	e.tally.sum.NoGPUsLeft = none
+	e.tally.mu.Unlock()
 	if e.opts.OnGPUFault != nil {
 		e.eventMu.Lock()
 		e.opts.OnGPUFault(f, none)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodepack/nodepack/runner/proc"
 	"github.com/nodepack/nodepack/runner/run"
 )
 
@@ -16,7 +17,7 @@ import (
 // TMPDIR per run: runs per second, and the CPU time per run of this process
 // and its children together.
 func BenchmarkStart(b *testing.B) {
-	if err := setup(); err != nil {
+	if err := proc.Setup(); err != nil {
 		b.Fatal(err)
 	}
 	runs := func(yield func(run.Run, error) bool) {

@@ -1,8 +1,11 @@
 package execute
 
 import (
+	"os/exec"
+	"syscall"
 	"testing"
 
+	"github.com/nodepack/nodepack/runner/proc"
 	"github.com/nodepack/nodepack/runner/run"
 )
 
@@ -11,12 +14,17 @@ import (
 // it exits) stops nothing and gives no reason: the attempt ends as its
 // exit says. Before the exit, the first stop's reason is the one kept.
 func TestStopAfterExit(t *testing.T) {
-	running := &runStop{p: &process{exited: make(chan struct{})}}
+	sleep, err := proc.Launch(proc.Spec{Cmd: exec.Command("sleep", "30"), Key: proc.Key{Run: "running", Attempt: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := &runStop{p: sleep}
 	if !running.begin(run.Pruned) || running.begin(run.TimedOut) || running.reason != run.Pruned {
 		t.Errorf("a running attempt: reason %q, want the first stop's, pruned", running.reason)
 	}
-	exited := &runStop{p: &process{exited: make(chan struct{})}}
-	close(exited.p.exited)
+	sleep.Signal(syscall.SIGKILL)
+	sleep.Wait()
+	exited := &runStop{p: sleep}
 	for _, reason := range []run.Reason{run.Pruned, run.TimedOut, run.Interrupted} {
 		if exited.begin(reason) {
 			t.Errorf("an attempt whose process exited was stopped for %s", reason)

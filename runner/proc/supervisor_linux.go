@@ -1,6 +1,6 @@
 //go:build linux
 
-package execute
+package proc
 
 import (
 	"bufio"
@@ -30,7 +30,7 @@ import (
 // write end this process holds; end of file means this process is gone.
 // Over it the process says, one line each, "g PGID" when a run started in
 // process group PGID and "- PGID" once that run ended and its group was
-// sent SIGKILL. Its environment names this process's session (sessionVar).
+// sent SIGKILL. Its environment names this process's session (SessionVar).
 //
 // At end of file the supervisor sends SIGKILL to every group it still
 // knows, then to every process whose environment carries the session
@@ -80,8 +80,9 @@ func newSessionToken() string {
 	return strconv.Itoa(os.Getpid()) + "." + strconv.FormatInt(time.Now().UnixNano(), 36)
 }
 
-// sessionToken is this process's session token, once setup has run.
-func sessionToken() string { return procs.token }
+// Session is this process's session token, once Setup has run: a run's
+// environment names it in SessionVar.
+func Session() string { return procs.token }
 
 // supervisor is this process's side of the supervisor: the pipe's write
 // end. A nil *supervisor (none started) drops every message.
@@ -111,7 +112,7 @@ func startSupervisor(token string) (*supervisor, error) {
 	// Not the outer sessions: an outer supervisor must not kill this one,
 	// which cleans up after this process.
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, sessionVar+"=") && !strings.HasPrefix(kv, supervisorEnv+"=") {
+		if !strings.HasPrefix(kv, SessionVar+"=") && !strings.HasPrefix(kv, supervisorEnv+"=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
@@ -259,7 +260,7 @@ func zombie(pid int) bool {
 // session token.
 func inSession(environ []byte, token string) bool {
 	for kv := range bytes.SplitSeq(environ, []byte{0}) {
-		if v, ok := bytes.CutPrefix(kv, []byte(sessionVar+"=")); ok {
+		if v, ok := bytes.CutPrefix(kv, []byte(SessionVar+"=")); ok {
 			for t := range strings.SplitSeq(string(v), ":") {
 				if t == token {
 					return true

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package execute
+package proc
 
 // MaybeGuard does nothing on systems other than Linux, where runs are
 // started directly and nothing outlives the program to clean up after it.

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package execute
+package proc
 
 // scratchPrefix is how a scratch root's name begins.
 func scratchPrefix() string { return "nodepack-" }

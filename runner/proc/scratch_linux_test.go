@@ -1,4 +1,4 @@
-package execute
+package proc
 
 import (
 	"os"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestStaleScratchRemoved: an Execute removes the scratch roots in its
+// TestStaleScratchRemoved: MakeScratch (an Execute's) removes the scratch roots in its
 // TMPDIR whose nodepack is gone (its pid free, or held by a process that
 // started later), and keeps those of a nodepack that runs and what is not
 // a root named by pid and start.
@@ -29,9 +29,11 @@ func TestStaleScratchRemoved(t *testing.T) {
 		os.MkdirAll(filepath.Join(base, name, "0.1"), 0o700)
 		os.WriteFile(filepath.Join(base, name, "0.1", "data"), []byte("x"), 0o600)
 	}
-	if _, _, err := execute(t, t.Context(), lanes(1), Options{TempDir: base}, shell("true")...); err != nil {
+	dir, err := MakeScratch(base)
+	if err != nil {
 		t.Fatal(err)
 	}
+	RemoveScratch(dir)
 	for name, kept := range dirs {
 		if _, err := os.Stat(filepath.Join(base, name)); (err == nil) != kept {
 			t.Errorf("%s: present %v, want %v", name, err == nil, kept)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package execute
+package proc
 
 import (
 	"bytes"
@@ -35,11 +35,12 @@ var procs struct {
 	kick        chan struct{}      // asks for a sweep soon; coalesces
 	now         chan chan struct{} // asks for a complete sweep; closed when done
 
-	// token is this process's session token (see sessionVar), and
+	// token is this process's session token (see SessionVar), and
 	// supervisor the process that cleans up after it: nil when the host
 	// program did not call MaybeGuard.
 	token      string
 	supervisor *supervisor
+	guard      *supervisor // the one started, which Knobs.Unsupervised hides
 
 	// mark is the RLIMIT_RTTIME that marks this session's runs (see
 	// sessionMark); zero Cur when they are not marked. markedSelf says
@@ -53,20 +54,24 @@ var procs struct {
 
 	// self is this process's own attempt, when it is itself a nodepack run;
 	// its other children inherit that marker and are not ours to sweep.
-	self attemptKey
+	self Key
 
 	// starting is held for reading by every start in flight, from before
 	// its fork until its process is registered, and for writing while the
 	// sweeper decides which children are leftovers: a child forked and not
 	// yet registered must not look like one.
 	starting sync.RWMutex
-	mu       sync.Mutex         // guards the maps
-	leaders  map[int]int        // pid → count: started run processes not yet reaped
-	running  map[attemptKey]int // attempts whose process has not exited
-	ended    map[int]bool       // process groups of ended runs that may still have members
+	mu       sync.Mutex   // guards the maps
+	leaders  map[int]int  // pid → count: started run processes not yet reaped
+	running  map[Key]int  // attempts whose process has not exited
+	ended    map[int]bool // process groups of ended runs that may still have members
 }
 
-func setup() error {
+// Setup readies the process-wide machinery once: the child-subreaper bit,
+// the spawner threads, the sweeper, the session's mark and, after
+// MaybeGuard, the supervisor. Launch calls it; call it first to learn
+// early that it cannot work. Later calls return the first one's error.
+func Setup() error {
 	procs.once.Do(func() {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			procs.err = fmt.Errorf("child subreaper: %w", err)
@@ -77,16 +82,17 @@ func setup() error {
 			return
 		}
 		procs.leaders = make(map[int]int)
-		procs.running = make(map[attemptKey]int)
+		procs.running = make(map[Key]int)
 		procs.ended = make(map[int]bool)
-		procs.self.id = os.Getenv("NODEPACK_RUN_ID")
-		procs.self.attempt, _ = strconv.Atoi(os.Getenv("NODEPACK_ATTEMPT"))
+		procs.self.Run = os.Getenv("NODEPACK_RUN_ID")
+		procs.self.Attempt, _ = strconv.Atoi(os.Getenv("NODEPACK_ATTEMPT"))
 		procs.token = newSessionToken()
 		markProcesses(procs.token) // before the supervisor: it may carry the mark
 		if supervisorEnabled.Load() {
-			if procs.supervisor, procs.err = startSupervisor(procs.token); procs.err != nil {
+			if procs.guard, procs.err = startSupervisor(procs.token); procs.err != nil {
 				return
 			}
+			procs.supervisor = procs.guard
 		}
 		procs.spawn = make(chan spawnRequest)
 		procs.kick = make(chan struct{}, 1)
@@ -108,8 +114,8 @@ func setup() error {
 type spawnRequest struct {
 	cmd   *exec.Cmd
 	cpus  []int
-	group *memGroup // the memory cgroup to start it in; nil for none
-	key   attemptKey
+	group *cgroup // the memory cgroup to start it in; nil for none
+	key   Key
 	done  chan error
 }
 
@@ -154,12 +160,12 @@ type spawnThread struct {
 	mask, all unix.CPUSet
 	// in is the memory cgroup the thread is in: nil for this process's
 	// own, or a run's when the move back after its start failed.
-	in *memGroup
+	in *cgroup
 }
 
 // spawnOne starts one command with the CPU mask it asks for (all of them
 // when it asks for none), in the memory cgroup it asks for (this process's
-// own when none), from the spawner's thread. A *startError means the
+// own when none), from the spawner's thread. A *StartError means the
 // command could not start; another error means the mask or the cgroup
 // could not be set.
 func (t *spawnThread) spawnOne(req spawnRequest) error {
@@ -211,7 +217,7 @@ func (t *spawnThread) spawnOne(req spawnRequest) error {
 			delete(procs.running, req.key)
 		}
 		procs.mu.Unlock()
-		return &startError{err}
+		return &StartError{err}
 	}
 	pid := req.cmd.Process.Pid
 	markRun(pid)
@@ -223,20 +229,26 @@ func (t *spawnThread) spawnOne(req spawnRequest) error {
 	return nil
 }
 
-// process is one started attempt.
-type process struct {
+// Process is one started process tree: a run's attempt (Launch) or a
+// helper of the program's own (LaunchHelper). Its methods other than Wait
+// may be called from any goroutine.
+type Process struct {
 	cmd    *exec.Cmd
-	key    attemptKey
-	pid    int           // the run's process, also its process group id
+	key    Key
+	pid    int           // the process, also its process group id
 	pidfd  int           // a pidfd for pid, or -1
 	exited chan struct{} // closed once pid has exited (it is not reaped yet)
 	// direct says the process was started from the calling goroutine's
-	// own thread, which that goroutine holds until waitExit (see
-	// startProcess); otherwise a spawner started it and watch waits.
+	// own thread, which that goroutine holds until Wait (see Launch);
+	// otherwise a spawner started it and watch waits.
 	direct bool
+	group  *cgroup // its memory cgroup; nil for none
+	onExit func()  // Spec.Exited
+	helper *helper // a helper's keeper; nil for a run
 
-	sigMu  sync.Mutex
-	reaped bool // finish has begun to reap pid: its number may be reused
+	stopOnce sync.Once
+	sigMu    sync.Mutex
+	reaped   bool // its pid is being reaped: its number may be reused
 }
 
 // directLimit is how many runs at once start from, and are waited for on,
@@ -249,39 +261,55 @@ var directLimit = int64(max(64, 2*runtime.NumCPU()))
 // directRuns counts the processes started directly that have not exited.
 var directRuns atomic.Int64
 
-// startProcess starts cmd in its own process group with the given CPU
-// affinity. A *startError means the command could not start (the run's
-// failure); any other error means the runner could not set it up. The
-// caller must call waitExit, then finish.
+// Launch starts s.Cmd in a process group of its own, pinned to s.CPUs
+// from its first instruction, killed if the program dies (Pdeathsig; with
+// MaybeGuard, its whole tree by the supervisor), and, with s.MemLimit, in
+// a memory cgroup of its own. A *StartError means the command could not
+// start (the run's failure); any other error means the runner could not
+// set it up. The goroutine that called Launch must call Wait.
 //
-// Most runs start directly: the calling goroutine locks its OS thread,
-// sets the thread's CPU mask to the run's CPUs, forks (the child inherits
-// the mask from its first instruction), puts the mask back, and keeps the
-// thread until the process has exited, waiting for that in a blocking
-// waitid. Holding the thread is what makes Pdeathsig safe: it fires when
-// the thread that forked the child ends, and a thread another goroutine
-// locked could end with that goroutine. Compared with handing the start to
-// a spawner thread and waiting in the poller, this saves several thread
-// hand-offs per run: BenchmarkThroughput/bash, 2 CPUs, 800 µs a run
-// instead of 990 (median of 8). Runs in a memory cgroup, and runs beyond
-// directLimit, still go through a spawner.
-func startProcess(cmd *exec.Cmd, cpus []int, group *memGroup, key attemptKey) (*process, error) {
+// Most processes start directly: the calling goroutine locks its OS
+// thread, sets the thread's CPU mask to the run's CPUs, forks (the child
+// inherits the mask from its first instruction), puts the mask back, and
+// keeps the thread until the process has exited, waiting for that in a
+// blocking waitid. Holding the thread is what makes Pdeathsig safe: it
+// fires when the thread that forked the child ends, and a thread another
+// goroutine locked could end with that goroutine. Compared with handing
+// the start to a spawner thread and waiting in the poller, this saves
+// several thread hand-offs per run: BenchmarkThroughput/bash, 2 CPUs, 800
+// µs a run instead of 990 (median of 8). Processes in a memory cgroup, and
+// those beyond directLimit, still go through a spawner.
+func Launch(s Spec) (*Process, error) {
+	if err := Setup(); err != nil {
+		return nil, err
+	}
+	var group *cgroup
+	if s.Cgroups != nil && s.MemLimit > 0 {
+		var err error
+		if group, err = s.Cgroups.make(s.MemLimit); err != nil {
+			return nil, err
+		}
+	}
+	cmd := s.Cmd
 	pidfd := -1
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, PidFD: &pidfd}
-	p := &process{cmd: cmd, key: key, pidfd: -1, exited: make(chan struct{})}
-	if group == nil && directRuns.Add(1) <= directLimit {
+	p := &Process{cmd: cmd, key: s.Key, pidfd: -1, exited: make(chan struct{}), group: group, onExit: s.Exited}
+	if group == nil && !knobs.Spawner && directRuns.Add(1) <= directLimit {
 		runtime.LockOSThread()
-		if err := startHere(cmd, cpus, key); err != nil {
+		if err := startHere(cmd, s.CPUs, s.Key); err != nil {
 			runtime.UnlockOSThread()
 			directRuns.Add(-1)
 			return nil, err
 		}
 		p.direct = true
 	} else {
-		if group == nil {
+		if group == nil && !knobs.Spawner {
 			directRuns.Add(-1)
 		}
-		if err := spawn(cmd, cpus, group, key); err != nil {
+		if err := spawn(cmd, s.CPUs, group, s.Key); err != nil {
+			if group != nil {
+				group.remove()
+			}
 			return nil, err
 		}
 	}
@@ -295,7 +323,7 @@ func startProcess(cmd *exec.Cmd, cpus []int, group *memGroup, key attemptKey) (*
 // startHere starts cmd from the calling goroutine's thread, which it has
 // locked, with the CPU mask the run asks for, and puts the thread's own
 // mask back.
-func startHere(cmd *exec.Cmd, cpus []int, key attemptKey) error {
+func startHere(cmd *exec.Cmd, cpus []int, key Key) error {
 	t := spawnThread{tid: unix.Gettid(), all: procs.all}
 	// The thread's own mask, read rather than assumed: another goroutine
 	// may have left this thread pinned.
@@ -315,26 +343,36 @@ func startHere(cmd *exec.Cmd, cpus []int, key attemptKey) error {
 	return err
 }
 
-// waitExit returns once the run's process has exited; it leaves it
+// Wait waits for the process to exit, calls Spec.Exited, kills what is
+// left of its group, has the sweeper collect its escaped descendants,
+// reaps it, removes its memory cgroup, and says how it ended. A launched
+// process must be waited for on the goroutine that launched it: that
+// goroutine may hold the thread it was forked from.
+func (p *Process) Wait() Exit {
+	if p.helper != nil {
+		return p.helper.wait()
+	}
+	p.waitExited()
+	if p.onExit != nil {
+		p.onExit()
+	}
+	exit := p.reap()
+	if p.group != nil {
+		exit.OOMKills = p.group.oomKills()
+		p.group.remove()
+	}
+	return exit
+}
+
+// waitExited returns once the run's process has exited; it leaves it
 // unreaped. A directly started process is waited for here, in a blocking
 // waitid on the thread that forked it, which is then let go.
-func (p *process) waitExit() {
+func (p *Process) waitExited() {
 	if !p.direct {
 		<-p.exited
 		return
 	}
-	var info unix.Siginfo
-	for {
-		var err error
-		if p.pidfd >= 0 {
-			err = unix.Waitid(unix.P_PIDFD, p.pidfd, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		} else {
-			err = unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		}
-		if err != unix.EINTR {
-			break
-		}
-	}
+	waitNoReap(p.pid, p.pidfd)
 	if p.pidfd >= 0 {
 		unix.Close(p.pidfd)
 	}
@@ -344,8 +382,25 @@ func (p *process) waitExit() {
 	directRuns.Add(-1)
 }
 
+// waitNoReap waits in a blocking waitid for pid (by its pidfd, if not -1)
+// to exit, and leaves it unreaped.
+func waitNoReap(pid, pidfd int) {
+	var info unix.Siginfo
+	for {
+		var err error
+		if pidfd >= 0 {
+			err = unix.Waitid(unix.P_PIDFD, pidfd, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		} else {
+			err = unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		}
+		if err != unix.EINTR {
+			return
+		}
+	}
+}
+
 // spawn has the spawner thread start cmd.
-func spawn(cmd *exec.Cmd, cpus []int, group *memGroup, key attemptKey) error {
+func spawn(cmd *exec.Cmd, cpus []int, group *cgroup, key Key) error {
 	req := spawnRequest{cmd: cmd, cpus: cpus, group: group, key: key, done: make(chan error, 1)}
 	if len(cpus) > 0 {
 		// A pinned start goes to the spawner its first CPU names, when that
@@ -367,7 +422,7 @@ func spawn(cmd *exec.Cmd, cpus []int, group *memGroup, key attemptKey) error {
 // while the zombie exists, its pid cannot be reused, so signalling its
 // group stays safe. With a pidfd it waits in Go's poller, so a thousand
 // running runs do not hold a thousand threads blocked in waitid.
-func (p *process) watch() {
+func (p *Process) watch() {
 	defer close(p.exited)
 	if p.pidfd >= 0 && unix.SetNonblock(p.pidfd, true) == nil {
 		f := os.NewFile(uintptr(p.pidfd), "pidfd")
@@ -390,18 +445,12 @@ func (p *process) watch() {
 	} else if p.pidfd >= 0 {
 		unix.Close(p.pidfd)
 	}
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			return
-		}
-	}
+	waitNoReap(p.pid, -1)
 }
 
-// signal sends sig to the run's whole process group, unless finish has
-// begun to reap the process: after that its number may be another's.
-func (p *process) signal(sig syscall.Signal) {
+// Signal sends sig to the process's whole group, unless its reaping has
+// begun: after that its number may be another's.
+func (p *Process) Signal(sig syscall.Signal) {
 	p.sigMu.Lock()
 	defer p.sigMu.Unlock()
 	if !p.reaped {
@@ -409,10 +458,10 @@ func (p *process) signal(sig syscall.Signal) {
 	}
 }
 
-// finish is called once the run's process has exited: it kills what is
-// left of the run's group, has the sweeper collect escaped descendants,
-// reaps the process, and says how the run ended.
-func (p *process) finish() exitInfo {
+// reap is called once the run's process has exited: it kills what is left
+// of the run's group, has the sweeper collect escaped descendants, reaps
+// the process, and says how the run ended.
+func (p *Process) reap() Exit {
 	p.sigMu.Lock()
 	p.reaped = true
 	p.sigMu.Unlock()
@@ -434,11 +483,66 @@ func (p *process) finish() exitInfo {
 		delete(procs.leaders, p.pid)
 	}
 	procs.mu.Unlock()
-	info := exitInfo{code: exitCode(p.cmd.ProcessState), usage: kernelUsage(p.cmd.ProcessState), err: err}
-	if ws, ok := processWaitStatus(p.cmd.ProcessState); ok && ws.Signaled() {
-		info.signal = unix.SignalName(ws.Signal())
+	return exitOf(p.cmd.ProcessState, err)
+}
+
+// exitOf is how a reaped process ended.
+func exitOf(ps *os.ProcessState, err error) Exit {
+	exit := Exit{Code: exitCode(ps), Usage: kernelUsage(ps), Err: err}
+	if ws, ok := processWaitStatus(ps); ok && ws.Signaled() {
+		exit.Signal = unix.SignalName(ws.Signal())
 	}
-	return info
+	return exit
+}
+
+// helper is what a helper process's keeper goroutine tells Wait.
+type helper struct {
+	p    *Process
+	done chan struct{} // closed once the keeper has reaped it
+	exit Exit
+}
+
+// LaunchHelper starts cmd as a helper process of the program's own, not a
+// run (the MPS control daemon): in a process group of its own, killed
+// when the program dies, even by SIGKILL with its supervisor (a keeper
+// goroutine holds the thread that forked it until it has exited, and its
+// parent-death signal is SIGKILL), and left alone by the sweeper. Its
+// Wait may be called from any goroutine, and more than once.
+func LaunchHelper(cmd *exec.Cmd) (*Process, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	p := &Process{cmd: cmd, pidfd: -1, exited: make(chan struct{})}
+	h := &helper{p: p, done: make(chan struct{})}
+	p.helper = h
+	started := make(chan error, 1)
+	go func() {
+		// The thread that forks the helper fires its parent-death signal
+		// when it ends: it is held until the helper has exited.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		p.pid = cmd.Process.Pid
+		started <- nil
+		waitNoReap(p.pid, -1)
+		close(p.exited)
+		p.sigMu.Lock()
+		p.reaped = true
+		p.sigMu.Unlock()
+		h.exit = exitOf(cmd.ProcessState, cmd.Wait())
+		close(h.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, &StartError{err}
+	}
+	return p, nil
+}
+
+// wait waits for the keeper to reap the helper.
+func (h *helper) wait() Exit {
+	<-h.done
+	return h.exit
 }
 
 // kernelUsage reads the rusage of a reaped process: it covers the process
@@ -462,9 +566,9 @@ func processWaitStatus(ps *os.ProcessState) (syscall.WaitStatus, bool) {
 	return ws, ok
 }
 
-// sweepAll kills and reaps every leftover of ended runs and returns when
+// SweepAll kills and reaps every leftover of ended runs and returns when
 // none is left (or after a few seconds, if one cannot die).
-func sweepAll() {
+func SweepAll() {
 	if procs.now == nil {
 		return
 	}
@@ -609,8 +713,24 @@ func listChildren() ([]int, bool) {
 }
 
 // noChildrenFiles makes listChildren report no children files, for a test
-// of the sweep by /proc.
+// of the sweep by /proc (Knobs.NoChildrenFiles).
 var noChildrenFiles atomic.Bool
+
+// applyKnobs puts knobs in force.
+func applyKnobs() {
+	if Setup() != nil {
+		return
+	}
+	procs.supervisor = procs.guard
+	if knobs.Unsupervised {
+		procs.supervisor = nil
+	}
+	noChildrenFiles.Store(knobs.NoChildrenFiles)
+}
+
+// Supervised reports whether the program's supervisor runs (MaybeGuard was
+// called, and Setup has run).
+func Supervised() bool { return procs.supervisor != nil }
 
 // readStat returns the parent and process group of pid from /proc/pid/stat.
 func readStat(pid int, buf []byte) (ppid, pgid int, ok bool) {
@@ -644,13 +764,13 @@ func endedAttempt(pid int) bool {
 	if err != nil {
 		return false
 	}
-	var key attemptKey
+	var key Key
 	var haveID, haveAttempt bool
 	for kv := range bytes.SplitSeq(env, []byte{0}) {
 		if v, ok := bytes.CutPrefix(kv, []byte("NODEPACK_RUN_ID=")); ok {
-			key.id, haveID = string(v), true
+			key.Run, haveID = string(v), true
 		} else if v, ok := bytes.CutPrefix(kv, []byte("NODEPACK_ATTEMPT=")); ok {
-			key.attempt, _ = strconv.Atoi(string(v))
+			key.Attempt, _ = strconv.Atoi(string(v))
 			haveAttempt = true
 		}
 	}
@@ -665,13 +785,4 @@ func reap(pid int) {
 			return
 		}
 	}
-}
-
-// keeperAttr is how a helper process of nodepack's own (the MPS daemon)
-// starts: in a process group of its own, killed when the thread that
-// forked it ends (its keeper holds that thread until it has exited), so
-// that it dies with nodepack even when nodepack and its supervisor are
-// killed with SIGKILL.
-func keeperAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

@@ -1,4 +1,4 @@
-package execute
+package proc
 
 import (
 	"bytes"
@@ -18,19 +18,20 @@ import (
 	"github.com/nodepack/nodepack/resources/usage"
 )
 
-// memGroups makes the memory cgroups of EnforceMem: one directory for the
-// execution in Options.MemCgroup, and in it one group per limited attempt.
+// Cgroups makes the memory cgroups of processes launched with a memory
+// limit (cgroup v1): one directory in the group this process is in, and in
+// it one group per such process, removed once it is waited for.
 // Its methods may be called concurrently.
-type memGroups struct {
+type Cgroups struct {
 	dir     string // nodepack-PID-* in MemCgroup
 	home    string // MemCgroup's tasks file, where a spawner thread goes back to
 	seq     atomic.Uint64
 	removal sync.WaitGroup // removals still waiting for a group's last process
 }
 
-// newMemGroups makes the execution's directory in parent, the cgroup v1
-// memory group this process is in.
-func newMemGroups(parent string) (*memGroups, error) {
+// NewCgroups makes a directory for the groups in parent, the cgroup v1
+// memory group this process is in. Close removes it.
+func NewCgroups(parent string) (*Cgroups, error) {
 	procs, err := os.ReadFile(filepath.Join(parent, "cgroup.procs"))
 	if err != nil {
 		return nil, fmt.Errorf("memory cgroup: %w", err)
@@ -43,19 +44,19 @@ func newMemGroups(parent string) (*memGroups, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memory cgroup: %w", err)
 	}
-	return &memGroups{dir: dir, home: filepath.Join(parent, "tasks")}, nil
+	return &Cgroups{dir: dir, home: filepath.Join(parent, "tasks")}, nil
 }
 
-// memGroup is one attempt's memory cgroup.
-type memGroup struct {
-	m     *memGroups
+// cgroup is one attempt's memory cgroup.
+type cgroup struct {
+	m     *Cgroups
 	dir   string
 	tasks string // where the spawner thread goes to start the run in the group
 	limit uint64
 }
 
 // make makes a group limited to limit bytes of memory, swap included.
-func (m *memGroups) make(limit uint64) (*memGroup, error) {
+func (m *Cgroups) make(limit uint64) (*cgroup, error) {
 	dir := filepath.Join(m.dir, strconv.FormatUint(m.seq.Add(1), 10))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("memory cgroup: %w", err)
@@ -70,7 +71,7 @@ func (m *memGroups) make(limit uint64) (*memGroup, error) {
 	// where it does not. Neither file need exist.
 	writeExisting(filepath.Join(dir, "memory.memsw.limit_in_bytes"), value)
 	writeExisting(filepath.Join(dir, "memory.swappiness"), []byte("0"))
-	return &memGroup{m: m, dir: dir, tasks: filepath.Join(dir, "tasks"), limit: limit}, nil
+	return &cgroup{m: m, dir: dir, tasks: filepath.Join(dir, "tasks"), limit: limit}, nil
 }
 
 // writeExisting writes to a file that exists, without creating one.
@@ -96,7 +97,7 @@ func moveThread(tasks string, tid int) error {
 
 // oomKills is the count of the group's processes that the kernel's OOM
 // killer killed.
-func (g *memGroup) oomKills() uint64 {
+func (g *cgroup) oomKills() uint64 {
 	b, _ := os.ReadFile(filepath.Join(g.dir, "memory.oom_control"))
 	n, _ := usage.ParseOOMKill(b)
 	return n
@@ -106,7 +107,7 @@ func (g *memGroup) oomKills() uint64 {
 // that left the run's process group is still in its cgroup: it is
 // killed, as the sweeper would, and the group is removed once it is gone,
 // in the background.
-func (g *memGroup) remove() {
+func (g *cgroup) remove() {
 	if os.Remove(g.dir) == nil {
 		return
 	}
@@ -146,8 +147,8 @@ func killAll(dir string) {
 	}
 }
 
-// close removes the execution's directory once every group in it is gone.
-func (m *memGroups) close() {
+// Close removes the directory once every group in it is gone.
+func (m *Cgroups) Close() {
 	m.removal.Wait()
 	left, _ := os.ReadDir(m.dir)
 	for _, e := range left {
