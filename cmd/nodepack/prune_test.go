@@ -292,8 +292,8 @@ func FuzzPruneFlag(f *testing.F) {
 		if len(pr.Rungs()) == 0 {
 			t.Fatalf("--prune %q was taken and has no rung", spec)
 		}
-		pr.Judge("a", step, value)
-		pr.Judge("b", step, value)
+		pr.Judge("a", step, value, nil)
+		pr.Judge("b", step, value, nil)
 	})
 }
 

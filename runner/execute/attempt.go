@@ -21,6 +21,7 @@ import (
 	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/proc"
 	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/schedule"
 	"github.com/nodepack/nodepack/runner/untrusted"
 )
 
@@ -170,162 +171,238 @@ func (f *attemptFiles) begin(n int) error {
 	return nil
 }
 
-// attempt runs attempt n of run and returns its Finished event; started is
-// false when the sweep stopped (or its drain deadline came) before the
-// attempt could start, and then nothing ran. An error means the runner
-// could not prepare the attempt, which is not the run's fault; a command
-// that cannot start is a failed attempt.
-func (e *Execution) attempt(j *job, lane, n int) (ev run.Event, started bool, err error) {
-	place := e.assignment(j)
-	ev = run.Event{Kind: run.Started, Run: j.run, Attempt: n, Lane: lane, Place: place, Promoted: j.promoted}
-	files, err := e.prepare(&ev, lane, n)
-	if err != nil {
-		return ev, false, &filesError{err}
-	}
-	cmd, outW, errW, cmdErr := e.command(ev, files, n, false)
-	var metricsAt int64 // the metrics file's size as the attempt began: steps past it are its own
-	if files.dir != nil {
-		metricsAt, _, _ = statIn(files.dir, metrics.FileName)
-	}
+// attemptSpec is one attempt to run, as plain values: the run, its lane,
+// its attempt number (the ledger's, across sessions) and its run's key
+// for what the attempt tells the scheduler (its start, its memory
+// settling, its steps for the density rule).
+type attemptSpec struct {
+	run      run.Run
+	key      schedule.Key
+	lane, n  int
+	promoted bool
+}
 
-	// The turn and the deadline are checked last, right before the start,
-	// so MinStartInterval and the drain deadline hold at the process start.
-	if !e.waitTurn() {
-		files.close(true)
-		return ev, false, nil
+// attempt is one attempt as it runs: its event, files and command, its
+// process and what watches it.
+type attempt struct {
+	spec       attemptSpec
+	ev         run.Event // Started, then Finished
+	files      *attemptFiles
+	cmd        *exec.Cmd
+	cmdErr     error       // the command could not be made: a failed attempt
+	outW, errW *lineWriter // with Live: the lines' prefixer; nil without
+	metricsAt  int64       // the metrics file's size as the attempt began: steps past it are its own
+	memLimit   uint64      // EnforceMem's limit; 0 none
+	gpuLimit   uint64      // its GPU memory limit (schedule.GPUMemLimit); 0 none
+
+	p        *proc.Process
+	stop     *runStop
+	ckpt     *checkpoints
+	watch    *metricsWatch
+	sampling func() usage.Sampled // stops the sampler; nil without one
+	sampled  usage.Sampled
+	over     overLimit
+	oom      uint64 // Options.OOMKills before the start
+	oomKnown bool
+}
+
+// overLimit is what the sampler found the run's processes holding when
+// it killed them over their limit: memory, GPU memory; 0 while it did not.
+type overLimit struct{ mem, gpu atomic.Uint64 }
+
+// attemptEnd is how an attempt ended: its Finished event, whether it
+// started at all, and the judgement that paused it, if one did.
+type attemptEnd struct {
+	ev      run.Event
+	started bool
+	paused  *run.Judgement
+}
+
+// runAttempt runs one attempt: its files, its start, what watches it, its
+// exit and what that means. started is false when the sweep stopped (or
+// its drain deadline came) before the attempt could start, and then
+// nothing ran. An error means the runner could not prepare the attempt,
+// which is not the run's fault; a command that cannot start is a failed
+// attempt.
+func (e *Execution) runAttempt(spec attemptSpec) (attemptEnd, error) {
+	a, err := e.prepareAttempt(spec)
+	if err != nil {
+		return attemptEnd{ev: a.ev}, &filesError{err}
 	}
+	// The deadline is checked last, right before the start, so that the
+	// drain deadline holds at the process start.
 	if !e.mayStart() {
-		e.endTurn(time.Time{})
-		files.close(true)
-		return ev, false, nil
+		a.files.close(true)
+		return attemptEnd{ev: a.ev}, nil
 	}
-	defer files.close(false)
-	if err := files.begin(n); err != nil {
-		e.endTurn(time.Time{})
-		return ev, false, &filesError{err}
+	defer a.files.close(false)
+	if err := a.files.begin(spec.n); err != nil {
+		return attemptEnd{ev: a.ev}, &filesError{err}
 	}
-	ev.Start = time.Now()
-	e.endTurn(ev.Start)
-	if cmdErr != nil {
-		return e.notStarted(ev, cmdErr), true, nil
+	a.ev.Start = time.Now()
+	e.began(spec.key, a.ev.Start)
+	if a.cmdErr != nil {
+		return attemptEnd{ev: e.notStarted(a.ev, a.cmdErr), started: true}, nil
 	}
-	limit := e.memLimit(place)
-	oomBefore, oomKnown := e.oomKills()
-	var stopSampling func() usage.Sampled
-	spec := proc.Spec{Cmd: cmd, CPUs: place.CPUs, Key: proc.Key{Run: j.run.ID, Attempt: n}, Cgroups: e.cgroups, MemLimit: limit}
-	var sampled usage.Sampled
+	if err := e.launchProcess(a); err != nil {
+		if se := (*proc.StartError)(nil); errors.As(err, &se) {
+			return attemptEnd{ev: e.notStarted(a.ev, se.Err), started: true}, nil
+		}
+		return attemptEnd{ev: a.ev}, err
+	}
+	e.startWatch(a)
+	exit := a.p.Wait()
+	paused := a.watch.end()
+	err = e.finish(a, exit)
+	return attemptEnd{ev: a.ev, started: true, paused: paused}, err
+}
+
+// prepareAttempt makes the attempt's run directory, logs, TMPDIR and
+// command.
+func (e *Execution) prepareAttempt(spec attemptSpec) (*attempt, error) {
+	place := e.assignment(spec.key)
+	a := &attempt{spec: spec, ev: run.Event{Kind: run.Started, Run: spec.run, Attempt: spec.n, Lane: spec.lane, Place: place, Promoted: spec.promoted}}
+	files, err := e.prepare(&a.ev, spec.lane, spec.n)
+	if err != nil {
+		return a, err
+	}
+	a.files = files
+	a.cmd, a.outW, a.errW, a.cmdErr = e.command(a.ev, files, spec.n, false)
+	if files.dir != nil {
+		a.metricsAt, _, _ = statIn(files.dir, metrics.FileName)
+	}
+	a.memLimit, a.gpuLimit = e.memLimit(place), schedule.GPUMemLimit(place)
+	return a, nil
+}
+
+// launchProcess starts the attempt's process; a plain line's program that is no
+// executable format (a script without #!) is run by bash as a script of
+// its own.
+func (e *Execution) launchProcess(a *attempt) error {
+	a.oom, a.oomKnown = e.oomKills()
+	spec := proc.Spec{Cmd: a.cmd, CPUs: a.ev.Place.CPUs, Key: proc.Key{Run: a.spec.run.ID, Attempt: a.spec.n}, Cgroups: e.cgroups, MemLimit: a.memLimit}
 	spec.Exited = func() { // before its pid may be another's
-		ev.End = time.Now()
-		if stopSampling != nil {
-			sampled = stopSampling()
+		a.ev.End = time.Now()
+		if a.sampling != nil {
+			a.sampled = a.sampling()
 		}
 	}
 	p, err := proc.Launch(spec)
-	var notStarted *proc.StartError
-	if errors.As(err, &notStarted) && errors.Is(notStarted.Err, syscall.ENOEXEC) && !slices.Equal(cmd.Args, ev.Run.Args) {
-		// A plain line's program that is no executable format (a script
-		// without #!): bash runs it as a script of its own.
-		if spec.Cmd, outW, errW, _ = e.command(ev, files, n, true); spec.Cmd.Err == nil {
+	var se *proc.StartError
+	if errors.As(err, &se) && errors.Is(se.Err, syscall.ENOEXEC) && !slices.Equal(a.cmd.Args, a.ev.Run.Args) {
+		if spec.Cmd, a.outW, a.errW, _ = e.command(a.ev, a.files, a.spec.n, true); spec.Cmd.Err == nil {
 			p, err = proc.Launch(spec)
 		}
 	}
-	if errors.As(err, &notStarted) {
-		return e.notStarted(ev, notStarted.Err), true, nil
-	}
 	if err != nil {
-		return ev, false, err
+		return err
 	}
-	ev.PID = p.PID()
+	a.p = p
+	a.ev.PID = p.PID()
 	e.running.Add(1)
-	e.emit(ev)
+	e.emit(a.ev)
+	return nil
+}
 
-	target := usage.Target{Root: p.PID(), GPUs: place.UUIDs(), Settle: e.gate(j, n, place)}
-	var overMem atomic.Uint64 // the tree's memory when the sampler found it over limit
-	if limit > 0 && e.cgroups == nil {
-		target.Limit = &usage.Limit{Bytes: limit, Interval: MemCheckInterval, Exceeded: func(rss uint64) {
-			overMem.Store(rss)
+// startWatch starts what watches the running attempt: the sampler (with
+// the memory limits it enforces), the sweep's stops and the timeout, the
+// checkpoints and the metrics.
+func (e *Execution) startWatch(a *attempt) {
+	p := a.p
+	target := usage.Target{Root: p.PID(), GPUs: a.ev.Place.UUIDs(), Settle: e.gate(a.spec, a.ev.Place)}
+	if a.memLimit > 0 && e.cgroups == nil {
+		target.Limit = &usage.Limit{Bytes: a.memLimit, Interval: MemCheckInterval, Exceeded: func(rss uint64) {
+			a.over.mem.Store(rss)
 			p.Signal(syscall.SIGKILL)
 		}}
 	}
-	var overGPU atomic.Uint64 // the tree's GPU memory when the sampler found it over gpu_mem and the headroom
-	gpuLimit := gpuMemLimit(place)
-	if gpuLimit > 0 {
-		target.GPULimit = &usage.Limit{Bytes: gpuLimit, Interval: GPUMemCheckInterval, Exceeded: func(b uint64) {
-			overGPU.Store(b)
+	if a.gpuLimit > 0 {
+		target.GPULimit = &usage.Limit{Bytes: a.gpuLimit, Interval: GPUMemCheckInterval, Exceeded: func(b uint64) {
+			a.over.gpu.Store(b)
 			p.Signal(syscall.SIGKILL) // at once: its neighbours' memory is at stake
 		}}
 	}
 	if e.opts.Sampler != nil {
-		stopSampling = e.opts.Sampler.Sample(target)
+		a.sampling = e.opts.Sampler.Sample(target)
 	}
-	stop := e.watch(p)
-	ckpt := newCheckpoints(files.dir, e.opts.CheckpointSignal != 0 || e.pruning != nil)
-	stop.setCheckpoints(ckpt)
-	stopMetrics := e.watchMetrics(j, ev, files.dir, stop, ckpt)
-	exit := p.Wait()
-	stopMetrics()
-	reason := e.unwatch(stop)
+	a.stop = e.watch(p)
+	a.ckpt = newCheckpoints(a.files.dir, e.opts.CheckpointSignal != 0 || e.pruning != nil)
+	a.stop.setCheckpoints(a.ckpt)
+	a.watch = e.watchMetrics(a)
+}
+
+// finish completes the Finished event of an attempt whose process exited:
+// why it ended, its failure's class, its use, metrics and steps. Its
+// error is a *nodeError when the disk under its directory is full or
+// failing.
+func (e *Execution) finish(a *attempt, exit proc.Exit) error {
+	ev := &a.ev
+	reason := e.unwatch(a.stop)
 	e.running.Add(-1)
-	if outW != nil {
-		outW.flush()
-		errW.flush()
+	if a.outW != nil {
+		a.outW.flush()
+		a.errW.flush()
 	}
-	e.classify(&ev, reason, exit)
+	e.classify(ev, reason, exit)
 	if ev.Reason != run.OK && !ev.Reason.JudgedOut() {
-		oomAfter, ok := e.oomKills()
-		// Killed, or a shell whose child was (128+9): the kernel's OOM
-		// killer sends SIGKILL.
-		killed := ev.Signal == "SIGKILL" || ev.ExitCode == 128+int(syscall.SIGKILL)
-		o := failure.Outcome{OOMKilled: oomKnown && ok && oomAfter > oomBefore && killed, GPUFault: e.faulted(j)}
-		// Over its own limit, the run's is the only process that the
-		// kernel or the runner can have killed: whatever the exit, that
-		// is why it failed.
-		var over string
-		switch {
-		case overGPU.Load() > 0:
-			held := (overGPU.Load() + 1<<20 - 1) >> 20 << 20 // in MiB, rounded up
-			over = fmt.Sprintf("killed: its processes held %s of GPU memory, over the gpu_mem=%s it asked for and the GPU's %s headroom, before the runs beside it ran out",
-				pack.FormatSize(held), pack.FormatSize(place.Request.GPUMem), pack.FormatSize(gpuLimit-place.Request.GPUMem))
-			o.OverGPUMem = true
-		case overMem.Load() > 0:
-			held := (overMem.Load() + 1<<20 - 1) >> 20 << 20 // in MiB, rounded up
-			over = fmt.Sprintf("killed: its processes held %s, over the mem=%s it asked for", pack.FormatSize(held), pack.FormatSize(limit))
-			o.OOMKilled = true
-		case exit.OOMKills > 0:
-			over = fmt.Sprintf("the kernel's OOM killer killed a process of this run at the mem=%s it asked for", pack.FormatSize(limit))
-			o.OOMKilled = true
-		}
-		if over != "" {
-			if files.stderr != nil {
-				fmt.Fprintf(files.stderr, "--- nodepack: %s ---\n", over)
-			}
-		}
-		e.name(&ev, o, files.stderrFrom)
+		e.name(ev, e.outcome(a, exit), a.files.stderrFrom)
 	}
-	ev.Usage.Sampled = sampled
-	if files.dir != nil {
+	ev.Usage.Sampled = a.sampled
+	if dir := a.files.dir; dir != nil {
 		// Read from the run's directory nodepack made and holds open,
 		// following no link: a run's files are untrusted.
 		var progress metrics.Progress
-		ev.Metrics, ev.Curves, ev.MetricsSkipped, progress = metrics.ReportIn(untrusted.In(files.dir), "stdout.log", e.opts.Metrics, curvePoints)
-		if size, _, _ := statIn(files.dir, metrics.FileName); size > metricsAt && progress.Stepped {
-			first, _ := metrics.FirstStep(untrusted.In(files.dir), metrics.FileName, metricsAt)
-			ev.Steps = stepsOf(progress, true, first, ckpt)
+		ev.Metrics, ev.Curves, ev.MetricsSkipped, progress = metrics.ReportIn(untrusted.In(dir), "stdout.log", e.opts.Metrics, curvePoints)
+		if size, _, _ := statIn(dir, metrics.FileName); size > a.metricsAt && progress.Stepped {
+			first, _ := metrics.FirstStep(untrusted.In(dir), metrics.FileName, a.metricsAt)
+			ev.Steps = stepsOf(progress, true, first, a.ckpt)
 		}
 	}
-	if ev.Reason == run.Failed && files.runDir != "" {
+	if ev.Reason == run.Failed && a.files.runDir != "" {
 		// A run whose logs could not be written fails in its own way
 		// (an echo's exit 1, a Python traceback it could not print): ask
 		// the disk they are on. Full or failing is the node's fault.
-		if err := probeDisk(files.runDir); err != nil {
+		if err := probeDisk(a.files.runDir); err != nil {
 			if class, node := failure.OfSetup(err); node {
 				ev.Reason, ev.Class, ev.Retry = run.Interrupted, class, false
 				ev.Err = fmt.Errorf("the disk of its directory and logs: %w", err)
-				return ev, true, &nodeError{err}
+				return &nodeError{err}
 			}
 		}
 	}
-	return ev, true, nil
+	return nil
+}
+
+// outcome is what only the runner knows of a failed attempt, for its
+// class: an OOM kill, a GPU fault, a limit of its own it went over (then
+// said in its stderr.log: whatever the exit, that is why it failed, since
+// its process is the only one the kernel or the runner can have killed).
+func (e *Execution) outcome(a *attempt, exit proc.Exit) failure.Outcome {
+	ev, place := &a.ev, a.ev.Place
+	oomAfter, ok := e.oomKills()
+	// Killed, or a shell whose child was (128+9): the kernel's OOM
+	// killer sends SIGKILL.
+	killed := ev.Signal == "SIGKILL" || ev.ExitCode == 128+int(syscall.SIGKILL)
+	o := failure.Outcome{OOMKilled: a.oomKnown && ok && oomAfter > a.oom && killed, GPUFault: e.faulted(a.spec.key)}
+	var over string
+	switch {
+	case a.over.gpu.Load() > 0:
+		held := (a.over.gpu.Load() + 1<<20 - 1) >> 20 << 20 // in MiB, rounded up
+		over = fmt.Sprintf("killed: its processes held %s of GPU memory, over the gpu_mem=%s it asked for and the GPU's %s headroom, before the runs beside it ran out",
+			pack.FormatSize(held), pack.FormatSize(place.Request.GPUMem), pack.FormatSize(a.gpuLimit-place.Request.GPUMem))
+		o.OverGPUMem = true
+	case a.over.mem.Load() > 0:
+		held := (a.over.mem.Load() + 1<<20 - 1) >> 20 << 20 // in MiB, rounded up
+		over = fmt.Sprintf("killed: its processes held %s, over the mem=%s it asked for", pack.FormatSize(held), pack.FormatSize(a.memLimit))
+		o.OOMKilled = true
+	case exit.OOMKills > 0:
+		over = fmt.Sprintf("the kernel's OOM killer killed a process of this run at the mem=%s it asked for", pack.FormatSize(a.memLimit))
+		o.OOMKilled = true
+	}
+	if over != "" && a.files.stderr != nil {
+		fmt.Fprintf(a.files.stderr, "--- nodepack: %s ---\n", over)
+	}
+	return o
 }
 
 // curvePoints is how many points of each per-step metric's curve go to

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"math"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -79,9 +77,6 @@ type Execution struct {
 	jobs    map[schedule.Key]*job
 	paused  pausing // the paused runs, for promotion (Options.Prune): Summary.Paused at the end
 	wake    chan struct{}
-
-	turn     chan struct{} // the token a start holds while it waits out MinStartInterval
-	turnNext time.Time     // earliest next start; used only by the token's holder
 }
 
 // notes are the notes said once per sweep.
@@ -228,22 +223,9 @@ func (e *Execution) SetDeadlines(drainAt, terminateAt time.Time) {
 }
 
 func newExecution(ctx context.Context, opts Options) (*Execution, error) {
-	switch opts.GPUIDs {
-	case "", GPUUUIDs, GPUIndices:
-	default:
-		return nil, fmt.Errorf("execute: gpu ids %q: want %q or %q", opts.GPUIDs, GPUUUIDs, GPUIndices)
-	}
-	parallel := opts.Parallel
-	switch {
-	case parallel < 0:
-		return nil, fmt.Errorf("execute: parallel %d: must not be negative", parallel)
-	case parallel == 0 && opts.hasTopology():
-		parallel = math.MaxInt // as many as fit: the runs' requests bound them
-	case parallel == 0:
-		parallel = runtime.NumCPU()
-	}
-	if opts.hasTopology() {
-		parallel = opts.Parallel // 0: as many as fit
+	parallel, err := opts.check()
+	if err != nil {
+		return nil, fmt.Errorf("execute: %w", err)
 	}
 	start := time.Now()
 	sched, err := schedule.New(opts.policy(parallel), start)
@@ -256,23 +238,6 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		if pr, err = newPruning(opts); err != nil {
 			return nil, fmt.Errorf("execute: %w", err)
 		}
-	}
-	if opts.EnforceMem && opts.MemCgroup == "" && opts.Sampler == nil {
-		return nil, errors.New("execute: enforce mem needs a memory cgroup to make groups in or a Sampler to check the runs' memory")
-	}
-	for c, n := range opts.Retry {
-		if !c.Valid() || c == failure.Interrupted || n < 0 {
-			return nil, fmt.Errorf("execute: retry %s=%d: want a failure class other than interrupted and a count of at least 0", c, n)
-		}
-	}
-	switch opts.MPS {
-	case MPSAuto, MPSOff:
-	case MPSOn:
-		if _, err := mpsPath(&opts); err != nil {
-			return nil, fmt.Errorf("execute: mps on: %w", err)
-		}
-	default:
-		return nil, fmt.Errorf("execute: mps %q: want auto, on or off (empty)", opts.MPS)
 	}
 	if err := proc.Setup(); err != nil {
 		return nil, fmt.Errorf("execute: %w", err)
@@ -289,8 +254,6 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		wake:     make(chan struct{}, 1),
 		next:     make(chan run.Run),
 		life:     newLife(),
-		turn:     make(chan struct{}, 1),
-		turnNext: start,
 	}
 	e.tally.sum.Start = start
 	e.env = newEnvBuilder(os.Environ(), proc.Session(), &e.opts)
@@ -417,38 +380,6 @@ func (e *Execution) sleepUntil(t time.Time, also <-chan struct{}) bool {
 	return !e.halted()
 }
 
-// waitTurn spaces starts by MinStartInterval and reports whether the start
-// may go ahead. With an interval, the start takes the one turn token and
-// must give it back with endTurn: starts pass one at a time, each at least
-// the interval after the previous one really began.
-func (e *Execution) waitTurn() bool {
-	if e.opts.MinStartInterval <= 0 {
-		return !e.halted()
-	}
-	select {
-	case e.turn <- struct{}{}:
-	case <-e.life.stop:
-		return false
-	}
-	if !e.sleepUntil(e.turnNext, nil) { // turnNext is only used by the token's holder
-		<-e.turn
-		return false
-	}
-	return true
-}
-
-// endTurn gives the turn back after a start that began at started (zero:
-// the start did not happen).
-func (e *Execution) endTurn(started time.Time) {
-	if e.opts.MinStartInterval <= 0 {
-		return
-	}
-	if !started.IsZero() {
-		e.turnNext = started.Add(e.opts.MinStartInterval)
-	}
-	<-e.turn
-}
-
 // runAll runs the attempts of job j from its Start st, until its last
 // attempt ends or a retry of it is placed anew (the scheduler starts it
 // again).
@@ -469,56 +400,85 @@ func (e *Execution) runAll(j *job, st schedule.Start) {
 	for {
 		j.attempts++
 		n := j.attempts // this sweep's, across placements
-		ev, started, err := e.attempt(j, st.Lane, prior+n)
-		if files := (*filesError)(nil); errors.As(err, &files) {
-			// Its directory, logs or scratch: not the run's doing. The
-			// attempt fails as setup, and the sweep goes on, unless the
-			// node's disk is full or failing (below).
-			var node bool
-			if ev, node = e.setupFailed(ev, files.err); node {
-				err = &nodeError{files.err}
-			} else {
-				started, err = true, nil
-			}
-		}
-		if node := (*nodeError)(nil); errors.As(err, &node) {
-			// The node's disk is full or failing: no run can be set up or
-			// keep its logs there. The attempt was interrupted, for a
-			// rerun to run again, and the sweep starts no more runs.
-			e.fail(fmt.Errorf("execute: %s: %w", originOf(*r), err))
-			ev.Place = e.ended(j, schedule.End{Outcome: schedule.Interrupted, Attempt: n}).Held
-			e.record(st.Lane, ev, n == 1, false)
-			e.emit(ev)
-			e.release(j, true)
-			return
-		}
-		if err != nil {
-			e.fail(fmt.Errorf("execute: %s: %w", originOf(*r), err))
-			e.release(j, true)
-			return
-		}
-		if !started {
-			e.release(j, true) // the sweep stopped before this attempt could start
-			return
-		}
-		end := outcome(ev)
-		end.Attempt, end.NoRetry = n, e.halted()
-		after := e.ended(j, end)
-		ev.Retry = after.Retry
-		ev.Place = after.Held // gpu_mem=auto may have shrunk its claim
-		e.record(st.Lane, ev, n == 1, after.Halt)
-		e.emit(ev)
-		if ev.Reason == run.Paused && j.pausedAt != nil {
-			e.pause(j) // among the paused runs, for a promotion
+		end, err := e.runAttempt(attemptSpec{run: j.run, key: j.key, lane: st.Lane, n: prior + n, promoted: j.promoted})
+		after, ok := e.ended(j, st.Lane, n, end, err)
+		if !ok {
 			return
 		}
 		if !after.Retry || after.Anew {
 			e.release(j, !after.Retry) // done, or back to the queue's head without a backoff
 			return
 		}
-		if !e.sleepUntil(after.At, nil) {
+		if !e.sleepUntil(after.At, nil) || !e.takeTurn(j) {
 			e.release(j, true) // stopped while waiting: the ledger's retry mark makes a resume run it
 			return
+		}
+	}
+}
+
+// ended handles how attempt n of j (this sweep's count) ended: it tells
+// the scheduler, counts and reports the attempt, and says what follows;
+// ok is false when nothing does (the sweep stopped it, it failed for the
+// runner's reasons, or it was paused), and j was released.
+func (e *Execution) ended(j *job, lane, n int, end attemptEnd, err error) (after schedule.After, ok bool) {
+	ev, started := end.ev, end.started
+	if files := (*filesError)(nil); errors.As(err, &files) {
+		// Its directory, logs or scratch: not the run's doing. The
+		// attempt fails as setup, and the sweep goes on, unless the
+		// node's disk is full or failing (below).
+		var node bool
+		if ev, node = e.setupFailed(ev, files.err); node {
+			err = &nodeError{files.err}
+		} else {
+			started, err = true, nil
+		}
+	}
+	if node := (*nodeError)(nil); errors.As(err, &node) {
+		// The node's disk is full or failing: no run can be set up or
+		// keep its logs there. The attempt was interrupted, for a
+		// rerun to run again, and the sweep starts no more runs.
+		e.fail(fmt.Errorf("execute: %s: %w", originOf(j.run), err))
+		ev.Place = e.tell(j, schedule.End{Outcome: schedule.Interrupted, Attempt: n}).Held
+		e.record(lane, ev, n == 1, false)
+		e.emit(ev)
+		e.release(j, true)
+		return after, false
+	}
+	if err != nil {
+		e.fail(fmt.Errorf("execute: %s: %w", originOf(j.run), err))
+		e.release(j, true)
+		return after, false
+	}
+	if !started {
+		e.release(j, true) // the sweep stopped before this attempt could start
+		return after, false
+	}
+	outcome := outcome(ev)
+	outcome.Attempt, outcome.NoRetry = n, e.halted()
+	after = e.tell(j, outcome)
+	ev.Retry = after.Retry
+	ev.Place = after.Held // gpu_mem=auto may have shrunk its claim
+	e.record(lane, ev, n == 1, after.Halt)
+	e.emit(ev)
+	if ev.Reason == run.Paused && end.paused != nil {
+		e.pause(j, *end.paused) // among the paused runs, for a promotion
+		return after, false
+	}
+	return after, true
+}
+
+// takeTurn waits for the turn of a retry of j in its place
+// (MinStartInterval), and reports whether runs may still start.
+func (e *Execution) takeTurn(j *job) bool {
+	for {
+		e.schedMu.Lock()
+		at, ok := e.sched.Turn(j.key, time.Now())
+		e.schedMu.Unlock()
+		if ok {
+			return true
+		}
+		if !e.sleepUntil(at, nil) {
+			return false
 		}
 	}
 }

@@ -1,7 +1,10 @@
 package execute
 
 import (
+	"errors"
+	"fmt"
 	"io"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -348,4 +351,43 @@ func (s Summary) Utilization() float64 {
 		busy += b
 	}
 	return float64(busy) / (float64(wall) * float64(len(s.LaneBusy)))
+}
+
+// check refuses options that cannot run, before anything starts, and
+// returns the Parallel the scheduler gets: with a Topology, Parallel as
+// is (0: as many as fit); without one, 0 is one per CPU.
+func (o *Options) check() (parallel int, err error) {
+	switch o.GPUIDs {
+	case "", GPUUUIDs, GPUIndices:
+	default:
+		return 0, fmt.Errorf("gpu ids %q: want %q or %q", o.GPUIDs, GPUUUIDs, GPUIndices)
+	}
+	switch {
+	case o.Parallel < 0:
+		return 0, fmt.Errorf("parallel %d: must not be negative", o.Parallel)
+	case o.hasTopology():
+		parallel = o.Parallel // 0: as many as fit: the runs' requests bound them
+	case o.Parallel == 0:
+		parallel = runtime.NumCPU()
+	default:
+		parallel = o.Parallel
+	}
+	if o.EnforceMem && o.MemCgroup == "" && o.Sampler == nil {
+		return 0, errors.New("enforce mem needs a memory cgroup to make groups in or a Sampler to check the runs' memory")
+	}
+	for c, n := range o.Retry {
+		if !c.Valid() || c == failure.Interrupted || n < 0 {
+			return 0, fmt.Errorf("retry %s=%d: want a failure class other than interrupted and a count of at least 0", c, n)
+		}
+	}
+	switch o.MPS {
+	case MPSAuto, MPSOff:
+	case MPSOn:
+		if _, err := mpsPath(o); err != nil {
+			return 0, fmt.Errorf("mps on: %w", err)
+		}
+	default:
+		return 0, fmt.Errorf("mps %q: want auto, on or off (empty)", o.MPS)
+	}
+	return parallel, nil
 }

@@ -3,8 +3,6 @@ package execute
 import (
 	"fmt"
 	"maps"
-	"math"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -13,12 +11,7 @@ import (
 	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/schedule"
-	"github.com/nodepack/nodepack/runner/untrusted"
 )
-
-// DefaultPruneInterval is how often a running attempt's metrics are read
-// for pruning when Options.PruneInterval is zero.
-const DefaultPruneInterval = time.Second
 
 // pruning is the pruning policy of a sweep, shared by its attempts.
 type pruning struct {
@@ -49,225 +42,43 @@ func newPruning(opts Options) (*pruning, error) {
 	return &pruning{pruner: p, first: p.Rungs()[0], interval: interval, patterns: opts.Metrics, names: map[string]bool{}}, nil
 }
 
-// watchMetrics reads the metrics of the attempt ev of j as it runs (from
-// its run directory, open; nil: none), every pruning interval, for the
-// pruning policy, for the density rule (a gpus=auto run) and for the
-// checkpoints a stop waits for (ckpt, with Options.CheckpointSignal;
-// a checkpoint folder that changed counts too): each new
-// value of the policy's metric is judged at the rungs it reaches, each
-// judgement is a Judged event, and a run judged out is stopped (st) and
-// ends Pruned, or Paused when it keeps checkpoints (the watch reads on
-// until it has stopped, for the checkpoint its stop waits for); the
-// furthest step the run reported goes to the scheduler
-// as its progress. It returns the function to call once the attempt's
-// process has exited: it stops the watch and reads what the run wrote
-// since the last read, to the end, so that a run that ended between two
-// reads still counts at the rungs it reached (recorded, not judged out:
-// it ended by itself).
-func (e *Execution) watchMetrics(j *job, ev run.Event, runDir *os.File, st *runStop, ckpt *checkpoints) (stop func()) {
-	pr := e.pruning
-	auto := e.opts.RequestOf(j.run).AutoShare
-	asks := e.opts.CheckpointSignal != 0 // a stop waits for the checkpoint it asks for
-	looks := asks || pr != nil           // a pause needs the run's checkpoints
-	if pr == nil && !auto && !asks || runDir == nil {
-		return func() {}
-	}
-	// From the run's directory, following no link (untrusted files).
-	dir := untrusted.In(runDir)
-	readers := []*metrics.Reader{{Dir: dir, Path: metrics.FileName}}
-	if len(e.opts.Metrics) > 0 {
-		readers = append(readers, &metrics.Reader{Dir: dir, Path: "stdout.log", Patterns: e.opts.Metrics})
-	}
-	interval, metric := e.opts.PruneInterval, ""
-	if interval <= 0 {
-		interval = DefaultPruneInterval
-	}
-	if pr != nil {
-		metric = pr.pruner.Config().Metric
-	}
-	done, finished := make(chan struct{}), make(chan struct{})
-	mine, pruned := false, false // this attempt reported the metric; was judged out
-	furthest := math.Inf(-1)     // the furthest step it reported
-	// read takes the points written since the last read; to the end of an
-	// unfinished last line when the run has ended. It reports whether the
-	// run was judged out.
-	read := func(ended bool) bool {
-		var points []metrics.Point
-		for _, r := range readers {
-			r.Read(ended, func(p metrics.Point) { points = append(points, p) }) // a file it cannot read yet has no points
-		}
-		top := furthest
-		for _, r := range readers {
-			if step, ok := r.LastStep(); ok {
-				top = max(top, step)
-			}
-		}
-		for _, p := range points {
-			if p.Name == metrics.CheckpointKey {
-				ckpt.sawLine(p.Value)
-			}
-		}
-		if looks {
-			ckpt.look(runDir, top)
-		}
-		if top > furthest && !ended {
-			furthest = top
-			if auto {
-				e.progress(j, top)
-			}
-		}
-		if pr == nil || pruned {
-			return false // judged out: no more judgements, the checkpoint its stop waits for still counts
-		}
-		// The metric's points first: a line that reports it beside others
-		// must not make the others look like its misspelling.
-		for _, p := range points {
-			if p.Name != metric {
-				continue
-			}
-			pr.mu.Lock()
-			pr.seen, mine = true, true
-			var judged []run.Judgement
-			if ended {
-				judged = pr.pruner.Finish(ev.Run.ID, p.Step, p.Value)
-			} else {
-				judged = pr.pruner.Judge(ev.Run.ID, p.Step, p.Value)
-			}
-			pr.mu.Unlock()
-			for _, jd := range judged {
-				// Judged out, a run that keeps checkpoints is paused: it
-				// may be promoted later, from its checkpoint.
-				jd.Pause = jd.Stop && ckpt.keeps(asks)
-				e.emit(run.Event{Kind: run.Judged, Run: ev.Run, Attempt: ev.Attempt, Lane: ev.Lane, Place: ev.Place,
-					Stdout: ev.Stdout, Stderr: ev.Stderr, Start: time.Now(), Judgement: &jd})
-				if jd.Stop {
-					// Stopped while the watch reads on: a checkpoint
-					// signal's stop waits for the checkpoint it reads.
-					reason := run.Pruned
-					if jd.Pause {
-						reason, j.pausedAt = run.Paused, &jd
-					}
-					go e.stopRun(st, reason)
-					return true
-				}
-			}
-		}
-		for _, p := range points {
-			if p.Name != metric {
-				pr.sawOther(p, e)
-			}
-		}
-		return false
-	}
-	ckpt.watch()
-	go func() {
-		defer close(finished)
-		defer ckpt.unwatch()
-		first := interval
-		if pr != nil {
-			first = min(interval, firstPruneRead) // the run's pace, early
-		}
-		t := time.NewTicker(first)
-		defer t.Stop()
-		hurried, early := false, first
-		was := mark{t: time.Now()} // the furthest step at the read before: none at the start
-		for {
-			select {
-			case <-done:
-				return
-			case <-ckpt.hurry:
-				hurried = true
-				t.Reset(checkpointPoll) // a stop waits for its checkpoint
-			case <-t.C:
-			}
-			out := read(false)
-			ckpt.didRead()
-			if pruned || out {
-				// Judged out: its stop waits for the checkpoint a
-				// checkpoint signal asks for, which only a read sees.
-				pruned = true
-				if !asks {
-					return
-				}
-				t.Reset(checkpointPoll)
-				continue
-			}
-			if pr != nil && !hurried {
-				// The next read when the run reaches its next rung, by its
-				// pace so far: judged as its value comes, not up to an
-				// interval of steps later.
-				// Until its pace is known (a run that takes a while to
-				// start), the reads come twice as far apart each time,
-				// from firstPruneRead up to the interval.
-				now := mark{time.Now(), furthest}
-				wait, known := rungWait(pr, ev.Run.ID, was, now, interval)
-				if !known {
-					early = min(2*early, interval)
-					wait = early
-				}
-				t.Reset(wait)
-				if !math.IsInf(furthest, -1) {
-					was = now
-				}
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-finished
-		read(true) // to the end: its last steps and checkpoint (judged out, no judgement)
-		if auto && math.IsInf(furthest, -1) && e.noted.auto.CompareAndSwap(false, true) {
-			e.note(fmt.Sprintf("%s ended without reporting a step to $NODEPACK_METRICS (or a --metric pattern): --runs-per-gpu auto measures the runs by their steps, so a shape whose runs report none keeps one run per GPU",
-				ev.Run.Origin))
-		}
-		if pr == nil {
-			return
-		}
-		pr.mu.Lock()
-		send := !mine && !pr.seen && !pr.noted
-		pr.noted = pr.noted || send
-		pr.mu.Unlock()
-		if send {
-			e.note(fmt.Sprintf("%s ended without reporting %s, and no run has reported it so far: a run that reports no %s is never pruned (a misspelt name?)",
-				ev.Run.Origin, metric, metric))
-		}
-	}
-}
-
-// firstPruneRead is when a pruned run's metrics are first read: its pace
-// from then on times the reads to its rungs.
-const firstPruneRead = 100 * time.Millisecond
-
-// mark is a run's furthest step when it was read.
-type mark struct {
-	t    time.Time
-	step float64
-}
-
-// rungWait is how long until run id reaches its next rung, at the pace it
-// went from was to now; at least checkpointPoll, at most interval (also
-// after its last rung). known is false when the pace is not known yet (no
-// step, or none since the read before).
-func rungWait(pr *pruning, id string, was, now mark, interval time.Duration) (wait time.Duration, known bool) {
+// judge hands run id's point p of the policy's metric to the pruner:
+// Finish once the run has ended, else Judge (keeps: whether the run keeps
+// checkpoints, asked by the pruner when it judges the run out).
+func (pr *pruning) judge(id string, p metrics.Point, ended bool, keeps func() bool) []run.Judgement {
 	pr.mu.Lock()
-	next, ok := pr.pruner.NextRung(id)
-	pr.mu.Unlock()
-	if !ok {
-		return interval, true
+	defer pr.mu.Unlock()
+	pr.seen = true
+	if ended {
+		return pr.pruner.Finish(id, p.Step, p.Value)
 	}
-	dt, ds := now.t.Sub(was.t), now.step-was.step
-	if dt <= 0 || ds <= 0 || math.IsInf(now.step, 0) || math.IsInf(was.step, 0) {
-		return interval, false
-	}
-	wait = time.Duration(float64(dt) * max(next-now.step, 0) / ds)
-	return min(max(wait, checkpointPoll), interval), true
+	return pr.pruner.Judge(id, p.Step, p.Value, keeps)
 }
 
-// progress tells the scheduler that j reported step: the density rule
+// nextRead is how long until run id's metrics are read again: the
+// pruner's NextRead, no sooner than checkpointPoll.
+func (pr *pruning) nextRead(id string, was, now schedule.Pace, early, interval time.Duration) (time.Duration, time.Duration) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.pruner.NextRead(id, was, now, early, checkpointPoll, interval)
+}
+
+// unreported reports, for a run that ended (mine: it reported the
+// metric), whether to send the note that no run has reported the metric
+// so far: once.
+func (pr *pruning) unreported(mine bool) bool {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	send := !mine && !pr.seen && !pr.noted
+	pr.noted = pr.noted || send
+	return send
+}
+
+// progress tells the scheduler that run k reported step: the density rule
 // reads its speed from it, and may decide at once.
-func (e *Execution) progress(j *job, step float64) {
+func (e *Execution) progress(k schedule.Key, step float64) {
 	e.schedMu.Lock()
-	e.sched.Progress(j.key, step, time.Now())
+	e.sched.Progress(k, step, time.Now())
 	e.schedMu.Unlock()
 	e.signal()
 }
@@ -329,19 +140,18 @@ func (e *Execution) repause(r run.Run) bool {
 	return ok
 }
 
-// pause ends j's attempt as paused: the scheduler forgets it, and it
+// pause ends j's attempt as paused by judgement at: the scheduler forgets it, and it
 // waits among the paused runs (in one step under schedMu, so that the
 // loop neither ends the sweep before it waits nor promotes it while it
 // holds its place).
-func (e *Execution) pause(j *job) {
+func (e *Execution) pause(j *job, at run.Judgement) {
 	pr := e.pruning
 	e.schedMu.Lock()
 	e.sched.Release(j.key)
 	delete(e.jobs, j.key)
 	pr.mu.Lock()
-	pr.pruner.Pause(*j.pausedAt)
+	pr.pruner.Pause(at)
 	pr.mu.Unlock()
-	j.pausedAt = nil
 	e.paused.runs[j.run.ID] = j
 	e.schedMu.Unlock()
 	e.signal()

@@ -25,11 +25,9 @@ type job struct {
 	key      schedule.Key
 	run      run.Run
 	attempts int // this sweep's
-	// pausedAt is the judgement that paused its attempt, set by the
-	// attempt's metrics watcher before the attempt ends; promoted says its
-	// attempts from now on resume a paused run (Pruner.Promote, or one an
-	// earlier session paused, run without that policy).
-	pausedAt *run.Judgement
+	// promoted says its attempts from now on resume a paused run
+	// (Pruner.Promote, or one an earlier session paused, run without that
+	// policy).
 	promoted bool
 }
 
@@ -49,20 +47,21 @@ func (o *Options) hasTopology() bool { return len(o.Topology.CPUs) > 0 || len(o.
 // made concrete without a Topology.
 func (o *Options) policy(parallel int) schedule.Config {
 	c := schedule.Config{
-		Topology:      o.Topology,
-		Request:       o.Request,
-		Parallel:      parallel,
-		BackfillWait:  o.BackfillWait,
-		Stagger:       o.Stagger,
-		SettleTimeout: o.SettleTimeout,
-		Measured:      o.Sampler != nil,
-		Retries:       o.Retries,
-		RetryBackoff:  o.RetryBackoff,
-		MaxFailures:   o.MaxFailures,
-		Retry:         o.Retry,
-		DensityMargin: o.DensityMargin,
-		DensityWindow: o.DensityWindow,
-		Densities:     o.Densities,
+		Topology:         o.Topology,
+		Request:          o.Request,
+		Parallel:         parallel,
+		BackfillWait:     o.BackfillWait,
+		Stagger:          o.Stagger,
+		MinStartInterval: o.MinStartInterval,
+		SettleTimeout:    o.SettleTimeout,
+		Measured:         o.Sampler != nil,
+		Retries:          o.Retries,
+		RetryBackoff:     o.RetryBackoff,
+		MaxFailures:      o.MaxFailures,
+		Retry:            o.Retry,
+		DensityMargin:    o.DensityMargin,
+		DensityWindow:    o.DensityWindow,
+		Densities:        o.Densities,
 	}
 	return c
 }
@@ -117,35 +116,39 @@ func (e *Execution) schedule() {
 		if done {
 			return
 		}
-		in, stop := next, e.life.stop
-		if !room || halted {
-			in = nil
+		e.await(plan.Wake, &next, room, halted)
+	}
+}
+
+// await waits for the next event of the loop: a run from the feeder (when
+// the scheduler has room), a wake, the clock (wake, if not zero), or the
+// sweep's stop.
+func (e *Execution) await(wake time.Time, next *chan run.Run, room, halted bool) {
+	in, stop := *next, e.life.stop
+	if !room || halted {
+		in = nil
+	}
+	if halted {
+		stop = nil // closed: it would wake the loop at once, for ever
+	}
+	var timeout <-chan time.Time
+	if !wake.IsZero() {
+		timer := time.NewTimer(time.Until(wake))
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	select {
+	case r, ok := <-in:
+		e.schedMu.Lock()
+		if !ok {
+			*next = nil
+		} else if !e.halted() { // a halted sweep starts nothing more
+			e.push(r, next)
 		}
-		if halted {
-			stop = nil // closed: it would wake the loop at once, for ever
-		}
-		var timer *time.Timer
-		var timeout <-chan time.Time
-		if !plan.Wake.IsZero() {
-			timer = time.NewTimer(time.Until(plan.Wake))
-			timeout = timer.C
-		}
-		select {
-		case r, ok := <-in:
-			e.schedMu.Lock()
-			if !ok {
-				next = nil
-			} else if !e.halted() { // a halted sweep starts nothing more
-				e.push(r, &next)
-			}
-			e.schedMu.Unlock()
-		case <-e.wake:
-		case <-timeout:
-		case <-stop:
-		}
-		if timer != nil {
-			timer.Stop()
-		}
+		e.schedMu.Unlock()
+	case <-e.wake:
+	case <-timeout:
+	case <-stop:
 	}
 }
 
@@ -212,10 +215,10 @@ func (e *Execution) launch(st schedule.Start) {
 	e.workers.Go(func() { e.runAll(j, st) })
 }
 
-// ended tells the scheduler how an attempt of j ended and returns what
+// tell tells the scheduler how an attempt of j ended and returns what
 // follows. Unless that is a retry in place, the caller reports the end and
 // then calls release.
-func (e *Execution) ended(j *job, end schedule.End) schedule.After {
+func (e *Execution) tell(j *job, end schedule.End) schedule.After {
 	e.schedMu.Lock()
 	defer e.schedMu.Unlock()
 	return e.sched.Ended(j.key, end, time.Now())
@@ -233,12 +236,23 @@ func (e *Execution) release(j *job, final bool) {
 	e.signal()
 }
 
-// gate tells the scheduler attempt n of j, placed at place, has started
-// and returns the Settle to give the Sampler when the attempt holds its GPU
-// for the readiness gate or measures gpu_mem=auto; else nil.
-func (e *Execution) gate(j *job, n int, place pack.Assignment) *usage.Settle {
+// began tells the scheduler an attempt of run k began at t (its process
+// starts, or fails to): the next start under MinStartInterval is timed
+// from it.
+func (e *Execution) began(k schedule.Key, t time.Time) {
 	e.schedMu.Lock()
-	watch := e.sched.Started(j.key, n, time.Now())
+	e.sched.Began(k, t)
+	e.schedMu.Unlock()
+	e.signal()
+}
+
+// gate tells the scheduler the attempt of spec, placed at place, has
+// started and returns the Settle to give the Sampler when the attempt
+// holds its GPU for the readiness gate or measures gpu_mem=auto; else nil.
+func (e *Execution) gate(spec attemptSpec, place pack.Assignment) *usage.Settle {
+	k, n := spec.key, spec.n
+	e.schedMu.Lock()
+	watch := e.sched.Started(k, n, time.Now())
 	e.schedMu.Unlock()
 	if e.opts.Sampler == nil && place.SharedGPUs && place.Request.GPUMem > 0 {
 		e.blind("the runs are not measured") // the scheduler has no gate for them
@@ -249,7 +263,7 @@ func (e *Execution) gate(j *job, n int, place pack.Assignment) *usage.Settle {
 	e.signal() // the loop wakes at the gate's timeout
 	settled := func(peak uint64) {
 		e.schedMu.Lock()
-		e.sched.Settled(j.key, n, peak)
+		e.sched.Settled(k, n, peak)
 		e.schedMu.Unlock()
 		e.signal()
 	}
@@ -277,18 +291,19 @@ func (e *Execution) note(line string) {
 	}
 }
 
-// assignment returns what j holds now (gpu_mem=auto may have shrunk it).
-func (e *Execution) assignment(j *job) pack.Assignment {
+// assignment returns what run k holds now (gpu_mem=auto may have shrunk
+// it).
+func (e *Execution) assignment(k schedule.Key) pack.Assignment {
 	e.schedMu.Lock()
 	defer e.schedMu.Unlock()
-	return e.sched.Assignment(j.key)
+	return e.sched.Assignment(k)
 }
 
-// faulted reports whether a GPU j holds was taken out of use.
-func (e *Execution) faulted(j *job) bool {
+// faulted reports whether a GPU run k holds was taken out of use.
+func (e *Execution) faulted(k schedule.Key) bool {
 	e.schedMu.Lock()
 	defer e.schedMu.Unlock()
-	return e.sched.Faulted(j.key)
+	return e.sched.Faulted(k)
 }
 
 // watchFaults takes the GPUs that report a fault out of use, until the
@@ -354,17 +369,4 @@ func peakOf(s usage.Sampled) uint64 {
 		peak += g.ProcessPeakMemoryBytes
 	}
 	return peak
-}
-
-// gpuMemLimit is the GPU memory a run placed at place may use before it
-// is stopped, or 0 for none: a run that shares its GPU by gpu_mem may use
-// what it asked for and the GPU's headroom (pack.GPUMemHeadroom), which
-// the requests of the runs beside it leave free; past that it would take
-// theirs. A run with its GPUs to itself, or sharing by fraction, has no
-// neighbour's memory to take, or none promised.
-func gpuMemLimit(place pack.Assignment) uint64 {
-	if !place.SharedGPUs || place.Request.GPUMem == 0 || len(place.GPUs) != 1 {
-		return 0
-	}
-	return place.Request.GPUMem + pack.GPUMemHeadroom(place.GPUs[0].MemoryBytes)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nodepack/nodepack/runner/proc"
 	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/schedule"
 )
 
 // runStop is how the runner stops one running attempt, from goroutines
@@ -106,8 +107,9 @@ func (e *Execution) ladder(st *runStop) proc.Ladder {
 	ckpt := st.ckpt
 	st.mu.Unlock()
 	l := proc.Ladder{Grace: e.grace, Kill: e.life.kill}
-	if sig := e.opts.CheckpointSignal; sig != 0 && ckpt != nil && !e.killed() && ckpt.keepsNow(min(e.grace, time.Second), true) {
-		l.First, l.Saved = sig, ckpt.ask()
+	keeps := func() bool { return ckpt != nil && ckpt.keepsNow(min(e.grace, time.Second), true) }
+	if schedule.CheckpointFirst(e.opts.CheckpointSignal != 0, e.killed(), keeps) {
+		l.First, l.Saved = e.opts.CheckpointSignal, ckpt.ask()
 	}
 	return l
 }

@@ -102,7 +102,7 @@ func prunedAt(t *testing.T, p Prune, runs []curveRun, sigma float64) []string {
 			if step == last {
 				js = pr.Finish(r.name, float64(step), v)
 			} else {
-				js = pr.Judge(r.name, float64(step), v)
+				js = pr.Judge(r.name, float64(step), v, nil)
 			}
 			for _, j := range js {
 				if j.Stop {

@@ -151,9 +151,15 @@ func (p *Pruner) Rungs() []float64 { return slices.Clone(p.rungs) }
 // Judge takes run id's value of the metric at step and judges it at every
 // rung the step reaches that it was not judged at yet, in order, until
 // one stops it. It returns those judgements; none when the step reaches
-// no new rung (a step reported twice, or between rungs).
-func (p *Pruner) Judge(id string, step, value float64) []run.Judgement {
-	return p.take(id, step, value, true)
+// no new rung (a step reported twice, or between rungs). A judgement that
+// stops a run that keeps checkpoints pauses it (Judgement.Pause): keeps,
+// asked only then (nil: it keeps none), says whether it does.
+func (p *Pruner) Judge(id string, step, value float64, keeps func() bool) []run.Judgement {
+	out := p.take(id, step, value, true)
+	if n := len(out); n > 0 && out[n-1].Stop && keeps != nil {
+		out[n-1].Pause = keeps()
+	}
+	return out
 }
 
 // Finish takes the value of a run that has ended, at step, as Judge

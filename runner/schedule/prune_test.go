@@ -32,6 +32,10 @@ func TestPrune(t *testing.T) {
 			Prune{Metric: "loss", FirstStep: 10, MaxStep: 100},
 			[]report{{"a", 10, 0.5}, {"b", 10, 0.9}, {"c", 10, 0.4}},
 			"a@0:0.5/go b@0:0.9/stop c@0:0.4/go"},
+		{"pause or prune: a run judged out that keeps checkpoints is paused, one that keeps none is stopped for good; one that goes on is neither",
+			Prune{Metric: "loss", FirstStep: 10, MaxStep: 100},
+			[]report{{"a+", 10, 0.5}, {"b+", 10, 0.9}, {"c", 10, 0.9}},
+			"a@0:0.5/go b@0:0.9/pause c@0:0.9/stop"},
 		{"a step between rungs judges nothing; the first step past a rung is judged with its value",
 			Prune{Metric: "loss", FirstStep: 10, MaxStep: 100},
 			[]report{{"a", 5, 0.9}, {"a", 12, 0.7}, {"a", 20, 0.6}},
@@ -98,12 +102,20 @@ func TestPrune(t *testing.T) {
 			}
 			var got []string
 			for _, r := range tc.reports {
-				take, run := p.Judge, r.run
-				if name, ended := strings.CutSuffix(r.run, "!"); ended {
-					take, run = p.Finish, name
+				// "a+": a keeps checkpoints; "a!": a has ended.
+				name, keeps := strings.CutSuffix(r.run, "+")
+				take := func(id string, step, value float64) []run.Judgement {
+					return p.Judge(id, step, value, func() bool { return keeps })
 				}
-				for _, j := range take(run, r.step, r.value) {
-					got = append(got, fmt.Sprintf("%s@%d:%v/%s", j.Run, j.Rung, j.Value, map[bool]string{true: "stop", false: "go"}[j.Stop]))
+				if n, ended := strings.CutSuffix(name, "!"); ended {
+					take, name = p.Finish, n
+				}
+				for _, j := range take(name, r.step, r.value) {
+					verdict := map[bool]string{true: "stop", false: "go"}[j.Stop]
+					if j.Pause {
+						verdict = "pause"
+					}
+					got = append(got, fmt.Sprintf("%s@%d:%v/%s", j.Run, j.Rung, j.Value, verdict))
 				}
 			}
 			if strings.Join(got, " ") != tc.want {
@@ -122,19 +134,19 @@ func TestPruneReplay(t *testing.T) {
 	first, _ := NewPruner(cfg)
 	var recorded []run.Judgement
 	for _, r := range []report{{"a", 10, 0.5}, {"b", 10, 0.7}, {"c", 10, 0.45}, {"a", 30, 0.4}} {
-		recorded = append(recorded, first.Judge(r.run, r.step, r.value)...)
+		recorded = append(recorded, first.Judge(r.run, r.step, r.value, nil)...)
 	}
 	again, _ := NewPruner(cfg)
 	for _, j := range recorded {
 		again.Replay(j)
 	}
 	for _, r := range []report{{"c", 10, 0.1}, {"c", 30, 0.39}, {"d", 10, 0.9}, {"d", 10, 0.3}} {
-		a, b := first.Judge(r.run, r.step, r.value), again.Judge(r.run, r.step, r.value)
+		a, b := first.Judge(r.run, r.step, r.value, nil), again.Judge(r.run, r.step, r.value, nil)
 		if fmt.Sprint(a) != fmt.Sprint(b) {
 			t.Errorf("after %+v: the first pruner judged %+v, the replayed one %+v", r, a, b)
 		}
 	}
-	if got := again.Judge("a", 30, 9); len(got) != 0 {
+	if got := again.Judge("a", 30, 9, nil); len(got) != 0 {
 		t.Errorf("a was judged at rung 1 before: judged again %+v", got)
 	}
 	// A rung the policy does not have is left out.
@@ -152,7 +164,7 @@ func TestPruneReplay(t *testing.T) {
 	if _, ok := acc.Judged("a"); ok {
 		t.Error("a judgement of loss was replayed into a policy that judges acc")
 	}
-	if got := acc.Judge("e", 10, 0.1); len(got) != 1 || got[0].Others != 0 || got[0].Stop {
+	if got := acc.Judge("e", 10, 0.1, nil); len(got) != 1 || got[0].Others != 0 || got[0].Stop {
 		t.Errorf("the first acc at rung 0 was judged %+v: want against no other value, and on", got)
 	}
 }
@@ -270,7 +282,7 @@ func TestPausePromote(t *testing.T) {
 						}
 					}
 					for _, pt := range pts {
-						for _, j := range p.Judge(f[0], pt[0], pt[1]) {
+						for _, j := range p.Judge(f[0], pt[0], pt[1], nil) {
 							last[f[0]] = j
 						}
 					}
@@ -287,7 +299,7 @@ func TestRepause(t *testing.T) {
 	first, _ := NewPruner(cfg)
 	var recorded []run.Judgement
 	for _, r := range []report{{"a", 10, 0.5}, {"b", 10, 0.9}, {"c", 10, 0.95}, {"a", 30, 0.4}} {
-		for _, j := range first.Judge(r.run, r.step, r.value) {
+		for _, j := range first.Judge(r.run, r.step, r.value, nil) {
 			j.Pause = j.Stop
 			recorded = append(recorded, j)
 		}
@@ -305,7 +317,7 @@ func TestRepause(t *testing.T) {
 		t.Fatalf("b, paused, is not a candidate again (%d paused)", again.PausedRuns())
 	}
 	for _, r := range []report{{"d", 10, 2}, {"e", 10, 2}, {"f", 10, 2}} {
-		again.Judge(r.run, r.step, r.value)
+		again.Judge(r.run, r.step, r.value, nil)
 	}
 	if id, ok := again.Promote(); !ok || id != "b" {
 		t.Errorf("promoted %q, %v: want b, now within the best third of its rung", id, ok)

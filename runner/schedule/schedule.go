@@ -27,6 +27,10 @@
 //     lanes open so far; no run waits for the clock while an open lane is
 //     free); the first wave's starts go to distinct GPUs
 //     (pack.Allocator.Spread).
+//   - MinStartInterval: any two starts (Began) are at least the interval
+//     apart: Next hands out one start at a time, and the next only once
+//     the one before began and the interval since has passed; a retry in
+//     its place asks for its Turn the same way.
 //   - Readiness gate: a run that shares its GPU by GPU memory keeps new
 //     runs off that GPU from its start until its memory there settles (the
 //     caller's sampler says so; a caller that cannot read it says so at
@@ -131,6 +135,9 @@ type Config struct {
 	BackfillWait time.Duration
 	// Stagger spaces the first wave's starts.
 	Stagger time.Duration
+	// MinStartInterval is the least time between any two starts (Began),
+	// retries in place included (Turn).
+	MinStartInterval time.Duration
 	// SettleTimeout bounds the readiness gate; zero means
 	// DefaultSettleTimeout.
 	SettleTimeout time.Duration
@@ -267,6 +274,12 @@ type Scheduler struct {
 	onGPU        map[string]map[Key]*placement // GPU UUID → the gpus=auto runs on it
 	unmeasurable map[string]bool               // shapes whose gpu_mem=auto probe measured nothing
 	pending      []DensityChange               // decisions for the next Plan
+
+	// turn is the run whose start holds MinStartInterval's turn, while
+	// turnHeld; nextStart is when the next start may be.
+	turn      Key
+	turnHeld  bool
+	nextStart time.Time
 
 	failed   int
 	stopped  bool // MaxFailures
@@ -505,6 +518,9 @@ func (s *Scheduler) Next(now time.Time) (Plan, error) {
 	}
 	var err error
 	for !s.draining && !s.stopped && !s.halted && s.queue.Len() > 0 {
+		if s.cfg.MinStartInterval > 0 && (s.turnHeld || now.Before(s.nextStart)) {
+			break // a start holds the turn, or the interval since the last has not passed
+		}
 		lane, opens := s.freeLane(now)
 		if lane < 0 {
 			if !opens.IsZero() {
@@ -525,6 +541,9 @@ func (s *Scheduler) Next(now time.Time) (Plan, error) {
 		if s.launched++; s.launched == s.wave && s.cfg.Stagger > 0 && s.alloc != nil {
 			s.alloc.Spread(false) // the first wave is out: pack as usual
 		}
+		if s.cfg.MinStartInterval > 0 {
+			s.turn, s.turnHeld = w.key, true // one start at a time, until it Began
+		}
 	}
 	soonest := func(t time.Time) {
 		if !t.IsZero() && t.After(now) && (plan.Wake.IsZero() || t.Before(plan.Wake)) {
@@ -536,7 +555,47 @@ func (s *Scheduler) Next(now time.Time) (Plan, error) {
 	}
 	soonest(s.drainAt)
 	soonest(s.termAt)
+	if s.cfg.MinStartInterval > 0 && !s.turnHeld && s.queue.Len() > 0 {
+		soonest(s.nextStart)
+	}
 	return plan, err
+}
+
+// Began says an attempt of run k began at now (its process starts, or
+// fails to): under MinStartInterval, the next start may be at now plus
+// the interval, and k gives back the turn it held. The caller wakes the
+// loop that asks Next.
+func (s *Scheduler) Began(k Key, now time.Time) {
+	if s.cfg.MinStartInterval <= 0 {
+		return
+	}
+	s.nextStart = now.Add(s.cfg.MinStartInterval)
+	s.freeTurn(k)
+}
+
+// Turn asks, under MinStartInterval, for the turn of a retry of run k in
+// its place: ok when k may start at now (it then holds the turn until it
+// Began, or ends); else at is when to ask again. Without the interval, ok
+// at once.
+func (s *Scheduler) Turn(k Key, now time.Time) (at time.Time, ok bool) {
+	if s.cfg.MinStartInterval <= 0 || s.turnHeld && s.turn == k {
+		return now, true
+	}
+	switch {
+	case s.turnHeld:
+		return now.Add(s.cfg.MinStartInterval), false // another start holds it: it begins well before
+	case now.Before(s.nextStart):
+		return s.nextStart, false
+	}
+	s.turn, s.turnHeld = k, true
+	return now, true
+}
+
+// freeTurn gives back the turn if k holds it.
+func (s *Scheduler) freeTurn(k Key) {
+	if s.turnHeld && s.turn == k {
+		s.turnHeld = false
+	}
 }
 
 // laneOpens is when lane i opens under the stagger: lane k of the first
@@ -674,6 +733,7 @@ func (s *Scheduler) learn(p *placement, peak uint64) {
 // place until Release, so that the caller reports the end before another
 // run can take it; a retry here keeps it.
 func (s *Scheduler) Ended(k Key, e End, now time.Time) After {
+	s.freeTurn(k) // an attempt that ended without beginning
 	p := s.placed[k]
 	if p == nil {
 		return After{}
@@ -719,6 +779,7 @@ func (s *Scheduler) Ended(k Key, e End, now time.Time) After {
 // head, for a later Start), or when the caller gives up on it (an attempt
 // that could not start because the sweep stopped).
 func (s *Scheduler) Release(k Key) {
+	s.freeTurn(k)
 	p := s.placed[k]
 	if p == nil {
 		return

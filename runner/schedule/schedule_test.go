@@ -101,6 +101,29 @@ func TestPolicy(t *testing.T) {
 			},
 		},
 		{
+			name: "min-start-interval/spaced",
+			desc: "--min-start-interval 100ms, two lanes, four instant runs: one start at a time, each 100 ms after the one before began, though a lane is free at once",
+			cfg:  Config{Parallel: 2, MinStartInterval: 100 * ms},
+			runs: runsOf(4, pack.Request{}, 10*ms),
+			starts: []string{
+				"0s r0 lane0 - [gpus=0 cpus=0] #1",
+				"100ms r1 lane0 - [gpus=0 cpus=0] #1",
+				"200ms r2 lane0 - [gpus=0 cpus=0] #1",
+				"300ms r3 lane0 - [gpus=0 cpus=0] #1",
+			},
+		},
+		{
+			name: "min-start-interval/retries-take-their-turn",
+			desc: "--min-start-interval 1s: a retry in place waits past its backoff for its turn, 1 s after the start before, and the next run waits 1 s after the retry's",
+			cfg:  Config{Parallel: 2, MinStartInterval: sec, Retries: 1, RetryBackoff: 10 * ms},
+			runs: []simRun{{req: pack.Request{}, dur: 10 * ms, fail: []string{"exit"}}, {req: pack.Request{}, dur: 5 * sec}},
+			starts: []string{
+				"0s r0 lane0 - [gpus=0 cpus=0] #1",
+				"1s r0 lane0 - [gpus=0 cpus=0] #2",
+				"2s r1 lane0 - [gpus=0 cpus=0] #1",
+			},
+		},
+		{
 			name: "default-cap/requests-bound",
 			desc: "no Parallel: as many runs as their requests fit, 16 quarter-GPU runs on 4 GPUs at once",
 			cfg:  Config{Topology: fourGPUs, Request: quarterGPU},

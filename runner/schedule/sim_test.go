@@ -148,6 +148,7 @@ func simulate(t testing.TB, cfg Config, runs []simRun, actions ...at) simResult 
 		running++
 		res.maxRunning = max(res.maxRunning, running)
 		res.starts = append(res.starts, fmt.Sprintf("%v r%d lane%d %s #%d", now.Sub(simStart), index[k], lane, place(as), n))
+		s.Began(k, now)
 		if s.Started(k, n, now) && r.settle > 0 && r.settle < r.dur {
 			push(simEvent{when: now.Add(r.settle), kind: evSettle, key: k, attempt: n})
 		}
@@ -199,7 +200,9 @@ func simulate(t testing.TB, cfg Config, runs []simRun, actions ...at) simResult 
 			case evSettle:
 				s.Settled(e.key, e.attempt, r.peak)
 			case evRestart:
-				if s.MayStart(now) {
+				if at, ok := s.Turn(e.key, now); !ok {
+					push(simEvent{when: at, kind: evRestart, key: e.key})
+				} else if s.MayStart(now) {
 					start(e.key, lanes[e.key], s.Assignment(e.key))
 				} else {
 					s.Release(e.key)

@@ -1,0 +1,217 @@
+package execute
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"time"
+
+	"github.com/nodepack/nodepack/runner/metrics"
+	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/schedule"
+	"github.com/nodepack/nodepack/runner/untrusted"
+)
+
+// DefaultPruneInterval is how often a running attempt's metrics are read
+// for pruning when Options.PruneInterval is zero.
+const DefaultPruneInterval = time.Second
+
+// metricsWatch reads the metrics of one running attempt (from its run
+// directory, following no link: a run's files are untrusted), every
+// pruning interval, and reports what it reads: each value of the pruning
+// policy's metric to the pruner, which judges it (a run judged out is
+// stopped through its runStop, and ends Pruned, or Paused when the
+// pruner says so); the furthest step to the scheduler's density rule (a
+// gpus=auto run); the checkpoints to the attempt's checkpoint watch,
+// which a stop waits for. When to read next is the pruner's
+// (NextRead). It decides nothing itself.
+type metricsWatch struct {
+	e        *Execution
+	ev       run.Event    // the attempt's Started event
+	key      schedule.Key // its run's, for the density rule
+	dir      *os.File     // its run directory, open
+	readers  []*metrics.Reader
+	ckpt     *checkpoints
+	stop     *runStop
+	auto     bool   // a gpus=auto run: its steps go to the density rule
+	asks     bool   // a stop waits for the checkpoint it asks for
+	metric   string // the pruning policy's; "" without one
+	interval time.Duration
+
+	mine      bool           // this attempt reported the metric
+	judgedOut bool           // it was judged out: no more judgements
+	paused    *run.Judgement // the judgement that paused it
+	furthest  float64        // the furthest step it reported
+
+	done, finished chan struct{}
+}
+
+// watchMetrics starts the watch of attempt a, when something needs it (a
+// pruning policy, a gpus=auto run, a checkpoint signal) and the attempt
+// has a run directory; nil otherwise.
+func (e *Execution) watchMetrics(a *attempt) *metricsWatch {
+	asks := e.opts.CheckpointSignal != 0
+	auto := e.opts.RequestOf(a.spec.run).AutoShare
+	if e.pruning == nil && !auto && !asks || a.files.dir == nil {
+		return nil
+	}
+	dir := untrusted.In(a.files.dir)
+	w := &metricsWatch{e: e, ev: a.ev, key: a.spec.key, dir: a.files.dir, ckpt: a.ckpt, stop: a.stop, auto: auto, asks: asks,
+		interval: cmpOr(e.opts.PruneInterval, DefaultPruneInterval), furthest: math.Inf(-1),
+		readers: []*metrics.Reader{{Dir: dir, Path: metrics.FileName}},
+		done:    make(chan struct{}), finished: make(chan struct{})}
+	if len(e.opts.Metrics) > 0 {
+		w.readers = append(w.readers, &metrics.Reader{Dir: dir, Path: "stdout.log", Patterns: e.opts.Metrics})
+	}
+	if e.pruning != nil {
+		w.metric = e.pruning.pruner.Config().Metric
+	}
+	w.ckpt.watch()
+	go w.loop()
+	return w
+}
+
+// cmpOr is d, or def when d is not positive.
+func cmpOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// read takes the points written since the last read (to the end of an
+// unfinished last line once the run has ended) and reports them; it
+// reports whether the run was judged out by them.
+func (w *metricsWatch) read(ended bool) bool {
+	var points []metrics.Point
+	top := w.furthest
+	for _, r := range w.readers {
+		r.Read(ended, func(p metrics.Point) { points = append(points, p) }) // a file it cannot read yet has no points
+		if step, ok := r.LastStep(); ok {
+			top = max(top, step)
+		}
+	}
+	for _, p := range points {
+		if p.Name == metrics.CheckpointKey {
+			w.ckpt.sawLine(p.Value)
+		}
+	}
+	if w.asks || w.e.pruning != nil { // a pause needs the run's checkpoints too
+		w.ckpt.look(w.dir, top)
+	}
+	if top > w.furthest && !ended {
+		w.furthest = top
+		if w.auto {
+			w.e.progress(w.key, top)
+		}
+	}
+	if w.metric == "" || w.judgedOut {
+		return false // judged out: no more judgements; the checkpoint its stop waits for still counts
+	}
+	return w.judge(points, ended)
+}
+
+// judge hands the points of the policy's metric to the pruner, emits each
+// judgement, and stops the run one judges out; the other metrics' points
+// go to the note about a misspelt metric.
+func (w *metricsWatch) judge(points []metrics.Point, ended bool) bool {
+	pr := w.e.pruning
+	// The metric's points first: a line that reports it beside others
+	// must not make the others look like its misspelling.
+	for _, p := range points {
+		if p.Name != w.metric {
+			continue
+		}
+		w.mine = true
+		for _, jd := range pr.judge(w.ev.Run.ID, p, ended, func() bool { return w.ckpt.keeps(w.asks) }) {
+			w.e.emit(run.Event{Kind: run.Judged, Run: w.ev.Run, Attempt: w.ev.Attempt, Lane: w.ev.Lane, Place: w.ev.Place,
+				Stdout: w.ev.Stdout, Stderr: w.ev.Stderr, Start: time.Now(), Judgement: &jd})
+			if jd.Stop {
+				// Stopped while the watch reads on: a checkpoint
+				// signal's stop waits for the checkpoint it reads.
+				reason := run.Pruned
+				if jd.Pause {
+					reason, w.paused = run.Paused, &jd
+				}
+				go w.e.stopRun(w.stop, reason)
+				return true
+			}
+		}
+	}
+	for _, p := range points {
+		if p.Name != w.metric {
+			pr.sawOther(p, w.e)
+		}
+	}
+	return false
+}
+
+// loop reads until the attempt ends: at the pace the pruner asks for, or
+// every checkpointPoll while a stop waits for a checkpoint.
+func (w *metricsWatch) loop() {
+	defer close(w.finished)
+	defer w.ckpt.unwatch()
+	early := w.interval
+	if w.metric != "" {
+		early = min(w.interval, schedule.FirstRead) // the run's pace, early
+	}
+	t := time.NewTicker(early)
+	defer t.Stop()
+	hurried := false
+	was := schedule.Pace{At: time.Now(), Step: math.Inf(-1)} // the furthest step at the read before: none at the start
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-w.ckpt.hurry:
+			hurried = true
+			t.Reset(checkpointPoll) // a stop waits for its checkpoint
+		case <-t.C:
+		}
+		out := w.read(false)
+		w.ckpt.didRead()
+		if w.judgedOut || out {
+			// Judged out: its stop waits for the checkpoint a checkpoint
+			// signal asks for, which only a read sees.
+			w.judgedOut = true
+			if !w.asks {
+				return
+			}
+			t.Reset(checkpointPoll)
+			continue
+		}
+		if w.metric != "" && !hurried {
+			now := schedule.Pace{At: time.Now(), Step: w.furthest}
+			var wait time.Duration
+			wait, early = w.e.pruning.nextRead(w.ev.Run.ID, was, now, early, w.interval)
+			t.Reset(wait)
+			if !math.IsInf(w.furthest, -1) {
+				was = now
+			}
+		}
+	}
+}
+
+// end is called once the attempt's process has exited: it stops the
+// watch and reads what the run wrote since the last read, to the end, so
+// that a run that ended between two reads still counts at the rungs it
+// reached (recorded, not judged out: it ended by itself). It returns the
+// judgement that paused the run, if one did.
+func (w *metricsWatch) end() *run.Judgement {
+	if w == nil {
+		return nil
+	}
+	close(w.done)
+	<-w.finished
+	w.read(true) // to the end: its last steps and checkpoint (judged out, no judgement)
+	e := w.e
+	if w.auto && math.IsInf(w.furthest, -1) && e.noted.auto.CompareAndSwap(false, true) {
+		e.note(fmt.Sprintf("%s ended without reporting a step to $NODEPACK_METRICS (or a --metric pattern): --runs-per-gpu auto measures the runs by their steps, so a shape whose runs report none keeps one run per GPU",
+			w.ev.Run.Origin))
+	}
+	if w.metric != "" && e.pruning.unreported(w.mine) {
+		e.note(fmt.Sprintf("%s ended without reporting %s, and no run has reported it so far: a run that reports no %s is never pruned (a misspelt name?)",
+			w.ev.Run.Origin, w.metric, w.metric))
+	}
+	return w.paused
+}
