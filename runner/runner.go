@@ -61,7 +61,7 @@ type Options struct {
 	// the event is durable (a finished run's is fsynced), in order and
 	// never concurrently, from the ledger's commit goroutine; it must not
 	// block for long, since the events behind it wait. Its OutputDir,
-	// PriorAttempts, DrainAt and TerminateAt are the runner's to set, and
+	// Resume, DrainAt and TerminateAt are the runner's to set, and
 	// TempDir defaults to the job's scratch directory.
 	Execute execute.Options
 	// RetryFailed also runs again the runs a resumed ledger says failed:
@@ -119,7 +119,6 @@ type Sweep struct {
 	past    *ledger.Dir
 	retired []string  // runs of this shard's ledger not in this sweep
 	done    int       // runs of this shard finished before (to be skipped)
-	paused  int       // of done, the runs paused before (candidates for promotion)
 	end     time.Time // the job's end, with StopBefore
 	notes   []string
 	// shareCPU counts the runs whose own request asks for a shared CPU
@@ -387,14 +386,11 @@ func (s *Sweep) resume() error {
 	for _, id := range retired {
 		retiredSet[id] = true
 	}
-	s.done, s.paused = 0, 0
+	s.done = 0
 	for i := range log.Len() {
 		run := log.At(i)
 		if !retiredSet[run.ID] && (run.State == ledger.StateSucceeded || run.State == ledger.StatePruned || run.State == ledger.StatePaused || run.State == ledger.StateFailed && !s.opts.retries(run)) {
 			s.done++
-		}
-		if !retiredSet[run.ID] && run.State == ledger.StatePaused {
-			s.paused++
 		}
 	}
 	return nil
@@ -620,19 +616,10 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 		xo.DrainAt, xo.TerminateAt = s.deadlines(s.end)
 	}
 	xo.Stagger = s.staggerWithin(xo.Stagger)
-	xo.PriorAttempts = w.Past().PriorAttempts
-	if past := w.Past().Densities; len(past) > 0 && xo.Densities == nil {
-		// A resumed sweep's shapes share GPUs as densely as its earlier
-		// sessions found paid.
-		xo.Densities = map[string]schedule.DensityStart{}
-		for _, d := range past {
-			xo.Densities[d.Shape] = schedule.DensityStart{Level: d.To, Final: d.Final}
-		}
-	}
-	if xo.Prune != nil {
-		// A resumed sweep judges as its earlier sessions did.
-		xo.Judgements = append(slices.Clip(w.Past().Judgements()), xo.Judgements...)
-	}
+	// A resumed sweep counts its runs' attempts on, shares GPUs as densely
+	// as its earlier sessions found paid, judges as they did, and keeps
+	// their paused runs for promotion.
+	xo.Resume = w.Past().PolicyState()
 	onNote := xo.OnNote
 	xo.OnNote = func(line string) {
 		s.note(line)
@@ -697,9 +684,6 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	}
 	skip, resumed := w.Past().ResumeFilter(opts.retries)
 	runs := s.source.RunsExcept(s.shard, skip)
-	if s.paused > 0 {
-		runs = pausedBefore(runs, w.Past()) // a lookup per run, only where there are paused runs to find
-	}
 	r.resume = resumed
 	r.x, err = execute.Start(ctx, runs, xo)
 	ready.Done()
@@ -974,22 +958,4 @@ func lookPath(name string) error {
 func workingDir() string {
 	d, _ := os.Getwd()
 	return d
-}
-
-// pausedBefore marks the runs of runs that the ledger's log holds paused
-// (run.Run.Paused): the execution makes them candidates for promotion
-// under the same pruning policy, and runs them without one.
-func pausedBefore(runs iter.Seq2[run.Run, error], log *ledger.Log) iter.Seq2[run.Run, error] {
-	return func(yield func(run.Run, error) bool) {
-		for r, err := range runs {
-			if err == nil {
-				if past, ok := log.Run(r.ID); ok && past.State == ledger.StatePaused {
-					r.Paused = true
-				}
-			}
-			if !yield(r, err) {
-				return
-			}
-		}
-	}
 }

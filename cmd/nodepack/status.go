@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/cmd/internal/clidoc"
+	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/submit"
 	"github.com/spf13/pflag"
@@ -289,7 +290,7 @@ func printRuns(stdout, stderr io.Writer, o runsOptions) int {
 	var desc bool
 	if o.sort != "" {
 		var ok bool
-		if column, desc, ok = results.ParseRank(o.sort); !ok {
+		if column, desc, ok = metrics.ParseRank(o.sort); !ok {
 			return usageErrorf(stderr, "status", "--sort %q: want COLUMN, COLUMN:min or COLUMN:max", o.sort)
 		}
 	}

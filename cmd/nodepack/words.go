@@ -3,12 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nodepack/nodepack/runner/metrics"
-	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/schedule"
 )
 
@@ -125,68 +123,12 @@ func (f pruneFlag) String() string {
 func (f pruneFlag) Type() string { return "METRIC[:min|max][,KEY=VALUE]" }
 
 func (f pruneFlag) Set(s string) error {
-	head, rest, _ := strings.Cut(s, ",")
-	name, higher, ok := results.ParseRank(head)
-	if name == "" {
-		return errors.New("want METRIC[:min|max], then eta=, first=, max=, rule= or every= keys, e.g. loss:min,first=100,max=2700")
+	p, every, err := schedule.ParsePrune(s)
+	if err != nil {
+		return err
 	}
-	if !ok {
-		return fmt.Errorf("%q: want %s:min or %s:max", head, name, name)
-	}
-	p := schedule.Prune{Metric: name, Max: higher}
-	seen := map[string]bool{}
-	for kv := range strings.SplitSeq(rest, ",") {
-		if kv == "" && rest == "" {
-			break // the metric alone
-		}
-		k, v, ok := strings.Cut(kv, "=")
-		switch {
-		case kv == "":
-			return fmt.Errorf("%q: an empty item between commas", s)
-		case !ok:
-			return fmt.Errorf("%q: want KEY=VALUE (eta, first, max, rule, every)", kv)
-		case seen[k]:
-			return fmt.Errorf("%s given twice", k)
-		}
-		seen[k] = true
-		var err error
-		switch k {
-		case "eta":
-			// The policy's zero values are its defaults: 0 given is no
-			// default, it is a mistake.
-			if p.Eta, err = strconv.Atoi(v); err == nil && p.Eta < 2 {
-				err = errors.New("want at least 2")
-			}
-		case "first":
-			if p.FirstStep, err = strconv.ParseFloat(v, 64); err == nil && !(p.FirstStep > 0) {
-				err = errors.New("want a step above 0")
-			}
-		case "max":
-			p.MaxStep, err = strconv.ParseFloat(v, 64)
-		case "rule":
-			switch v {
-			case "asha":
-			case "median":
-				p.Median = true
-			case "curve":
-				p.Curve = true
-			default:
-				err = errors.New("want asha, median or curve")
-			}
-		case "every":
-			*f.interval, err = time.ParseDuration(v)
-			if err == nil && *f.interval <= 0 {
-				err = errors.New("want a duration above 0")
-			}
-		default:
-			return fmt.Errorf("unknown key %q: want eta, first, max, rule or every", k)
-		}
-		if err != nil {
-			return fmt.Errorf("%s=%s: %v", k, v, err)
-		}
-	}
-	if _, err := schedule.NewPruner(p); err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), "prune: "))
+	if every > 0 {
+		*f.interval = every
 	}
 	*f.p = &p
 	return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/schedule"
 )
 
 func TestDrainStopsStartingOnly(t *testing.T) {
@@ -169,7 +170,7 @@ func TestUsage(t *testing.T) {
 // from the ledger's, and its log is appended to.
 func TestPriorAttemptsContinueCounting(t *testing.T) {
 	dir := t.TempDir()
-	opts := Options{OutputDir: dir, PriorAttempts: func(id string) int { return 2 }}
+	opts := Options{OutputDir: dir, Resume: schedule.State{Runs: twoEach{}}}
 	_, events, err := execute(t, t.Context(), lanes(1), opts, run.Run{ID: "r", Args: []string{"bash", "-c", "echo $NODEPACK_ATTEMPT"}})
 	if err != nil || len(events) != 1 {
 		t.Fatal(err)
@@ -178,3 +179,10 @@ func TestPriorAttemptsContinueCounting(t *testing.T) {
 		t.Errorf("attempt %d, log %q", events[0].Attempt, readLog(t, events[0].Stdout))
 	}
 }
+
+// twoEach is a past in which every run had two attempts and none was
+// paused.
+type twoEach struct{}
+
+func (twoEach) PriorAttempts(string) int { return 2 }
+func (twoEach) PausedRun(string) bool    { return false }

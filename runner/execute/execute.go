@@ -233,6 +233,7 @@ func newExecution(ctx context.Context, opts Options) (*Execution, error) {
 		return nil, fmt.Errorf("execute: %w", err)
 	}
 	sched.SetDeadlines(opts.DrainAt, opts.TerminateAt)
+	sched.Resume(opts.Resume)
 	var pr *pruning
 	if opts.Prune != nil {
 		if pr, err = newPruning(opts); err != nil {
@@ -393,10 +394,7 @@ func (e *Execution) runAll(j *job, st schedule.Start) {
 		e.release(j, true)
 		return
 	}
-	prior := 0
-	if e.opts.PriorAttempts != nil {
-		prior = max(0, e.opts.PriorAttempts(r.ID))
-	}
+	prior := e.opts.Resume.Attempts(r.ID)
 	for {
 		j.attempts++
 		n := j.attempts // this sweep's, across placements

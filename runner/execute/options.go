@@ -107,14 +107,13 @@ type Options struct {
 	// Prune.Metric is judged at the rungs it reaches, each judgement is a
 	// Judged event, and a run judged out is stopped as a timeout is
 	// (SIGTERM to its group, SIGKILL after Grace) and ends Pruned: neither
-	// failed nor retried. Judgements, the ones earlier sessions of the
-	// sweep recorded, are replayed first, so that a resumed sweep judges as
-	// it did. Once runs report other metrics past the first rung, or end,
+	// failed nor retried. The judgements earlier sessions of the sweep
+	// recorded (Resume) are replayed first, so that a resumed sweep judges
+	// as it did. Once runs report other metrics past the first rung, or end,
 	// and none has reported Prune.Metric, OnNote is told: a misspelt name
 	// must not leave pruning off unsaid. Without a run directory
 	// (OutputDir) nothing is read.
 	Prune         *schedule.Prune
-	Judgements    []run.Judgement
 	PruneInterval time.Duration
 
 	// MPS says whether runs that share a GPU share it through an MPS
@@ -143,8 +142,6 @@ type Options struct {
 	DensityMargin float64
 	DensityWindow time.Duration
 	OnDensity     func(schedule.DensityChange)
-	// Densities is where a resumed sweep's shapes start (schedule.Config's).
-	Densities map[string]schedule.DensityStart
 
 	// OnNote, if set, is told what is worth saying while the sweep runs,
 	// each thing once: a prune metric no run reports, GPU memory the
@@ -279,13 +276,17 @@ type Options struct {
 	// [Execution.SetDeadlines], which says what they do and moves them.
 	DrainAt, TerminateAt time.Time
 
-	// PriorAttempts, if non-nil, returns how many attempts a run already had
-	// before this Execute (a resumed sweep reads them from its ledger). Its
-	// attempts are numbered after them, so NODEPACK_ATTEMPT keeps counting
-	// and its logs are appended to rather than truncated. Retries still
-	// counts the attempts of this Execute only. It is called from the
-	// slots' goroutines, concurrently.
-	PriorAttempts func(runID string) int
+	// Resume is what the earlier sessions of a resumed sweep leave its
+	// policy (a ledger's fold makes it: ledger.Log.PolicyState); the zero
+	// State for a fresh sweep. A run's attempts are numbered after its
+	// earlier ones (Resume.Runs, asked from the slots' goroutines,
+	// concurrently), so NODEPACK_ATTEMPT keeps counting and its logs are
+	// appended to rather than truncated; Retries still counts the
+	// attempts of this Execute only. Each gpus=auto shape starts at the
+	// density it was left at; the judgements are replayed (Prune); a run
+	// that was paused waits for a promotion under the same pruning policy,
+	// and runs from its checkpoint without it.
+	Resume schedule.State
 
 	// Sampler, if non-nil, measures every attempt while it runs: its
 	// process tree's memory and its GPUs (resources.UsageSampler is one;

@@ -32,9 +32,7 @@ func newPruning(opts Options) (*pruning, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, j := range opts.Judgements {
-		p.Replay(j)
-	}
+	p.Resume(opts.Resume)
 	interval := opts.PruneInterval
 	if interval <= 0 {
 		interval = DefaultPruneInterval

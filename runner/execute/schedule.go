@@ -61,7 +61,6 @@ func (o *Options) policy(parallel int) schedule.Config {
 		Retry:            o.Retry,
 		DensityMargin:    o.DensityMargin,
 		DensityWindow:    o.DensityWindow,
-		Densities:        o.Densities,
 	}
 	return c
 }
@@ -178,6 +177,7 @@ func (e *Execution) fill(next *chan run.Run) {
 // fit ends the stream as a source error would: the runs before it still
 // run.
 func (e *Execution) push(r run.Run, next *chan run.Run) {
+	r.Paused = r.Paused || e.opts.Resume.Paused(r.ID)
 	if r.Paused && e.repause(r) {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/results"
 )
 
@@ -42,7 +43,7 @@ type ranking struct {
 func (s *store) rankBy(asked string) (ranking, error) {
 	names := s.metrics.texts[min(len(s.metrics.texts), 1):]
 	if asked != "" {
-		name, desc, ok := results.ParseRank(asked)
+		name, desc, ok := metrics.ParseRank(asked)
 		if !slices.Contains(names, name) {
 			return ranking{}, fmt.Errorf("report: rank by %q: the runs report no such metric (they report %s)", name, cmp.Or(strings.Join(names, ", "), "none"))
 		}
@@ -64,7 +65,7 @@ func (s *store) rankBy(asked string) (ranking, error) {
 	if m == "" {
 		return ranking{}, nil
 	}
-	return ranking{Metric: m, Desc: results.HigherIsBetter(m), Why: why}, nil
+	return ranking{Metric: m, Desc: metrics.HigherIsBetter(m), Why: why}, nil
 }
 
 // best returns the rows with the best values of the ranking's metric,

@@ -237,26 +237,6 @@ func TestPickMetric(t *testing.T) {
 	}
 }
 
-// TestParseRank: NAME[:min|max], the direction as the name suggests when
-// unsaid.
-func TestParseRank(t *testing.T) {
-	tests := []struct {
-		spec, name string
-		higher, ok bool
-	}{
-		{"loss", "loss", false, true},
-		{"val_acc", "val_acc", true, true},
-		{"acc:min", "acc", false, true},
-		{"loss:max", "loss", true, true},
-		{"loss:down", "loss", false, false},
-	}
-	for _, tc := range tests {
-		if name, higher, ok := ParseRank(tc.spec); name != tc.name || higher != tc.higher || ok != tc.ok {
-			t.Errorf("ParseRank(%q) = %q, %v, %v; want %q, %v, %v", tc.spec, name, higher, ok, tc.name, tc.higher, tc.ok)
-		}
-	}
-}
-
 // TestRowValues: parameters come back as encoding/json decodes them, and
 // metrics as numbers only when they are numbers (a diverged run's "nan"
 // and "inf" included), never text that happens to read as one.
@@ -377,7 +357,7 @@ func writeTableIsRead(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						column, desc, _ := ParseRank(sort)
+						column, desc, _ := metrics.ParseRank(sort)
 						if sort != "" {
 							if err := table.Sort(column, desc); err != nil {
 								continue // not a column of this table: WriteTable must say so too

@@ -95,12 +95,12 @@ type window struct {
 }
 
 // densityOf returns the rule's state for shape, made at level 1 (or
-// where Config.Densities says an earlier session left it).
+// where an earlier session left it: Resume).
 func (s *Scheduler) densityOf(shape string) *density {
 	d := s.dens[shape]
 	if d == nil {
 		d = &density{shape: shape, level: 1, most: pack.AutoRunsPerGPU, at: map[int][]reading{}, pairs: map[[2]int]*pairSum{}}
-		if st, ok := s.cfg.Densities[strings.ReplaceAll(shape, "\x00", " ")]; ok && st.Level >= 1 {
+		if st, ok := s.resumed[strings.ReplaceAll(shape, "\x00", " ")]; ok && st.Level >= 1 {
 			// Where an earlier session of the sweep left it.
 			d.level, d.final = min(st.Level, pack.AutoRunsPerGPU), st.Final
 		}

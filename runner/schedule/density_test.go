@@ -453,17 +453,17 @@ func TestSlowdowns(t *testing.T) {
 }
 
 // TestDensityResumes: a resumed sweep starts each shape where an earlier
-// session's last decision left it (Config.Densities, by the shape written
+// session's last decision left it (State.Densities, by the shape written
 // with spaces): three runs share the GPU at once, and a final level is
 // not explored again.
 func TestDensityResumes(t *testing.T) {
 	shape := Shape([]string{"python", "train.py", "--seed=1"})
-	cfg := Config{Topology: node(1, 16, 1, 80<<30, 0), Request: pack.Request{AutoShare: true, CPUs: 1}, DensityWindow: 10 * sec,
-		Densities: map[string]DensityStart{"python train.py --seed=#": {Level: 3, Final: true}}}
+	cfg := Config{Topology: node(1, 16, 1, 80<<30, 0), Request: pack.Request{AutoShare: true, CPUs: 1}, DensityWindow: 10 * sec}
 	s, err := New(cfg, simStart)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.Resume(State{Densities: map[string]DensityStart{"python train.py --seed=#": {Level: 3, Final: true}}})
 	for range 4 {
 		s.Add(cfg.Request, shape)
 	}
@@ -492,11 +492,12 @@ func TestDensityResumes(t *testing.T) {
 func TestDensityReportOrder(t *testing.T) {
 	at := func(sec int) time.Time { return simStart.Add(time.Duration(sec) * time.Second) }
 	windows := func(newcomerFirst bool) (window, window) {
-		cfg := Config{Topology: node(1, 16, 1, 80<<30, 0), Request: pack.Request{AutoShare: true, CPUs: 1}, DensityWindow: 10 * sec, Densities: map[string]DensityStart{"mlp": {Level: 2}}}
+		cfg := Config{Topology: node(1, 16, 1, 80<<30, 0), Request: pack.Request{AutoShare: true, CPUs: 1}, DensityWindow: 10 * sec}
 		s, err := New(cfg, simStart)
 		if err != nil {
 			t.Fatal(err)
 		}
+		s.Resume(State{Densities: map[string]DensityStart{"mlp": {Level: 2}}})
 		a, _ := s.Add(cfg.Request, "mlp")
 		b, _ := s.Add(cfg.Request, "mlp")
 		if plan, _ := s.Next(simStart); len(plan.Starts) != 2 {

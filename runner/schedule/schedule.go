@@ -161,11 +161,6 @@ type Config struct {
 	// zero means DefaultDensityMargin and DefaultDensityWindow.
 	DensityMargin float64
 	DensityWindow time.Duration
-	// Densities are the density rule's last decisions of an earlier
-	// session of the sweep, by shape (written with spaces between its
-	// arguments): a resumed sweep starts each shape there, not from one
-	// run per GPU again.
-	Densities map[string]DensityStart
 }
 
 // DensityStart is where a shape's density starts: its runs per GPU, and
@@ -274,6 +269,7 @@ type Scheduler struct {
 	onGPU        map[string]map[Key]*placement // GPU UUID → the gpus=auto runs on it
 	unmeasurable map[string]bool               // shapes whose gpu_mem=auto probe measured nothing
 	pending      []DensityChange               // decisions for the next Plan
+	resumed      map[string]DensityStart       // where earlier sessions left each shape (Resume)
 
 	// turn is the run whose start holds MinStartInterval's turn, while
 	// turnHeld; nextStart is when the next start may be.
