@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -511,33 +512,27 @@ func TestHelpExamples(t *testing.T) {
 	t.Logf("ran %d --help examples", n)
 }
 
-// layers ranks the packages as the README's Architecture section draws
-// them: a package may import only packages of a lower rank.
-var layers = map[string]int{
-	"cmd/nodepack":        10,
-	"nodepack":            9, // the module's root
-	"bench/mkledger":      10,
-	"integrations/hydra":  10,
-	"bench/goexec":        10,
-	"runner/report":       9,
-	"runner/submit":       9,
-	"runner/results":      8,
-	"runner":              8,
-	"runner/ledger":       7,
-	"runner/sweep":        6,
-	"runner/execute":      5,
-	"resources":           4,
-	"resources/batch":     1,
-	"resources/usage":     1,
-	"runner/failure":      1,
-	"runner/metrics":      1,
-	"runner/run":          2,
-	"pack":                0,
-	"runner/schedule":     3,
-	"runner/proc":         3,
-	"runner/untrusted":    0,
-	"runner/escape":       0,
-	"cmd/internal/clidoc": 0,
+// layers reads the ranks of docs/architecture.md's drawing: package →
+// rank.
+func layers(t *testing.T, page string) map[string]int {
+	_, drawing, _ := strings.Cut(page, "## Layers")
+	_, drawing, _ = strings.Cut(drawing, "```\nrank  packages\n")
+	drawing, _, _ = strings.Cut(drawing, "```")
+	ranks := map[string]int{}
+	for line := range strings.Lines(drawing) {
+		f := strings.Fields(line)
+		rank, err := strconv.Atoi(f[0])
+		if err != nil || len(f) < 2 {
+			t.Fatalf("docs/architecture.md's drawing: %q is no rank and packages", line)
+		}
+		for _, pkg := range f[1:] {
+			ranks[pkg] = rank
+		}
+	}
+	if len(ranks) < 20 {
+		t.Fatalf("docs/architecture.md's drawing ranks %d packages: the parser is broken", len(ranks))
+	}
+	return ranks
 }
 
 // ourPackage names a package of this module as the Architecture table
@@ -555,7 +550,7 @@ func ourPackage(path string) string {
 }
 
 // TestArchitecture keeps docs/architecture.md true: every package is in
-// its table, and imports point down.
+// its drawing and its table, and imports point down the drawing's ranks.
 func TestArchitecture(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../../...").Output()
 	if err != nil {
@@ -566,15 +561,16 @@ func TestArchitecture(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, table, _ := strings.Cut(string(page), "## Packages")
+	ranks := layers(t, string(page))
 	for line := range strings.Lines(string(out)) {
 		fields := strings.Fields(line)
 		pkg := ourPackage(fields[0])
 		if strings.HasPrefix(pkg, "examples/") {
 			continue
 		}
-		rank, ok := layers[pkg]
+		rank, ok := ranks[pkg]
 		if !ok {
-			t.Errorf("package %s is not in the layers of this test", pkg)
+			t.Errorf("package %s is not in docs/architecture.md's drawing", pkg)
 			continue
 		}
 		if !strings.Contains(table, "| `"+pkg+"` |") {
@@ -582,7 +578,7 @@ func TestArchitecture(t *testing.T) {
 		}
 		for _, imp := range fields[1:] {
 			dep := ourPackage(imp)
-			if dep != imp && layers[dep] >= rank {
+			if dep != imp && ranks[dep] >= rank {
 				t.Errorf("%s imports %s: imports must point down", pkg, dep)
 			}
 		}

@@ -88,6 +88,24 @@
 //     first, against its rung as it is now: in its best 1/Eta (its
 //     optimistic forecast, with Curve; once, with too few points to
 //     forecast). Table cases in prune_test.go and curve_test.go.
+//   - Pause or prune: a run judged out that keeps checkpoints (the caller
+//     says so when the pruner asks: Judge's keeps) is paused, else pruned
+//     for good (TestPrune).
+//   - Metrics reads: a running run's metrics are first read FirstRead
+//     after its start, then when it reaches its next rung at its pace so
+//     far (NextRead), no sooner than the caller's least wait and no later
+//     than its interval; while its pace is unknown, twice as far apart
+//     each time (TestNextRead).
+//   - Checkpoint first: a stop asks a run for a checkpoint before SIGTERM
+//     when the caller has a signal to ask by, the stop is no kill, and
+//     the run keeps checkpoints (CheckpointFirst, TestCheckpointFirst).
+//   - GPU memory: a run sharing its one GPU by gpu_mem may use what it
+//     asked for plus the GPU's headroom before it is stopped
+//     (GPUMemLimit, TestGPUMemLimit).
+//   - Resume: a resumed sweep starts from the State its earlier sessions
+//     left (the ledger's fold makes it): each shape's density, the
+//     judgements replayed, the runs' attempts counted on, paused runs
+//     waiting for a promotion (Scheduler.Resume, Pruner.Resume).
 //
 // A Scheduler is not safe for concurrent use: one goroutine, or one mutex,
 // drives it. The pack.Allocator under it is its own.
