@@ -256,12 +256,6 @@ func (j Job) Script() (string, error) {
 	}
 	var b strings.Builder
 	tasks := j.tasks()
-	prefix := map[Scheduler]string{Slurm: "#SBATCH ", SGE: "#$ ", PBS: "#PBS "}[j.Scheduler]
-	directive := func(format string, a ...any) { b.WriteString(prefix + fmt.Sprintf(format, a...) + "\n") }
-	name := j.Name
-	if name == "" {
-		name = "nodepack"
-	}
 	b.WriteString("#!/bin/bash\n")
 	which := "shards " + spans(tasks)
 	if len(tasks) == 1 {
@@ -270,127 +264,156 @@ func (j Job) Script() (string, error) {
 	fmt.Fprintf(&b, "# Written by nodepack submit: %s of %d of the sweep in %s,\n", which, j.Shards, j.Output)
 	b.WriteString("# one array task each. See it: nodepack status " + j.Output + "\n")
 	b.WriteString("# Finish what is left: nodepack resubmit " + j.Output + "\n")
-	logs := j.Output + "/jobs"
+	prefix := map[Scheduler]string{Slurm: "#SBATCH ", SGE: "#$ ", PBS: "#PBS "}[j.Scheduler]
+	var directives []string
 	switch j.Scheduler {
 	case Slurm:
-		directive("--job-name=%s", name)
-		directive("--array=0-%d%s", len(tasks)-1, throttle(j.Nodes, len(tasks), "%"))
-		directive("--nodes=1")
-		if j.CPUsPerNode == 0 {
-			directive("--exclusive") // every CPU of the node: Slurm gives a job that asks for none one CPU
-		}
-		if j.Time > 0 {
-			directive("--time=%s", slurmTime(j.Time))
-		}
-		if j.GPUsPerNode > 0 {
-			directive("--gres=gpu:%d", j.GPUsPerNode)
-		}
-		if j.CPUsPerNode > 0 {
-			directive("--cpus-per-task=%d", j.CPUsPerNode)
-		}
-		switch {
-		case j.MemBytes > 0:
-			directive("--mem=%dM", mebibytes(j.MemBytes))
-		case j.CPUsPerNode == 0:
-			directive("--mem=0") // and all of its memory
-		}
-		if j.Partition != "" {
-			directive("--partition=%s", j.Partition)
-		}
-		if j.Account != "" {
-			directive("--account=%s", j.Account)
-		}
-		directive("--signal=B:USR1@%d", int(j.Warning().Seconds()))
-		directive("--requeue")
-		directive("--open-mode=append")
-		directive("--output=%s/slurm-%%A_%%a.log", logs)
+		directives = j.slurmDirectives(len(tasks))
 	case SGE:
-		directive("-N %s", name)
-		directive("-t 1-%d", len(tasks))
-		if t := throttle(j.Nodes, len(tasks), ""); t != "" {
-			directive("-tc %s", t)
-		}
-		directive("-S /bin/bash")
-		directive("-V")
-		if j.Time > 0 {
-			directive("-l h_rt=%s", clock(j.Time))
-		}
-		if j.CPUsPerNode > 0 {
-			directive("-pe smp %d", j.CPUsPerNode)
-			directive("-binding linear:%d", j.CPUsPerNode) // cores of the job's own, which nodepack uses
-		}
-		if j.GPUsPerNode > 0 {
-			directive("-l gpu=%d", j.GPUsPerNode)
-		}
-		if j.MemBytes > 0 {
-			directive("-l mem_free=%dM", mebibytes(j.MemBytes))
-		}
-		if j.Partition != "" {
-			directive("-q %s", j.Partition)
-		}
-		if j.Account != "" {
-			directive("-A %s", j.Account)
-		}
-		directive("-notify")
-		directive("-r y")
-		directive("-j y")
-		directive("-o %s/sge-$JOB_ID.$TASK_ID.log", logs)
+		directives = j.sgeDirectives(len(tasks))
 	case PBS:
-		directive("-N %s", name)
-		if len(tasks) > 1 {
-			directive("-J 0-%d%s", len(tasks)-1, throttle(j.Nodes, len(tasks), "%"))
-		}
-		sel := "select=1"
-		if j.CPUsPerNode > 0 {
-			sel += fmt.Sprintf(":ncpus=%d", j.CPUsPerNode)
-		}
-		if j.GPUsPerNode > 0 {
-			sel += fmt.Sprintf(":ngpus=%d", j.GPUsPerNode)
-		}
-		if j.MemBytes > 0 {
-			sel += fmt.Sprintf(":mem=%dmb", mebibytes(j.MemBytes))
-		}
-		directive("-l %s", sel)
-		if j.CPUsPerNode == 0 {
-			directive("-l place=excl") // the whole node, not the one CPU of a bare select
-		}
-		if j.Time > 0 {
-			directive("-l walltime=%s", clock(j.Time))
-		}
-		if j.Partition != "" {
-			directive("-q %s", j.Partition)
-		}
-		if j.Account != "" {
-			directive("-A %s", j.Account)
-		}
-		directive("-r y")
-		directive("-j oe")
-		directive("-o %s/", logs)
+		directives = j.pbsDirectives(len(tasks))
+	}
+	for _, d := range directives {
+		b.WriteString(prefix + d + "\n")
 	}
 	for _, e := range j.Extra {
-		if strings.HasPrefix(e, strings.TrimSpace(prefix)) {
-			b.WriteString(e + "\n")
-		} else {
-			directive("%s", e)
+		if !strings.HasPrefix(e, strings.TrimSpace(prefix)) {
+			e = prefix + e
 		}
+		b.WriteString(e + "\n")
 	}
 	b.WriteString("set -euo pipefail\n")
 	b.WriteString("cd " + Quote(j.Dir) + "\n") // a word of its own: R&D, a(b) and w;{touch,x} are directories, not commands
+	b.WriteString(j.shardLines(tasks))
+	b.WriteString(strings.Join(j.runArgv(), " ") + "\n")
+	return b.String(), nil
+}
+
+// jobName is the job's name: Name, else nodepack.
+func (j Job) jobName() string {
+	if j.Name == "" {
+		return "nodepack"
+	}
+	return j.Name
+}
+
+// logs is where the array tasks' logs go.
+func (j Job) logs() string { return j.Output + "/jobs" }
+
+// slurmDirectives are the #SBATCH lines of an array of n tasks.
+func (j Job) slurmDirectives(n int) []string {
+	d := []string{"--job-name=" + j.jobName(), fmt.Sprintf("--array=0-%d%s", n-1, throttle(j.Nodes, n, "%")), "--nodes=1"}
+	if j.CPUsPerNode == 0 {
+		d = append(d, "--exclusive") // every CPU of the node: Slurm gives a job that asks for none one CPU
+	}
+	if j.Time > 0 {
+		d = append(d, "--time="+slurmTime(j.Time))
+	}
+	if j.GPUsPerNode > 0 {
+		d = append(d, fmt.Sprintf("--gres=gpu:%d", j.GPUsPerNode))
+	}
+	if j.CPUsPerNode > 0 {
+		d = append(d, fmt.Sprintf("--cpus-per-task=%d", j.CPUsPerNode))
+	}
+	switch {
+	case j.MemBytes > 0:
+		d = append(d, fmt.Sprintf("--mem=%dM", mebibytes(j.MemBytes)))
+	case j.CPUsPerNode == 0:
+		d = append(d, "--mem=0") // and all of its memory
+	}
+	if j.Partition != "" {
+		d = append(d, "--partition="+j.Partition)
+	}
+	if j.Account != "" {
+		d = append(d, "--account="+j.Account)
+	}
+	return append(d, fmt.Sprintf("--signal=B:USR1@%d", int(j.Warning().Seconds())), "--requeue", "--open-mode=append",
+		"--output="+j.logs()+"/slurm-%A_%a.log")
+}
+
+// sgeDirectives are the #$ lines of an array of n tasks.
+func (j Job) sgeDirectives(n int) []string {
+	d := []string{"-N " + j.jobName(), fmt.Sprintf("-t 1-%d", n)}
+	if t := throttle(j.Nodes, n, ""); t != "" {
+		d = append(d, "-tc "+t)
+	}
+	d = append(d, "-S /bin/bash", "-V")
+	if j.Time > 0 {
+		d = append(d, "-l h_rt="+clock(j.Time))
+	}
+	if j.CPUsPerNode > 0 {
+		d = append(d, fmt.Sprintf("-pe smp %d", j.CPUsPerNode),
+			fmt.Sprintf("-binding linear:%d", j.CPUsPerNode)) // cores of the job's own, which nodepack uses
+	}
+	if j.GPUsPerNode > 0 {
+		d = append(d, fmt.Sprintf("-l gpu=%d", j.GPUsPerNode))
+	}
+	if j.MemBytes > 0 {
+		d = append(d, fmt.Sprintf("-l mem_free=%dM", mebibytes(j.MemBytes)))
+	}
+	d = append(d, j.queueAndAccount()...)
+	return append(d, "-notify", "-r y", "-j y", "-o "+j.logs()+"/sge-$JOB_ID.$TASK_ID.log")
+}
+
+// pbsDirectives are the #PBS lines of an array of n tasks.
+func (j Job) pbsDirectives(n int) []string {
+	d := []string{"-N " + j.jobName()}
+	if n > 1 {
+		d = append(d, fmt.Sprintf("-J 0-%d%s", n-1, throttle(j.Nodes, n, "%")))
+	}
+	sel := "select=1"
+	if j.CPUsPerNode > 0 {
+		sel += fmt.Sprintf(":ncpus=%d", j.CPUsPerNode)
+	}
+	if j.GPUsPerNode > 0 {
+		sel += fmt.Sprintf(":ngpus=%d", j.GPUsPerNode)
+	}
+	if j.MemBytes > 0 {
+		sel += fmt.Sprintf(":mem=%dmb", mebibytes(j.MemBytes))
+	}
+	d = append(d, "-l "+sel)
+	if j.CPUsPerNode == 0 {
+		d = append(d, "-l place=excl") // the whole node, not the one CPU of a bare select
+	}
+	if j.Time > 0 {
+		d = append(d, "-l walltime="+clock(j.Time))
+	}
+	d = append(d, j.queueAndAccount()...)
+	return append(d, "-r y", "-j oe", "-o "+j.logs()+"/")
+}
+
+// queueAndAccount are Grid Engine's and PBS's -q and -A lines.
+func (j Job) queueAndAccount() []string {
+	var d []string
+	if j.Partition != "" {
+		d = append(d, "-q "+j.Partition)
+	}
+	if j.Account != "" {
+		d = append(d, "-A "+j.Account)
+	}
+	return d
+}
+
+// shardLines set $shard to the shard the array task runs.
+func (j Job) shardLines(tasks []int) string {
 	// The array task's index, as bash arithmetic: 0, 1, … for each task.
 	index := map[Scheduler]string{Slurm: "SLURM_ARRAY_TASK_ID", SGE: "SGE_TASK_ID - 1", PBS: "${PBS_ARRAY_INDEX:-0}"}[j.Scheduler]
 	switch {
 	case contiguous(tasks) && tasks[0] == 0:
-		fmt.Fprintf(&b, "shard=$((%s))\n", index)
+		return fmt.Sprintf("shard=$((%s))\n", index)
 	case contiguous(tasks):
-		fmt.Fprintf(&b, "shard=$((%d + %s))\n", tasks[0], index)
-	default:
-		words := make([]string, len(tasks))
-		for k, i := range tasks {
-			words[k] = strconv.Itoa(i)
-		}
-		fmt.Fprintf(&b, "shards=(%s)\n", strings.Join(words, " "))
-		fmt.Fprintf(&b, "shard=${shards[%s]}\n", index)
+		return fmt.Sprintf("shard=$((%d + %s))\n", tasks[0], index)
 	}
+	words := make([]string, len(tasks))
+	for k, i := range tasks {
+		words[k] = strconv.Itoa(i)
+	}
+	return fmt.Sprintf("shards=(%s)\nshard=${shards[%s]}\n", strings.Join(words, " "), index)
+}
+
+// runArgv is the array task's nodepack run line, its words quoted.
+func (j Job) runArgv() []string {
 	argv := []string{"exec", Quote(j.Nodepack), "run", "--output", Quote(j.Output), "--shard", `"$shard/` + strconv.Itoa(j.Shards) + `"`}
 	if j.Scheduler != PBS {
 		argv = append(argv, "--requeue") // nodepack requeues Slurm and Grid Engine jobs
@@ -404,8 +427,7 @@ func (j Job) Script() (string, error) {
 	for _, a := range j.Run {
 		argv = append(argv, Quote(a))
 	}
-	b.WriteString(strings.Join(argv, " ") + "\n")
-	return b.String(), nil
+	return argv
 }
 
 // hasFlag reports whether args give flag, as --flag or --flag=….
