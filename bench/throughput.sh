@@ -24,13 +24,16 @@
 # NODEPACK_FLAGS adds flags after nodepack's own --parallel P (a later
 # --parallel wins), e.g. NODEPACK_FLAGS='--runs-per-gpu 16' on a GPU node. With go on PATH it also times
 # bench/goexec, a bare Go os/exec loop that does nothing but run the lines:
-# the floor for any launcher written in Go on this machine.
+# the floor for any launcher written in Go on this machine. NODEPACK_OLD,
+# another nodepack binary (an older build), is timed in the same rounds on
+# tmpfs, for the new build's throughput and CPU per run against the old's.
 set -euo pipefail
 
 n=${1:-2000}
 p=${2:-2}
 rounds=${3:-3}
 nodepack=${NODEPACK:-/tmp/nodepack}
+old=${NODEPACK_OLD:-}
 work=$(mktemp -d)
 shm=/dev/shm
 [[ -d $shm && -w $shm ]] || shm=$work
@@ -68,10 +71,10 @@ timed() {
 	echo "$name $wall $(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')" >>"$work/times"
 }
 
-run_nodepack() { # run_nodepack DIR [TASKS]: output and TMPDIR under DIR
+run_nodepack() { # run_nodepack DIR [TASKS [BINARY]]: output and TMPDIR under DIR
 	rm -rf "$1/out" "$1/tmp"
 	mkdir -p "$1/tmp"
-	TMPDIR=$1/tmp "$nodepack" run --parallel "$p" "${flags[@]}" --quiet --output "$1/out" "${2:-$work/tasks.txt}"
+	TMPDIR=$1/tmp "${3:-$nodepack}" run --parallel "$p" "${flags[@]}" --quiet --output "$1/out" "${2:-$work/tasks.txt}"
 }
 
 for round in $(seq "$rounds"); do
@@ -81,6 +84,9 @@ for round in $(seq "$rounds"); do
 	fi
 	if [[ -n $goexec ]]; then
 		timed goexec "$goexec" "$p" <"$work/tasks.txt"
+	fi
+	if [[ -n $old ]]; then
+		timed nodepack-old run_nodepack "$shmwork" "$work/tasks.txt" "$old"
 	fi
 	timed nodepack-tmpfs run_nodepack "$shmwork"
 	cp "$shmwork/out/ledger.jsonl" "$work/ledger-tmpfs-$round.jsonl"
@@ -133,8 +139,9 @@ print(f"{n} runs of `true` (xargs and GNU parallel: bash -c), {p} at once, {cpus
       + (f"; nodepack with {flags}" if flags else ""))
 print(f"{'':26} {'wall':>8} {'runs/s':>8} {'CPU/run':>9}")
 labels = {"xargs": f"xargs -P {p}", "parallel": f"GNU parallel -j {p} --joblog", "goexec": "Go os/exec loop (goexec)",
-          "nodepack-tmpfs": "nodepack (tmpfs)", "nodepack-bash": "nodepack (tmpfs), `true;`", "nodepack-fs": "nodepack (TMPDIR's fs)"}
-for k in ["xargs", "parallel", "goexec", "nodepack-tmpfs", "nodepack-bash", "nodepack-fs"]:
+          "nodepack-tmpfs": "nodepack (tmpfs)", "nodepack-bash": "nodepack (tmpfs), `true;`", "nodepack-fs": "nodepack (TMPDIR's fs)",
+          "nodepack-old": "NODEPACK_OLD (tmpfs)"}
+for k in ["xargs", "parallel", "goexec", "nodepack-old", "nodepack-tmpfs", "nodepack-bash", "nodepack-fs"]:
     if k in med:
         w, c = med[k]
         print(f"{labels[k]:26} {w:7.2f}s {n / w:8.0f} {c / n * 1e3:7.2f}ms")
@@ -150,5 +157,9 @@ if "goexec" in med:
     w, c = med["nodepack-tmpfs"]
     print(f"{labels['goexec']}: {xw / gw:.2f}x xargs throughput, {gc / xc:.2f}x its CPU per run; "
           f"nodepack (tmpfs) {gw / w:.2f}x its throughput, {c / gc:.2f}x its CPU per run")
+if "nodepack-old" in med:
+    ow, oc = med["nodepack-old"]
+    w, c = med["nodepack-tmpfs"]
+    print(f"new/old: nodepack (tmpfs) {ow / w:.2f}x NODEPACK_OLD's throughput, {c / oc:.2f}x its CPU per run")
 print(f"lane refill gap (tmpfs, {len(gaps)} gaps): p50 {q(0.5):.3f} ms, p99 {q(0.99):.3f} ms, max {gaps[-1] * 1e3:.3f} ms")
 EOF

@@ -42,7 +42,7 @@ func (o *Options) GracePeriod() time.Duration {
 const MemCheckInterval = 250 * time.Millisecond
 
 // GPUMemCheckInterval is how often the GPU memory of a run that shares its
-// GPU by gpu_mem is checked against its promise (see gpuMemLimit).
+// GPU by gpu_mem is checked against its promise (see schedule.GPUMemLimit).
 const GPUMemCheckInterval = time.Second
 
 // GPUIDMode says how CUDA_VISIBLE_DEVICES names a run's GPUs.
