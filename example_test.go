@@ -58,7 +58,7 @@ func Example_prune() {
 done`
 	opts := nodepack.Options{Options: runner.Options{Output: out,
 		Source:  sweep.Spec{Hydra: true, Command: []string{"bash", "-c", train, "train", "level=0.5,0.9,0.3,0.8"}},
-		Execute: execute.Options{Parallel: 1, Prune: &schedule.Prune{Metric: "loss", FirstStep: 2, MaxStep: 8}, PruneInterval: 20 * time.Millisecond}}}
+		Execute: execute.Options{Policy: execute.Policy{Parallel: 1, Prune: &schedule.Prune{Metric: "loss", FirstStep: 2, MaxStep: 8}, PruneInterval: 20 * time.Millisecond}}}}
 	o, err := nodepack.Run(context.Background(), opts)
 	fmt.Printf("%d ran to their last step, %d pruned, error %v\n", o.Summary.Succeeded, o.Summary.Pruned, err)
 	// Output:
@@ -92,7 +92,7 @@ while [ $step -lt 12 ]; do
 done`
 	opts := nodepack.Options{Options: runner.Options{Output: out,
 		Source:  sweep.Spec{Hydra: true, Command: []string{"bash", "-c", train, "train", "level=0.5,slow,2,2,2"}},
-		Execute: execute.Options{Parallel: 1, Prune: &schedule.Prune{Metric: "loss", FirstStep: 3, MaxStep: 12}, PruneInterval: 20 * time.Millisecond}}}
+		Execute: execute.Options{Policy: execute.Policy{Parallel: 1, Prune: &schedule.Prune{Metric: "loss", FirstStep: 3, MaxStep: 12}, PruneInterval: 20 * time.Millisecond}}}}
 	o, err := nodepack.Run(context.Background(), opts)
 	s := o.Summary
 	fmt.Printf("%d ran to their last step (%d promoted), %d pruned, %d paused, error %v\n", s.Succeeded, s.Promoted, s.Pruned, s.Paused, err)

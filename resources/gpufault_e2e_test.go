@@ -65,26 +65,35 @@ func TestGPUFaultEndToEnd(t *testing.T) {
 	var out time.Time // when GPU 2 went out
 	var evs []run.Event
 	opts := execute.Options{
-		Topology: topo, Parallel: 8, OutputDir: filepath.Join(dir, "out"), TempDir: dir,
-		GPUFaults: faults,
-		OnGPUFault: func(f usage.GPUFault, none bool) {
-			mu.Lock()
-			out = time.Now()
-			mu.Unlock()
-			if f.UUID != bad || f.Reason != "Xid 79" || none {
-				t.Errorf("fault %+v (none left: %v), want Xid 79 on %s", f, none, bad)
-			}
-			os.WriteFile(release, nil, 0o644) // the runs may end now
+		Policy: execute.Policy{
+			Topology: topo,
+			Parallel: 8,
 		},
-		OnEvent: func(ev run.Event) {
-			mu.Lock()
-			defer mu.Unlock()
-			evs = append(evs, ev)
-			if ev.Kind == run.Started {
-				if started++; started == 8 { // every GPU busy: GPU 2 fails
-					events <- nvml.EventData{Device: server.Devices[2], EventType: nvml.EventTypeXidCriticalError, EventData: 79}
+		Process: execute.Process{
+			OutputDir: filepath.Join(dir, "out"),
+			TempDir:   dir,
+		},
+		Hooks: execute.Hooks{
+			GPUFaults: faults,
+			OnGPUFault: func(f usage.GPUFault, none bool) {
+				mu.Lock()
+				out = time.Now()
+				mu.Unlock()
+				if f.UUID != bad || f.Reason != "Xid 79" || none {
+					t.Errorf("fault %+v (none left: %v), want Xid 79 on %s", f, none, bad)
 				}
-			}
+				os.WriteFile(release, nil, 0o644) // the runs may end now
+			},
+			OnEvent: func(ev run.Event) {
+				mu.Lock()
+				defer mu.Unlock()
+				evs = append(evs, ev)
+				if ev.Kind == run.Started {
+					if started++; started == 8 { // every GPU busy: GPU 2 fails
+						events <- nvml.EventData{Device: server.Devices[2], EventType: nvml.EventTypeXidCriticalError, EventData: 79}
+					}
+				}
+			},
 		},
 	}
 	x, err := execute.Start(t.Context(), run.Runs(runs...), opts)

@@ -82,18 +82,28 @@ func TestWiredNodeLearnsGPUMemory(t *testing.T) {
 		Options: runner.Options{
 			Source: sweep.Spec{TaskFile: tasks},
 			Output: filepath.Join(dir, "out"),
-			Execute: execute.Options{Request: pack.Request{AutoGPUMem: true}, TempDir: dir, OnEvent: func(ev run.Event) {
-				mu.Lock()
-				defer mu.Unlock()
-				if ev.Kind == run.Started {
-					started[ev.Run.Index] = ev
-					if ev.Run.Index == 1 {
-						os.WriteFile(goFile, nil, 0o644)
-					}
-				} else {
-					ended[ev.Run.Index] = ev
-				}
-			}},
+			Execute: execute.Options{
+				Policy: execute.Policy{
+					Request: pack.Request{AutoGPUMem: true},
+				},
+				Process: execute.Process{
+					TempDir: dir,
+				},
+				Hooks: execute.Hooks{
+					OnEvent: func(ev run.Event) {
+						mu.Lock()
+						defer mu.Unlock()
+						if ev.Kind == run.Started {
+							started[ev.Run.Index] = ev
+							if ev.Run.Index == 1 {
+								os.WriteFile(goFile, nil, 0o644)
+							}
+						} else {
+							ended[ev.Run.Index] = ev
+						}
+					},
+				},
+			},
 		},
 		Node:           &node,
 		SampleInterval: 200 * time.Millisecond,

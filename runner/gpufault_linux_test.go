@@ -50,12 +50,24 @@ func TestGPUFaultIsRecorded(t *testing.T) {
 			default:
 			}
 		},
-		Execute: execute.Options{Topology: topo, Request: pack.Request{GPUs: 1}, Parallel: 1, TempDir: dir, GPUFaults: faults,
-			OnEvent: func(ev run.Event) {
-				if ev.Kind == run.Started && ev.Run.Index == 0 {
-					faults <- usage.GPUFault{UUID: "GPU-b", Reason: "Xid 79", Time: time.Now()}
-				}
-			}}}
+		Execute: execute.Options{
+			Policy: execute.Policy{
+				Topology: topo,
+				Request:  pack.Request{GPUs: 1},
+				Parallel: 1,
+			},
+			Process: execute.Process{
+				TempDir: dir,
+			},
+			Hooks: execute.Hooks{
+				GPUFaults: faults,
+				OnEvent: func(ev run.Event) {
+					if ev.Kind == run.Started && ev.Run.Index == 0 {
+						faults <- usage.GPUFault{UUID: "GPU-b", Reason: "Xid 79", Time: time.Now()}
+					}
+				},
+			},
+		}}
 	sw, err := Prepare(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -67,7 +67,7 @@ func countRuns(spec sweep.Spec, topo pack.Topology, base pack.Request) (int, []R
 	}
 	defer src.Close()
 	alloc := pack.NewAllocator(topo)
-	defaults := execute.Options{Request: base}
+	defaults := execute.Options{Policy: execute.Policy{Request: base}}
 	var requests []RequestCount
 	var first []waveRun
 	seen := map[pack.Request]int{} // request → its index in requests

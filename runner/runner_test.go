@@ -75,7 +75,7 @@ func TestPrepareRefuses(t *testing.T) {
 	os.WriteFile(big, []byte("true\n#nodepack cpus=4\ntrue 2\n"), 0o644)
 	twoCPUs := pack.Topology{CPUs: []pack.CPU{{ID: 0, Core: 0}, {ID: 1, Core: 1}}}
 	out := filepath.Join(dir, "out")
-	sw, err := Prepare(Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, Execute: execute.Options{TempDir: dir}})
+	sw, err := Prepare(Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, Execute: execute.Options{Process: execute.Process{TempDir: dir}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +97,12 @@ func TestPrepareRefuses(t *testing.T) {
 		{"restart and retry-failed", Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, Restart: true, RetryFailed: true}, "a restart reruns everything"},
 		{"requeue outside a batch job", Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, Requeue: true}, "not a run outside a batch job"},
 		{"a run that asks for more than the node has", Options{Source: sweep.Spec{TaskFile: big}, Output: filepath.Join(dir, "o3"),
-			Execute: execute.Options{Topology: twoCPUs, Request: pack.Request{CPUs: 1}}},
+			Execute: execute.Options{Policy: execute.Policy{Topology: twoCPUs, Request: pack.Request{CPUs: 1}}}},
 			"big.txt:3: gpus=0 cpus=4: the node has 2 CPUs: never fits this node"},
 		{"a run that asks for CPUs with nothing to place them on", Options{Source: sweep.Spec{TaskFile: big}, Output: filepath.Join(dir, "o4")},
 			"big.txt:3: gpus=0 cpus=4: nothing to place it on"},
 		{"a rule that matches no run", Options{Source: sweep.Spec{Grid: grid, Command: []string{"echo"}, Requests: []string{"a=3: cpus=1"}},
-			Output: filepath.Join(dir, "o5"), Execute: execute.Options{Topology: twoCPUs}},
+			Output: filepath.Join(dir, "o5"), Execute: execute.Options{Policy: execute.Policy{Topology: twoCPUs}}},
 			`request rule "a=3: cpus=1" matches no run of ` + grid},
 		{"a missing program", Options{Source: sweep.Spec{Hydra: true, Command: []string{"no-such-program-x", "a=1,2"}}, Output: filepath.Join(dir, "o2"), Plan: oneSlot, CheckPrograms: true},
 			`program "no-such-program-x" not found`},
@@ -130,11 +130,22 @@ func TestLeftIsWhatARerunRuns(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(t.Context())
 		defer cancel(nil)
 		opts := Options{Source: sweep.Spec{TaskFile: tasks}, Output: out, Plan: oneSlot, RetryFailed: retryFailed,
-			Execute: execute.Options{Parallel: 1, TempDir: dir, Grace: time.Second, OnEvent: func(ev run.Event) {
-				if ev.Kind == run.Started && stopAt != "" && ev.Run.Args[2] == stopAt {
-					cancel(Interrupt{Reason: "SIGTERM"})
-				}
-			}}}
+			Execute: execute.Options{
+				Policy: execute.Policy{
+					Parallel: 1,
+				},
+				Process: execute.Process{
+					TempDir: dir,
+					Grace:   time.Second,
+				},
+				Hooks: execute.Hooks{
+					OnEvent: func(ev run.Event) {
+						if ev.Kind == run.Started && stopAt != "" && ev.Run.Args[2] == stopAt {
+							cancel(Interrupt{Reason: "SIGTERM"})
+						}
+					},
+				},
+			}}
 		sw, err := Prepare(opts)
 		if err != nil {
 			t.Fatal(err)
@@ -216,7 +227,7 @@ echo 'not json' >> "$NODEPACK_METRICS"
 true
 `), 0o644)
 	opts := Options{Source: sweep.Spec{Params: params, Command: []string{"bash", script}}, Output: out, Plan: oneSlot,
-		Execute: execute.Options{Parallel: 1, TempDir: dir}}
+		Execute: execute.Options{Policy: execute.Policy{Parallel: 1}, Process: execute.Process{TempDir: dir}}}
 	sw, err := Prepare(opts)
 	if err != nil {
 		t.Fatal(err)

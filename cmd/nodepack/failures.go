@@ -1,9 +1,6 @@
 package main
 
 import (
-	"errors"
-	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/nodepack/nodepack/runner/escape"
@@ -61,74 +58,4 @@ func shellWord(s string) string {
 		return b.String()
 	}
 	return submit.Quote(s)
-}
-
-// retryBudgets is --retry: CLASS=N[,CLASS=N], repeatable, into
-// execute.Options.Retry.
-type retryBudgets struct{ m *map[failure.Class]int }
-
-func (r retryBudgets) String() string {
-	if r.m == nil || len(*r.m) == 0 {
-		return ""
-	}
-	var parts []string
-	for _, c := range failure.Classes {
-		if n, ok := (*r.m)[c]; ok {
-			parts = append(parts, fmt.Sprintf("%s=%d", c, n))
-		}
-	}
-	return strings.Join(parts, ",")
-}
-
-func (r retryBudgets) Type() string { return "CLASS=N" }
-
-func (r retryBudgets) Set(s string) error {
-	for item := range strings.SplitSeq(s, ",") {
-		name, num, ok := strings.Cut(strings.TrimSpace(item), "=")
-		if !ok {
-			return fmt.Errorf("%q: want CLASS=N", item)
-		}
-		c, err := failure.ParseClass(name)
-		if err != nil {
-			return err
-		}
-		if c == failure.Interrupted {
-			return errors.New("interrupted runs are not retried: a rerun resumes them")
-		}
-		n, err := strconv.Atoi(num)
-		if err != nil || n < 0 {
-			return fmt.Errorf("%q: N must be a count, 0 or more", item)
-		}
-		if *r.m == nil {
-			*r.m = map[failure.Class]int{}
-		}
-		(*r.m)[c] = n
-	}
-	return nil
-}
-
-// failPatterns is --fail-pattern, into execute.Options.FailPatterns.
-type failPatterns struct{ p *[]failure.Pattern }
-
-func (f failPatterns) String() string {
-	if f.p == nil {
-		return ""
-	}
-	var parts []string
-	for _, p := range *f.p {
-		parts = append(parts, string(p.Class)+"="+p.Regexp.String())
-	}
-	return strings.Join(parts, " ")
-}
-
-func (f failPatterns) Type() string { return "CLASS=REGEX" }
-
-func (f failPatterns) Set(s string) error {
-	p, err := failure.ParsePattern(s)
-	if err != nil {
-		return err
-	}
-	p.Source = "--fail-pattern"
-	*f.p = append(*f.p, p)
-	return nil
 }

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/nodepack/nodepack/cmd/internal/clidoc"
+	"github.com/nodepack/nodepack/cmd/internal/flagvalue"
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/runner"
 	"github.com/nodepack/nodepack/runner/sweep"
@@ -108,111 +108,12 @@ func noteTexts(notes []pack.Note) []string {
 
 func (o *packOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVarP(&o.Parallel, "parallel", "j", 0, "`N` runs at once (default: plan lays out one per GPU or MIG device, else one per physical core; run starts as many as the runs' requests fit)")
-	fs.Var(gpusValue{&o.Options}, "gpus-per-run", "GPUs each run gets: a number `G` of its own, or a share of one such as 0.25 or 1/4 (default 1 when there are GPUs)")
-	fs.Var(runsPerGPUValue{&o.Options}, "runs-per-gpu", "runs that share one GPU, `K` of them: --gpus-per-run 1/K (default 1); auto: 1 at first, then one more while each command shape's steps per second on a GPU (from $NODEPACK_METRICS) rise by more than 5%, up to 8 and what its measured GPU memory holds")
+	fs.Var(flagvalue.GPUs(&o.Options), "gpus-per-run", "GPUs each run gets: a number `G` of its own, or a share of one such as 0.25 or 1/4 (default 1 when there are GPUs)")
+	fs.Var(flagvalue.RunsPerGPU(&o.Options), "runs-per-gpu", "runs that share one GPU, `K` of them: --gpus-per-run 1/K (default 1); auto: 1 at first, then one more while each command shape's steps per second on a GPU (from $NODEPACK_METRICS) rise by more than 5%, up to 8 and what its measured GPU memory holds")
 	clidoc.OfferChoices(fs, "runs-per-gpu", "auto")
-	fs.Var(gpuMemValue{&o.Options}, "gpu-mem-per-run", "GPU memory each run needs, `SIZE` such as 12GiB: runs share GPUs while their memory fits; auto measures the first run of each command shape")
+	fs.Var(flagvalue.GPUMem(&o.Options), "gpu-mem-per-run", "GPU memory each run needs, `SIZE` such as 12GiB: runs share GPUs while their memory fits; auto measures the first run of each command shape")
 	fs.IntVar(&o.CPUsPerRun, "cpus-per-run", 0, "CPUs each run gets (default: the allowed CPUs split evenly, whole cores first)")
-	fs.Var(sizeValue{&o.Mem}, "mem-per-run", "host memory each run needs, `SIZE` such as 32GiB: runs start while their memory fits the job's (cgroup limit, else what is available)")
-}
-
-// gpusValue binds --gpus-per-run to pack.Options: a whole number of GPUs
-// of the run's own, or a share of one.
-type gpusValue struct{ o *pack.Options }
-
-func (v gpusValue) Type() string { return "G" }
-
-func (v gpusValue) String() string {
-	if v.o.GPUShare > 0 {
-		return strconv.FormatFloat(float64(v.o.GPUShare)/pack.GPUWhole, 'f', -1, 64)
-	}
-	return strconv.Itoa(v.o.GPUsPerRun)
-}
-
-func (v gpusValue) Set(s string) error {
-	if s == "0" {
-		v.o.GPUsPerRun, v.o.GPUShare = 0, 0
-		return nil
-	}
-	r, err := pack.ParseRequest("gpus="+s, pack.Request{}, 0)
-	if err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), "gpus="+s+": "))
-	}
-	v.o.GPUsPerRun, v.o.GPUShare = r.GPUs, r.GPUShare
-	return nil
-}
-
-// runsPerGPUValue binds --runs-per-gpu: a number, or auto.
-type runsPerGPUValue struct{ o *pack.Options }
-
-func (v runsPerGPUValue) Type() string { return "K" }
-
-func (v runsPerGPUValue) String() string {
-	if v.o.AutoRunsPerGPU {
-		return "auto"
-	}
-	return strconv.Itoa(v.o.RunsPerGPU)
-}
-
-func (v runsPerGPUValue) Set(s string) error {
-	if s == "auto" {
-		v.o.RunsPerGPU, v.o.AutoRunsPerGPU = 0, true
-		return nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return errors.New("want a whole number of runs, or auto")
-	}
-	v.o.RunsPerGPU, v.o.AutoRunsPerGPU = n, false
-	return nil
-}
-
-// gpuMemValue binds --gpu-mem-per-run: a size, or auto.
-type gpuMemValue struct{ o *pack.Options }
-
-func (v gpuMemValue) Type() string { return "SIZE" }
-
-func (v gpuMemValue) String() string {
-	switch {
-	case v.o.AutoGPUMem:
-		return "auto"
-	case v.o.GPUMem == 0:
-		return ""
-	}
-	return pack.FormatSize(v.o.GPUMem)
-}
-
-func (v gpuMemValue) Set(s string) error {
-	if s == "auto" {
-		v.o.GPUMem, v.o.AutoGPUMem = 0, true
-		return nil
-	}
-	size, err := pack.ParseSize(s)
-	if err != nil {
-		return err
-	}
-	v.o.GPUMem, v.o.AutoGPUMem = size, false
-	return nil
-}
-
-// sizeValue binds a flag to a size in bytes.
-type sizeValue struct{ bytes *uint64 }
-
-func (v sizeValue) Type() string { return "SIZE" }
-
-func (v sizeValue) String() string {
-	if *v.bytes == 0 {
-		return ""
-	}
-	return pack.FormatSize(*v.bytes)
-}
-
-func (v sizeValue) Set(s string) error {
-	size, err := pack.ParseSize(s)
-	if err == nil {
-		*v.bytes = size
-	}
-	return err
+	fs.Var(flagvalue.Size(&o.Mem), "mem-per-run", "host memory each run needs, `SIZE` such as 32GiB: runs start while their memory fits the job's (cgroup limit, else what is available)")
 }
 
 type planOptions struct {

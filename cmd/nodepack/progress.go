@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodepack/nodepack/cmd/internal/console"
 	"github.com/nodepack/nodepack/runner/escape"
 	"github.com/nodepack/nodepack/runner/run"
 	"github.com/schollz/progressbar/v3"
@@ -48,8 +49,8 @@ func newProgress(w io.Writer, total, done int, quiet bool) *progress {
 // terminalOf finds the file behind nodepack's console, to ask whether it
 // is a terminal.
 func terminalOf(w io.Writer) (*os.File, bool) {
-	if c, ok := w.(*console); ok {
-		w = c.w
+	if c, ok := w.(*console.Writer); ok {
+		w = c.Underlying()
 	}
 	f, ok := w.(*os.File)
 	return f, ok
@@ -131,8 +132,8 @@ func (p *progress) live(w io.Writer, b []byte) (int, error) {
 		defer p.mu.Unlock()
 		p.bar.Clear()
 	}
-	if c, ok := w.(*console); ok && own {
-		c.queueOwned(line) // made here: queued as it is, not copied again
+	if c, ok := w.(*console.Writer); ok && own {
+		c.WriteOwned(line) // made here: queued as it is, not copied again
 		return len(b), nil
 	}
 	if _, err := w.Write(line); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodepack/nodepack/cmd/internal/flagvalue"
 	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/schedule"
 )
@@ -282,7 +283,7 @@ func FuzzPruneFlag(f *testing.F) {
 	f.Fuzz(func(t *testing.T, spec string, step, value float64) {
 		var p *schedule.Prune
 		var every time.Duration
-		if err := (pruneFlag{&p, &every}).Set(spec); err != nil {
+		if err := flagvalue.Prune(&p, &every).Set(spec); err != nil {
 			return
 		}
 		pr, err := schedule.NewPruner(*p)

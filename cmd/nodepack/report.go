@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodepack/nodepack/cmd/internal/flagvalue"
 	pagereport "github.com/nodepack/nodepack/runner/report"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/pflag"
@@ -85,7 +86,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		opts.Rank = f
 	}
 	var err error
-	if opts.Metrics, err = metricPatterns(patterns); err != nil {
+	if opts.Metrics, err = flagvalue.MetricPatterns(patterns); err != nil {
 		return usageErrorf(stderr, "report", "--%v", err)
 	}
 	if *out == "" {

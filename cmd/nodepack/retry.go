@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/cmd/internal/clidoc"
+	"github.com/nodepack/nodepack/cmd/internal/flagvalue"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/results"
@@ -36,7 +37,7 @@ Examples:
 func runRetry(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("retry", pflag.ContinueOnError)
 	var classes []failure.Class
-	fs.Var(classList{&classes}, "class", "retry only the failed runs of failure class `CLASS` (repeatable)")
+	fs.Var(flagvalue.Classes(&classes), "class", "retry only the failed runs of failure class `CLASS` (repeatable)")
 	clidoc.OfferChoices(fs, "class", classNames()...)
 	runs := fs.StringArray("run", nil, "retry only the failed run `ID` (repeatable)")
 	if code, ok := parseFlags(ctx, fs, retryUsage, args, stdout, stderr); !ok {
@@ -166,30 +167,4 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
-}
-
-// classList is a repeatable failure-class flag.
-type classList struct{ p *[]failure.Class }
-
-func (c classList) String() string {
-	if c.p == nil {
-		return ""
-	}
-	return failure.JoinClasses(*c.p)
-}
-
-func (c classList) Type() string { return "CLASS" }
-
-func (c classList) Set(s string) error {
-	for name := range strings.SplitSeq(s, ",") {
-		class, err := failure.ParseClass(strings.TrimSpace(name))
-		if err != nil {
-			return err
-		}
-		if class == failure.Interrupted {
-			return fmt.Errorf("interrupted runs are not failed: rerunning the sweep resumes them")
-		}
-		*c.p = append(*c.p, class)
-	}
-	return nil
 }

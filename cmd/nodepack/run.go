@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/nodepack/nodepack"
 	"github.com/nodepack/nodepack/cmd/internal/clidoc"
+	"github.com/nodepack/nodepack/cmd/internal/console"
+	"github.com/nodepack/nodepack/cmd/internal/flagvalue"
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources"
 	"github.com/nodepack/nodepack/resources/batch"
@@ -145,7 +146,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&x.SettleTimeout, "settle-timeout", schedule.DefaultSettleTimeout, "a run sharing a GPU by --gpu-mem-per-run keeps other runs off it until its GPU memory stops growing, or for at most `D`")
 	fs.StringVarP(&o.Output, "output", "o", "", "`DIR` for the ledger and logs (DIR/runs/<name>-<run-id>/); default nodepack-NAME-KEY, in a batch job nodepack-JOBID-NAME-KEY")
 	fs.BoolVar(&o.RetryFailed, "retry-failed", false, "when resuming, also run again the runs that failed")
-	fs.Var(classList{&o.RetryClasses}, "retry-class", "with --retry-failed, only the failed runs of failure class `CLASS` (repeatable; see nodepack retry)")
+	fs.Var(flagvalue.Classes(&o.RetryClasses), "retry-class", "with --retry-failed, only the failed runs of failure class `CLASS` (repeatable; see nodepack retry)")
 	clidoc.OfferChoices(fs, "retry-class", classNames()...)
 	fs.StringArrayVar(&o.RetryRuns, "retry-run", nil, "with --retry-failed, only the failed run `ID` (repeatable)")
 	fs.BoolVar(&o.Restart, "restart", false, "start over: keep the old ledger as a backup and run everything from scratch (the runs' old checkpoints and metrics are set aside as NAME.<time>.old; also when DIR holds another sweep)")
@@ -155,12 +156,12 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&x.Stagger, "stagger", 0, "fill the node gradually: lane k of the first wave (as many as fit at once) opens k×`D` after the start, its first run on GPUs of its own while there are; an open lane takes the next run at once")
 	fs.DurationVar(&x.MinStartInterval, "min-start-interval", 0, "at least `D` between any two starts")
 	fs.DurationVar(&x.Timeout, "timeout", 0, "stop a run after `D` (SIGTERM, then SIGKILL after --grace); 0 means none")
-	fs.Var(signalValue{&x.CheckpointSignal}, "checkpoint-signal", "before any stop of nodepack's (--stop-before, the requeue signal, a cancel, --timeout, --prune) send `SIG` (USR1, USR2, HUP, INT, …) to a run that has saved a checkpoint ($NODEPACK_CHECKPOINT_DIR, a {\"checkpoint\": STEP} line) and wait up to --grace for a new one before SIGTERM")
+	fs.Var(flagvalue.Signal(&x.CheckpointSignal), "checkpoint-signal", "before any stop of nodepack's (--stop-before, the requeue signal, a cancel, --timeout, --prune) send `SIG` (USR1, USR2, HUP, INT, …) to a run that has saved a checkpoint ($NODEPACK_CHECKPOINT_DIR, a {\"checkpoint\": STEP} line) and wait up to --grace for a new one before SIGTERM")
 	fs.DurationVar(&x.Grace, "grace", execute.DefaultGrace, "time between SIGTERM and SIGKILL; 0 sends SIGKILL right after SIGTERM")
 	fs.IntVar(&x.Retries, "retries", 0, "run a failed or timed-out run up to `N` more times (not host-oom and not-found: see --retry)")
-	fs.Var(retryBudgets{&x.Retry}, "retry", "retry budgets per failure class, `CLASS=N[,CLASS=N]` (repeatable): cuda-oom, gpu-mem, host-oom, gpu-error, disk-full, io-error, setup, not-found, timeout, signal, exit; a class not named gets --retries")
+	fs.Var(flagvalue.RetryBudgets(&x.Retry), "retry", "retry budgets per failure class, `CLASS=N[,CLASS=N]` (repeatable): cuda-oom, gpu-mem, host-oom, gpu-error, disk-full, io-error, setup, not-found, timeout, signal, exit; a class not named gets --retries")
 	fs.DurationVar(&x.RetryBackoff, "retry-backoff", time.Second, "wait `D` before a run's first retry, twice that before the next, up to a minute; the run keeps its GPUs and CPUs")
-	fs.Var(failPatterns{&x.FailPatterns}, "fail-pattern", "name a failure's class by its stderr: `CLASS=REGEX` (repeatable), matched before the built-in patterns of PyTorch, TensorFlow, JAX, CUDA, NCCL and ENOSPC")
+	fs.Var(flagvalue.FailPatterns(&x.FailPatterns), "fail-pattern", "name a failure's class by its stderr: `CLASS=REGEX` (repeatable), matched before the built-in patterns of PyTorch, TensorFlow, JAX, CUDA, NCCL and ENOSPC")
 	fs.BoolVar(&x.EnforceMem, "enforce-mem", false, "kill a run whose processes use more than the mem it asked for (host-oom): the kernel holds it to it in a memory cgroup of its own where nodepack may make one, else nodepack checks it every "+execute.MemCheckInterval.String())
 	fs.IntVar(&x.MaxFailures, "max-failures", 0, "start no new runs after `N` failures; 0 means keep going")
 	fs.BoolVar(&o.FailFast, "fail-fast", false, "start no new runs after the first failure (--max-failures 1)")
@@ -173,8 +174,8 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&x.NoThreadCaps, "no-thread-caps", false, "do not set OMP_NUM_THREADS, MKL_NUM_THREADS, … to the run's CPU count")
 	fs.StringArrayVar(&x.Env, "env", nil, "set `K=V` in every run (repeatable); K alone takes nodepack's own value of K; V may use {run_id}, {run_dir}, {index}, {rep} and {attempt}")
 	fs.StringVar(&o.Wrap, "wrap", "", "put `PREFIX` before every run, e.g. 'ch-run --set-env=config.env img --'")
-	fs.Var(pruneFlag{&x.Prune, &x.PruneInterval}, "prune", "stop runs early by the metric they report, `SPEC` such as loss:min,first=100,max=2700 (keys: eta=3, first, max, rule=asha|median|curve, every=1s): at the steps first, first×eta, … below max, a run outside the best 1/eta of those that reached the step before is stopped and pruned (neither failed nor run again), or paused when it keeps checkpoints in $NODEPACK_CHECKPOINT_DIR (resumed from its checkpoint once nothing waits to start and it may still win); rule=curve judges where its curve is going: stopped only when even its optimistic forecast at max is outside the best 1/eta of the forecasts before it")
-	fs.Var(metricFlag{&x.Metrics}, "metric", "a per-step metric from each run's stdout: `NAME=REGEX`, its group named value (else its first) at the step its group named step gives (else the next), recorded in the ledger with what the run appends to $NODEPACK_METRICS (repeatable)")
+	fs.Var(flagvalue.Prune(&x.Prune, &x.PruneInterval), "prune", "stop runs early by the metric they report, `SPEC` such as loss:min,first=100,max=2700 (keys: eta=3, first, max, rule=asha|median|curve, every=1s): at the steps first, first×eta, … below max, a run outside the best 1/eta of those that reached the step before is stopped and pruned (neither failed nor run again), or paused when it keeps checkpoints in $NODEPACK_CHECKPOINT_DIR (resumed from its checkpoint once nothing waits to start and it may still win); rule=curve judges where its curve is going: stopped only when even its optimistic forecast at max is outside the best 1/eta of the forecasts before it")
+	fs.Var(flagvalue.Metrics(&x.Metrics), "metric", "a per-step metric from each run's stdout: `NAME=REGEX`, its group named value (else its first) at the step its group named step gives (else the next), recorded in the ledger with what the run appends to $NODEPACK_METRICS (repeatable)")
 	fs.BoolVar(&o.Live, "live", false, "also stream every run's output, each line prefixed with where the run comes from (tasks.txt:12)")
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "report only failures and the summary")
 	o.nodeOptions.AddFlags(fs)
@@ -242,51 +243,17 @@ func (o *runOptions) finish(args []string) error {
 	default:
 		return fmt.Errorf("--mps %q: want auto, on or off", o.MPS)
 	}
-	env, err := resolveEnv(x.Env, os.LookupEnv)
+	env, err := flagvalue.ResolveEnv(x.Env, os.LookupEnv)
 	if err != nil {
 		return err
 	}
 	x.Env = env
 	if o.Wrap != "" {
-		if x.Wrap, err = splitWords(o.Wrap); err != nil {
+		if x.Wrap, err = flagvalue.SplitWords(o.Wrap); err != nil {
 			return fmt.Errorf("--wrap: %w", err)
 		}
 	}
 	return sourceArgs(&o.Source, args)
-}
-
-// envKey is a variable name --env accepts.
-var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// envSecondVar finds ",NAME=" in a value: a second variable given in one
-// --env, as sbatch --export would take it.
-var envSecondVar = regexp.MustCompile(`,[A-Za-z_][A-Za-z0-9_]*=`)
-
-// resolveEnv checks --env entries and fills in the ones given as KEY alone
-// from nodepack's environment.
-func resolveEnv(entries []string, lookup func(string) (string, bool)) ([]string, error) {
-	var env []string
-	for _, kv := range entries {
-		k, v, hasValue := strings.Cut(kv, "=")
-		if !envKey.MatchString(k) {
-			return nil, fmt.Errorf("--env %q: want KEY=VALUE or KEY", kv)
-		}
-		if !hasValue {
-			value, ok := lookup(k)
-			if !ok {
-				return nil, fmt.Errorf("--env %s: %s is not set in nodepack's environment", k, k)
-			}
-			env = append(env, k+"="+value)
-			continue
-		}
-		if m := envSecondVar.FindString(v); m != "" {
-			i := strings.Index(v, m)
-			return nil, fmt.Errorf("--env %q: one variable per --env: give --env %s=%s --env %s (a value that holds %q can come from nodepack's environment: export it and give --env %s)",
-				kv, k, v[:i], v[i+1:], m, k)
-		}
-		env = append(env, kv)
-	}
-	return env, nil
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -301,10 +268,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// the console counts. Notify, not Ignore: an ignored signal would be
 	// inherited by the runs.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-	errOut, outOut := newConsole(stderr), newConsole(stdout)
+	errOut, outOut := console.New(stderr), console.New(stdout)
 	defer func() {
-		outOut.close(consoleWait)
-		if dropped := errOut.close(consoleWait); dropped > 0 {
+		outOut.Close(consoleWait)
+		if dropped := errOut.Close(consoleWait); dropped > 0 {
 			fmt.Fprintf(stderr, "nodepack: %d lines of its own output could not be written (the ledger and the run logs are complete)\n", dropped)
 		}
 	}()
@@ -676,29 +643,4 @@ func printTail(w io.Writer, lines []string) {
 	for _, line := range lines {
 		fmt.Fprintf(w, "      | %s\n", termSafe(line))
 	}
-}
-
-// signalValue binds a flag to a signal, by its name: USR1 or SIGUSR1.
-type signalValue struct{ sig *syscall.Signal }
-
-func (v signalValue) Type() string { return "SIG" }
-
-func (v signalValue) String() string {
-	if *v.sig == 0 {
-		return ""
-	}
-	return strings.TrimPrefix(unix.SignalName(*v.sig), "SIG")
-}
-
-func (v signalValue) Set(s string) error {
-	name := strings.ToUpper(s)
-	if !strings.HasPrefix(name, "SIG") {
-		name = "SIG" + name
-	}
-	sig := unix.SignalNum(name)
-	if sig == 0 || sig == syscall.SIGKILL || sig == syscall.SIGSTOP {
-		return fmt.Errorf("%q: want a signal a run can catch, such as USR1", s)
-	}
-	*v.sig = sig
-	return nil
 }

@@ -316,29 +316,6 @@ func TestRunStdin(t *testing.T) {
 	}
 }
 
-func TestSplitWords(t *testing.T) {
-	tests := []struct {
-		in   string
-		want []string
-	}{
-		{"ch-run --set-env=config.env img --", []string{"ch-run", "--set-env=config.env", "img", "--"}},
-		{`  singularity exec  'my image.sif' `, []string{"singularity", "exec", "my image.sif"}},
-		{`env A="x \"y\" \\z" B=\$HOME`, []string{"env", `A=x "y" \z`, "B=$HOME"}},
-		{`a''b ""`, []string{"ab", ""}},
-	}
-	for _, tc := range tests {
-		got, err := splitWords(tc.in)
-		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("splitWords(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
-		}
-	}
-	for _, bad := range []string{"", "   ", `a "b`, `a 'b`, `a\`} {
-		if _, err := splitWords(bad); err == nil {
-			t.Errorf("splitWords(%q): no error", bad)
-		}
-	}
-}
-
 // TestExitStatus: how a sweep ended decides nodepack's exit status.
 func TestExitStatus(t *testing.T) {
 	failedRun := execute.Summary{Runs: 2, Succeeded: 1, Failed: 1}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/cmd/internal/clidoc"
+	"github.com/nodepack/nodepack/cmd/internal/flagvalue"
 	"github.com/nodepack/nodepack/runner/metrics"
 	"github.com/nodepack/nodepack/runner/results"
 	"github.com/nodepack/nodepack/runner/submit"
@@ -263,7 +264,7 @@ func judgedOut(pruned, paused int) string {
 // printRuns prints the results table of dir: for a person on a terminal,
 // else as CSV or JSON.
 func printRuns(stdout, stderr io.Writer, o runsOptions) int {
-	patterns, err := metricPatterns(o.metrics)
+	patterns, err := flagvalue.MetricPatterns(o.metrics)
 	if err != nil {
 		return usageErrorf(stderr, "status", "--%v", err)
 	}

@@ -79,7 +79,7 @@ func launch(ctx context.Context, out string, w io.Writer) error {
 	runs := mixedSweep()
 	opts := nodepack.Options{Options: runner.Options{
 		Output:  out,
-		Execute: execute.Options{Request: pack.Request{CPUs: 1}},
+		Execute: execute.Options{Policy: execute.Policy{Request: pack.Request{CPUs: 1}}},
 		Source:  sweep.Spec{Command: train, Runs: runs},
 	}}
 	for round := 1; round <= 2; round++ {

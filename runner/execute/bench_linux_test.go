@@ -68,11 +68,19 @@ func BenchmarkThroughput(b *testing.B) {
 				}
 				defer os.RemoveAll(dir)
 			}
-			opts := Options{OutputDir: filepath.Join(dir, "out"), TempDir: dir, OnEvent: func(ev run.Event) {
-				if ev.Kind == run.Finished {
-					events = append(events, ev)
-				}
-			}}
+			opts := Options{
+				Process: Process{
+					OutputDir: filepath.Join(dir, "out"),
+					TempDir:   dir,
+				},
+				Hooks: Hooks{
+					OnEvent: func(ev run.Event) {
+						if ev.Kind == run.Finished {
+							events = append(events, ev)
+						}
+					},
+				},
+			}
 			b.ResetTimer()
 			sum, err := Execute(b.Context(), runs, place(benchSlots(), opts))
 			b.StopTimer()
@@ -140,7 +148,7 @@ func BenchmarkFeatureCost(b *testing.B) {
 				}
 				defer os.RemoveAll(dir)
 			}
-			opts := Options{TempDir: dir}
+			opts := Options{Process: Process{TempDir: dir}}
 			if tc.logs {
 				opts.OutputDir = filepath.Join(dir, "out")
 			}

@@ -70,7 +70,7 @@ func TestCheckpointBeforeStop(t *testing.T) {
 				time.Sleep(300 * time.Millisecond) // past step 30, between checkpoints
 				cancel()
 			}()
-			_, events, _ := execute(t, ctx, lanes(1), Options{CheckpointSignal: tc.sig, Grace: 20 * time.Second},
+			_, events, _ := execute(t, ctx, lanes(1), Options{Process: Process{CheckpointSignal: tc.sig, Grace: 20 * time.Second}},
 				run.Run{ID: "train", Args: []string{"bash", "-c", trainer(ready, tc.lineless, false)}})
 			if len(events) != 1 || events[0].Reason != run.Interrupted {
 				t.Fatalf("events %+v: want one, interrupted", events)
@@ -93,7 +93,7 @@ func TestCheckpointBeforeStop(t *testing.T) {
 func TestCheckpointFolderIsTheRuns(t *testing.T) {
 	ready := filepath.Join(t.TempDir(), "ready")
 	out := t.TempDir()
-	_, events, err := execute(t, t.Context(), lanes(1), Options{OutputDir: out, Retries: 1},
+	_, events, err := execute(t, t.Context(), lanes(1), Options{Policy: Policy{Retries: 1}, Process: Process{OutputDir: out}},
 		run.Run{ID: "train", Args: []string{"bash", "-c", trainer(ready, false, true)}})
 	if err != nil {
 		t.Fatal(err)
@@ -124,13 +124,20 @@ func TestPruneJudgesAtTheRung(t *testing.T) {
 	}
 	var judged []run.Judgement
 	var mu sync.Mutex
-	opts := Options{Prune: &schedule.Prune{Metric: "loss", FirstStep: 75, MaxStep: 200}, OnEvent: func(ev run.Event) {
-		if ev.Kind == run.Judged {
-			mu.Lock()
-			judged = append(judged, *ev.Judgement)
-			mu.Unlock()
-		}
-	}}
+	opts := Options{
+		Policy: Policy{
+			Prune: &schedule.Prune{Metric: "loss", FirstStep: 75, MaxStep: 200},
+		},
+		Hooks: Hooks{
+			OnEvent: func(ev run.Event) {
+				if ev.Kind == run.Judged {
+					mu.Lock()
+					judged = append(judged, *ev.Judgement)
+					mu.Unlock()
+				}
+			},
+		},
+	}
 	_, events, err := execute(t, t.Context(), lanes(1), opts, shell(line("0.1"), line("0.9"))...)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +166,7 @@ func TestCheckpointAskedOnlyOfRunsThatKeepThem(t *testing.T) {
 		cancel()
 	}()
 	start := time.Now()
-	_, events, _ := execute(t, ctx, lanes(1), Options{CheckpointSignal: syscall.SIGUSR1, Grace: 20 * time.Second},
+	_, events, _ := execute(t, ctx, lanes(1), Options{Process: Process{CheckpointSignal: syscall.SIGUSR1, Grace: 20 * time.Second}},
 		run.Run{ID: "plain", Args: []string{"bash", "-c", "trap 'exit 42' USR1; touch " + ready + "; while true; do sleep 0.02; done"}})
 	if len(events) != 1 || events[0].ExitCode == 42 || events[0].Reason != run.Interrupted {
 		t.Fatalf("events %+v: want one, interrupted by SIGTERM, not by the checkpoint signal", events)
@@ -193,7 +200,7 @@ func TestCheckpointAskedOfARunThatSaysItKeepsThem(t *testing.T) {
 save() { echo "{\"step\": $step, \"checkpoint\": $step}" >> "$NODEPACK_METRICS"; touch ` + saved + `; }
 trap save USR1
 while :; do step=$((step+1)); echo "{\"step\": $step, \"loss\": 1}" >> "$NODEPACK_METRICS"; [ $step -eq 3 ] && touch ` + ready + `; sleep 0.02; done`
-			_, events, _ := execute(t, ctx, lanes(1), Options{OutputDir: dir, CheckpointSignal: syscall.SIGUSR1, Grace: 20 * time.Second, PruneInterval: time.Hour},
+			_, events, _ := execute(t, ctx, lanes(1), Options{Policy: Policy{PruneInterval: time.Hour}, Process: Process{OutputDir: dir, CheckpointSignal: syscall.SIGUSR1, Grace: 20 * time.Second}},
 				run.Run{ID: "train", Args: []string{"bash", "-c", script}})
 			if len(events) != 1 || events[0].Reason != run.Interrupted || events[0].Steps == nil {
 				t.Fatalf("events %+v: want one, interrupted, with its steps", events)
@@ -226,13 +233,23 @@ done`
 	}
 	var mu sync.Mutex
 	var judged []run.Judgement
-	opts := Options{OutputDir: t.TempDir(), Prune: &schedule.Prune{Metric: "loss", FirstStep: 10, MaxStep: 40}, OnEvent: func(ev run.Event) {
-		if ev.Kind == run.Judged {
-			mu.Lock()
-			judged = append(judged, *ev.Judgement)
-			mu.Unlock()
-		}
-	}}
+	opts := Options{
+		Policy: Policy{
+			Prune: &schedule.Prune{Metric: "loss", FirstStep: 10, MaxStep: 40},
+		},
+		Process: Process{
+			OutputDir: t.TempDir(),
+		},
+		Hooks: Hooks{
+			OnEvent: func(ev run.Event) {
+				if ev.Kind == run.Judged {
+					mu.Lock()
+					judged = append(judged, *ev.Judgement)
+					mu.Unlock()
+				}
+			},
+		},
+	}
 	sum, events, err := execute(t, t.Context(), lanes(1), opts, shell(plain("0.5"), slow, plain("2"), plain("2"), plain("2"))...)
 	if err != nil {
 		t.Fatal(err)
@@ -278,8 +295,16 @@ done`
 func TestPauseWaitsForCheckpoint(t *testing.T) {
 	ready := filepath.Join(t.TempDir(), "ready")
 	plain := `for i in $(seq 200); do echo "{\"step\": $i, \"loss\": 0.5}" >> "$NODEPACK_METRICS"; sleep 0.02; done`
-	opts := Options{OutputDir: t.TempDir(), CheckpointSignal: syscall.SIGUSR1, Grace: 20 * time.Second,
-		Prune: &schedule.Prune{Metric: "loss", FirstStep: 25, MaxStep: 200}}
+	opts := Options{
+		Policy: Policy{
+			Prune: &schedule.Prune{Metric: "loss", FirstStep: 25, MaxStep: 200},
+		},
+		Process: Process{
+			OutputDir:        t.TempDir(),
+			CheckpointSignal: syscall.SIGUSR1,
+			Grace:            20 * time.Second,
+		},
+	}
 	_, events, err := execute(t, t.Context(), lanes(1), opts, shell(plain, trainer(ready, false, false))...)
 	if err != nil {
 		t.Fatal(err)
@@ -299,7 +324,7 @@ func TestPauseWaitsForCheckpoint(t *testing.T) {
 func TestPausedRunsWithoutPolicy(t *testing.T) {
 	r := shell(`echo "{\"step\": 1, \"loss\": 1}" >> "$NODEPACK_METRICS"`)[0]
 	r.Paused = true
-	sum, events, err := execute(t, t.Context(), lanes(1), Options{OutputDir: t.TempDir()}, r)
+	sum, events, err := execute(t, t.Context(), lanes(1), Options{Process: Process{OutputDir: t.TempDir()}}, r)
 	if err != nil {
 		t.Fatal(err)
 	}

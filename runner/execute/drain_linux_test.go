@@ -20,12 +20,20 @@ func TestDrainStopsStartingOnly(t *testing.T) {
 	var x *Execution
 	ready := make(chan struct{})
 	var once sync.Once
-	opts := Options{TempDir: t.TempDir(), OutputDir: t.TempDir(), OnEvent: func(ev run.Event) {
-		if ev.Kind == run.Started {
-			<-ready
-			once.Do(x.Drain)
-		}
-	}}
+	opts := Options{
+		Process: Process{
+			TempDir:   t.TempDir(),
+			OutputDir: t.TempDir(),
+		},
+		Hooks: Hooks{
+			OnEvent: func(ev run.Event) {
+				if ev.Kind == run.Started {
+					<-ready
+					once.Do(x.Drain)
+				}
+			},
+		},
+	}
 	rec := &recorder{}
 	opts.OnEvent = func(next func(run.Event)) func(run.Event) { return func(ev run.Event) { rec.add(ev); next(ev) } }(opts.OnEvent)
 	x, err := Start(t.Context(), run.Runs(shell("sleep 0.2", "true", "true")...), place(lanes(1), opts))
@@ -53,7 +61,7 @@ func TestDrainDeadlineInThePastStartsNothing(t *testing.T) {
 	}
 	for trial := range trials {
 		dir := t.TempDir()
-		opts := Options{TempDir: dir, OutputDir: dir, DrainAt: time.Now().Add(-time.Millisecond)}
+		opts := Options{Policy: Policy{DrainAt: time.Now().Add(-time.Millisecond)}, Process: Process{TempDir: dir, OutputDir: dir}}
 		sum, events, err := execute(t, t.Context(), lanes(4), opts, shell("true", "true", "true", "true", "true", "true")...)
 		if err != nil || sum.Runs != 0 || len(events) != 0 || !sum.Drained {
 			t.Fatalf("trial %d: err %v, summary %+v, %d events; want nothing started and a drain", trial, err, sum, len(events))
@@ -70,13 +78,24 @@ func TestSetDeadlinesMovesThem(t *testing.T) {
 	var x *Execution
 	gate := make(chan struct{})
 	rec := &recorder{}
-	opts := Options{TempDir: t.TempDir(), OutputDir: t.TempDir(), DrainAt: time.Now().Add(time.Hour), OnEvent: func(ev run.Event) {
-		rec.add(ev)
-		if ev.Kind == run.Finished && ev.Run.Index == 0 {
-			<-gate
-			x.SetDeadlines(time.Now().Add(-time.Second), time.Time{})
-		}
-	}}
+	opts := Options{
+		Policy: Policy{
+			DrainAt: time.Now().Add(time.Hour),
+		},
+		Process: Process{
+			TempDir:   t.TempDir(),
+			OutputDir: t.TempDir(),
+		},
+		Hooks: Hooks{
+			OnEvent: func(ev run.Event) {
+				rec.add(ev)
+				if ev.Kind == run.Finished && ev.Run.Index == 0 {
+					<-gate
+					x.SetDeadlines(time.Now().Add(-time.Second), time.Time{})
+				}
+			},
+		},
+	}
 	x, err := Start(t.Context(), run.Runs(shell("true", "true", "true")...), place(lanes(1), opts))
 	if err != nil {
 		t.Fatal(err)
@@ -94,14 +113,23 @@ func TestTerminateAtStopsRunningRuns(t *testing.T) {
 	var x *Execution
 	ready := make(chan struct{})
 	rec := &recorder{}
-	opts := Options{Grace: time.Second, TempDir: t.TempDir(), OutputDir: t.TempDir(), OnEvent: func(ev run.Event) {
-		rec.add(ev)
-		if ev.Kind == run.Started {
-			<-ready
-			now := time.Now()
-			x.SetDeadlines(now, now.Add(100*time.Millisecond))
-		}
-	}}
+	opts := Options{
+		Process: Process{
+			Grace:     time.Second,
+			TempDir:   t.TempDir(),
+			OutputDir: t.TempDir(),
+		},
+		Hooks: Hooks{
+			OnEvent: func(ev run.Event) {
+				rec.add(ev)
+				if ev.Kind == run.Started {
+					<-ready
+					now := time.Now()
+					x.SetDeadlines(now, now.Add(100*time.Millisecond))
+				}
+			},
+		},
+	}
 	start := time.Now()
 	x, err := Start(t.Context(), run.Runs(shell("sleep 30", "true")...), place(lanes(1), opts))
 	if err != nil {
@@ -138,7 +166,7 @@ func (f *fakeSampler) Sample(target usage.Target) func() usage.Sampled {
 // the sampler's numbers, and the signal of a run that died of one.
 func TestUsage(t *testing.T) {
 	sampler := &fakeSampler{}
-	_, events, err := execute(t, t.Context(), lanes(1), Options{Sampler: sampler},
+	_, events, err := execute(t, t.Context(), lanes(1), Options{Hooks: Hooks{Sampler: sampler}},
 		run.Run{ID: "big", Args: []string{"bash", "-c", `dd if=/dev/zero of=/dev/null bs=40M count=1 status=none; echo done; echo $$`}},
 		run.Run{ID: "segv", Args: []string{"bash", "-c", "kill -SEGV $$"}},
 	)
@@ -170,7 +198,7 @@ func TestUsage(t *testing.T) {
 // from the ledger's, and its log is appended to.
 func TestPriorAttemptsContinueCounting(t *testing.T) {
 	dir := t.TempDir()
-	opts := Options{OutputDir: dir, Resume: schedule.State{Runs: twoEach{}}}
+	opts := Options{Policy: Policy{Resume: schedule.State{Runs: twoEach{}}}, Process: Process{OutputDir: dir}}
 	_, events, err := execute(t, t.Context(), lanes(1), opts, run.Run{ID: "r", Args: []string{"bash", "-c", "echo $NODEPACK_ATTEMPT"}})
 	if err != nil || len(events) != 1 {
 		t.Fatal(err)

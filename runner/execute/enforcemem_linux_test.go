@@ -35,7 +35,7 @@ func TestEnforceMemCgroup(t *testing.T) {
 	out := t.TempDir()
 	topo := pack.Topology{CPUs: allowedCPUs(t), Memory: 8 << 30}
 	oneLane := func(o *Options) { o.Topology, o.Parallel = topo, 1 }
-	_, evs, err := execute(t, t.Context(), oneLane, Options{OutputDir: out, EnforceMem: true, MemCgroup: parent}, runs...)
+	_, evs, err := execute(t, t.Context(), oneLane, Options{Process: Process{OutputDir: out, EnforceMem: true, MemCgroup: parent}}, runs...)
 	if err != nil || len(evs) != len(runs) {
 		t.Fatalf("%v, %d events", err, len(evs))
 	}
@@ -105,7 +105,7 @@ func TestEnforceMemSampled(t *testing.T) {
 		{ID: "unasked", Args: []string{"bash", "-c", `tail -n 1 < <(head -c 100000000 /dev/zero)`}, Request: request("cpus=0")},
 	}
 	topo := pack.Topology{CPUs: allowedCPUs(t), Memory: 8 << 30}
-	_, evs, err := execute(t, t.Context(), func(o *Options) { o.Topology = topo }, Options{EnforceMem: true, Sampler: sampler}, runs...)
+	_, evs, err := execute(t, t.Context(), func(o *Options) { o.Topology = topo }, Options{Process: Process{EnforceMem: true}, Hooks: Hooks{Sampler: sampler}}, runs...)
 	if err != nil || len(evs) != len(runs) {
 		t.Fatalf("%v, %d events", err, len(evs))
 	}
@@ -123,7 +123,7 @@ func TestEnforceMemSampled(t *testing.T) {
 		}
 	}
 	// Neither a group nor a Sampler: nothing could hold a run to its mem.
-	if _, err := Start(t.Context(), run.Runs(runs...), Options{EnforceMem: true, Topology: topo}); err == nil {
+	if _, err := Start(t.Context(), run.Runs(runs...), Options{Policy: Policy{Topology: topo}, Process: Process{EnforceMem: true}}); err == nil {
 		t.Error("EnforceMem without MemCgroup or Sampler started")
 	}
 }

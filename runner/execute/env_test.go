@@ -65,7 +65,7 @@ func TestEnvBuild(t *testing.T) {
 		},
 		{
 			name:  "indices keep MIG uuids, render",
-			opts:  Options{GPUIDs: GPUIndices, Render: true},
+			opts:  Options{Process: Process{GPUIDs: GPUIndices, Render: true}},
 			place: pack.Assignment{GPUs: []pack.GPU{gpuB, migC}},
 			want: want{"CUDA_VISIBLE_DEVICES": "3,MIG-cccc", "EGL_DEVICE_ID": "3", "MUJOCO_EGL_DEVICE_ID": "3", "PYGLET_HEADLESS_DEVICE": "3",
 				"OMP_NUM_THREADS": "<unset>"},
@@ -73,7 +73,7 @@ func TestEnvBuild(t *testing.T) {
 		{
 			name:    "user caps win",
 			environ: []string{"OMP_NUM_THREADS=8"},
-			opts:    Options{Env: []string{"MKL_NUM_THREADS=3", "FOO=opts", "BAR=opts"}},
+			opts:    Options{Process: Process{Env: []string{"MKL_NUM_THREADS=3", "FOO=opts", "BAR=opts"}}},
 			run:     run.Run{Env: []string{"OPENBLAS_NUM_THREADS=2", "FOO=run", "CUDA_VISIBLE_DEVICES=mine"}},
 			place:   pack.Assignment{GPUs: []pack.GPU{gpuA}, CPUs: []int{0, 1, 2, 3}},
 			want: want{"OMP_NUM_THREADS": "8", "MKL_NUM_THREADS": "3", "OPENBLAS_NUM_THREADS": "2", "BLIS_NUM_THREADS": "4",
@@ -81,7 +81,7 @@ func TestEnvBuild(t *testing.T) {
 		},
 		{
 			name:  "no caps",
-			opts:  Options{NoThreadCaps: true},
+			opts:  Options{Process: Process{NoThreadCaps: true}},
 			place: pack.Assignment{CPUs: []int{0, 1}},
 			want:  want{"OMP_NUM_THREADS": "<unset>", "NODEPACK_CPUS": "0-1"},
 		},

@@ -23,12 +23,18 @@ func Example() {
 		run.Run{ID: "fails", Args: []string{"sh", "-c", "echo oops >&2; exit 3"}},
 	)
 	sum, err := execute.Execute(context.Background(), runs, execute.Options{
-		Parallel: 1,
-		Live:     os.Stdout, // OutputDir would also keep runs/<id>/stdout.log and stderr.log
-		OnEvent: func(ev run.Event) {
-			if ev.Kind == run.Finished {
-				fmt.Printf("%s: %s, exit %d\n", ev.Run.ID, ev.Reason, ev.ExitCode)
-			}
+		Policy: execute.Policy{
+			Parallel: 1,
+		},
+		Process: execute.Process{
+			Live: os.Stdout, // OutputDir would also keep runs/<id>/stdout.log and stderr.log
+		},
+		Hooks: execute.Hooks{
+			OnEvent: func(ev run.Event) {
+				if ev.Kind == run.Finished {
+					fmt.Printf("%s: %s, exit %d\n", ev.Run.ID, ev.Reason, ev.ExitCode)
+				}
+			},
 		},
 	})
 	if err != nil {
@@ -86,18 +92,22 @@ func Example_mixedRequests() {
 	var mu sync.Mutex
 	got := map[string]string{}
 	sum, err := execute.Execute(context.Background(), run.Runs(runs...), execute.Options{
-		Topology: topo,
-		Parallel: len(runs),
-		OnEvent: func(ev run.Event) {
-			if ev.Kind != run.Started {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			got[ev.Run.ID] = fmt.Sprintf("%-17s CUDA_VISIBLE_DEVICES=%s", ev.Place.Request, strings.Join(ev.Place.UUIDs(), ","))
-			if len(got) == len(runs) {
-				os.WriteFile(all, nil, 0o644)
-			}
+		Policy: execute.Policy{
+			Topology: topo,
+			Parallel: len(runs),
+		},
+		Hooks: execute.Hooks{
+			OnEvent: func(ev run.Event) {
+				if ev.Kind != run.Started {
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				got[ev.Run.ID] = fmt.Sprintf("%-17s CUDA_VISIBLE_DEVICES=%s", ev.Place.Request, strings.Join(ev.Place.UUIDs(), ","))
+				if len(got) == len(runs) {
+					os.WriteFile(all, nil, 0o644)
+				}
+			},
 		},
 	})
 	if err != nil {

@@ -173,7 +173,7 @@ func TestEnvInRun(t *testing.T) {
 	r.Dir = t.TempDir()
 	os.Mkdir(filepath.Join(r.Dir, "wd"), 0o755)
 	r.Dir = filepath.Join(r.Dir, "wd")
-	_, events, err := execute(t, t.Context(), twoGPUs, Options{Env: []string{"X=extra"}}, r)
+	_, events, err := execute(t, t.Context(), twoGPUs, Options{Process: Process{Env: []string{"X=extra"}}}, r)
 	if err != nil || len(events) != 1 || events[0].Reason != run.OK {
 		t.Fatalf("Execute: %v, events %+v", err, events)
 	}
@@ -209,7 +209,7 @@ func TestPrivateTMPDIR(t *testing.T) {
 }
 
 func TestWrap(t *testing.T) {
-	_, events, err := execute(t, t.Context(), lanes(1), Options{Wrap: []string{"env", "WRAPPED=yes"}},
+	_, events, err := execute(t, t.Context(), lanes(1), Options{Process: Process{Wrap: []string{"env", "WRAPPED=yes"}}},
 		shell(`echo $WRAPPED`)...)
 	if err != nil || len(events) != 1 || events[0].Reason != run.OK {
 		t.Fatal(err, events)
@@ -284,7 +284,7 @@ func TestTimeout(t *testing.T) {
 	// detector once had the SIGTERM come first).
 	const timeout, grace = 1500 * time.Millisecond, 200 * time.Millisecond
 	start := time.Now()
-	sum, events, err := execute(t, t.Context(), lanes(2), Options{Timeout: timeout, Grace: grace},
+	sum, events, err := execute(t, t.Context(), lanes(2), Options{Process: Process{Timeout: timeout, Grace: grace}},
 		run.Run{ID: "polite", Args: []string{"sleep", "30"}},
 		run.Run{ID: "stubborn", Args: []string{"env", "--ignore-signal=TERM", "sleep", "30"}},
 	)
@@ -310,7 +310,7 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestRetries(t *testing.T) {
-	sum, events, err := execute(t, t.Context(), lanes(1), Options{Retries: 3},
+	sum, events, err := execute(t, t.Context(), lanes(1), Options{Policy: Policy{Retries: 3}},
 		shell(`echo "try $NODEPACK_ATTEMPT"; test "$NODEPACK_ATTEMPT" -ge 3`, `exit 7`)...)
 	if err != nil {
 		t.Fatal(err)
@@ -333,7 +333,7 @@ func TestRetries(t *testing.T) {
 }
 
 func TestFailFast(t *testing.T) {
-	sum, events, err := execute(t, t.Context(), lanes(1), Options{MaxFailures: 1, Retries: 2},
+	sum, events, err := execute(t, t.Context(), lanes(1), Options{Policy: Policy{MaxFailures: 1, Retries: 2}},
 		shell("true", "exit 1", "true", "true")...)
 	if err != nil {
 		t.Fatal(err)
@@ -341,7 +341,7 @@ func TestFailFast(t *testing.T) {
 	if len(events) != 4 || sum.Runs != 2 || sum.Failed != 1 || !sum.Stopped {
 		t.Errorf("events %d, summary %+v; want 2 runs (1 + 3 attempts), stopped", len(events), sum)
 	}
-	sum, _, _ = execute(t, t.Context(), lanes(1), Options{MaxFailures: 2}, shell("exit 1", "true", "exit 1", "true")...)
+	sum, _, _ = execute(t, t.Context(), lanes(1), Options{Policy: Policy{MaxFailures: 2}}, shell("exit 1", "true", "exit 1", "true")...)
 	if sum.Runs != 3 || !sum.Stopped {
 		t.Errorf("MaxFailures 2: summary %+v, want 3 runs, stopped", sum)
 	}
@@ -374,7 +374,7 @@ func TestStagger(t *testing.T) {
 		t.Run(tc.description, func(t *testing.T) {
 			topo := fourGPUs(t)
 			sum, events, err := execute(t, t.Context(), func(o *Options) { o.Topology, o.Request, o.Parallel = topo, gpu1, tc.parallel },
-				Options{Stagger: tc.stagger}, shell(tc.runs...)...)
+				Options{Policy: Policy{Stagger: tc.stagger}}, shell(tc.runs...)...)
 			if err != nil || sum.Succeeded != len(tc.runs) {
 				t.Fatalf("Execute: %d of %d succeeded, %v", sum.Succeeded, len(tc.runs), err)
 			}
@@ -405,7 +405,7 @@ func TestMinStartInterval(t *testing.T) {
 	const interval = 100 * time.Millisecond
 	rec := &recorder{}
 	_, err := Execute(t.Context(), run.Runs(shell("true", "true", "true", "true")...),
-		place(lanes(2), Options{MinStartInterval: interval, OnEvent: rec.add, TempDir: t.TempDir()}))
+		place(lanes(2), Options{Policy: Policy{MinStartInterval: interval}, Process: Process{TempDir: t.TempDir()}, Hooks: Hooks{OnEvent: rec.add}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +425,7 @@ func TestCancelInterruptsWaits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	sum, _, err := execute(t, ctx, lanes(2), Options{Stagger: time.Hour}, shell("sleep 30", "sleep 31")...)
+	sum, _, err := execute(t, ctx, lanes(2), Options{Policy: Policy{Stagger: time.Hour}}, shell("sleep 30", "sleep 31")...)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want deadline exceeded", err)
 	}
@@ -474,11 +474,19 @@ func TestCancelLeavesNoProcess(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	out := t.TempDir()
 	started := make(chan struct{}, 2)
-	opts := Options{Grace: 300 * time.Millisecond, OutputDir: out, OnEvent: func(ev run.Event) {
-		if ev.Kind == run.Started {
-			started <- struct{}{}
-		}
-	}}
+	opts := Options{
+		Process: Process{
+			Grace:     300 * time.Millisecond,
+			OutputDir: out,
+		},
+		Hooks: Hooks{
+			OnEvent: func(ev run.Event) {
+				if ev.Kind == run.Started {
+					started <- struct{}{}
+				}
+			},
+		},
+	}
 	var sum Summary
 	var events []run.Event
 	var err error
@@ -564,7 +572,7 @@ func TestGrandchildHoldingOutputDoesNotHang(t *testing.T) {
 	var err error
 	go func() {
 		defer close(done)
-		_, events, err = execute(t, t.Context(), lanes(1), Options{Live: &syncBuffer{b: &live}},
+		_, events, err = execute(t, t.Context(), lanes(1), Options{Process: Process{Live: &syncBuffer{b: &live}}},
 			shell(`setsid sleep 300 & echo $!; echo bye`)...)
 	}()
 	select {
@@ -586,12 +594,21 @@ func TestKillAtOnce(t *testing.T) {
 	ready := filepath.Join(dir, "ready")
 	started := make(chan struct{}, 1)
 	rec := &recorder{}
-	opts := Options{Grace: time.Hour, TempDir: dir, OutputDir: dir, OnEvent: func(ev run.Event) {
-		rec.add(ev)
-		if ev.Kind == run.Started {
-			started <- struct{}{}
-		}
-	}}
+	opts := Options{
+		Process: Process{
+			Grace:     time.Hour,
+			TempDir:   dir,
+			OutputDir: dir,
+		},
+		Hooks: Hooks{
+			OnEvent: func(ev run.Event) {
+				rec.add(ev)
+				if ev.Kind == run.Started {
+					started <- struct{}{}
+				}
+			},
+		},
+	}
 	x, err := Start(ctx, run.Runs(shell(`trap '' TERM; sleep 300 & echo $!; touch `+ready+`; wait; wait`)...), place(lanes(1), opts))
 	if err != nil {
 		t.Fatal(err)
@@ -651,7 +668,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func TestLiveLinesDoNotInterleave(t *testing.T) {
 	var live bytes.Buffer
 	loop := `for i in $(seq 300); do echo "$NODEPACK_RUN_ID line $i"; echo "$NODEPACK_RUN_ID err $i" >&2; done; printf "$NODEPACK_RUN_ID tail"`
-	_, events, err := execute(t, t.Context(), lanes(2), Options{Live: &syncBuffer{b: &live}}, shell(loop, loop+" ", loop+"  ")...)
+	_, events, err := execute(t, t.Context(), lanes(2), Options{Process: Process{Live: &syncBuffer{b: &live}}}, shell(loop, loop+" ", loop+"  ")...)
 	if err != nil || len(events) != 3 {
 		t.Fatal(err, events)
 	}
@@ -684,23 +701,23 @@ func TestSourceError(t *testing.T) {
 			yield(run.Run{}, bad)
 		}
 	}
-	sum, err := Execute(t.Context(), source, place(lanes(1), Options{TempDir: t.TempDir()}))
+	sum, err := Execute(t.Context(), source, place(lanes(1), Options{Process: Process{TempDir: t.TempDir()}}))
 	if !errors.Is(err, bad) || sum.Runs != 1 {
 		t.Errorf("err %v, summary %+v; want bad input after 1 run", err, sum)
 	}
-	_, err = Execute(t.Context(), run.Runs(run.Run{ID: "../x", Args: []string{"true"}}), place(lanes(1), Options{TempDir: t.TempDir()}))
+	_, err = Execute(t.Context(), run.Runs(run.Run{ID: "../x", Args: []string{"true"}}), place(lanes(1), Options{Process: Process{TempDir: t.TempDir()}}))
 	if err == nil {
 		t.Error("a run id with a slash was accepted")
 	}
-	_, err = Execute(t.Context(), run.Runs(), Options{Parallel: -1})
+	_, err = Execute(t.Context(), run.Runs(), Options{Policy: Policy{Parallel: -1}})
 	if err == nil {
 		t.Error("a negative Parallel was accepted")
 	}
-	_, err = Execute(t.Context(), run.Runs(), Options{Request: pack.Request{GPUs: 1}})
+	_, err = Execute(t.Context(), run.Runs(), Options{Policy: Policy{Request: pack.Request{GPUs: 1}}})
 	if err == nil {
 		t.Error("a request for a GPU without a Topology was accepted")
 	}
-	_, err = Execute(t.Context(), run.Runs(), Options{Topology: pack.Topology{CPUs: []pack.CPU{{ID: 0}}}, Request: pack.Request{GPUs: 1}})
+	_, err = Execute(t.Context(), run.Runs(), Options{Policy: Policy{Topology: pack.Topology{CPUs: []pack.CPU{{ID: 0}}}, Request: pack.Request{GPUs: 1}}})
 	if err == nil || !errors.Is(err, pack.ErrNeverFits) {
 		t.Errorf("a request for a GPU on a node without one: %v, want ErrNeverFits", err)
 	}
@@ -708,7 +725,7 @@ func TestSourceError(t *testing.T) {
 
 func TestInvalidCPUIsASetupError(t *testing.T) {
 	topo := pack.Topology{CPUs: []pack.CPU{{ID: 1000}}}
-	sum, err := Execute(t.Context(), run.Runs(shell("true", "true")...), Options{Topology: topo, Request: pack.Request{CPUs: 1}, TempDir: t.TempDir()})
+	sum, err := Execute(t.Context(), run.Runs(shell("true", "true")...), Options{Policy: Policy{Topology: topo, Request: pack.Request{CPUs: 1}}, Process: Process{TempDir: t.TempDir()}})
 	if err == nil || sum.Runs != 0 {
 		t.Errorf("err %v, summary %+v; want a setup error and no run", err, sum)
 	}

@@ -46,7 +46,7 @@ func TestFailureClasses(t *testing.T) {
 	}
 	// The timeout stops only the sleep; every other run ends well within it,
 	// also on a loaded machine.
-	sum, events, err := execute(t, t.Context(), lanes(4), Options{Timeout: 2 * time.Second, FailPatterns: []failure.Pattern{user}}, shell(lines...)...)
+	sum, events, err := execute(t, t.Context(), lanes(4), Options{Process: Process{Timeout: 2 * time.Second, FailPatterns: []failure.Pattern{user}}}, shell(lines...)...)
 	if err != nil || len(events) != len(cases) {
 		t.Fatalf("%v, %d events", err, len(events))
 	}
@@ -75,7 +75,7 @@ func TestFailureClasses(t *testing.T) {
 // TestMissingWrapIsNotFound: a --wrap prefix that does not exist fails
 // every run as not-found, without a retry (Retries does not cover it).
 func TestMissingWrapIsNotFound(t *testing.T) {
-	_, events, err := execute(t, t.Context(), lanes(1), Options{Wrap: []string{"/nonexistent/apptainer", "exec"}, Retries: 3}, shell("true")...)
+	_, events, err := execute(t, t.Context(), lanes(1), Options{Policy: Policy{Retries: 3}, Process: Process{Wrap: []string{"/nonexistent/apptainer", "exec"}}}, shell("true")...)
 	if err != nil || len(events) != 1 {
 		t.Fatalf("%v, %d events", err, len(events))
 	}
@@ -96,7 +96,7 @@ func TestRetryBudgetPerClass(t *testing.T) {
 		oom+`test "$NODEPACK_ATTEMPT" -ge 2 || exit 1`, // recovers on its second attempt
 		`kill -USR1 $$`, // signal: Retries covers it, 1 + 5 attempts
 	)
-	opts := Options{Retries: 5, Retry: map[failure.Class]int{failure.CUDAOOM: 2, failure.Exit: 0}}
+	opts := Options{Policy: Policy{Retries: 5, Retry: map[failure.Class]int{failure.CUDAOOM: 2, failure.Exit: 0}}}
 	sum, events, err := execute(t, t.Context(), lanes(2), opts, runs...)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestRetryBudgetPerClass(t *testing.T) {
 // twice that, and the run keeps its lane meanwhile.
 func TestRetryBackoffDoubles(t *testing.T) {
 	const backoff = 150 * time.Millisecond
-	_, events, err := execute(t, t.Context(), lanes(1), Options{Retries: 2, RetryBackoff: backoff}, shell("exit 1")...)
+	_, events, err := execute(t, t.Context(), lanes(1), Options{Policy: Policy{Retries: 2, RetryBackoff: backoff}}, shell("exit 1")...)
 	if err != nil || len(events) != 3 {
 		t.Fatalf("%v, %d events", err, len(events))
 	}
@@ -156,7 +156,7 @@ func TestHostOOM(t *testing.T) {
 		join + `head -c 300000000 /dev/zero | tail -n 1; exit $?`,
 	}
 	count := func() (uint64, bool) { return oomKillCount(events) }
-	_, evs, err := execute(t, t.Context(), lanes(1), Options{OOMKills: count}, shell(lines...)...)
+	_, evs, err := execute(t, t.Context(), lanes(1), Options{Hooks: Hooks{OOMKills: count}}, shell(lines...)...)
 	if err != nil || len(evs) != len(lines) {
 		t.Fatalf("%v, %d events", err, len(evs))
 	}
@@ -169,7 +169,7 @@ func TestHostOOM(t *testing.T) {
 	// run asked for some.
 	retried := run.Run{ID: "retried", Args: []string{"bash", "-c", `test "$NODEPACK_ATTEMPT" -ge 2 && exit 0; ` + lines[0]}, Request: request("mem=1GiB cpus=0")}
 	topo := pack.Topology{CPUs: allowedCPUs(t), Memory: 8 << 30}
-	_, evs, err = execute(t, t.Context(), func(o *Options) { o.Topology = topo }, Options{OOMKills: count, Retry: map[failure.Class]int{failure.HostOOM: 1}}, retried)
+	_, evs, err = execute(t, t.Context(), func(o *Options) { o.Topology = topo }, Options{Policy: Policy{Retry: map[failure.Class]int{failure.HostOOM: 1}}, Hooks: Hooks{OOMKills: count}}, retried)
 	if err != nil || len(evs) != 2 || evs[0].Class != failure.HostOOM || evs[1].Reason != run.OK || evs[1].Place.Request.Mem != 3<<29 {
 		t.Errorf("retry with more memory: %v, %d events", err, len(evs))
 		for _, ev := range evs {
@@ -250,7 +250,7 @@ func TestCUDAOOMRetryAsksForMore(t *testing.T) {
 	for i := range 6 {
 		runs = append(runs, run.Run{ID: "share" + strconv.Itoa(i), Args: []string{"sleep", "0.2"}, Request: request("gpu_mem=16GiB cpus=0")})
 	}
-	_, events, err := execute(t, t.Context(), func(o *Options) { o.Topology = topo }, Options{Retry: map[failure.Class]int{failure.CUDAOOM: 3}}, runs...)
+	_, events, err := execute(t, t.Context(), func(o *Options) { o.Topology = topo }, Options{Policy: Policy{Retry: map[failure.Class]int{failure.CUDAOOM: 3}}}, runs...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,29 +288,35 @@ func TestGPUFaultTakesTheGPUOut(t *testing.T) {
 	var mu sync.Mutex
 	started := 0
 	var victim string // the GPU of run c
-	opts := Options{GPUFaults: faults, OnGPUFault: func(f usage.GPUFault, none bool) {
-		close(out) // a second call would panic: once per GPU
-		if none {
-			t.Error("no GPU left after one fault")
-		}
-	}, OnEvent: func(ev run.Event) {
-		if ev.Kind != run.Started || ev.Attempt != 1 {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if ev.Run.ID == "c" {
-			victim = ev.Place.GPUs[0].UUID
-		}
-		if started++; started == 4 { // every GPU busy: c's GPU fails
-			os.WriteFile(faulted, []byte(victim), 0o644)
-			faults <- usage.GPUFault{UUID: victim, Reason: "Xid 79", Time: time.Now()}
-			go func() {
-				<-out // once it is out, let the runs end
-				os.WriteFile(release, nil, 0o644)
-			}()
-		}
-	}}
+	opts := Options{
+		Hooks: Hooks{
+			GPUFaults: faults,
+			OnGPUFault: func(f usage.GPUFault, none bool) {
+				close(out) // a second call would panic: once per GPU
+				if none {
+					t.Error("no GPU left after one fault")
+				}
+			},
+			OnEvent: func(ev run.Event) {
+				if ev.Kind != run.Started || ev.Attempt != 1 {
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if ev.Run.ID == "c" {
+					victim = ev.Place.GPUs[0].UUID
+				}
+				if started++; started == 4 { // every GPU busy: c's GPU fails
+					os.WriteFile(faulted, []byte(victim), 0o644)
+					faults <- usage.GPUFault{UUID: victim, Reason: "Xid 79", Time: time.Now()}
+					go func() {
+						<-out // once it is out, let the runs end
+						os.WriteFile(release, nil, 0o644)
+					}()
+				}
+			},
+		},
+	}
 	sum, events, err := execute(t, t.Context(), func(o *Options) { o.Topology, o.Parallel = fourGPUs(t), 4 }, opts, runs...)
 	if err != nil {
 		t.Fatal(err)
@@ -343,16 +349,22 @@ func TestNoGPULeftStopsStarting(t *testing.T) {
 	for i := range 3 {
 		runs = append(runs, run.Run{ID: "later" + strconv.Itoa(i), Args: []string{"true"}, Request: request("gpus=1 cpus=0")})
 	}
-	opts := Options{GPUFaults: faults, OnGPUFault: func(f usage.GPUFault, none bool) {
-		if !none {
-			t.Error("the only GPU is out, and some are left")
-		}
-		os.WriteFile(release, nil, 0o644)
-	}, OnEvent: func(ev run.Event) {
-		if ev.Kind == run.Started && ev.Run.ID == "first" {
-			faults <- usage.GPUFault{UUID: topo.GPUs[0].UUID, Reason: "double-bit ECC error", Time: time.Now()}
-		}
-	}}
+	opts := Options{
+		Hooks: Hooks{
+			GPUFaults: faults,
+			OnGPUFault: func(f usage.GPUFault, none bool) {
+				if !none {
+					t.Error("the only GPU is out, and some are left")
+				}
+				os.WriteFile(release, nil, 0o644)
+			},
+			OnEvent: func(ev run.Event) {
+				if ev.Kind == run.Started && ev.Run.ID == "first" {
+					faults <- usage.GPUFault{UUID: topo.GPUs[0].UUID, Reason: "double-bit ECC error", Time: time.Now()}
+				}
+			},
+		},
+	}
 	sum, events, err := execute(t, t.Context(), func(o *Options) { o.Topology = topo }, opts, runs...)
 	if err != nil {
 		t.Fatal(err)
@@ -373,7 +385,7 @@ func TestScratchRemovedUnderTheSweep(t *testing.T) {
 	for range 6 {
 		lines = append(lines, `test -d "$TMPDIR" && rm -rf "$(dirname "$TMPDIR")" "$(dirname "$NODEPACK_RUN_DIR")"`)
 	}
-	sum, events, err := execute(t, t.Context(), lanes(1), Options{OutputDir: out}, shell(lines...)...)
+	sum, events, err := execute(t, t.Context(), lanes(1), Options{Process: Process{OutputDir: out}}, shell(lines...)...)
 	if err != nil || sum.Succeeded != len(lines) {
 		for _, ev := range events {
 			t.Logf("run %d: %s %s %v", ev.Run.Index, ev.Reason, ev.Class, ev.Err)
@@ -392,7 +404,7 @@ func TestSetupFailureFailsTheAttempt(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(out, "runs", runs[1].DirName()), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sum, events, err := execute(t, t.Context(), lanes(1), Options{OutputDir: out}, runs...)
+	sum, events, err := execute(t, t.Context(), lanes(1), Options{Process: Process{OutputDir: out}}, runs...)
 	if err != nil {
 		t.Fatalf("Execute: %v, want no error: the sweep goes on", err)
 	}

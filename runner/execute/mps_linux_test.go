@@ -81,15 +81,30 @@ func TestMPS(t *testing.T) {
 			for i := range 3 {
 				runs = append(runs, run.Run{ID: fmt.Sprint("r", i), Args: []string{"bash", "-c", envOf}})
 			}
-			opts := Options{Topology: topo, Request: tc.req, MPS: tc.mode, MPSControl: program, MPSCompute: tc.compute, SettleTimeout: time.Millisecond,
-				OutputDir: filepath.Join(dir, "out"), TempDir: dir, Parallel: 3,
-				OnNote: func(n string) {
-					if strings.HasPrefix(n, "MPS") {
-						mu.Lock()
-						notes = append(notes, n)
-						mu.Unlock()
-					}
-				}}
+			opts := Options{
+				Policy: Policy{
+					Topology:      topo,
+					Request:       tc.req,
+					SettleTimeout: time.Millisecond,
+					Parallel:      3,
+				},
+				Process: Process{
+					MPS:        tc.mode,
+					MPSControl: program,
+					MPSCompute: tc.compute,
+					OutputDir:  filepath.Join(dir, "out"),
+					TempDir:    dir,
+				},
+				Hooks: Hooks{
+					OnNote: func(n string) {
+						if strings.HasPrefix(n, "MPS") {
+							mu.Lock()
+							notes = append(notes, n)
+							mu.Unlock()
+						}
+					},
+				},
+			}
 			sum, err := Execute(t.Context(), run.Runs(runs...), opts)
 			if err != nil || sum.Succeeded != 3 {
 				t.Fatalf("Execute: %d of 3 succeeded, %v", sum.Succeeded, err)
@@ -127,7 +142,7 @@ func TestMPS(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Start(t.Context(), run.Runs(), Options{Topology: topo, MPS: MPSOn, MPSControl: "no-such-mps-control"}); err == nil || !strings.Contains(err.Error(), "no no-such-mps-control here") {
+	if _, err := Start(t.Context(), run.Runs(), Options{Policy: Policy{Topology: topo}, Process: Process{MPS: MPSOn, MPSControl: "no-such-mps-control"}}); err == nil || !strings.Contains(err.Error(), "no no-such-mps-control here") {
 		t.Errorf("MPSOn without the program: %v", err)
 	}
 
@@ -137,15 +152,28 @@ func TestMPS(t *testing.T) {
 	program, log := standInMPS(t, dir, false)
 	hold := filepath.Join(dir, "hold")
 	first, err := Start(t.Context(), run.Runs(run.Run{ID: "a", Args: []string{"bash", "-c", "while [ ! -e " + hold + " ]; do sleep 0.02; done"}}),
-		Options{Topology: topo, Request: pack.Request{GPUMem: 10 << 30}, MPS: MPSAuto, MPSControl: program, SettleTimeout: time.Millisecond, TempDir: dir})
+		Options{Policy: Policy{Topology: topo, Request: pack.Request{GPUMem: 10 << 30}, SettleTimeout: time.Millisecond}, Process: Process{MPS: MPSAuto, MPSControl: program, TempDir: dir}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	poll(t, func() bool { b, _ := os.ReadFile(log); return len(b) > 0 })
 	var notes []string
 	sum, err := Execute(t.Context(), run.Runs(run.Run{ID: "b", Args: []string{"true"}}),
-		Options{Topology: topo, Request: pack.Request{GPUMem: 10 << 30}, MPS: MPSAuto, MPSControl: program, SettleTimeout: time.Millisecond, TempDir: dir,
-			OnNote: func(n string) { notes = append(notes, n) }})
+		Options{
+			Policy: Policy{
+				Topology:      topo,
+				Request:       pack.Request{GPUMem: 10 << 30},
+				SettleTimeout: time.Millisecond,
+			},
+			Process: Process{
+				MPS:        MPSAuto,
+				MPSControl: program,
+				TempDir:    dir,
+			},
+			Hooks: Hooks{
+				OnNote: func(n string) { notes = append(notes, n) },
+			},
+		})
 	os.WriteFile(hold, nil, 0o644)
 	first.Wait()
 	if err != nil || sum.Succeeded != 1 || !slices.ContainsFunc(notes, func(n string) bool {
@@ -207,9 +235,21 @@ esac`
 			}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			e, err := Start(ctx, run.Runs(runs...), Options{Topology: topo, Request: pack.Request{GPUShare: pack.GPUWhole / 2},
-				MPS: MPSOn, MPSControl: program, SettleTimeout: time.Millisecond, Grace: 200 * time.Millisecond,
-				OutputDir: filepath.Join(dir, "out"), TempDir: dir, Parallel: 4})
+			e, err := Start(ctx, run.Runs(runs...), Options{
+				Policy: Policy{
+					Topology:      topo,
+					Request:       pack.Request{GPUShare: pack.GPUWhole / 2},
+					SettleTimeout: time.Millisecond,
+					Parallel:      4,
+				},
+				Process: Process{
+					MPS:        MPSOn,
+					MPSControl: program,
+					Grace:      200 * time.Millisecond,
+					OutputDir:  filepath.Join(dir, "out"),
+					TempDir:    dir,
+				},
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -297,12 +337,25 @@ func TestMPSLock(t *testing.T) {
 			}
 			var notes []string
 			sum, err := Execute(t.Context(), run.Runs(run.Run{ID: "a", Args: []string{"true"}}),
-				Options{Topology: topo, Request: pack.Request{GPUMem: 10 << 30}, MPS: MPSAuto, MPSControl: program, SettleTimeout: time.Millisecond, TempDir: dir,
-					OnNote: func(n string) {
-						if strings.HasPrefix(n, "MPS") {
-							notes = append(notes, n)
-						}
-					}})
+				Options{
+					Policy: Policy{
+						Topology:      topo,
+						Request:       pack.Request{GPUMem: 10 << 30},
+						SettleTimeout: time.Millisecond,
+					},
+					Process: Process{
+						MPS:        MPSAuto,
+						MPSControl: program,
+						TempDir:    dir,
+					},
+					Hooks: Hooks{
+						OnNote: func(n string) {
+							if strings.HasPrefix(n, "MPS") {
+								notes = append(notes, n)
+							}
+						},
+					},
+				})
 			if err != nil || sum.Succeeded != 1 {
 				t.Fatalf("Execute: %+v, %v", sum, err)
 			}

@@ -63,8 +63,20 @@ const (
 // is discarded, no timeout, no retries, failures do not stop other runs,
 // and runs get a private TMPDIR.
 //
-// Options must not be modified while Execute is using them.
+// Options must not be modified while Execute is using them. Its fields
+// come in three groups: the policy (what runs when and where), the
+// process (how each run's process starts, runs and stops) and the hooks
+// (what the caller is told and measures).
 type Options struct {
+	Policy
+	Process
+	Hooks
+}
+
+// Policy is what runs when and where: placement, the lanes, retries, early
+// stopping, deadlines and what a resume starts from. Execute hands it to
+// the scheduling policy (package schedule), which decides every start.
+type Policy struct {
 	// Topology is what runs are placed on: each run takes the GPUs, CPUs
 	// and memory its request asks for (Run.Request, else Request) from it
 	// when it starts, with its CPU affinity set and its GPUs in
@@ -72,20 +84,24 @@ type Options struct {
 	// ends. The zero Topology places nothing: runs get no GPUs and no
 	// pinning, and may ask for nothing but the zero Request.
 	Topology pack.Topology
+
 	// Request is what a run asks for when its Run.Request is nil. A run
 	// that can never fit the Topology is an error (see Start).
 	Request pack.Request
+
 	// Parallel is the most runs at once: lanes 0 to Parallel-1 (a run's
 	// NODEPACK_SLOT). Zero means as many as their requests fit the
 	// Topology, except that runs holding nothing of their own (the zero
 	// Request: no GPU, one shared CPU, no memory) are at most one per CPU
 	// at once; without a Topology, runtime.NumCPU().
 	Parallel int
+
 	// BackfillWait bounds how long runs may start ahead of an earlier run
 	// that does not fit yet; after it, that run reserves what frees up
 	// until it fits (see pack.Queue). Zero means schedule.DefaultBackfillWait;
 	// negative means runs start strictly in order.
 	BackfillWait time.Duration
+
 	// SettleTimeout bounds the readiness gate: a run that shares its GPU
 	// by GPU memory keeps other runs off that GPU until its own memory
 	// there has stopped growing (the Sampler says so) or SettleTimeout
@@ -93,12 +109,6 @@ type Options struct {
 	// schedule.DefaultSettleTimeout.
 	// Without a Sampler, the gate is the timeout alone.
 	SettleTimeout time.Duration
-
-	// Metrics take per-step metrics from the runs' standard output (its
-	// log: without OutputDir none is read), as each attempt ends; the
-	// metrics file NODEPACK_METRICS names is read whatever they say (see
-	// run.Event.Metrics).
-	Metrics []metrics.Pattern
 
 	// Prune, if set, stops runs early by the metric they report as they
 	// train (see schedule.Prune): every PruneInterval (zero:
@@ -116,51 +126,14 @@ type Options struct {
 	Prune         *schedule.Prune
 	PruneInterval time.Duration
 
-	// MPS says whether runs that share a GPU share it through an MPS
-	// control daemon of the sweep's own (see MPSMode); MPSControl names
-	// its program, MPSProgram in PATH when empty. With MPSCompute each
-	// client is also held to its share of the GPU's compute
-	// (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): its GPU share, or its gpu_mem's
-	// part of the GPU's memory.
-	MPS        MPSMode
-	MPSControl string
-	MPSCompute bool
-
-	// CheckpointSignal, when not zero, is sent to a run's process group
-	// before any stop of nodepack's (not Kill's): nodepack then waits up
-	// to the grace for a new checkpoint (see CheckpointEnv) before
-	// SIGTERM, so that a stop loses at most what the run did since.
-	CheckpointSignal syscall.Signal
-
 	// DensityMargin and DensityWindow are the density rule's, for runs
 	// asking for gpus=auto (pack.Request.AutoShare, --runs-per-gpu auto):
 	// their steps are read from their metrics (as for Prune, every
 	// PruneInterval) and each shape's runs per GPU follow what they
 	// measure (see package schedule). Zero: schedule's defaults.
-	// OnDensity, if set, is told each of the rule's decisions, from the
-	// scheduling goroutine; it must not block.
+	// Hooks.OnDensity is told each of the rule's decisions.
 	DensityMargin float64
 	DensityWindow time.Duration
-	OnDensity     func(schedule.DensityChange)
-
-	// OnNote, if set, is told what is worth saying while the sweep runs,
-	// each thing once: a prune metric no run reports, GPU memory the
-	// readiness gate cannot read. It is called from the runs' goroutines.
-	OnNote func(note string)
-
-	// OutputDir receives <OutputDir>/runs/<run-id>/stdout.log and stderr.log.
-	// Attempt 1 truncates them; a retry appends to them after a line
-	// "--- nodepack: attempt N ---", so the paths in events never change.
-	// Empty means no log files: output goes to Live only, or is discarded,
-	// and NODEPACK_RUN_DIR is not set.
-	OutputDir string
-
-	// Live, if non-nil, also receives every line of every run's stdout and
-	// stderr, prefixed with "[run-id] ". Each line is written with a single
-	// Write call, so lines of concurrent runs never interleave; a line without
-	// a final newline gets one, and lines longer than 64 KiB are split. Errors
-	// from Live are ignored.
-	Live io.Writer
 
 	// Stagger fills the node gradually, so that its runs do not all load
 	// data at the same moment: lane k (from 0) opens k×Stagger after
@@ -172,23 +145,18 @@ type Options struct {
 	// (see pack.Allocator.Spread), so the first runs land on distinct GPUs
 	// even when each ends before the next starts.
 	Stagger time.Duration
+
 	// MinStartInterval is the least time between any two starts, across all
 	// slots (retries included).
 	MinStartInterval time.Duration
 
-	// Timeout limits each attempt; zero means no limit. On timeout the run's
-	// process group gets SIGTERM, then SIGKILL after Grace.
-	Timeout time.Duration
-	// Grace is the time between SIGTERM and SIGKILL, for timeouts and for
-	// cancellation; zero means DefaultGrace, and a negative Grace (NoGrace)
-	// none: SIGKILL right after SIGTERM.
-	Grace time.Duration
 	// Retries is how many more attempts a run gets after a failure or a
 	// timeout (not after an interruption). NODEPACK_ATTEMPT counts from 1.
 	// It is the budget of every failure class that Retry does not name,
 	// except host-oom and not-found: more of the same rarely helps those,
 	// so they are retried only when Retry names them.
 	Retries int
+
 	// Retry sets the retry budget of failure classes: a run whose attempt
 	// failed with class C gets another while its attempts that failed with
 	// C in this sweep number at most Retry[C]. Interrupted attempts are
@@ -198,77 +166,15 @@ type Options struct {
 	// that; they are placed anew, ahead of the runs that wait. Other
 	// retries keep their place.
 	Retry map[failure.Class]int
+
 	// RetryBackoff is the wait before a run's first retry; each later
 	// retry of the run waits twice the one before, up to a minute. The run
 	// keeps its place (its GPUs and CPUs) meanwhile. Zero retries at once.
 	RetryBackoff time.Duration
-	// FailPatterns are matched against the tail of a failed attempt's
-	// standard error (its log: without OutputDir no log is read) before
-	// failure.Builtin, to name the attempt's class; see failure.Classify.
-	FailPatterns []failure.Pattern
-	// OOMKills, if set, returns the count of kernel OOM kills in the
-	// memory cgroup of this process (and its runs), and whether it could
-	// be read. It is read as each attempt starts and ends: an attempt that
-	// died of SIGKILL (or exited 137, as a shell does when its child did)
-	// while the count rose is host-oom. Two runs that die so at the same
-	// time are both host-oom: the count does not say whose process died.
-	OOMKills func() (uint64, bool)
-	// EnforceMem holds every run that asks for memory (Request.Mem) to
-	// what it asked for: a run over it is killed and fails as host-oom,
-	// and a line in its standard error's log says so. With MemCgroup, each
-	// such attempt runs in a memory cgroup of its own there, limited to
-	// its Mem (swap included) and joined before the run's first
-	// instruction, and the kernel's OOM killer holds it to it. Without,
-	// the Sampler checks the run's process tree every MemCheckInterval and
-	// the runner kills it, so a fast allocation can go over for that long;
-	// with neither, Start fails. Runs that ask for no memory are not
-	// limited.
-	EnforceMem bool
-	// MemCgroup is the group of cgroup v1's memory hierarchy that this
-	// process is in, when it may make groups in it (see
-	// resources.RunMemoryCgroups); only EnforceMem uses it. The groups it
-	// makes there are removed when their runs end.
-	MemCgroup string
-	// GPUFaults, if set, delivers the faults the GPUs report (see
-	// resources.WatchGPUFaults). A GPU that reports one is taken out of use
-	// for the rest of the sweep (with its MIG devices): no run starts on it
-	// again; a run on it that fails is gpu-error and is retried on another
-	// GPU, at least once even without a retry budget; waiting runs that the
-	// GPUs left can never serve end the sweep with an error; with no GPU
-	// left, no run starts. OnGPUFault, if set, is called once per GPU taken
-	// out, never concurrently with OnEvent; none says no GPU is left.
-	GPUFaults  <-chan usage.GPUFault
-	OnGPUFault func(f usage.GPUFault, none bool)
+
 	// MaxFailures stops the starting of new runs (and retries) once that many
 	// runs have failed; running ones finish. Zero means no limit.
 	MaxFailures int
-
-	// GPUIDs says how CUDA_VISIBLE_DEVICES names GPUs; empty means GPUUUIDs.
-	GPUIDs GPUIDMode
-	// Render sets EGL_DEVICE_ID, MUJOCO_EGL_DEVICE_ID and
-	// PYGLET_HEADLESS_DEVICE to the NVML index of the run's first GPU.
-	Render bool
-	// NoThreadCaps leaves OMP_NUM_THREADS and the other thread-count
-	// variables unset. By default each is set to the run's CPU count unless
-	// nodepack's environment, Env or Run.Env already sets it.
-	NoThreadCaps bool
-	// Env holds KEY=VALUE entries for every run, applied after the
-	// runner's variables (so they override them) and before Run.Env. In a
-	// VALUE, {run_id}, {run_dir}, {index}, {rep} and {attempt} are
-	// replaced by the attempt's own; other braces are kept as they are.
-	Env []string
-	// Wrap is put before every run's argv, e.g.
-	// ["ch-run", "--set-env=config.env", "img", "--"].
-	Wrap []string
-	// TempDir is where private per-run TMPDIRs are made. Empty means
-	// $SLURM_TMPDIR if set, else the system temporary directory ($TMPDIR or
-	// /tmp), which batch systems usually point at node-local scratch.
-	TempDir string
-
-	// OnEvent, if non-nil, is called when an attempt starts and when it
-	// finishes. Calls are never concurrent; they come from the slots'
-	// goroutines, so a slow OnEvent delays the runs.
-	OnEvent func(run.Event)
 
 	// DrainAt, if not zero, is when the sweep stops starting runs, checked at
 	// the moment of every start; TerminateAt, if not zero, is when it stops
@@ -287,6 +193,146 @@ type Options struct {
 	// that was paused waits for a promotion under the same pruning policy,
 	// and runs from its checkpoint without it.
 	Resume schedule.State
+}
+
+// Process is how each run's process starts, runs and stops: its
+// directory and logs, its environment and command, its limits and the
+// signals that stop it, the MPS daemon of runs that share a GPU, and how
+// its failure is named.
+type Process struct {
+	// Metrics take per-step metrics from the runs' standard output (its
+	// log: without OutputDir none is read), as each attempt ends; the
+	// metrics file NODEPACK_METRICS names is read whatever they say (see
+	// run.Event.Metrics).
+	Metrics []metrics.Pattern
+
+	// MPS says whether runs that share a GPU share it through an MPS
+	// control daemon of the sweep's own (see MPSMode); MPSControl names
+	// its program, MPSProgram in PATH when empty. With MPSCompute each
+	// client is also held to its share of the GPU's compute
+	// (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE): its GPU share, or its gpu_mem's
+	// part of the GPU's memory.
+	MPS        MPSMode
+	MPSControl string
+	MPSCompute bool
+
+	// CheckpointSignal, when not zero, is sent to a run's process group
+	// before any stop of nodepack's (not Kill's): nodepack then waits up
+	// to the grace for a new checkpoint (see CheckpointEnv) before
+	// SIGTERM, so that a stop loses at most what the run did since.
+	CheckpointSignal syscall.Signal
+
+	// OutputDir receives <OutputDir>/runs/<run-id>/stdout.log and stderr.log.
+	// Attempt 1 truncates them; a retry appends to them after a line
+	// "--- nodepack: attempt N ---", so the paths in events never change.
+	// Empty means no log files: output goes to Live only, or is discarded,
+	// and NODEPACK_RUN_DIR is not set.
+	OutputDir string
+
+	// Live, if non-nil, also receives every line of every run's stdout and
+	// stderr, prefixed with "[run-id] ". Each line is written with a single
+	// Write call, so lines of concurrent runs never interleave; a line without
+	// a final newline gets one, and lines longer than 64 KiB are split. Errors
+	// from Live are ignored.
+	Live io.Writer
+
+	// Timeout limits each attempt; zero means no limit. On timeout the run's
+	// process group gets SIGTERM, then SIGKILL after Grace.
+	Timeout time.Duration
+
+	// Grace is the time between SIGTERM and SIGKILL, for timeouts and for
+	// cancellation; zero means DefaultGrace, and a negative Grace (NoGrace)
+	// none: SIGKILL right after SIGTERM.
+	Grace time.Duration
+
+	// FailPatterns are matched against the tail of a failed attempt's
+	// standard error (its log: without OutputDir no log is read) before
+	// failure.Builtin, to name the attempt's class; see failure.Classify.
+	FailPatterns []failure.Pattern
+
+	// EnforceMem holds every run that asks for memory (Request.Mem) to
+	// what it asked for: a run over it is killed and fails as host-oom,
+	// and a line in its standard error's log says so. With MemCgroup, each
+	// such attempt runs in a memory cgroup of its own there, limited to
+	// its Mem (swap included) and joined before the run's first
+	// instruction, and the kernel's OOM killer holds it to it. Without,
+	// the Sampler checks the run's process tree every MemCheckInterval and
+	// the runner kills it, so a fast allocation can go over for that long;
+	// with neither, Start fails. Runs that ask for no memory are not
+	// limited.
+	EnforceMem bool
+
+	// MemCgroup is the group of cgroup v1's memory hierarchy that this
+	// process is in, when it may make groups in it (see
+	// resources.RunMemoryCgroups); only EnforceMem uses it. The groups it
+	// makes there are removed when their runs end.
+	MemCgroup string
+
+	// GPUIDs says how CUDA_VISIBLE_DEVICES names GPUs; empty means GPUUUIDs.
+	GPUIDs GPUIDMode
+
+	// Render sets EGL_DEVICE_ID, MUJOCO_EGL_DEVICE_ID and
+	// PYGLET_HEADLESS_DEVICE to the NVML index of the run's first GPU.
+	Render bool
+
+	// NoThreadCaps leaves OMP_NUM_THREADS and the other thread-count
+	// variables unset. By default each is set to the run's CPU count unless
+	// nodepack's environment, Env or Run.Env already sets it.
+	NoThreadCaps bool
+
+	// Env holds KEY=VALUE entries for every run, applied after the
+	// runner's variables (so they override them) and before Run.Env. In a
+	// VALUE, {run_id}, {run_dir}, {index}, {rep} and {attempt} are
+	// replaced by the attempt's own; other braces are kept as they are.
+	Env []string
+
+	// Wrap is put before every run's argv, e.g.
+	// ["ch-run", "--set-env=config.env", "img", "--"].
+	Wrap []string
+
+	// TempDir is where private per-run TMPDIRs are made. Empty means
+	// $SLURM_TMPDIR if set, else the system temporary directory ($TMPDIR or
+	// /tmp), which batch systems usually point at node-local scratch.
+	TempDir string
+}
+
+// Hooks are what the caller is told as the sweep runs, and what it
+// measures for the runner: events, notes, GPU faults and the density
+// rule's decisions; the sampler and the OOM count.
+type Hooks struct {
+	// OnDensity, if set, is told each of the density rule's decisions
+	// (Policy.DensityMargin), from the scheduling goroutine; it must not
+	// block.
+	OnDensity func(schedule.DensityChange)
+
+	// OnNote, if set, is told what is worth saying while the sweep runs,
+	// each thing once: a prune metric no run reports, GPU memory the
+	// readiness gate cannot read. It is called from the runs' goroutines.
+	OnNote func(note string)
+
+	// OOMKills, if set, returns the count of kernel OOM kills in the
+	// memory cgroup of this process (and its runs), and whether it could
+	// be read. It is read as each attempt starts and ends: an attempt that
+	// died of SIGKILL (or exited 137, as a shell does when its child did)
+	// while the count rose is host-oom. Two runs that die so at the same
+	// time are both host-oom: the count does not say whose process died.
+	OOMKills func() (uint64, bool)
+
+	// GPUFaults, if set, delivers the faults the GPUs report (see
+	// resources.WatchGPUFaults). A GPU that reports one is taken out of use
+	// for the rest of the sweep (with its MIG devices): no run starts on it
+	// again; a run on it that fails is gpu-error and is retried on another
+	// GPU, at least once even without a retry budget; waiting runs that the
+	// GPUs left can never serve end the sweep with an error; with no GPU
+	// left, no run starts. OnGPUFault, if set, is called once per GPU taken
+	// out, never concurrently with OnEvent; none says no GPU is left.
+	GPUFaults  <-chan usage.GPUFault
+	OnGPUFault func(f usage.GPUFault, none bool)
+
+	// OnEvent, if non-nil, is called when an attempt starts and when it
+	// finishes. Calls are never concurrent; they come from the slots'
+	// goroutines, so a slow OnEvent delays the runs.
+	OnEvent func(run.Event)
 
 	// Sampler, if non-nil, measures every attempt while it runs: its
 	// process tree's memory and its GPUs (resources.UsageSampler is one;

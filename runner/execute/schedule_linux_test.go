@@ -177,7 +177,7 @@ func startOrder(t *testing.T, backfillWait time.Duration, c1 string) []string {
 		{ID: "c1", Args: []string{"bash", "-c", c1}, Request: request("gpus=1")},
 		{ID: "c2", Args: []string{"true"}, Request: request("gpus=1")},
 	}
-	sum, _, err := execute(t, t.Context(), func(o *Options) { o.Topology, o.Parallel = gpus, 4 }, Options{BackfillWait: backfillWait, OnEvent: onEvent}, runs...)
+	sum, _, err := execute(t, t.Context(), func(o *Options) { o.Topology, o.Parallel = gpus, 4 }, Options{Policy: Policy{BackfillWait: backfillWait}, Hooks: Hooks{OnEvent: onEvent}}, runs...)
 	if err != nil || sum.Succeeded != 4 {
 		t.Fatalf("Execute: %d of 4 succeeded, %v", sum.Succeeded, err)
 	}
@@ -252,8 +252,21 @@ func TestReadinessGate(t *testing.T) {
 		{ID: "second", Args: []string{"bash", "-c", waitFor(done)}},
 		{ID: "third", Args: []string{"bash", "-c", "touch " + done}},
 	}
-	opts := Options{Topology: topo, Request: pack.Request{GPUMem: 10 << 30}, Sampler: sampler, SettleTimeout: time.Hour,
-		OnEvent: onEvent, TempDir: dir, Parallel: 3}
+	opts := Options{
+		Policy: Policy{
+			Topology:      topo,
+			Request:       pack.Request{GPUMem: 10 << 30},
+			SettleTimeout: time.Hour,
+			Parallel:      3,
+		},
+		Process: Process{
+			TempDir: dir,
+		},
+		Hooks: Hooks{
+			Sampler: sampler,
+			OnEvent: onEvent,
+		},
+	}
 	x, err := Start(t.Context(), run.Runs(runs...), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -307,14 +320,27 @@ func TestAutoGPUMem(t *testing.T) {
 	}
 	var starts []run.Event
 	var mu sync.Mutex
-	opts := Options{Topology: topo, Request: pack.Request{AutoGPUMem: true}, Sampler: sampler, SettleTimeout: time.Hour, TempDir: dir, Parallel: 4,
-		OnEvent: func(ev run.Event) {
-			if ev.Kind == run.Started {
-				mu.Lock()
-				starts = append(starts, ev)
-				mu.Unlock()
-			}
-		}}
+	opts := Options{
+		Policy: Policy{
+			Topology:      topo,
+			Request:       pack.Request{AutoGPUMem: true},
+			SettleTimeout: time.Hour,
+			Parallel:      4,
+		},
+		Process: Process{
+			TempDir: dir,
+		},
+		Hooks: Hooks{
+			Sampler: sampler,
+			OnEvent: func(ev run.Event) {
+				if ev.Kind == run.Started {
+					mu.Lock()
+					starts = append(starts, ev)
+					mu.Unlock()
+				}
+			},
+		},
+	}
 	x, err := Start(t.Context(), run.Runs(runs...), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -395,9 +421,22 @@ func TestGateWithoutReadings(t *testing.T) {
 			}
 			var mu sync.Mutex
 			var notes []string
-			opts := Options{Topology: topo, Request: pack.Request{GPUMem: 10 << 30}, Sampler: tc.sampler, SettleTimeout: time.Hour,
-				Timeout: 10 * time.Second, TempDir: dir, Parallel: 3,
-				OnNote: func(n string) { mu.Lock(); notes = append(notes, n); mu.Unlock() }}
+			opts := Options{
+				Policy: Policy{
+					Topology:      topo,
+					Request:       pack.Request{GPUMem: 10 << 30},
+					SettleTimeout: time.Hour,
+					Parallel:      3,
+				},
+				Process: Process{
+					Timeout: 10 * time.Second,
+					TempDir: dir,
+				},
+				Hooks: Hooks{
+					Sampler: tc.sampler,
+					OnNote:  func(n string) { mu.Lock(); notes = append(notes, n); mu.Unlock() },
+				},
+			}
 			sum, err := Execute(t.Context(), run.Runs(runs...), opts)
 			if err != nil || sum.Succeeded != 3 {
 				t.Fatalf("Execute: %d of 3 succeeded, %v: the gate waited for readings that cannot come", sum.Succeeded, err)
@@ -432,15 +471,30 @@ func TestGPUMemPromise(t *testing.T) {
 	sampler := overSampler{limits: make(chan uint64, 4)}
 	var mu sync.Mutex
 	var ends []run.Event
-	opts := Options{Topology: topo, Request: pack.Request{GPUMem: 10 << 30}, Sampler: sampler, SettleTimeout: time.Millisecond,
-		Retries: 1, RetryBackoff: time.Millisecond, OutputDir: dir, TempDir: dir, Timeout: 5 * time.Second,
-		OnEvent: func(ev run.Event) {
-			if ev.Kind == run.Finished {
-				mu.Lock()
-				ends = append(ends, ev)
-				mu.Unlock()
-			}
-		}}
+	opts := Options{
+		Policy: Policy{
+			Topology:      topo,
+			Request:       pack.Request{GPUMem: 10 << 30},
+			SettleTimeout: time.Millisecond,
+			Retries:       1,
+			RetryBackoff:  time.Millisecond,
+		},
+		Process: Process{
+			OutputDir: dir,
+			TempDir:   dir,
+			Timeout:   5 * time.Second,
+		},
+		Hooks: Hooks{
+			Sampler: sampler,
+			OnEvent: func(ev run.Event) {
+				if ev.Kind == run.Finished {
+					mu.Lock()
+					ends = append(ends, ev)
+					mu.Unlock()
+				}
+			},
+		},
+	}
 	sum, err := Execute(t.Context(), run.Runs(run.Run{ID: "greedy", Args: []string{"sleep", "60"}}), opts)
 	if err != nil || sum.Failed != 1 {
 		t.Fatalf("Execute: %+v, %v; want the run failed", sum, err)

@@ -30,7 +30,7 @@ func BenchmarkStart(b *testing.B) {
 	dir := b.TempDir()
 	cpu0 := cpuTime()
 	b.ResetTimer()
-	sum, err := Execute(b.Context(), runs, place(benchSlots(), Options{OutputDir: filepath.Join(dir, "out"), TempDir: dir}))
+	sum, err := Execute(b.Context(), runs, place(benchSlots(), Options{Process: Process{OutputDir: filepath.Join(dir, "out"), TempDir: dir}}))
 	b.StopTimer()
 	if err != nil || sum.Succeeded != b.N {
 		b.Fatalf("%d of %d succeeded: %v", sum.Succeeded, b.N, err)

@@ -30,12 +30,6 @@ func procStatus(pid int, field string) string {
 	return ""
 }
 
-// ignores reports whether process pid ignores sig.
-func ignores(pid int, sig syscall.Signal) bool {
-	mask, err := strconv.ParseUint(procStatus(pid, "SigIgn"), 16, 64)
-	return err == nil && mask&(1<<(sig-1)) != 0
-}
-
 // poll polls cond until it holds, failing the test after 10 s.
 func poll(t *testing.T, cond func() bool) {
 	t.Helper()
@@ -77,7 +71,7 @@ wait`
 	if os.Getenv(spawnerEnv) != "" {
 		proc.SetKnobs(proc.Knobs{Spawner: true})
 	}
-	_, err := Execute(context.Background(), run.Runs(runs...), Options{Parallel: 2, TempDir: dir})
+	_, err := Execute(context.Background(), run.Runs(runs...), Options{Policy: Policy{Parallel: 2}, Process: Process{TempDir: dir}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

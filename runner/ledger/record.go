@@ -8,6 +8,7 @@ import (
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/usage"
 	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/jsonscan"
 	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/sweep"
 )
@@ -312,7 +313,7 @@ func (d *decoder) started(line []byte, s *Started) bool { return d.startedOf(lin
 // startedOf is started; with objects, it sets only the type, the run and
 // attempt (id, index, attempt) and the params (see ParamsAndMetrics).
 func (d *decoder) startedOf(line []byte, s *Started, objects bool) bool {
-	return eachField(line, func(key, val []byte) bool {
+	return jsonscan.Compact.EachField(line, func(key, val []byte) bool {
 		if objects && !objectsField(key) {
 			return true
 		}
@@ -357,7 +358,7 @@ func (d *decoder) finished(line []byte, f *Finished) bool {
 // it); with objects, only the type, the run and attempt and the metrics
 // (see ParamsAndMetrics).
 func (d *decoder) finishedUntil(line, stop []byte, f *Finished, objects bool) bool {
-	return eachFieldUntil(line, stop, func(key, val []byte) bool {
+	return jsonscan.Compact.EachFieldUntil(line, stop, func(key, val []byte) bool {
 		if objects && !objectsField(key) {
 			return true
 		}

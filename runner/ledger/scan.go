@@ -2,19 +2,19 @@ package ledger
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/nodepack/nodepack/runner/failure"
+	"github.com/nodepack/nodepack/runner/jsonscan"
 	"github.com/nodepack/nodepack/runner/run"
 )
 
 // A ledger of millions of records is read in about a second by reading
 // its lines as json.Marshal writes them (no blanks, plain keys), where
-// encoding/json takes seconds and a kilobyte a record. eachField walks
+// encoding/json takes seconds and a kilobyte a record. jsonscan.Compact walks
 // such a line's keys and values and checks its shape: an object of
 // "key":value pairs, strings without control bytes, literals of the right
 // letters, brackets that close. A line it declines — another writer's
@@ -22,51 +22,6 @@ import (
 // encoding/json, which reads what is valid and names what is not; where
 // the fast path reads a line, it reads what encoding/json would
 // (FuzzScanHead, FuzzDecodeStarted, FuzzDecodeFinished).
-
-// eachField calls f with each key and raw value of line, in order. It
-// reports false when line is not an object as json.Marshal writes it, or
-// when f returns false.
-func eachField(line []byte, f func(key, val []byte) bool) bool { return eachFieldUntil(line, nil, f) }
-
-// eachFieldUntil is eachField up to the field stop: at that key it
-// reports true, and neither reads its value nor what follows it.
-func eachFieldUntil(line, stop []byte, f func(key, val []byte) bool) bool {
-	n := len(line)
-	if n < 2 || line[0] != '{' || line[n-1] != '}' {
-		return false
-	}
-	for i := 1; ; {
-		if i >= n || line[i] != '"' {
-			return false
-		}
-		k := i + 1
-		for k < n && line[k] != '"' {
-			if line[k] == '\\' || line[k] < 0x20 {
-				return false
-			}
-			k++
-		}
-		if k+1 >= n || line[k+1] != ':' {
-			return false
-		}
-		if stop != nil && string(line[i+1:k]) == string(stop) {
-			return true
-		}
-		start := k + 2
-		end, ok := skipValue(line, start)
-		if !ok || !f(line[i+1:k], line[start:end]) {
-			return false
-		}
-		switch {
-		case end == n-1:
-			return true
-		case end < n && line[end] == ',':
-			i = end + 1
-		default:
-			return false
-		}
-	}
-}
 
 // head is what the fold needs of a line: its type and, for the records
 // of an attempt, which run and attempt, and how it ended.
@@ -93,38 +48,17 @@ type timing struct {
 }
 
 // scanHead reads a line's head without decoding the rest; false for a
-// line eachField declines or whose head values are not plain.
+// line jsonscan declines or whose head values are not plain.
 func scanHead(line []byte) (h head, ok bool) { return (*decoder)(nil).scan(line, nil) }
 
 // scan is scanHead and, when t is not nil, in the same pass the line's
-// timing. It is eachField written out, with the keys told apart by their
-// length first: the fold of a big ledger spends its time here.
+// timing, the keys told apart by their length first: the fold of a big
+// ledger spends its time here.
 func (d *decoder) scan(line []byte, t *timing) (h head, ok bool) {
-	n := len(line)
-	if n < 2 || line[0] != '{' || line[n-1] != '}' {
-		return h, false
-	}
-	for i := 1; ; {
-		if i >= n || line[i] != '"' {
-			return h, false
-		}
-		k := i + 1
-		for k < n && line[k] != '"' {
-			if line[k] == '\\' || line[k] < 0x20 {
-				return h, false
-			}
-			k++
-		}
-		if k+1 >= n || line[k+1] != ':' {
-			return h, false
-		}
-		key := line[i+1 : k]
-		start := k + 2
-		end, ok := skipValue(line, start)
-		if !ok {
-			return h, false
-		}
-		val := line[start:end]
+	fields := 0
+	ok = jsonscan.Compact.EachField(line, func(key, val []byte) bool {
+		fields++
+		var ok bool
 		switch {
 		case len(key) == 2 && key[0] == 'i' && key[1] == 'd':
 			h.id, ok = plainString(val)
@@ -152,18 +86,9 @@ func (d *decoder) scan(line []byte, t *timing) (h head, ok bool) {
 			// would be the id to it.
 			ok = !isHeadKeyFolded(key)
 		}
-		if !ok {
-			return h, false
-		}
-		switch {
-		case end == n-1:
-			return h, true
-		case end < n && line[end] == ',':
-			i = end + 1
-		default:
-			return h, false
-		}
-	}
+		return ok
+	})
+	return h, ok && fields > 0 // {}: encoding/json's to read
 }
 
 // timingField reads key into t, when it is one of timing's keys.
@@ -220,184 +145,6 @@ func (h *head) classOf() failure.Class {
 		fin.ExitCode = &code
 	}
 	return ClassOf(&fin)
-}
-
-// maxDepth bounds the nesting skipValue follows, as encoding/json's.
-const maxDepth = 10000
-
-// skipValue returns the end of the JSON value that starts at line[i],
-// checking it as encoding/json would (a value as json.Marshal writes it:
-// no blanks), so that a line the fast path reads is one encoding/json
-// reads too.
-func skipValue(line []byte, i int) (int, bool) { return skipNested(line, i, 0) }
-
-func skipNested(line []byte, i, depth int) (int, bool) {
-	if i >= len(line) || depth > maxDepth {
-		return 0, false
-	}
-	switch c := line[i]; {
-	case c == '"':
-		return skipString(line, i)
-	case c == '{':
-		if i+1 < len(line) && line[i+1] == '}' {
-			return i + 2, true
-		}
-		for i++; ; {
-			if i >= len(line) || line[i] != '"' {
-				return 0, false
-			}
-			j, ok := skipString(line, i)
-			if !ok || j >= len(line) || line[j] != ':' {
-				return 0, false
-			}
-			if j, ok = skipNested(line, j+1, depth+1); !ok || j >= len(line) {
-				return 0, false
-			}
-			switch line[j] {
-			case ',':
-				i = j + 1
-			case '}':
-				return j + 1, true
-			default:
-				return 0, false
-			}
-		}
-	case c == '[':
-		if i+1 < len(line) && line[i+1] == ']' {
-			return i + 2, true
-		}
-		for i++; ; {
-			j, ok := skipNested(line, i, depth+1)
-			if !ok || j >= len(line) {
-				return 0, false
-			}
-			switch line[j] {
-			case ',':
-				i = j + 1
-			case ']':
-				return j + 1, true
-			default:
-				return 0, false
-			}
-		}
-	case c == '-' || '0' <= c && c <= '9':
-		return numberEnd(line, i)
-	default:
-		for _, lit := range []string{"true", "false", "null"} {
-			if len(line)-i >= len(lit) && string(line[i:i+len(lit)]) == lit {
-				return i + len(lit), true
-			}
-		}
-		return 0, false
-	}
-}
-
-// numberEnd returns the end of the JSON number at line[i], as JSON's
-// grammar has it: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func numberEnd(line []byte, i int) (int, bool) {
-	n := len(line)
-	digits := func() bool {
-		j := i
-		for i < n && '0' <= line[i] && line[i] <= '9' {
-			i++
-		}
-		return i > j
-	}
-	if line[i] == '-' {
-		i++
-	}
-	switch {
-	case i < n && line[i] == '0':
-		i++
-	case !digits():
-		return 0, false
-	}
-	if i < n && line[i] == '.' {
-		i++
-		if !digits() {
-			return 0, false
-		}
-	}
-	if i < n && (line[i] == 'e' || line[i] == 'E') {
-		i++
-		if i < n && (line[i] == '+' || line[i] == '-') {
-			i++
-		}
-		if !digits() {
-			return 0, false
-		}
-	}
-	return i, true
-}
-
-// skipString returns the end of the JSON string that starts at line[i]:
-// no control byte, and only the escapes JSON has. Most strings have no
-// escape: their end is found with IndexByte and their bytes checked eight
-// at a time.
-func skipString(line []byte, i int) (int, bool) {
-	j := i + 1
-	k := bytes.IndexByte(line[j:], '"')
-	if k < 0 {
-		return 0, false
-	}
-	seg := line[j : j+k]
-	if bytes.IndexByte(seg, '\\') >= 0 {
-		return skipEscaped(line, i)
-	}
-	if hasControl(seg) {
-		return 0, false
-	}
-	return j + k + 1, true
-}
-
-// hasControl reports whether b holds a byte below 0x20.
-func hasControl(b []byte) bool {
-	for len(b) >= 8 {
-		x := binary.LittleEndian.Uint64(b)
-		// A byte below 0x20 (and below 0x80) sets its high bit here.
-		if (x-0x2020202020202020)&^x&0x8080808080808080 != 0 {
-			return true
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c < 0x20 {
-			return true
-		}
-	}
-	return false
-}
-
-// skipEscaped is skipString for a string with escapes.
-func skipEscaped(line []byte, i int) (int, bool) {
-	for j := i + 1; j < len(line); j++ {
-		switch c := line[j]; {
-		case c == '"':
-			return j + 1, true
-		case c == '\\':
-			if j++; j >= len(line) {
-				return 0, false
-			}
-			switch line[j] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if j+4 >= len(line) {
-					return 0, false
-				}
-				for _, h := range line[j+1 : j+5] {
-					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
-						return 0, false
-					}
-				}
-				j += 4
-			default:
-				return 0, false
-			}
-		case c < 0x20:
-			return 0, false
-		}
-	}
-	return 0, false
 }
 
 // plainString returns the contents of a JSON string of printable ASCII
@@ -513,7 +260,7 @@ func textsOf(val []byte) ([]string, bool) {
 	var out []string
 	rest := val[1 : len(val)-1]
 	for len(rest) > 0 {
-		end, ok := skipString(rest, 0)
+		end, ok := jsonscan.SkipString(rest, 0)
 		if !ok || rest[0] != '"' {
 			return nil, false
 		}
@@ -536,7 +283,7 @@ func textsOf(val []byte) ([]string, bool) {
 	return out, true
 }
 
-// rawOf copies a value (eachField checked it) as json.RawMessage holds
+// rawOf copies a value (jsonscan checked it) as json.RawMessage holds
 // it, but not null (json leaves a RawMessage of null as the four letters;
 // a writer never writes one).
 func rawOf(val []byte) (json.RawMessage, bool) {

@@ -341,22 +341,6 @@ func FuzzDecodeRecord(f *testing.F) {
 	})
 }
 
-// TestHasControl: a byte below 0x20 anywhere, in any of eight places of a
-// word, and nothing else, counts.
-func TestHasControl(t *testing.T) {
-	for n := range 20 {
-		for at := range n {
-			for _, c := range []byte{0, 0x1f, 0x20, 0x7f, 0x80, 0xff, '"'} {
-				b := []byte(strings.Repeat("a", n))
-				b[at] = c
-				if got, want := hasControl(b), c < 0x20; got != want {
-					t.Fatalf("%q: hasControl %v, want %v", b, got, want)
-				}
-			}
-		}
-	}
-}
-
 // TestLastWithoutCurves: NoCurves gives each run's last records as Last
 // does, but for a finished record's curves and what follows them, left
 // out; also where a record is not as json.Marshal writes it (read with

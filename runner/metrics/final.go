@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodepack/nodepack/runner/jsonscan"
 	"github.com/nodepack/nodepack/runner/untrusted"
 )
 
@@ -239,8 +240,11 @@ func report(d *untrusted.Dir, run, log string, patterns []Pattern, points int) (
 // making a map; it reports false, having called f for none, where the
 // object is not one.
 func EachField(obj []byte, f func(key string, val json.RawMessage)) bool {
-	if eachCompact(obj, nil) {
-		eachCompact(obj, f)
+	if jsonscan.Compact.EachField(obj, func(_, _ []byte) bool { return true }) {
+		jsonscan.Compact.EachField(obj, func(k, v []byte) bool {
+			f(string(k), v[:len(v):len(v)])
+			return true
+		})
 		return true
 	}
 	m, keys, err := ParseObject(obj)
@@ -253,67 +257,22 @@ func EachField(obj []byte, f func(key string, val json.RawMessage)) bool {
 	return true
 }
 
-// eachCompact walks obj as parseCompact does, calling f (when not nil)
-// with each key and value; it reports whether obj is so written.
-func eachCompact(b []byte, f func(string, json.RawMessage)) bool {
-	n := len(b)
-	if n < 2 || b[0] != '{' || b[n-1] != '}' {
-		return false
-	}
-	if n == 2 {
-		return true
-	}
-	for i := 1; ; {
-		if i >= n || b[i] != '"' {
-			return false
-		}
-		k := i + 1
-		for k < n && b[k] != '"' {
-			if b[k] == '\\' || b[k] < 0x20 || b[k] >= 0x80 {
-				return false
-			}
-			k++
-		}
-		if k+1 >= n || b[k+1] != ':' {
-			return false
-		}
-		start := k + 2
-		end := valueEnd(b, start)
-		if end <= start || blank(b[start]) || blank(b[end-1]) || f == nil && !validValue(b[start:end]) {
-			return false
-		}
-		if f != nil {
-			f(string(b[i+1:k]), b[start:end:end])
-		}
-		switch {
-		case end == n-1:
-			return true
-		case end < n-1 && b[end] == ',':
-			i = end + 1
-		default:
-			return false
-		}
-	}
-}
-
 // parseCompact is ParseObject for an object as json.Marshal writes one (no
 // blanks, keys without escapes), the shape of every object in a ledger,
 // several times faster; it reports false for anything else, which
 // ParseObject reads with encoding/json. Values are the bytes of b, checked
 // for what encoding/json would refuse.
 func parseCompact(b []byte) (map[string]json.RawMessage, []string, bool) {
-	if !eachCompact(b, nil) {
-		return nil, nil, false
-	}
 	m := map[string]json.RawMessage{}
 	var keys []string
-	eachCompact(b, func(k string, v json.RawMessage) {
-		if _, dup := m[k]; !dup {
-			keys = append(keys, k)
+	ok := jsonscan.Compact.EachField(b, func(k, v []byte) bool {
+		if _, dup := m[string(k)]; !dup {
+			keys = append(keys, string(k))
 		}
-		m[k] = v
+		m[string(k)] = v[:len(v):len(v)]
+		return true
 	})
-	return m, keys, true
+	return m, keys, ok
 }
 
 // Object writes keys and their JSON values, in order, as one JSON object
@@ -334,100 +293,18 @@ func Object(keys []string, values []json.RawMessage) json.RawMessage {
 	return b.Bytes()
 }
 
-// valueEnd returns where the JSON value at b[i] ends, going by its
-// brackets and strings; -1 where b ends first.
-func valueEnd(b []byte, i int) int {
-	depth := 0
-	for ; i < len(b); i++ {
-		switch c := b[i]; c {
-		case '"':
-			for i++; i < len(b) && b[i] != '"'; i++ {
-				if b[i] == '\\' {
-					i++
-				}
-			}
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return i
-			}
-			if depth--; depth == 0 {
-				return i + 1
-			}
-		case ',':
-			if depth == 0 {
-				return i
-			}
-		}
-	}
-	return -1
-}
-
-func blank(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-// validValue reports whether v is valid JSON: a plain number by its
-// grammar at once, anything else by encoding/json.
-func validValue(v []byte) bool {
-	if c := v[0]; c == '-' || '0' <= c && c <= '9' {
-		if _, err := strconv.ParseFloat(string(v), 64); err == nil && plainNumber(v) {
-			return true
-		}
-	}
-	return json.Valid(v)
-}
-
-// plainNumber reports whether v has only the bytes of a JSON number and no
-// leading zero: with ParseFloat taking it, it is one.
-func plainNumber(v []byte) bool {
-	digits := v
-	if digits[0] == '-' {
-		digits = digits[1:]
-	}
-	if len(digits) == 0 || digits[0] < '0' || digits[0] > '9' || len(digits) > 1 && digits[0] == '0' && digits[1] != '.' && digits[1] != 'e' && digits[1] != 'E' {
-		return false
-	}
-	for i, c := range digits {
-		switch {
-		case '0' <= c && c <= '9', c == '.', c == 'e', c == 'E':
-		case (c == '+' || c == '-') && i > 0 && (digits[i-1] == 'e' || digits[i-1] == 'E'):
-		default:
-			return false
-		}
-	}
-	last := digits[len(digits)-1]
-	return '0' <= last && last <= '9' && !bytes.Contains(digits, []byte(".e")) && !bytes.Contains(digits, []byte(".E"))
-}
-
 // Field returns the value of key in a flat JSON object as json.Marshal
 // writes one (see ParseObject), checked to be valid JSON; nil when the
 // object has no such key or is not so written.
 func Field(obj []byte, key string) json.RawMessage {
-	n := len(obj)
-	if n < 2 || obj[0] != '{' {
+	var found json.RawMessage
+	if !(jsonscan.Syntax{RawKeys: true}).EachField(obj, func(k, v []byte) bool {
+		if found == nil && string(k) == key {
+			found = v[:len(v):len(v)]
+		}
+		return true
+	}) {
 		return nil
 	}
-	for i := 1; i < n && obj[i] == '"'; {
-		k := bytes.IndexByte(obj[i+1:], '"')
-		if k < 0 || i+k+2 >= n || obj[i+k+2] != ':' {
-			return nil
-		}
-		name := obj[i+1 : i+1+k]
-		start := i + k + 3
-		end := valueEnd(obj, start)
-		if end <= start {
-			return nil
-		}
-		if string(name) == key && bytes.IndexByte(name, '\\') < 0 {
-			if v := obj[start:end]; validValue(v) {
-				return v
-			}
-			return nil
-		}
-		if end >= n-1 || obj[end] != ',' {
-			return nil
-		}
-		i = end + 1
-	}
-	return nil
+	return found
 }

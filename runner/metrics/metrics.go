@@ -33,6 +33,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodepack/nodepack/runner/jsonscan"
 	"github.com/nodepack/nodepack/runner/untrusted"
 )
 
@@ -373,133 +374,59 @@ type flatValue struct {
 	v float64
 }
 
-// flat reads line as object does when it is a flat JSON object: keys
-// without escapes, values that are numbers, Python's bare NaN and
-// Infinity, strings without escapes, booleans or null. handled is false
-// for any other line, which objectJSON reads.
+// flat reads line as object does when it is a flat JSON object, written
+// as json.Marshal or Python's json.dumps writes one (jsonscan.Python):
+// values that are numbers, Python's bare NaN and Infinity, strings,
+// booleans or null. handled is false for any other line, which
+// objectJSON reads.
 func (r *Reader) flat(line []byte, each func(Point)) (ok, handled bool) {
-	n := len(line)
-	ws := func(i int) int {
-		for i < n && (line[i] == ' ' || line[i] == '\t' || line[i] == '\n' || line[i] == '\r') {
-			i++
-		}
-		return i
-	}
-	i := ws(0)
-	if i == n || line[i] != '{' {
-		return false, false
-	}
 	var values [8]flatValue
 	vals := values[:0]
-	step, hasStep := 0.0, false
-	i = ws(i + 1)
-	if i < n && line[i] == '}' {
-		i++
-	} else {
-		for {
-			if i == n || line[i] != '"' {
-				return false, false
+	step, hasStep, badStep := 0.0, false, false
+	ok = jsonscan.Python.EachField(line, func(key, val []byte) bool {
+		v, isNum, flat := flatNumber(val)
+		switch {
+		case !flat:
+			return false // a list, an object: encoding/json reads it
+		case !isNum:
+		case string(key) == stepKey:
+			if badStep = !finite(v); badStep {
+				return false // a step that is no number: not a line of points
 			}
-			k := i + 1
-			for k < n && line[k] != '"' {
-				if line[k] == '\\' || line[k] < 0x20 || line[k] >= 0x80 {
-					return false, false // escapes and what is past ASCII: as encoding/json decodes them
-				}
-				k++
-			}
-			if k == n {
-				return false, false
-			}
-			key := line[i+1 : k]
-			i = ws(k + 1)
-			if i == n || line[i] != ':' {
-				return false, false
-			}
-			i = ws(i + 1)
-			if i == n {
-				return false, false
-			}
-			isNum, v := false, 0.0
-			switch c := line[i]; {
-			case c == '"':
-				j := i + 1
-				for j < n && line[j] != '"' {
-					if line[j] == '\\' || line[j] < 0x20 {
-						return false, false
-					}
-					j++
-				}
-				if j == n {
-					return false, false
-				}
-				i = j + 1 // text is no value
-			case c == 't' || c == 'f' || c == 'n':
-				lit := map[byte]string{'t': "true", 'f': "false", 'n': "null"}[c]
-				if !bytes.HasPrefix(line[i:], []byte(lit)) {
-					return false, false
-				}
-				i += len(lit)
-			case c == 'N' || c == 'I' || c == '-' && i+1 < n && line[i+1] == 'I':
-				word := ""
-				for _, w := range []string{"NaN", "Infinity", "-Infinity"} {
-					if bytes.HasPrefix(line[i:], []byte(w)) {
-						word = w
-					}
-				}
-				if word == "" {
-					return false, false
-				}
-				isNum, v = true, map[string]float64{"NaN": math.NaN(), "Infinity": math.Inf(1), "-Infinity": math.Inf(-1)}[word]
-				i += len(word)
-			case c == '-' || '0' <= c && c <= '9':
-				j := i
-				for j < n && (line[j] >= '0' && line[j] <= '9' || line[j] == '-' || line[j] == '+' || line[j] == '.' || line[j] == 'e' || line[j] == 'E') {
-					j++
-				}
-				tok := line[i:j]
-				if !plainNumber(tok) {
-					return false, false
-				}
-				f, err := strconv.ParseFloat(string(tok), 64)
-				switch {
-				case err == nil:
-					isNum, v = true, f
-				case !errors.Is(err, strconv.ErrRange):
-					return false, false // no number: encoding/json says what it is
-				} // out of range: no value, as encoding/json's Float64 says
-				i = j
-			default:
-				return false, false // a list, an object: encoding/json reads it
-			}
-			if isNum {
-				if string(key) == stepKey {
-					if !finite(v) {
-						return false, true // a step that is no number: not a line of points
-					}
-					step, hasStep = v, true
-				} else {
-					vals = append(vals, flatValue{string(key), v})
-				}
-			}
-			i = ws(i)
-			if i == n {
-				return false, false
-			}
-			if line[i] == '}' {
-				i++
-				break
-			}
-			if line[i] != ',' {
-				return false, false
-			}
-			i = ws(i + 1)
+			step, hasStep = v, true
+		default:
+			vals = append(vals, flatValue{string(key), v})
 		}
-	}
-	if ws(i) != n {
-		return false, false // more after the object: encoding/json decides
+		return true
+	})
+	switch {
+	case badStep:
+		return false, true
+	case !ok:
+		return false, false
 	}
 	r.emit(vals, step, hasStep, each)
 	return true, true
+}
+
+// flatNumber reads a value of a flat line: isNum for a number (one out
+// of float64's range is none, as encoding/json's Float64 says), flat for
+// anything but a list or an object.
+func flatNumber(val []byte) (v float64, isNum, flat bool) {
+	switch c := val[0]; {
+	case c == '{' || c == '[':
+		return 0, false, false
+	case string(val) == "NaN":
+		return math.NaN(), true, true
+	case string(val) == "Infinity":
+		return math.Inf(1), true, true
+	case string(val) == "-Infinity":
+		return math.Inf(-1), true, true
+	case c == '-' || '0' <= c && c <= '9':
+		f, err := strconv.ParseFloat(string(val), 64)
+		return f, err == nil, true
+	}
+	return 0, false, true // a string, true, false, null: no value
 }
 
 // LastStep returns the step of the last line read, also of a line that
