@@ -108,11 +108,6 @@ func newSandbox(t *testing.T) *sandbox {
 	if out, _ := sb.shell("nodepack detect --json", time.Minute, 0); strings.Contains(out, `"gpu_source": "nvml"`) {
 		t.Skip("an NVIDIA driver is present: the examples are checked with fake GPUs")
 	}
-	if os.Getenv("NODEPACK_FRESH_BUILD") == "1" {
-		// As on a fresh machine: nothing built yet, so the README's install
-		// line compiles go-nvml's cgo, whose warnings it must silence.
-		sb.env = append(sb.env, "GOCACHE="+filepath.Join(dir, "gocache"))
-	}
 	return sb
 }
 
@@ -399,7 +394,11 @@ func TestReadmeFreshMachine(t *testing.T) {
 	if os.Getenv("NODEPACK_FRESH_BUILD") != "1" {
 		t.Skip("NODEPACK_FRESH_BUILD=1 builds nodepack on a fresh build cache, as CI does")
 	}
-	sb := newSandbox(t) // with a build cache of its own
+	t.Parallel() // two builds of minutes: beside the other tests
+	sb := newSandbox(t)
+	// As on a fresh machine: nothing built yet, so the README's install
+	// line compiles go-nvml's cgo, whose warnings it must silence.
+	sb.env = append(sb.env, "GOCACHE="+filepath.Join(sb.dir, "gocache"))
 	blocks, _, _ := readmeCommands(t, "README.md")
 	if len(blocks) == 0 {
 		t.Fatal("the README has no command block")
