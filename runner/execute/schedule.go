@@ -240,6 +240,9 @@ func (e *Execution) release(j *job, final bool) {
 // starts, or fails to): the next start under MinStartInterval is timed
 // from it.
 func (e *Execution) began(k schedule.Key, t time.Time) {
+	if e.opts.MinStartInterval <= 0 {
+		return // nothing to time: no lock, no wake, on every start
+	}
 	e.schedMu.Lock()
 	e.sched.Began(k, t)
 	e.schedMu.Unlock()
