@@ -506,14 +506,7 @@ func (s *Scheduler) resolve(w *waiting) pack.Request {
 // node can no longer serve (after GPU faults): that run is dropped.
 func (s *Scheduler) Next(now time.Time) (Plan, error) {
 	var plan Plan
-	if !s.termAt.IsZero() && !now.Before(s.termAt) {
-		plan.Terminate = true
-		s.draining = true
-	}
-	if !s.drainAt.IsZero() && !now.Before(s.drainAt) {
-		s.draining = true
-	}
-	plan.Drain = s.draining
+	s.deadlines(now, &plan)
 	plan.Densities = append(s.pending, s.densities(now)...)
 	s.pending = nil
 	for k, p := range s.gates {
@@ -530,25 +523,40 @@ func (s *Scheduler) Next(now time.Time) (Plan, error) {
 			return r
 		})
 	}
-	var err error
-	for !s.draining && !s.stopped && !s.halted && s.queue.Len() > 0 {
-		if s.cfg.MinStartInterval > 0 && (s.turnHeld || now.Before(s.nextStart)) {
-			break // a start holds the turn, or the interval since the last has not passed
-		}
+	err := s.starts(now, &plan)
+	s.wake(now, &plan)
+	return plan, err
+}
+
+// deadlines marks plan and the scheduler at the drain and terminate
+// deadlines.
+func (s *Scheduler) deadlines(now time.Time, plan *Plan) {
+	if !s.termAt.IsZero() && !now.Before(s.termAt) {
+		plan.Terminate = true
+		s.draining = true
+	}
+	if !s.drainAt.IsZero() && !now.Before(s.drainAt) {
+		s.draining = true
+	}
+	plan.Drain = s.draining
+}
+
+// starts places the runs that start at now into plan.Starts.
+func (s *Scheduler) starts(now time.Time, plan *Plan) error {
+	for !s.draining && !s.stopped && !s.halted && s.queue.Len() > 0 && s.mayTakeTurn(now) {
 		lane, opens := s.freeLane(now)
 		if lane < 0 {
 			if !opens.IsZero() {
 				plan.Wake = opens // a free lane the stagger opens then
 			}
-			break
+			return nil
 		}
-		w, as, nerr := s.queue.Next(now)
-		if errors.Is(nerr, pack.ErrBusy) {
-			break
+		w, as, err := s.queue.Next(now)
+		if errors.Is(err, pack.ErrBusy) {
+			return nil
 		}
-		if nerr != nil {
-			err = &RunError{Key: w.key, Err: nerr}
-			break
+		if err != nil {
+			return &RunError{Key: w.key, Err: err}
 		}
 		plan.Starts = append(plan.Starts, Start{Key: w.key, Lane: lane, Place: as})
 		s.place(lane, w, as)
@@ -559,6 +567,20 @@ func (s *Scheduler) Next(now time.Time) (Plan, error) {
 			s.turn, s.turnHeld = w.key, true // one start at a time, until it Began
 		}
 	}
+	return nil
+}
+
+// mayTakeTurn reports whether a start may be handed out at now under
+// MinStartInterval: no start holds the turn, and the interval since the
+// last one began has passed.
+func (s *Scheduler) mayTakeTurn(now time.Time) bool {
+	return s.cfg.MinStartInterval <= 0 || !s.turnHeld && !now.Before(s.nextStart)
+}
+
+// wake sets plan.Wake to the soonest time after now that something is
+// due: a free lane the stagger opens (set by starts), a gate's timeout, a
+// deadline, the next start MinStartInterval allows.
+func (s *Scheduler) wake(now time.Time, plan *Plan) {
 	soonest := func(t time.Time) {
 		if !t.IsZero() && t.After(now) && (plan.Wake.IsZero() || t.Before(plan.Wake)) {
 			plan.Wake = t
@@ -572,7 +594,6 @@ func (s *Scheduler) Next(now time.Time) (Plan, error) {
 	if s.cfg.MinStartInterval > 0 && !s.turnHeld && s.queue.Len() > 0 {
 		soonest(s.nextStart)
 	}
-	return plan, err
 }
 
 // Began says an attempt of run k began at now (its process starts, or
