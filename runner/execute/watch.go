@@ -26,7 +26,7 @@ const DefaultPruneInterval = time.Second
 // which a stop waits for. When to read next is the pruner's
 // (NextRead). It decides nothing itself.
 type metricsWatch struct {
-	e        *Execution
+	port     watchPort
 	ev       run.Event    // the attempt's Started event
 	key      schedule.Key // its run's, for the density rule
 	dir      *os.File     // its run directory, open
@@ -56,7 +56,7 @@ func (e *Execution) watchMetrics(a *attempt) *metricsWatch {
 		return nil
 	}
 	dir := untrusted.In(a.files.dir)
-	w := &metricsWatch{e: e, ev: a.ev, key: a.spec.key, dir: a.files.dir, ckpt: a.ckpt, stop: a.stop, auto: auto, asks: asks,
+	w := &metricsWatch{port: sweepPort{e}, ev: a.ev, key: a.spec.key, dir: a.files.dir, ckpt: a.ckpt, stop: a.stop, auto: auto, asks: asks,
 		interval: cmpOr(e.opts.PruneInterval, DefaultPruneInterval), furthest: math.Inf(-1),
 		readers: []*metrics.Reader{{Dir: dir, Path: metrics.FileName}},
 		done:    make(chan struct{}), finished: make(chan struct{})}
@@ -96,13 +96,13 @@ func (w *metricsWatch) read(ended bool) bool {
 			w.ckpt.sawLine(p.Value)
 		}
 	}
-	if w.asks || w.e.pruning != nil { // a pause needs the run's checkpoints too
+	if w.asks || w.metric != "" { // a pause needs the run's checkpoints too
 		w.ckpt.look(w.dir, top)
 	}
 	if top > w.furthest && !ended {
 		w.furthest = top
 		if w.auto {
-			w.e.progress(w.key, top)
+			w.port.Progress(w.key, top)
 		}
 	}
 	if w.metric == "" || w.judgedOut {
@@ -115,7 +115,6 @@ func (w *metricsWatch) read(ended bool) bool {
 // judgement, and stops the run one judges out; the other metrics' points
 // go to the note about a misspelt metric.
 func (w *metricsWatch) judge(points []metrics.Point, ended bool) bool {
-	pr := w.e.pruning
 	// The metric's points first: a line that reports it beside others
 	// must not make the others look like its misspelling.
 	for _, p := range points {
@@ -123,8 +122,8 @@ func (w *metricsWatch) judge(points []metrics.Point, ended bool) bool {
 			continue
 		}
 		w.mine = true
-		for _, jd := range pr.judge(w.ev.Run.ID, p, ended, func() bool { return w.ckpt.keeps(w.asks) }) {
-			w.e.emit(run.Event{Kind: run.Judged, Run: w.ev.Run, Attempt: w.ev.Attempt, Lane: w.ev.Lane, Place: w.ev.Place,
+		for _, jd := range w.port.Judge(w.ev.Run.ID, p, ended, func() bool { return w.ckpt.keeps(w.asks) }) {
+			w.port.Emit(run.Event{Kind: run.Judged, Run: w.ev.Run, Attempt: w.ev.Attempt, Lane: w.ev.Lane, Place: w.ev.Place,
 				Stdout: w.ev.Stdout, Stderr: w.ev.Stderr, Start: time.Now(), Judgement: &jd})
 			if jd.Stop {
 				// Stopped while the watch reads on: a checkpoint
@@ -133,14 +132,14 @@ func (w *metricsWatch) judge(points []metrics.Point, ended bool) bool {
 				if jd.Pause {
 					reason, w.paused = run.Paused, &jd
 				}
-				go w.e.stopRun(w.stop, reason)
+				go w.port.Stop(w.stop, reason)
 				return true
 			}
 		}
 	}
 	for _, p := range points {
 		if p.Name != w.metric {
-			pr.sawOther(p, w.e)
+			w.port.SawOther(p)
 		}
 	}
 	return false
@@ -183,7 +182,7 @@ func (w *metricsWatch) loop() {
 		if w.metric != "" && !hurried {
 			now := schedule.Pace{At: time.Now(), Step: w.furthest}
 			var wait time.Duration
-			wait, early = w.e.pruning.nextRead(w.ev.Run.ID, was, now, early, w.interval)
+			wait, early = w.port.NextRead(w.ev.Run.ID, was, now, early, w.interval)
 			t.Reset(wait)
 			if !math.IsInf(w.furthest, -1) {
 				was = now
@@ -204,14 +203,54 @@ func (w *metricsWatch) end() *run.Judgement {
 	close(w.done)
 	<-w.finished
 	w.read(true) // to the end: its last steps and checkpoint (judged out, no judgement)
-	e := w.e
-	if w.auto && math.IsInf(w.furthest, -1) && e.noted.auto.CompareAndSwap(false, true) {
-		e.note(fmt.Sprintf("%s ended without reporting a step to $NODEPACK_METRICS (or a --metric pattern): --runs-per-gpu auto measures the runs by their steps, so a shape whose runs report none keeps one run per GPU",
-			w.ev.Run.Origin))
-	}
-	if w.metric != "" && e.pruning.unreported(w.mine) {
-		e.note(fmt.Sprintf("%s ended without reporting %s, and no run has reported it so far: a run that reports no %s is never pruned (a misspelt name?)",
-			w.ev.Run.Origin, w.metric, w.metric))
-	}
+	w.port.Ended(w.ev.Run.Origin, w.auto && math.IsInf(w.furthest, -1), w.metric != "" && !w.mine)
 	return w.paused
+}
+
+// watchPort is all a metrics watch sees of the sweep: it reports facts (a
+// value of the pruning policy's metric, another metric's, the furthest
+// step, how the run's reports ended) and asks the pruning policy (which
+// judges the values and times the reads); it carries out what comes
+// back: a judgement's event, and the stop of a run judged out.
+type watchPort interface {
+	Judge(id string, p metrics.Point, ended bool, keeps func() bool) []run.Judgement
+	NextRead(id string, was, now schedule.Pace, early, interval time.Duration) (wait, nextEarly time.Duration)
+	SawOther(p metrics.Point)
+	Progress(k schedule.Key, step float64)
+	Emit(ev run.Event)
+	Stop(st *runStop, reason run.Reason)
+	// Ended says the run ended: without a step (noSteps, a gpus=auto run)
+	// or without the policy's metric (noMetric).
+	Ended(origin string, noSteps, noMetric bool)
+}
+
+// sweepPort is the Execution as a watch's port.
+type sweepPort struct{ e *Execution }
+
+func (s sweepPort) Judge(id string, p metrics.Point, ended bool, keeps func() bool) []run.Judgement {
+	return s.e.pruning.judge(id, p, ended, keeps)
+}
+
+func (s sweepPort) NextRead(id string, was, now schedule.Pace, early, interval time.Duration) (time.Duration, time.Duration) {
+	return s.e.pruning.nextRead(id, was, now, early, interval)
+}
+
+func (s sweepPort) SawOther(p metrics.Point)              { s.e.pruning.sawOther(p, s.e) }
+func (s sweepPort) Progress(k schedule.Key, step float64) { s.e.progress(k, step) }
+func (s sweepPort) Emit(ev run.Event)                     { s.e.emit(ev) }
+func (s sweepPort) Stop(st *runStop, reason run.Reason)   { s.e.stopRun(st, reason) }
+
+// Ended says, once each, that a gpus=auto run reported no step and that
+// no run has reported the pruning policy's metric so far.
+func (s sweepPort) Ended(origin string, noSteps, noMetric bool) {
+	e := s.e
+	if noSteps && e.noted.auto.CompareAndSwap(false, true) {
+		e.note(fmt.Sprintf("%s ended without reporting a step to $NODEPACK_METRICS (or a --metric pattern): --runs-per-gpu auto measures the runs by their steps, so a shape whose runs report none keeps one run per GPU",
+			origin))
+	}
+	if e.pruning != nil && e.pruning.unreported(!noMetric) {
+		metric := e.pruning.pruner.Config().Metric
+		e.note(fmt.Sprintf("%s ended without reporting %s, and no run has reported it so far: a run that reports no %s is never pruned (a misspelt name?)",
+			origin, metric, metric))
+	}
 }
