@@ -15,11 +15,9 @@ import (
 
 // pruning is the pruning policy of a sweep, shared by its attempts.
 type pruning struct {
-	mu       sync.Mutex
-	pruner   *schedule.Pruner
-	first    float64 // the first rung's step
-	interval time.Duration
-	patterns []metrics.Pattern
+	mu     sync.Mutex
+	pruner *schedule.Pruner
+	first  float64 // the first rung's step
 	// seen says a run reported the metric; noted that the note that no
 	// run reports it was sent; names are the other metrics the runs
 	// reported until one of the two, which that note lists.
@@ -33,11 +31,7 @@ func newPruning(opts Options) (*pruning, error) {
 		return nil, err
 	}
 	p.Resume(opts.Resume)
-	interval := opts.PruneInterval
-	if interval <= 0 {
-		interval = DefaultPruneInterval
-	}
-	return &pruning{pruner: p, first: p.Rungs()[0], interval: interval, patterns: opts.Metrics, names: map[string]bool{}}, nil
+	return &pruning{pruner: p, first: p.Rungs()[0], names: map[string]bool{}}, nil
 }
 
 // judge hands run id's point p of the policy's metric to the pruner:

@@ -57,7 +57,7 @@ func (e *Execution) watchMetrics(a *attempt) *metricsWatch {
 	}
 	dir := untrusted.In(a.files.dir)
 	w := &metricsWatch{port: sweepPort{e}, ev: a.ev, key: a.spec.key, dir: a.files.dir, ckpt: a.ckpt, stop: a.stop, auto: auto, asks: asks,
-		interval: cmpOr(e.opts.PruneInterval, DefaultPruneInterval), furthest: math.Inf(-1),
+		interval: e.opts.readInterval(), furthest: math.Inf(-1),
 		readers: []*metrics.Reader{{Dir: dir, Path: metrics.FileName}},
 		done:    make(chan struct{}), finished: make(chan struct{})}
 	if len(e.opts.Metrics) > 0 {
@@ -71,12 +71,13 @@ func (e *Execution) watchMetrics(a *attempt) *metricsWatch {
 	return w
 }
 
-// cmpOr is d, or def when d is not positive.
-func cmpOr(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
+// readInterval is how often a running attempt's metrics are read:
+// PruneInterval, else DefaultPruneInterval.
+func (p *Policy) readInterval() time.Duration {
+	if p.PruneInterval <= 0 {
+		return DefaultPruneInterval
 	}
-	return d
+	return p.PruneInterval
 }
 
 // read takes the points written since the last read (to the end of an

@@ -277,14 +277,14 @@ func SkipString(line []byte, i int) (int, bool) {
 	if bytes.IndexByte(seg, '\\') >= 0 {
 		return skipEscaped(line, i)
 	}
-	if HasControl(seg) {
+	if hasControl(seg) {
 		return 0, false
 	}
 	return j + k + 1, true
 }
 
-// HasControl reports whether b holds a byte below 0x20.
-func HasControl(b []byte) bool {
+// hasControl reports whether b holds a byte below 0x20.
+func hasControl(b []byte) bool {
 	for len(b) >= 8 {
 		x := binary.LittleEndian.Uint64(b)
 		// A byte below 0x20 (and below 0x80) sets its high bit here.

@@ -15,7 +15,7 @@ func TestHasControl(t *testing.T) {
 			for _, c := range []byte{0, 0x1f, 0x20, 0x7f, 0x80, 0xff, '"'} {
 				b := []byte(strings.Repeat("a", n))
 				b[at] = c
-				if got, want := HasControl(b), c < 0x20; got != want {
+				if got, want := hasControl(b), c < 0x20; got != want {
 					t.Fatalf("%q: hasControl %v, want %v", b, got, want)
 				}
 			}

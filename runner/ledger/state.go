@@ -8,8 +8,8 @@ import "github.com/nodepack/nodepack/runner/schedule"
 // and the pruning judgements in the order they were recorded.
 func (log *Log) PolicyState() schedule.State {
 	st := schedule.State{Runs: policyPast{log: log}, Judgements: log.Judgements()}
-	for i := range log.Len() {
-		if log.At(i).State == StatePaused {
+	for i := range log.runs {
+		if states[log.runs[i].state] == StatePaused {
 			st.Runs = policyPast{log: log, anyPaused: true}
 			break
 		}
