@@ -250,7 +250,7 @@ func TestPruneBadSpec(t *testing.T) {
 		{"an infinite last step", "loss,max=inf", "last step +Inf"},
 		{"an infinite first rung", "loss,first=inf", "first rung at step +Inf"},
 		{"an unknown key", "loss,rungs=3", `unknown key "rungs"`},
-		{"a rule that is none", "loss,rule=hyperband", "want asha, median or curve"},
+		{"a rule that is none", "loss,rule=hyperband", "want forecast, asha, median or curve"},
 		{"an interval of zero", "loss,every=0s", "want a duration above 0"},
 		{"eta 0 is no default", "loss,eta=0", "eta=0: want at least 2"},
 		{"first 0 is no default", "loss,first=0", "first=0: want a step above 0"},

@@ -11,11 +11,13 @@ import (
 )
 
 // ParsePrune reads a pruning policy written
-// METRIC[:min|max][,eta=N][,first=STEP][,max=STEP][,rule=asha|median|curve][,every=D]:
+// METRIC[:min|max][,eta=N][,first=STEP][,max=STEP][,rule=forecast|asha|median|curve][,every=D]:
 // the metric and its direction (as metrics.ParseRank reads it), then
 // the policy's settings, each at most once, and how often the runs'
-// metrics are read (every; 0 when not given). A policy NewPruner would
-// refuse is refused here.
+// metrics are read (every; 0 when not given). With max and neither rule
+// nor first, the rule is forecast (its first rung an eighth of max);
+// else asha unless rule says otherwise. A policy NewPruner would refuse
+// is refused here.
 func ParsePrune(s string) (p Prune, every time.Duration, err error) {
 	head, rest, _ := strings.Cut(s, ",")
 	name, higher, ok := metrics.ParseRank(head)
@@ -44,6 +46,9 @@ func ParsePrune(s string) (p Prune, every time.Duration, err error) {
 		if err := p.set(k, v, &every); err != nil {
 			return p, 0, err
 		}
+	}
+	if !seen["rule"] && !seen["first"] && p.MaxStep > 0 {
+		p.Forecast = true
 	}
 	if _, err := NewPruner(p); err != nil {
 		return p, 0, errors.New(strings.TrimPrefix(err.Error(), "prune: "))
@@ -74,8 +79,10 @@ func (p *Prune) set(k, v string, every *time.Duration) error {
 			p.Median = true
 		case "curve":
 			p.Curve = true
+		case "forecast":
+			p.Forecast = true
 		default:
-			err = errors.New("want asha, median or curve")
+			err = errors.New("want forecast, asha, median or curve")
 		}
 	case "every":
 		*every, err = time.ParseDuration(v)

@@ -14,6 +14,16 @@ func TestParsePrune(t *testing.T) {
 	if p, every, err := ParsePrune("loss"); err != nil || p.Metric != "loss" || p.Max || every != 0 {
 		t.Errorf("the metric alone: %+v every %v, %v", p, every, err)
 	}
+	// The default rule: forecast with max and without first; the rank
+	// rule (asha) with first, or without max (no last step to forecast).
+	for s, forecast := range map[string]bool{
+		"loss:min,max=40": true, "loss:min,max=40,eta=2": true, "loss:min,first=3,max=40": false, "loss:min": false,
+		"loss:min,max=40,rule=asha": false, "loss:min,first=3,max=40,rule=forecast": true,
+	} {
+		if p, _, err := ParsePrune(s); err != nil || p.Forecast != forecast {
+			t.Errorf("ParsePrune(%q): %+v, %v: want the forecast rule %v", s, p, err, forecast)
+		}
+	}
 	for s, want := range map[string]string{
 		"":                 "want METRIC[:min|max], then eta=, first=, max=, rule= or every= keys, e.g. loss:min,first=100,max=2700",
 		"loss:up":          `"loss:up": want loss:min or loss:max`,
@@ -22,7 +32,7 @@ func TestParsePrune(t *testing.T) {
 		"loss,eta=3,eta=4": "eta given twice",
 		"loss,eta=1":       "eta=1: want at least 2",
 		"loss,first=0":     "first=0: want a step above 0",
-		"loss,rule=hyper":  "rule=hyper: want asha, median or curve",
+		"loss,rule=hyper":  "rule=hyper: want forecast, asha, median or curve",
 		"loss,every=-1s":   "every=-1s: want a duration above 0",
 		"loss,speed=3":     `unknown key "speed": want eta, first, max, rule or every`,
 	} {

@@ -74,6 +74,12 @@ type Prune struct {
 	// than six points, or no forecast before it at the rung, the rank
 	// rule judges. It needs MaxStep.
 	Curve bool
+	// Forecast adds to the rank rule a forecast of each run's value at
+	// MaxStep learnt from the sweep's finished runs, judged at rungs
+	// between the rank rule's, and a cautious cohort judged late: see
+	// the package doc and forecast.go. It needs MaxStep; its FirstStep
+	// defaults to an eighth of MaxStep.
+	Forecast bool
 }
 
 // Pruner is the state of a Prune policy: the values recorded at each
@@ -99,6 +105,15 @@ type Pruner struct {
 	// Promote last found none that may win: until then it need not look
 	// again (the caller asks at every turn of its loop).
 	changed bool
+	// The forecast rule: which rungs are the rank rule's, each running
+	// run's best value at its rungs so far (lower better, NaN where not
+	// judged), the highest optimistic forecast made for it, the finished
+	// runs, and how their forecasts held.
+	rank       []bool
+	tracks     map[string][]float64
+	optimistic map[string]float64
+	fc         forecaster
+	coverage   Coverage
 }
 
 // pause is a paused run: the judgement that paused it, and its order.
@@ -118,6 +133,9 @@ func NewPruner(p Prune) (*Pruner, error) {
 	}
 	if p.FirstStep == 0 {
 		p.FirstStep = 1
+		if p.Forecast && p.MaxStep >= 16 && !math.IsInf(p.MaxStep, 0) {
+			p.FirstStep = math.Round(p.MaxStep / 8)
+		}
 	}
 	switch {
 	case p.Metric == "":
@@ -130,12 +148,21 @@ func NewPruner(p Prune) (*Pruner, error) {
 		return nil, fmt.Errorf("prune: last step %v: want one past the first rung's step %v", p.MaxStep, p.FirstStep)
 	case p.Curve && p.MaxStep == 0:
 		return nil, errors.New("prune: the curve rule forecasts each run's value at its last step: it needs that step")
+	case p.Forecast && p.MaxStep == 0:
+		return nil, errors.New("prune: the forecast rule forecasts each run's value at its last step: it needs that step")
+	case p.Forecast && (p.Curve || p.Median):
+		return nil, errors.New("prune: the forecast rule excludes the curve and the median rules")
 	case p.Curve && p.Median:
 		return nil, errors.New("prune: the curve rule and the median rule exclude each other")
 	}
-	pr := &Pruner{cfg: p, judged: map[string]int{}, curves: map[string][][2]float64{}, paused: map[string]pause{}, replayed: map[string]run.Judgement{}}
-	for step := p.FirstStep; (p.MaxStep == 0 || step < p.MaxStep) && !math.IsInf(step, 0) && len(pr.rungs) < 64; step *= float64(p.Eta) {
-		pr.rungs = append(pr.rungs, step)
+	pr := &Pruner{cfg: p, judged: map[string]int{}, curves: map[string][][2]float64{}, paused: map[string]pause{}, replayed: map[string]run.Judgement{},
+		tracks: map[string][]float64{}, optimistic: map[string]float64{}}
+	if p.Forecast {
+		pr.rungs, pr.rank = forecastRungs(p.FirstStep, p.MaxStep, p.Eta)
+	} else {
+		for step := p.FirstStep; (p.MaxStep == 0 || step < p.MaxStep) && !math.IsInf(step, 0) && len(pr.rungs) < 64; step *= float64(p.Eta) {
+			pr.rungs = append(pr.rungs, step)
+		}
 	}
 	pr.values = make([][]float64, len(pr.rungs))
 	pr.finals = make([][]float64, len(pr.rungs))
@@ -212,6 +239,9 @@ func (p *Pruner) NextRung(id string) (float64, bool) {
 
 // judge judges run id at rung i and records its value there.
 func (p *Pruner) judge(id string, i int, step, value float64) run.Judgement {
+	if p.cfg.Forecast {
+		return p.judgeForecast(id, i, step, value)
+	}
 	vals := p.values[i]
 	j := run.Judgement{Run: id, Metric: p.cfg.Metric, Rung: i, Step: p.rungs[i], At: step, Value: value, Cutoff: math.NaN(), Others: len(vals)}
 	finite := !math.IsNaN(value) && !math.IsInf(value, 0)
@@ -311,6 +341,9 @@ func (p *Pruner) record(j run.Judgement) {
 		at, _ := slices.BinarySearch(vals, j.Value)
 		p.values[j.Rung] = slices.Insert(vals, at, j.Value)
 	}
+	if p.cfg.Forecast {
+		p.track(j)
+	}
 	if p.cfg.Curve && j.Forecasted && !math.IsNaN(j.Forecast) && !math.IsInf(j.Forecast, 0) {
 		f := p.better(j.Forecast)
 		at, _ := slices.BinarySearch(p.finals[j.Rung], f)
@@ -396,6 +429,9 @@ func (p *Pruner) mayWin(j run.Judgement) (score float64, ok bool) {
 		return 0, false
 	}
 	i := j.Rung
+	if p.cfg.Forecast {
+		return p.mayWinForecast(j)
+	}
 	if p.cfg.Curve && j.Forecasted {
 		o := p.better(j.Optimistic)
 		finals := p.finals[i]

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -41,15 +43,19 @@ func realCurves(tb testing.TB) []realCurve {
 
 // replayOutcome is what a pruning policy did to one draw of runs.
 type replayOutcome struct {
-	epochs     int  // epochs run, of all the runs
-	winnerDone bool // the draw's best final error ran to its last epoch
+	epochs     int     // epochs run, of all the runs
+	winnerDone bool    // the draw's best final error ran to its last epoch
+	top3Done   bool    // one of the draw's three best ran to its last epoch
+	regret     float64 // the best final error that ran to its last epoch, less the draw's best
+	finished   bool
 }
 
 // replayDraw runs the configurations of draw, slots at a time in draw
 // order, in virtual time: each epoch ends when its curve says, its error
 // is judged at once (no stop latency), and a run judged out stops there
-// and gives its slot to the next.
-func replayDraw(tb testing.TB, p Prune, draw []realCurve, slots int) replayOutcome {
+// and gives its slot to the next; with keeps, it keeps checkpoints: it is
+// paused, and promoted (Pruner.Promote) once no run waits to start.
+func replayDraw(tb testing.TB, p Prune, draw []realCurve, slots int, keeps bool) replayOutcome {
 	pr, err := NewPruner(p)
 	if err != nil {
 		tb.Fatal(err)
@@ -68,12 +74,17 @@ func replayDraw(tb testing.TB, p Prune, draw []realCurve, slots int) replayOutco
 	}
 	next, now := 0, 0.0
 	lanes := make([]*running, slots)
+	paused := map[string]*running{}
 	start := func(i int) {
+		lanes[i] = nil
 		if next < len(draw) {
 			lanes[i] = &running{c: draw[next], began: now}
 			next++
-		} else {
-			lanes[i] = nil
+		} else if id, ok := pr.Promote(); ok {
+			r := paused[id]
+			delete(paused, id)
+			r.began = now - r.c.At[r.epoch-1] // it goes on from its epoch
+			lanes[i] = r
 		}
 	}
 	for i := range lanes {
@@ -87,7 +98,13 @@ func replayDraw(tb testing.TB, p Prune, draw []realCurve, slots int) replayOutco
 			}
 		}
 		if lane < 0 {
-			return out
+			for i := range lanes { // a promotion may wait for the last run to end
+				start(i)
+			}
+			if !slices.ContainsFunc(lanes, func(r *running) bool { return r != nil }) {
+				return out
+			}
+			continue
 		}
 		r := lanes[lane]
 		now = r.began + r.c.At[r.epoch]
@@ -95,11 +112,25 @@ func replayDraw(tb testing.TB, p Prune, draw []realCurve, slots int) replayOutco
 		out.epochs++
 		id := fmt.Sprint(r.c.ID)
 		stopped := false
-		for _, j := range pr.Judge(id, float64(r.epoch), r.c.Error[r.epoch-1], nil) {
+		for _, j := range pr.Judge(id, float64(r.epoch), r.c.Error[r.epoch-1], func() bool { return keeps }) {
 			stopped = stopped || j.Stop
+			if j.Pause {
+				pr.Pause(j)
+				paused[id] = r
+			}
 		}
-		if r.epoch == 40 && r.c.ID == draw[winner].ID {
-			out.winnerDone = true
+		if r.epoch == 40 {
+			rank := 0
+			for _, c := range draw {
+				if c.Error[39] < r.c.Error[39] {
+					rank++
+				}
+			}
+			out.winnerDone = out.winnerDone || rank == 0
+			out.top3Done = out.top3Done || rank < 3
+			if best := r.c.Error[39] - draw[winner].Error[39]; !out.finished || best < out.regret {
+				out.regret, out.finished = best, true
+			}
 		}
 		if stopped || r.epoch == 40 {
 			start(lane)
@@ -109,27 +140,28 @@ func replayDraw(tb testing.TB, p Prune, draw []realCurve, slots int) replayOutco
 
 // BenchmarkRealCurves replays draws of 27 of the real CIFAR-10 curves,
 // 40 epochs on 4 slots, through the pruning rules in virtual time, with no
-// stop latency: how many times fewer epochs run than without pruning, and
-// in how many draws the draw's winner reaches its last epoch. It skips
-// where ../shared/data/lc-cifar10 is not.
+// stop latency: how many times fewer epochs run than without pruning, in
+// how many draws the draw's winner (and one of its best three) reaches its
+// last epoch, and the regret (the best final error that ran to its last
+// epoch, less the draw's best). It skips where ../shared/data/lc-cifar10
+// is not. bench/prune.sh FAMILY=real puts the peers beside it.
 func BenchmarkRealCurves(b *testing.B) {
 	curves := realCurves(b)
 	if len(curves) < 27 {
 		b.Skip("no ../shared/data/lc-cifar10 beside the repository")
 	}
 	const draws, perDraw, slots = 200, 27, 4
-	for _, rule := range []struct {
-		name string
-		p    Prune
-	}{
-		{"rank-first3", Prune{Metric: "loss", FirstStep: 3, MaxStep: 40}},
-		{"rank-first9", Prune{Metric: "loss", FirstStep: 9, MaxStep: 40}},
-		{"curve-first3", Prune{Metric: "loss", FirstStep: 3, MaxStep: 40, Curve: true}},
-	} {
-		b.Run(rule.name, func(b *testing.B) {
-			var epochs, kept int
+	for _, rule := range []string{"loss:min,max=40", "loss:min,max=40+pause", "loss:min,first=3,max=40", "loss:min,first=9,max=40", "loss:min,first=3,max=40,rule=curve"} {
+		spec, pause := strings.CutSuffix(rule, "+pause")
+		p, _, err := ParsePrune(spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(rule, func(b *testing.B) {
+			var epochs, kept, top3 int
+			var regret float64
 			for range b.N {
-				epochs, kept = 0, 0
+				epochs, kept, top3, regret = 0, 0, 0, 0
 				for d := range draws {
 					rng := rand.New(rand.NewPCG(uint64(d), 54))
 					perm := rng.Perm(len(curves))
@@ -137,15 +169,79 @@ func BenchmarkRealCurves(b *testing.B) {
 					for i := range draw {
 						draw[i] = curves[perm[i]]
 					}
-					o := replayDraw(b, rule.p, draw, slots)
+					o := replayDraw(b, p, draw, slots, pause)
 					epochs += o.epochs
-					if o.winnerDone {
-						kept++
-					}
+					kept += boolInt(o.winnerDone)
+					top3 += boolInt(o.top3Done)
+					regret += o.regret
 				}
 			}
 			b.ReportMetric(float64(draws*perDraw*40)/float64(epochs), "x-fewer-epochs")
 			b.ReportMetric(100*float64(kept)/draws, "%winner-kept")
+			b.ReportMetric(100*float64(top3)/draws, "%top3-kept")
+			b.ReportMetric(regret/draws, "regret")
 		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestReplayDraws replays the draws and rules bench/prune.sh FAMILY=real
+// hands it in $NODEPACK_REPLAY (JSON: {"draws": [[config ids…]…],
+// "rules": [SPEC or SPEC+pause…], "slots": N}) in virtual time, and
+// writes one JSON line per rule and draw to $NODEPACK_REPLAY_OUT. It
+// skips without them.
+func TestReplayDraws(t *testing.T) {
+	in, out := os.Getenv("NODEPACK_REPLAY"), os.Getenv("NODEPACK_REPLAY_OUT")
+	if in == "" || out == "" {
+		t.Skip("bench/prune.sh FAMILY=real runs it, with $NODEPACK_REPLAY and $NODEPACK_REPLAY_OUT")
+	}
+	var job struct {
+		Draws [][]int
+		Rules []string
+		Slots int
+	}
+	b, err := os.ReadFile(in)
+	if err == nil {
+		err = json.Unmarshal(b, &job)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[int]realCurve{}
+	for _, c := range realCurves(t) {
+		byID[c.ID] = c
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	enc := json.NewEncoder(f)
+	for _, rule := range job.Rules {
+		spec, pause := strings.CutSuffix(rule, "+pause")
+		p, _, err := ParsePrune(spec)
+		if err != nil {
+			t.Fatalf("%s: %v", rule, err)
+		}
+		for d, ids := range job.Draws {
+			draw := make([]realCurve, len(ids))
+			for i, id := range ids {
+				c, ok := byID[id]
+				if !ok {
+					t.Fatalf("draw %d: no config_%d.json", d, id)
+				}
+				draw[i] = c
+			}
+			o := replayDraw(t, p, draw, job.Slots, pause)
+			if err := enc.Encode(map[string]any{"rule": rule, "draw": d, "epochs": o.epochs, "winner": o.winnerDone, "top3": o.top3Done, "regret": o.regret}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

@@ -152,7 +152,7 @@ func (f metricFlag) Set(s string) error {
 	return nil
 }
 
-// pruneFlag is --prune METRIC[:min|max][,eta=N][,first=STEP][,max=STEP][,rule=asha|median|curve][,every=D].
+// pruneFlag is --prune METRIC[:min|max][,eta=N][,first=STEP][,max=STEP][,rule=forecast|asha|median|curve][,every=D].
 type pruneFlag struct {
 	p        **schedule.Prune
 	interval *time.Duration
