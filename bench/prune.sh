@@ -17,6 +17,21 @@
 # Targets: at least 3× less GPU-time than the full sweep, and the true best
 # completes in at least 9 of 10 seeds. NODEPACK overrides the binary.
 #
+# FAMILY=real bench/prune.sh [DRAWS] [BINARY_DRAWS] [EPOCH_S] replays the
+# real CIFAR-10 learning curves of ../shared/data/lc-cifar10 (132
+# configurations x 40 epochs; DATA= elsewhere): DRAWS draws (default 200)
+# of 27 configurations, 4 slots, in virtual time through nodepack's rules
+# (runner/schedule's TestReplayDraws; RULES= picks them, SPEC+pause: the
+# runs keep checkpoints) and, on the same draws, Optuna's pruners (Debian's
+# python3-optuna 3.1: SuccessiveHalving, Hyperband, Median, Patient), ASHA
+# with a grace period, and "train 3 epochs, keep the top 9"
+# (bench/prune-real.py); it prints per rule the epochs saved, the draw's
+# winner and a top-3 configuration reaching epoch 40, and the regret. Then
+# the first BINARY_DRAWS draws (default 10) run through the binary with
+# --prune SPEC (default loss:min,max=40), each configuration a run that
+# writes its stored curve, the median epoch EPOCH_S seconds (default 0.5),
+# beside what the same rule saves replayed with no stop latency.
+#
 # FAMILY=slow bench/prune.sh [SEEDS] [STEPS] [STEP_S] runs the family with
 # slow starters instead (issue 45): 27 configurations, 24 ordinary (final
 # uniform in [0.3, 1], tau in [1.5, 3]: fast) and 3 slow starters (final in
@@ -79,6 +94,88 @@ for line in open(sys.argv[1]):
 print(f"{total:.1f}")
 PY
 }
+
+if [[ ${FAMILY:-} == real ]]; then
+	# FAMILY=real bench/prune.sh [DRAWS] [BINARY_DRAWS] [EPOCH_S]: the real
+	# CIFAR-10 curves (DATA, default ../shared/data/lc-cifar10), see the
+	# header. Needs go (run from a checkout) and python3 with optuna
+	# (Debian's python3-optuna).
+	draws=${1:-200}
+	binary_draws=${2:-10}
+	epoch_s=${3:-0.5}
+	root=$(cd "$(dirname "$0")/.." && pwd)
+	data=${DATA:-$root/../shared/data/lc-cifar10}
+	py=python3
+	$py -c 'import optuna' 2>/dev/null || py=/usr/bin/python3
+	$py -c 'import optuna' || { echo "prune.sh: FAMILY=real needs python3-optuna" >&2; exit 1; }
+	rules=${RULES:-loss:min,max=40 loss:min,max=40+pause loss:min,first=3,max=40 loss:min,first=9,max=40 loss:min,first=3,max=40,rule=curve}
+	# shellcheck disable=SC2086 # the rules are words
+	$py "$root/bench/prune-real.py" draws "$data" "$draws" 54 "$work/draws.json" $rules
+	(cd "$root" && NODEPACK_REPLAY=$work/draws.json NODEPACK_REPLAY_OUT=$work/nodepack.jsonl go test ./runner/schedule -run '^TestReplayDraws$' -count=1 >"$work/go.out" 2>&1) || { cat "$work/go.out" >&2; exit 1; }
+	# The ids are config ids; the replay looks them up in the data beside the checkout.
+	$py "$root/bench/prune-real.py" peers "$data" "$work/draws.json" "$work/peers.jsonl"
+	echo "## virtual time (no stop latency)"
+	$py "$root/bench/prune-real.py" table "$data" "$work/draws.json" "$work/nodepack.jsonl" "$work/peers.jsonl"
+	(( binary_draws > 0 )) || exit 0
+	# Through the binary: each configuration a run that writes its curve,
+	# epoch by epoch, each epoch as long as the data says, scaled so that
+	# the median epoch takes EPOCH_S seconds.
+	cat >"$work/replay.sh" <<'SH'
+#!/usr/bin/env bash
+# replay.sh --curve=FILE --scale=S: a stand-in for training that writes
+# the stored validation error of each epoch to $NODEPACK_METRICS.
+for a in "$@"; do declare "${a#--}"; done
+exec python3 -c '
+import json, os, sys, time
+r = json.load(open(sys.argv[1])); scale = float(sys.argv[2]); prev = 0.0
+for e, (v, t) in enumerate(zip(r["learning_curve"], r["time_steps"]), 1):
+    time.sleep((t - prev) * scale); prev = t
+    with open(os.environ["NODEPACK_METRICS"], "a") as f:
+        f.write(json.dumps({"step": e, "loss": v}) + "\n")
+' "$curve" "$scale"
+SH
+	chmod +x "$work/replay.sh"
+	spec=${SPEC:-loss:min,max=40}
+	echo
+	echo "## through the binary: --prune $spec, --parallel 4, the median epoch ${epoch_s} s, the first $binary_draws draws"
+	printf '| draw | epochs run | fewer epochs | the same rule replayed | binary / replayed saving | winner reached epoch 40 | makespan |\n| --- | --- | --- | --- | --- | --- | --- |\n'
+	for ((d = 0; d < binary_draws; d++)); do
+		$py - "$data" "$work/draws.json" "$d" "$epoch_s" >"$work/draw.jsonl" <<'PY'
+import glob, json, os, statistics, sys
+data, draws, d, epoch_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+runs = {json.load(open(f))["config_id"]: f for f in glob.glob(os.path.join(data, "config_*.json"))}
+per_epoch = []
+for f in runs.values():
+    t = json.load(open(f))["time_steps"]
+    per_epoch += [b - a for a, b in zip([0] + t[:-1], t)]
+scale = epoch_s / statistics.median(per_epoch)
+for i in json.load(open(draws))["draws"][d]:
+    print(json.dumps({"curve": runs[i], "scale": scale, "nodepack": {"cpus": 0}}))
+PY
+		rm -rf "$work/bin-$d"
+		t0=$(date +%s.%N)
+		"$nodepack" run -q --parallel 4 -o "$work/bin-$d" --prune "$spec" --params "$work/draw.jsonl" -- "$work/replay.sh" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
+		t1=$(date +%s.%N)
+		"$nodepack" status --runs --format json "$work/bin-$d" >"$work/bin-$d.json"
+		$py - "$data" "$work/draws.json" "$d" "$work/bin-$d" "$work/nodepack.jsonl" "$spec" "$(echo "$t1 - $t0" | bc -l)" <<'PY'
+import glob, json, os, sys
+data, draws, d, out, replayed, spec, span = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], float(sys.argv[7])
+finals = {json.load(open(f))["config_id"]: json.load(open(f))["learning_curve"][-1] for f in glob.glob(os.path.join(data, "config_*.json"))}
+draw = json.load(open(draws))["draws"][d]
+winner = min(range(len(draw)), key=lambda i: finals[draw[i]]) + 1  # its line
+epochs = 0
+for line in open(os.path.join(out, "ledger.jsonl")):
+    r = json.loads(line)
+    if r["type"] == "finished" and r.get("steps"):
+        epochs += r["steps"]["last"] - r["steps"]["first"] + 1
+state = {int(r["origin"].rsplit(":", 1)[1]): r["state"] for r in json.load(open(out + ".json"))}
+virtual = next(json.loads(l)["epochs"] for l in open(replayed) if json.loads(l)["rule"] == spec and json.loads(l)["draw"] == d)
+full = len(draw) * 40
+print(f"| {d} | {epochs} | {full / epochs:.2f}x | {full / virtual:.2f}x | {virtual / epochs:.2f} | {state.get(winner) == 'succeeded'} | {span:.0f} s |")
+PY
+	done
+	exit 0
+fi
 
 if [[ ${FAMILY:-} == slow ]]; then
 	steps=${2:-27}

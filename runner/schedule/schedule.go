@@ -88,6 +88,28 @@
 //     first, against its rung as it is now: in its best 1/Eta (its
 //     optimistic forecast, with Curve; once, with too few points to
 //     forecast). Table cases in prune_test.go and curve_test.go.
+//   - The forecast rule (Prune.Forecast, the default with MaxStep and no
+//     FirstStep given, which is then MaxStep/8): the rank rule at its
+//     rungs, and forecast rungs between them (from FirstStep/Eta, each
+//     √2 times the one before) and at MaxStep. A run that reaches MaxStep
+//     is a finished run the forecast learns from: its best value so far
+//     at each rung and its final value. At a rung, a run's final is
+//     forecast from its best value so far there plus the median of what
+//     the finished runs nearest to it in value there gained to their
+//     final (7 of them, or a quarter); the optimistic end of its interval
+//     is that less the rung's split-conformal margin, the
+//     ceil((n+1)·0.95)-th smallest miss (forecast less final) of the n
+//     finished runs, each forecast from the others (a 95% bound; none
+//     while n < 19). A run whose optimistic end is worse than the best
+//     final is stopped; else, at a rank rung, the rank rule judges it.
+//     One run in four (by its id) is the cautious cohort, judged only
+//     from MaxStep/3 on. A paused run may win when, as the sweep is now,
+//     its optimistic end reaches the best final and, at a rank rung, its
+//     value is in the rung's best 1/Eta; those with a forecast are
+//     promoted first, the likeliest best first. A resumed sweep replays
+//     the judgements, the last step's too, and so knows the same finished
+//     runs. Coverage says how the optimistic ends held on the runs that
+//     finished. Table cases in forecast_test.go.
 //   - Pause or prune: a run judged out that keeps checkpoints (the caller
 //     says so when the pruner asks: Judge's keeps) is paused, else pruned
 //     for good (TestPrune).
