@@ -37,8 +37,9 @@
 # uniform in [0.3, 1], tau in [1.5, 3]: fast) and 3 slow starters (final in
 # [0.05, 0.2], tau in [8, 12]: among the worst at the first rungs, the best
 # asymptotes), noise σ NOISE (default 0.05), STEPS 27 by default; each seed
-# runs the full sweep, --prune with the rank rule and with rule=curve
-# (first=3 for both, no tuning), and rule=curve with first=6 (curve6: six
+# runs the full sweep, --prune loss:min,max=STEPS (forecast: the default
+# rule), --prune with the rank rule and with rule=curve (first=3 for
+# both, no tuning), and rule=curve with first=6 (curve6: six
 # points before its first rung, the fewest it forecasts from), each also
 # as RULE+pause, where the runs keep checkpoints (every CKPT_EVERY steps,
 # default 3) so that a run judged out is paused and may be promoted, and
@@ -138,7 +139,7 @@ SH
 	spec=${SPEC:-loss:min,max=40}
 	echo
 	echo "## through the binary: --prune $spec, --parallel 4, the median epoch ${epoch_s} s, the first $binary_draws draws"
-	printf '| draw | epochs run | fewer epochs | the same rule replayed | binary / replayed saving | winner reached epoch 40 | makespan |\n| --- | --- | --- | --- | --- | --- | --- |\n'
+	printf '| draw | epochs run | fewer epochs | the same rule replayed | binary / replayed saving | stops: epochs reported past the judged one, mean / max | winner reached epoch 40 | makespan |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n'
 	for ((d = 0; d < binary_draws; d++)); do
 		$py - "$data" "$work/draws.json" "$d" "$epoch_s" >"$work/draw.jsonl" <<'PY'
 import glob, json, os, statistics, sys
@@ -163,15 +164,20 @@ data, draws, d, out, replayed, spec, span = sys.argv[1], sys.argv[2], int(sys.ar
 finals = {json.load(open(f))["config_id"]: json.load(open(f))["learning_curve"][-1] for f in glob.glob(os.path.join(data, "config_*.json"))}
 draw = json.load(open(draws))["draws"][d]
 winner = min(range(len(draw)), key=lambda i: finals[draw[i]]) + 1  # its line
-epochs = 0
+epochs, judged, over = 0, {}, []
 for line in open(os.path.join(out, "ledger.jsonl")):
     r = json.loads(line)
+    key = (r.get("id"), r.get("attempt"))
+    if r["type"] == "rung" and r.get("pruned"):
+        judged[key] = r["step"]
     if r["type"] == "finished" and r.get("steps"):
         epochs += r["steps"]["last"] - r["steps"]["first"] + 1
+        if key in judged:  # the epochs it reported after the one it was judged out at
+            over.append(r["steps"]["last"] - judged[key])
 state = {int(r["origin"].rsplit(":", 1)[1]): r["state"] for r in json.load(open(out + ".json"))}
 virtual = next(json.loads(l)["epochs"] for l in open(replayed) if json.loads(l)["rule"] == spec and json.loads(l)["draw"] == d)
 full = len(draw) * 40
-print(f"| {d} | {epochs} | {full / epochs:.2f}x | {full / virtual:.2f}x | {virtual / epochs:.2f} | {state.get(winner) == 'succeeded'} | {span:.0f} s |")
+print(f"| {d} | {epochs} | {full / epochs:.2f}x | {full / virtual:.2f}x | {virtual / epochs:.2f} | {len(over)}: {sum(over) / max(len(over), 1):.2f} / {max(over, default=0):.0f} | {state.get(winner) == 'succeeded'} | {span:.0f} s |")
 PY
 	done
 	exit 0
@@ -180,7 +186,7 @@ fi
 if [[ ${FAMILY:-} == slow ]]; then
 	steps=${2:-27}
 	noise=${NOISE:-0.05}
-	rules=${RULES:-full asha asha+pause curve curve+pause curve6 curve6+pause}
+	rules=${RULES:-full forecast forecast+pause asha asha+pause curve curve+pause curve6 curve6+pause}
 	CKPT_EVERY=${CKPT_EVERY:-3}
 	cat >"$work/train.sh" <<'SH'
 #!/usr/bin/env bash
@@ -226,6 +232,7 @@ PY
 			rm -rf "$work/$rule-$seed"
 			flags=()
 			case ${rule%+pause} in
+			forecast) flags=(--prune "loss:min,max=$steps") ;;
 			asha) flags=(--prune "loss:min,first=3,max=$steps") ;;
 			curve) flags=(--prune "loss:min,first=3,max=$steps,rule=curve") ;;
 			curve6) flags=(--prune "loss:min,first=6,max=$steps,rule=curve") ;;

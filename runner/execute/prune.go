@@ -49,10 +49,10 @@ func (pr *pruning) judge(id string, p metrics.Point, ended bool, keeps func() bo
 
 // nextRead is how long until run id's metrics are read again: the
 // pruner's NextRead, no sooner than checkpointPoll.
-func (pr *pruning) nextRead(id string, was, now schedule.Pace, early, interval time.Duration) (time.Duration, time.Duration) {
+func (pr *pruning) nextRead(id string, pace schedule.Pace, now time.Time, early, interval time.Duration) (time.Duration, time.Duration) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	return pr.pruner.NextRead(id, was, now, early, checkpointPoll, interval)
+	return pr.pruner.NextRead(id, pace, now, early, checkpointPoll, interval)
 }
 
 // unreported reports, for a run that ended (mine: it reported the

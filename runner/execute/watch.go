@@ -158,7 +158,7 @@ func (w *metricsWatch) loop() {
 	t := time.NewTicker(early)
 	defer t.Stop()
 	hurried := false
-	was := schedule.Pace{At: time.Now(), Step: math.Inf(-1)} // the furthest step at the read before: none at the start
+	pace := schedule.Pace{Step: math.Inf(-1)} // no step yet
 	for {
 		select {
 		case <-w.done:
@@ -181,13 +181,11 @@ func (w *metricsWatch) loop() {
 			continue
 		}
 		if w.metric != "" && !hurried {
-			now := schedule.Pace{At: time.Now(), Step: w.furthest}
+			now := time.Now()
+			pace = pace.Saw(now, w.furthest)
 			var wait time.Duration
-			wait, early = w.port.NextRead(w.ev.Run.ID, was, now, early, w.interval)
+			wait, early = w.port.NextRead(w.ev.Run.ID, pace, now, early, w.interval)
 			t.Reset(wait)
-			if !math.IsInf(w.furthest, -1) {
-				was = now
-			}
 		}
 	}
 }
@@ -215,7 +213,7 @@ func (w *metricsWatch) end() *run.Judgement {
 // back: a judgement's event, and the stop of a run judged out.
 type watchPort interface {
 	Judge(id string, p metrics.Point, ended bool, keeps func() bool) []run.Judgement
-	NextRead(id string, was, now schedule.Pace, early, interval time.Duration) (wait, nextEarly time.Duration)
+	NextRead(id string, pace schedule.Pace, now time.Time, early, interval time.Duration) (wait, nextEarly time.Duration)
 	SawOther(p metrics.Point)
 	Progress(k schedule.Key, step float64)
 	Emit(ev run.Event)
@@ -232,8 +230,8 @@ func (s sweepPort) Judge(id string, p metrics.Point, ended bool, keeps func() bo
 	return s.e.pruning.judge(id, p, ended, keeps)
 }
 
-func (s sweepPort) NextRead(id string, was, now schedule.Pace, early, interval time.Duration) (time.Duration, time.Duration) {
-	return s.e.pruning.nextRead(id, was, now, early, interval)
+func (s sweepPort) NextRead(id string, pace schedule.Pace, now time.Time, early, interval time.Duration) (time.Duration, time.Duration) {
+	return s.e.pruning.nextRead(id, pace, now, early, interval)
 }
 
 func (s sweepPort) SawOther(p metrics.Point)              { s.e.pruning.sawOther(p, s.e) }

@@ -182,7 +182,7 @@ type Rung struct {
 	// Paused says the stop was a pause: the run keeps checkpoints and may
 	// be promoted (resumed from its checkpoint) later.
 	Paused bool `json:"paused,omitempty"`
-	// Forecast and Optimistic are the curve rule's forecasts of the run's
+	// Forecast and Optimistic are the curve or forecast rule's forecasts of the run's
 	// value at its last step (see run.Judgement); null when it made none.
 	Forecast   *float64 `json:"forecast,omitempty"`
 	Optimistic *float64 `json:"optimistic,omitempty"`

@@ -148,11 +148,16 @@ type Judgement struct {
 	// Pause says the stop is a pause: the run keeps checkpoints, so it is
 	// stopped after one and may be promoted later (schedule.Pruner.Pause).
 	Pause bool
-	// Forecast and Optimistic are the curve rule's (schedule.Prune.Curve),
-	// when Forecasted: the likeliest and the best value of the metric at
-	// the run's last step that its curve so far allows. When it made one
-	// and runs before it did, Cutoff is theirs (the best 1/Eta of their
-	// forecasts) and Optimistic was compared with it.
+	// Forecast and Optimistic are the curve rule's (schedule.Prune.Curve)
+	// or the forecast rule's (schedule.Prune.Forecast), when Forecasted:
+	// the likeliest and the best value of the metric at the run's last
+	// step that its curve so far (the sweep's finished runs) allows. When
+	// the curve rule made one and runs before it did, Cutoff is theirs
+	// (the best 1/Eta of their forecasts) and Optimistic was compared with
+	// it; the forecast rule compares Optimistic with the best final of the
+	// finished runs (Cutoff), and Others is how many finished, unless a
+	// rank rung judged the run by its value after the forecast let it go
+	// on.
 	Forecasted           bool
 	Forecast, Optimistic float64
 }

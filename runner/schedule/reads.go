@@ -11,31 +11,51 @@ import (
 // read: its pace from then on times the reads to its rungs (NextRead).
 const FirstRead = 100 * time.Millisecond
 
-// Pace is a run's furthest step when its metrics were read; Step is -Inf
-// while it has reported none.
+// Pace is how a run goes, as the reads of its metrics saw it: the read
+// at which its furthest step last moved (At; Step -Inf before any), and
+// how long one of its steps took, measured between the two last reads
+// that saw it move (PerStep; 0 until then).
 type Pace struct {
-	At   time.Time
-	Step float64
+	At      time.Time
+	Step    float64
+	PerStep time.Duration
 }
 
-// NextRead is how long after the read now the metrics of run id are read
-// next: when the run reaches its next rung at the pace it went from the
-// read before (was) to now, at least least and at most interval (also
-// once it is past its last rung). While its pace is not known (no step
-// yet, or none since the read before) the reads come twice as far apart
-// each time, from FirstRead up to interval: early is that doubling's last
-// wait (FirstRead at the first read), and nextEarly its next.
-func (p *Pruner) NextRead(id string, was, now Pace, early, least, interval time.Duration) (wait, nextEarly time.Duration) {
+// Saw is the pace after a read at now whose furthest step was step.
+func (p Pace) Saw(now time.Time, step float64) Pace {
+	if math.IsInf(step, -1) || step <= p.Step {
+		return p
+	}
+	if !math.IsInf(p.Step, -1) && now.After(p.At) {
+		p.PerStep = time.Duration(float64(now.Sub(p.At)) / (step - p.Step))
+	}
+	p.At, p.Step = now, step
+	return p
+}
+
+// NextRead is how long after the read at now the metrics of run id are
+// read next: just after it reaches its next rung at its measured step
+// time (an eighth of a step after; a quarter of a step when it is due
+// already, so that a stop lands within one of its steps), at least least
+// and at most interval (also once it is past its last rung). While its
+// step time is not known the reads come twice as far apart each time,
+// from FirstRead up to interval, and from FirstRead again when its first
+// step is seen: early is that doubling's last wait (FirstRead at the
+// first read), and nextEarly its next.
+func (p *Pruner) NextRead(id string, pace Pace, now time.Time, early, least, interval time.Duration) (wait, nextEarly time.Duration) {
 	next, ok := p.NextRung(id)
 	if !ok {
 		return interval, early
 	}
-	dt, ds := now.At.Sub(was.At), now.Step-was.Step
-	if dt <= 0 || ds <= 0 || math.IsInf(now.Step, 0) || math.IsInf(was.Step, 0) {
+	if pace.PerStep <= 0 {
+		if pace.At.Equal(now) && !math.IsInf(pace.Step, -1) {
+			return max(FirstRead, least), FirstRead // its first step: its pace, soon
+		}
 		early = min(2*early, interval)
 		return early, early
 	}
-	wait = time.Duration(float64(dt) * max(next-now.Step, 0) / ds)
+	due := pace.At.Add(time.Duration(float64(pace.PerStep) * max(next-pace.Step, 0))).Add(pace.PerStep / 8)
+	wait = max(due.Sub(now), pace.PerStep/4)
 	return min(max(wait, least), interval), early
 }
 

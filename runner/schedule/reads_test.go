@@ -8,9 +8,11 @@ import (
 	"github.com/nodepack/nodepack/pack"
 )
 
-// TestNextRead: a run's metrics are read next when it reaches its next
-// rung at its pace, within [least, interval]; while its pace is unknown,
-// twice as far apart each time; past its last rung, every interval.
+// TestNextRead: a run's metrics are read next just after it reaches its
+// next rung at its measured step time (a quarter of a step when it is due
+// already), within [least, interval]; while its step time is unknown,
+// twice as far apart each time, from FirstRead again at its first step;
+// past its last rung, every interval.
 func TestNextRead(t *testing.T) {
 	p, err := NewPruner(Prune{Metric: "loss", FirstStep: 10, MaxStep: 30}) // rungs 10, 30
 	if err != nil {
@@ -19,26 +21,51 @@ func TestNextRead(t *testing.T) {
 	p.Judge("done", 10, 0.5, nil)
 	p.Judge("done", 30, 0.4, nil)
 	t0 := time.Unix(1e9, 0)
+	ms := time.Millisecond
 	none := math.Inf(-1)
-	const least, interval = 50 * time.Millisecond, 2 * time.Second
+	const least, interval = 10 * time.Millisecond, 2 * time.Second
 	for _, tc := range []struct {
 		desc            string
 		id              string
-		was, now        Pace
+		pace            Pace
+		now             time.Time
 		early           time.Duration
 		wait, nextEarly time.Duration
 	}{
-		{"5 steps a second at step 5: rung 10 in a second", "a", Pace{t0, 0}, Pace{t0.Add(time.Second), 5}, FirstRead, time.Second, FirstRead},
-		{"about to reach it: no sooner than least", "a", Pace{t0, 0}, Pace{t0.Add(time.Second), 9.99}, FirstRead, least, FirstRead},
-		{"slow: no later than interval", "a", Pace{t0, 0}, Pace{t0.Add(time.Second), 1}, FirstRead, interval, FirstRead},
-		{"no step yet: the doubling", "a", Pace{t0, none}, Pace{t0.Add(FirstRead), none}, FirstRead, 2 * FirstRead, 2 * FirstRead},
-		{"no step since the read before: the doubling, up to interval", "a", Pace{t0, 3}, Pace{t0.Add(time.Second), 3}, 1500 * time.Millisecond, interval, interval},
-		{"judged at its last rung: every interval", "done", Pace{t0, 0}, Pace{t0.Add(time.Second), 31}, FirstRead, interval, FirstRead},
+		{"0.2 s a step, at step 5 as of this read: rung 10 in a second, and an eighth of a step", "a", Pace{t0, 5, 200 * ms}, t0, FirstRead, 1025 * ms, FirstRead},
+		{"a read since that saw no new step: still from when it moved", "a", Pace{t0, 5, 200 * ms}, t0.Add(400 * ms), FirstRead, 625 * ms, FirstRead},
+		{"due already (its step came late): a quarter of a step", "a", Pace{t0, 5, 200 * ms}, t0.Add(2 * time.Second), FirstRead, 50 * ms, FirstRead},
+		{"fast: no sooner than least", "a", Pace{t0, 9, ms}, t0, FirstRead, least, FirstRead},
+		{"slow: no later than interval", "a", Pace{t0, 1, time.Second}, t0, FirstRead, interval, FirstRead},
+		{"no step yet: the doubling", "a", Pace{t0, none, 0}, t0.Add(FirstRead), FirstRead, 2 * FirstRead, 2 * FirstRead},
+		{"its first step, seen at this read: FirstRead again, for its step time", "a", Pace{t0, 3, 0}, t0, 800 * ms, FirstRead, FirstRead},
+		{"no step since the first: the doubling, up to interval", "a", Pace{t0, 3, 0}, t0.Add(time.Second), 1500 * ms, interval, interval},
+		{"judged at its last rung: every interval", "done", Pace{t0, 31, 200 * ms}, t0, FirstRead, interval, FirstRead},
 	} {
-		wait, early := p.NextRead(tc.id, tc.was, tc.now, tc.early, least, interval)
+		wait, early := p.NextRead(tc.id, tc.pace, tc.now, tc.early, least, interval)
 		if wait != tc.wait || early != tc.nextEarly {
 			t.Errorf("%s: wait %v, early %v; want %v, %v", tc.desc, wait, early, tc.wait, tc.nextEarly)
 		}
+	}
+}
+
+// TestPaceSaw: a run's step time is measured between the two last reads
+// that saw its furthest step move; a read that saw no new step changes
+// nothing.
+func TestPaceSaw(t *testing.T) {
+	t0 := time.Unix(1e9, 0)
+	p := Pace{Step: math.Inf(-1)}
+	if p = p.Saw(t0, math.Inf(-1)); p.At != (time.Time{}) || p.PerStep != 0 {
+		t.Errorf("no step seen: %+v", p)
+	}
+	if p = p.Saw(t0, 3); p != (Pace{t0, 3, 0}) {
+		t.Errorf("the first step: %+v, want at t0, step 3, no step time", p)
+	}
+	if p = p.Saw(t0.Add(time.Second), 3); p != (Pace{t0, 3, 0}) {
+		t.Errorf("no new step: %+v, want as it was", p)
+	}
+	if p = p.Saw(t0.Add(2*time.Second), 7); p != (Pace{t0.Add(2 * time.Second), 7, 500 * time.Millisecond}) {
+		t.Errorf("4 steps in 2 s: %+v, want 0.5 s a step", p)
 	}
 }
 

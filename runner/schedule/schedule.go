@@ -114,10 +114,13 @@
 //     says so when the pruner asks: Judge's keeps) is paused, else pruned
 //     for good (TestPrune).
 //   - Metrics reads: a running run's metrics are first read FirstRead
-//     after its start, then when it reaches its next rung at its pace so
-//     far (NextRead), no sooner than the caller's least wait and no later
-//     than its interval; while its pace is unknown, twice as far apart
-//     each time (TestNextRead).
+//     after its start, then just after it reaches its next rung at its
+//     step time as measured between the reads (an eighth of a step after,
+//     a quarter of a step when it is due already: a stop lands within one
+//     of its steps), no sooner than the caller's least wait and no later
+//     than its interval; while its step time is unknown, twice as far
+//     apart each time, from FirstRead again at its first step (NextRead,
+//     TestNextRead).
 //   - Checkpoint first: a stop asks a run for a checkpoint before SIGTERM
 //     when the caller has a signal to ask by, the stop is no kill, and
 //     the run keeps checkpoints (CheckpointFirst, TestCheckpointFirst).
