@@ -1,22 +1,33 @@
 #!/usr/bin/env python3
 """prune-real.py: the peers' side of bench/prune.sh FAMILY=real, and its table.
 
-  prune-real.py draws DATA DRAWS SEED OUT.json
-      writes DRAWS draws of 27 configurations of DATA (config_*.json), each
-      drawn with random.Random(SEED + d): the same draws for every rule.
+  prune-real.py draws DATA DRAWS SEED OUT.json [RULES...]
+      writes DRAWS draws of 27 configurations of DATA (config_*.json, by
+      their files' numbers), each drawn with random.Random(SEED + d): the
+      same draws for every rule.
+  prune-real.py family slow|easy DIR SEEDS NOISE OUT.json [RULES...]
+      writes a synthetic family as DIR/config_*.json (one draw per seed, in
+      a shuffled order; each config carries its asymptote):
+      slow, 27 configurations x 27 steps: 24 ordinary (final uniform in
+      [0.3, 1], tau in [1.5, 3]) and 3 slow starters (final in [0.05, 0.2],
+      tau in [8, 12]), loss final + 1.5 exp(-step/tau) + NOISE z;
+      easy, 81 configurations x 81 steps: final in [0.1, 1], tau in [8, 10].
   prune-real.py peers DATA DRAWS.json OUT.jsonl
-      replays each draw, 4 slots in draw order in virtual time (each epoch
-      ends when the data says, no stop latency; the replay nodepack's
+      replays each draw, 4 slots in draw order in virtual time (each step
+      ends when the data says, no stop latency: the replay nodepack's
       TestReplayDraws does), through Optuna's pruners (Debian's
       python3-optuna) fed through trial.report/should_prune, an ASHA with a
       grace period written here (Ray Tune's AsyncHyperBand cut: below the
-      rung's (1-1/3) percentile), and "train 3 epochs, keep the top 9";
-      one JSON line per rule and draw.
+      rung's 1/3 quantile of the values recorded there, its own included),
+      and "train 3 steps, keep the best third"; one JSON line per rule and
+      draw: the steps run and the configurations that reached their last.
   prune-real.py table DATA DRAWS.json RESULTS.jsonl...
-      prints per rule: draws, times fewer epochs than running all, the
-      draw's winner reaching its last epoch (with a 95% Wilson interval),
-      a top-3 configuration reaching it, and the regret (the best final
-      error that ran to the end, less the draw's best), mean and p90.
+      prints per rule: draws, times fewer steps than running every
+      configuration to its end, the draw's winner (the best value at the
+      last step) reaching its last step (with a 95% Wilson interval), a
+      top-3 configuration reaching it, the configuration with the lowest
+      asymptote reaching it (synthetic families), and the regret (the best
+      last value that was reached, less the draw's best), mean and p90.
 """
 import glob
 import json
@@ -28,32 +39,27 @@ import warnings
 
 warnings.filterwarnings("ignore", message=".*experimental.*")
 
-EPOCHS, SLOTS, PER_DRAW = 40, 4, 27
+SLOTS = 4
 
 
 def load(data):
     runs = {}
     for f in sorted(glob.glob(os.path.join(data, "config_*.json"))):
-        r = json.load(open(f))
-        runs[r["config_id"]] = r
+        # by its file's number: two files of the real set carry the same config_id
+        runs[int(os.path.basename(f)[len("config_"):-len(".json")])] = json.load(open(f))
     if not runs:
         sys.exit(f"prune-real.py: no config_*.json in {data}")
     return runs
 
 
-def outcome(draw, runs, finished, epochs):
-    finals = sorted(runs[i]["learning_curve"][-1] for i in draw)
-    best = finals[0]
-    done = [runs[i]["learning_curve"][-1] for i in finished]
-    return {"epochs": epochs,
-            "winner": any(f <= best for f in done),
-            "top3": any(f <= finals[2] for f in done),
-            "regret": (min(done) - best) if done else 1.0}
+def steps_of(runs):
+    return len(next(iter(runs.values()))["learning_curve"])
 
 
 def replay(draw, runs, policy):
-    """4 slots, in draw order, virtual time; policy(run, epoch, value) -> stop."""
-    queue, lanes, now, epochs, finished = list(draw), [None] * SLOTS, 0.0, 0, []
+    """SLOTS slots, in draw order, virtual time; policy.report(run, step, value) -> stop."""
+    last = steps_of(runs)
+    queue, lanes, now, steps, finished = list(draw), [None] * SLOTS, 0.0, 0, []
 
     def start(i):
         lanes[i] = None
@@ -70,31 +76,32 @@ def replay(draw, runs, policy):
         now = began + runs[rid]["time_steps"][e]
         e += 1
         lanes[i][1] = e
-        epochs += 1
-        stop = policy.report(rid, e, runs[rid]["learning_curve"][e - 1])
-        if e == EPOCHS:
+        steps += 1
+        curve = runs[rid]["learning_curve"]
+        stop = policy.report(rid, e, curve[e - 1], last)
+        if e == last:
             finished.append(rid)
-            policy.finish(rid, runs[rid]["learning_curve"][-1])
-        if stop or e == EPOCHS:
+            policy.finish(rid, curve[-1])
+        if stop or e == last:
             start(i)
-    return outcome(draw, runs, finished, epochs)
+    return {"epochs": steps, "finished": finished}
 
 
 class Optuna:
-    def __init__(self, make):
+    def __init__(self, make, last):
         import optuna
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.optuna = optuna
-        self.study = optuna.create_study(direction="minimize", pruner=make(optuna.pruners))
+        self.study = optuna.create_study(direction="minimize", pruner=make(optuna.pruners, last))
         self.trials = {}
 
     def start(self, rid):
         self.trials[rid] = self.study.ask()
 
-    def report(self, rid, epoch, value):
+    def report(self, rid, step, value, last):
         t = self.trials[rid]
-        t.report(value, epoch)
-        if epoch < EPOCHS and t.should_prune():
+        t.report(value, step)
+        if step < last and t.should_prune():
             self.study.tell(t, state=self.optuna.trial.TrialState.PRUNED)
             return True
         return False
@@ -106,46 +113,46 @@ class Optuna:
 class ASHA:
     """ASHA's stopping form with a grace period, as Ray Tune cuts."""
 
-    def __init__(self, grace, rf=3):
-        self.rungs = []
+    def __init__(self, grace, last, rf=3):
+        self.rf, self.recorded = rf, {}
         r = grace
-        while r < EPOCHS:
-            self.rungs.append(r)
+        while r < last:
+            self.recorded[r] = []
             r *= rf
-        self.rf, self.recorded = rf, {r: [] for r in self.rungs}
 
     def start(self, rid):
         pass
 
-    def report(self, rid, epoch, value):
-        if epoch not in self.recorded:
+    def report(self, rid, step, value, last):
+        if step not in self.recorded:
             return False
-        rec = self.recorded[epoch]
-        rec.append(value)
-        rec_sorted = sorted(rec)
-        # lower is better: the best 1/rf go on (Ray: below the (1-1/rf) percentile of -loss)
-        pos = (1 / self.rf) * (len(rec_sorted) - 1)
+        rec = sorted(self.recorded[step] + [value])
+        self.recorded[step].append(value)
+        pos = (len(rec) - 1) / self.rf  # lower is better: the best 1/rf go on
         lo = int(math.floor(pos))
-        cut = rec_sorted[lo] + (rec_sorted[min(lo + 1, len(rec_sorted) - 1)] - rec_sorted[lo]) * (pos - lo)
+        cut = rec[lo] + (rec[min(lo + 1, len(rec) - 1)] - rec[lo]) * (pos - lo)
         return value > cut
 
     def finish(self, rid, value):
         pass
 
 
-def top_k(draw, runs, r=3, k=9):
+def keep_best(draw, runs, r=3):
+    """Train every configuration r steps, then the best third to the end."""
+    last = steps_of(runs)
     by = sorted(draw, key=lambda i: runs[i]["learning_curve"][r - 1])
-    return outcome(draw, runs, by[:k], len(draw) * r + k * (EPOCHS - r))
+    k = max(1, len(draw) // 3)
+    return {"epochs": len(draw) * r + k * (last - r), "finished": by[:k]}
 
 
 PEERS = {
-    "Optuna SuccessiveHalving min_resource=3": lambda: Optuna(lambda p: p.SuccessiveHalvingPruner(min_resource=3, reduction_factor=3)),
-    "Optuna SuccessiveHalving min_resource=9": lambda: Optuna(lambda p: p.SuccessiveHalvingPruner(min_resource=9, reduction_factor=3)),
-    "Optuna Hyperband min_resource=3": lambda: Optuna(lambda p: p.HyperbandPruner(min_resource=3, max_resource=EPOCHS, reduction_factor=3)),
-    "Optuna Median n_warmup_steps=3": lambda: Optuna(lambda p: p.MedianPruner(n_warmup_steps=3)),
-    "Optuna Patient(Median) patience=3": lambda: Optuna(lambda p: p.PatientPruner(p.MedianPruner(n_warmup_steps=3), patience=3)),
-    "ASHA grace_period=3": lambda: ASHA(3),
-    "ASHA grace_period=9": lambda: ASHA(9),
+    "Optuna SuccessiveHalving min_resource=3": lambda n: Optuna(lambda p, n: p.SuccessiveHalvingPruner(min_resource=3, reduction_factor=3), n),
+    "Optuna SuccessiveHalving min_resource=9": lambda n: Optuna(lambda p, n: p.SuccessiveHalvingPruner(min_resource=9, reduction_factor=3), n),
+    "Optuna Hyperband min_resource=3": lambda n: Optuna(lambda p, n: p.HyperbandPruner(min_resource=3, max_resource=n, reduction_factor=3), n),
+    "Optuna Median n_warmup_steps=3": lambda n: Optuna(lambda p, n: p.MedianPruner(n_warmup_steps=3), n),
+    "Optuna Patient(Median) patience=3": lambda n: Optuna(lambda p, n: p.PatientPruner(p.MedianPruner(n_warmup_steps=3), patience=3), n),
+    "ASHA grace_period=3": lambda n: ASHA(3, n),
+    "ASHA grace_period=9": lambda n: ASHA(9, n),
 }
 
 
@@ -156,46 +163,87 @@ def wilson(k, n, z=1.96):
     d = 1 + z * z / n
     c = (p + z * z / (2 * n)) / d
     h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return c - h, c + h
+    return max(0.0, c - h), min(1.0, c + h)
+
+
+def family(kind, out, seeds, noise):
+    os.makedirs(out, exist_ok=True)
+    draws = []
+    for seed in range(1, seeds + 1):
+        rng = random.Random(seed)
+        if kind == "slow":
+            n = 27
+            configs = [(rng.uniform(0.3, 1.0), rng.uniform(1.5, 3)) for _ in range(24)] + \
+                      [(rng.uniform(0.05, 0.2), rng.uniform(8, 12)) for _ in range(3)]
+        else:
+            n = 81
+            configs = [(rng.uniform(0.1, 1.0), rng.uniform(8, 10)) for _ in range(81)]
+        rng.shuffle(configs)
+        draw = []
+        for i, (final, tau) in enumerate(configs):
+            cid = seed * 1000 + i
+            curve = [final + 1.5 * math.exp(-s / tau) + noise * rng.gauss(0, 1) for s in range(1, n + 1)]
+            json.dump({"learning_curve": curve, "time_steps": [float(s) for s in range(1, n + 1)], "asymptote": final},
+                      open(os.path.join(out, f"config_{cid}.json"), "w"))
+            draw.append(cid)
+        draws.append(draw)
+    return draws
+
+
+def table(runs, draws, files):
+    rows = {}
+    for f in files:
+        for line in open(f):
+            r = json.loads(line)
+            rows.setdefault(r["rule"], []).append(r)
+    last = steps_of(runs)
+    asym = all("asymptote" in r for r in runs.values())
+    print(f"| rule | draws | fewer steps | winner reaches step {last} (95% CI) | a top-3 reaches it |" + (" lowest asymptote reaches it |" if asym else "") + " regret mean / p90 |")
+    print("| --- | --- | --- | --- | --- |" + (" --- |" if asym else "") + " --- |")
+    for rule, rs in rows.items():
+        n, full, ran, won, top3, low, regret = len(rs), 0, 0, 0, 0, 0, []
+        for r in rs:
+            draw = draws[r["draw"]]
+            final = {i: runs[i]["learning_curve"][-1] for i in draw}
+            ranked = sorted(draw, key=lambda i: final[i])
+            done = set(r["finished"])
+            full += len(draw) * last
+            ran += r["epochs"]
+            won += ranked[0] in done
+            top3 += any(i in done for i in ranked[:3])
+            if asym:
+                low += min(draw, key=lambda i: runs[i]["asymptote"]) in done
+            regret.append(min((final[i] for i in done), default=1.0) - final[ranked[0]])
+        regret.sort()
+        lo, hi = wilson(won, n)
+        print(f"| {rule} | {n} | {full / ran:.2f}x | {100 * won / n:.1f}% ({100 * lo:.0f}-{100 * hi:.0f}%) | {100 * top3 / n:.1f}% |"
+              + (f" {100 * low / n:.1f}% |" if asym else "")
+              + f" {sum(regret) / n:.4f} / {regret[min(n - 1, int(0.9 * n))]:.4f} |")
 
 
 def main():
     cmd = sys.argv[1]
+    if cmd == "family":
+        kind, out, seeds, noise, job = sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
+        draws = family(kind, out, seeds, noise)
+        json.dump({"data": out, "draws": draws, "slots": SLOTS, "rules": sys.argv[7:]}, open(job, "w"))
+        return
     runs = load(sys.argv[2])
     if cmd == "draws":
         n, seed = int(sys.argv[3]), int(sys.argv[4])
         ids = sorted(runs)
-        draws = [random.Random(seed + d).sample(ids, PER_DRAW) for d in range(n)]
-        json.dump({"draws": draws, "slots": SLOTS, "rules": sys.argv[6:]}, open(sys.argv[5], "w"))
+        draws = [random.Random(seed + d).sample(ids, 27) for d in range(n)]
+        json.dump({"data": os.path.abspath(sys.argv[2]), "draws": draws, "slots": SLOTS, "rules": sys.argv[6:]}, open(sys.argv[5], "w"))
     elif cmd == "peers":
-        draws = json.load(open(sys.argv[3]))["draws"]
+        draws, last = json.load(open(sys.argv[3]))["draws"], steps_of(runs)
         with open(sys.argv[4], "w") as out:
             for name, make in PEERS.items():
                 for d, draw in enumerate(draws):
-                    o = replay(draw, runs, make())
-                    out.write(json.dumps({"rule": name, "draw": d, **o}) + "\n")
+                    out.write(json.dumps({"rule": name, "draw": d, **replay(draw, runs, make(last))}) + "\n")
             for d, draw in enumerate(draws):
-                out.write(json.dumps({"rule": "train 3 epochs, keep the top 9", "draw": d, **top_k(draw, runs)}) + "\n")
+                out.write(json.dumps({"rule": "train 3 steps, keep the best third", "draw": d, **keep_best(draw, runs)}) + "\n")
     elif cmd == "table":
-        draws = json.load(open(sys.argv[3]))["draws"]
-        rows = {}
-        for f in sys.argv[4:]:
-            for line in open(f):
-                r = json.loads(line)
-                rows.setdefault(r["rule"], []).append(r)
-        print(f"{len(draws)} draws of {PER_DRAW} of the {len(runs)} real CIFAR-10 curves in {sys.argv[2]}, {EPOCHS} epochs, {SLOTS} slots")
-        print(f"| rule | draws | fewer epochs | winner reaches epoch {EPOCHS} (95% CI) | a top-3 reaches it | regret mean / p90 |")
-        print("| --- | --- | --- | --- | --- | --- |")
-        for rule, rs in rows.items():
-            n = len(rs)
-            full = sum(PER_DRAW * EPOCHS for _ in rs)
-            ep = sum(r["epochs"] for r in rs)
-            k = sum(r["winner"] for r in rs)
-            t3 = sum(r["top3"] for r in rs)
-            reg = sorted(r["regret"] for r in rs)
-            lo, hi = wilson(k, n)
-            print(f"| {rule} | {n} | {full / ep:.2f}x | {100 * k / n:.1f}% ({100 * lo:.0f}-{100 * hi:.0f}%) | {100 * t3 / n:.1f}% | "
-                  f"{sum(reg) / n:.4f} / {reg[min(n - 1, int(0.9 * n))]:.4f} |")
+        table(runs, json.load(open(sys.argv[3]))["draws"], sys.argv[4:])
     else:
         sys.exit(f"prune-real.py: unknown command {cmd}")
 

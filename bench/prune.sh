@@ -21,16 +21,21 @@
 # real CIFAR-10 learning curves of ../shared/data/lc-cifar10 (132
 # configurations x 40 epochs; DATA= elsewhere): DRAWS draws (default 200)
 # of 27 configurations, 4 slots, in virtual time through nodepack's rules
-# (runner/schedule's TestReplayDraws; RULES= picks them, SPEC+pause: the
-# runs keep checkpoints) and, on the same draws, Optuna's pruners (Debian's
-# python3-optuna 3.1: SuccessiveHalving, Hyperband, Median, Patient), ASHA
-# with a grace period, and "train 3 epochs, keep the top 9"
-# (bench/prune-real.py); it prints per rule the epochs saved, the draw's
-# winner and a top-3 configuration reaching epoch 40, and the regret. Then
-# the first BINARY_DRAWS draws (default 10) run through the binary with
-# --prune SPEC (default loss:min,max=40), each configuration a run that
-# writes its stored curve, the median epoch EPOCH_S seconds (default 0.5),
-# beside what the same rule saves replayed with no stop latency.
+# (runner/schedule's TestReplayDraws; RULES= picks them, MAX standing for
+# the last step, SPEC+pause: the runs keep checkpoints) and, on the same
+# draws, Optuna's pruners (Debian's python3-optuna 3.1: SuccessiveHalving,
+# Hyperband, Median, Patient), ASHA with a grace period, and "train 3
+# steps, keep the best third" (bench/prune-real.py); it prints per rule
+# the steps saved, the draw's winner and a top-3 configuration reaching
+# the last step, and the regret. The same replay then runs the synthetic
+# families, SEEDS seeds each (default 100): the slow starters at noise
+# 0.05 and 0.1 (where the lowest asymptote reaching its end is counted
+# too) and, with a tenth of the seeds, the easy family. Then the first
+# BINARY_DRAWS real draws (default 10) run through the binary with --prune
+# SPEC (default loss:min,max=40), each configuration a run that writes its
+# stored curve, the median epoch EPOCH_S seconds (default 0.5), beside the
+# same rule replayed on the same runs with no stop latency, and how many
+# epochs each stopped run reported past the one it was judged out at.
 #
 # FAMILY=slow bench/prune.sh [SEEDS] [STEPS] [STEP_S] runs the family with
 # slow starters instead (issue 45): 27 configurations, 24 ordinary (final
@@ -97,9 +102,8 @@ PY
 }
 
 if [[ ${FAMILY:-} == real ]]; then
-	# FAMILY=real bench/prune.sh [DRAWS] [BINARY_DRAWS] [EPOCH_S]: the real
-	# CIFAR-10 curves (DATA, default ../shared/data/lc-cifar10), see the
-	# header. Needs go (run from a checkout) and python3 with optuna
+	# FAMILY=real bench/prune.sh [DRAWS] [BINARY_DRAWS] [EPOCH_S]: see the
+	# header. Needs go (it runs from a checkout) and python3 with optuna
 	# (Debian's python3-optuna).
 	draws=${1:-200}
 	binary_draws=${2:-10}
@@ -109,14 +113,32 @@ if [[ ${FAMILY:-} == real ]]; then
 	py=python3
 	$py -c 'import optuna' 2>/dev/null || py=/usr/bin/python3
 	$py -c 'import optuna' || { echo "prune.sh: FAMILY=real needs python3-optuna" >&2; exit 1; }
-	rules=${RULES:-loss:min,max=40 loss:min,max=40+pause loss:min,first=3,max=40 loss:min,first=9,max=40 loss:min,first=3,max=40,rule=curve}
+	rules=${RULES:-loss:min,max=MAX loss:min,max=MAX+pause loss:min,first=3,max=MAX loss:min,first=5,max=MAX loss:min,first=9,max=MAX loss:min,first=3,max=MAX,rule=curve loss:min,first=6,max=MAX,rule=curve+pause}
+	# table NAME DATA JOB: nodepack's rules replayed in virtual time
+	# (runner/schedule's TestReplayDraws), the peers on the same draws,
+	# and the table of both.
+	table() {
+		(cd "$root" && NODEPACK_REPLAY=$3 NODEPACK_REPLAY_OUT=$work/$1-nodepack.jsonl go test ./runner/schedule -run '^TestReplayDraws$' -count=1 >"$work/go.out" 2>&1) || { cat "$work/go.out" >&2; exit 1; }
+		$py "$root/bench/prune-real.py" peers "$2" "$3" "$work/$1-peers.jsonl"
+		$py "$root/bench/prune-real.py" table "$2" "$3" "$work/$1-nodepack.jsonl" "$work/$1-peers.jsonl"
+	}
 	# shellcheck disable=SC2086 # the rules are words
-	$py "$root/bench/prune-real.py" draws "$data" "$draws" 54 "$work/draws.json" $rules
-	(cd "$root" && NODEPACK_REPLAY=$work/draws.json NODEPACK_REPLAY_OUT=$work/nodepack.jsonl go test ./runner/schedule -run '^TestReplayDraws$' -count=1 >"$work/go.out" 2>&1) || { cat "$work/go.out" >&2; exit 1; }
-	# The ids are config ids; the replay looks them up in the data beside the checkout.
-	$py "$root/bench/prune-real.py" peers "$data" "$work/draws.json" "$work/peers.jsonl"
-	echo "## virtual time (no stop latency)"
-	$py "$root/bench/prune-real.py" table "$data" "$work/draws.json" "$work/nodepack.jsonl" "$work/peers.jsonl"
+	$py "$root/bench/prune-real.py" draws "$data" "$draws" 54 "$work/draws.json" ${rules//MAX/40}
+	echo "## real curves: $draws draws of 27 of the $(ls "$data"/config_*.json | wc -l) CIFAR-10 configurations, 40 epochs, 4 slots, virtual time (no stop latency)"
+	table real "$data" "$work/draws.json"
+	seeds=${SEEDS:-100}
+	for noise in 0.05 0.1; do
+		# shellcheck disable=SC2086
+		$py "$root/bench/prune-real.py" family slow "$work/slow-$noise" "$seeds" "$noise" "$work/slow-$noise.json" ${rules//MAX/27}
+		echo
+		echo "## slow starters, noise $noise: $seeds seeds of 27 configurations (3 slow starters) x 27 steps, the same replay"
+		table "slow-$noise" "$work/slow-$noise" "$work/slow-$noise.json"
+	done
+	# shellcheck disable=SC2086
+	$py "$root/bench/prune-real.py" family easy "$work/easy" "$((seeds / 10 > 0 ? seeds / 10 : 1))" 0.01 "$work/easy.json" ${rules//MAX/81}
+	echo
+	echo "## the easy family: $((seeds / 10 > 0 ? seeds / 10 : 1)) seeds of 81 configurations x 81 steps, noise 0.01, the same replay"
+	table easy "$work/easy" "$work/easy.json"
 	(( binary_draws > 0 )) || exit 0
 	# Through the binary: each configuration a run that writes its curve,
 	# epoch by epoch, each epoch as long as the data says, scaled so that
@@ -139,12 +161,12 @@ SH
 	spec=${SPEC:-loss:min,max=40}
 	echo
 	echo "## through the binary: --prune $spec, --parallel 4, the median epoch ${epoch_s} s, the first $binary_draws draws"
-	printf '| draw | epochs run | fewer epochs | the same rule replayed | binary / replayed saving | stops: epochs reported past the judged one, mean / max | winner reached epoch 40 | makespan |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n'
+	printf '| draw | epochs run | fewer epochs | the same rule replayed (same run ids) | binary / replayed saving | stops: epochs reported past the judged one, mean / max | winner reached epoch 40 | makespan |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n'
 	for ((d = 0; d < binary_draws; d++)); do
 		$py - "$data" "$work/draws.json" "$d" "$epoch_s" >"$work/draw.jsonl" <<'PY'
 import glob, json, os, statistics, sys
 data, draws, d, epoch_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-runs = {json.load(open(f))["config_id"]: f for f in glob.glob(os.path.join(data, "config_*.json"))}
+runs = {int(os.path.basename(f)[7:-5]): f for f in glob.glob(os.path.join(data, "config_*.json"))}  # by file number
 per_epoch = []
 for f in runs.values():
     t = json.load(open(f))["time_steps"]
@@ -158,10 +180,19 @@ PY
 		"$nodepack" run -q --parallel 4 -o "$work/bin-$d" --prune "$spec" --params "$work/draw.jsonl" -- "$work/replay.sh" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
 		t1=$(date +%s.%N)
 		"$nodepack" status --runs --format json "$work/bin-$d" >"$work/bin-$d.json"
-		$py - "$data" "$work/draws.json" "$d" "$work/bin-$d" "$work/nodepack.jsonl" "$spec" "$(echo "$t1 - $t0" | bc -l)" <<'PY'
+		# The same rule replayed on this draw with the runs' own ids (the
+		# cautious cohort is chosen by id).
+		$py - "$work/draws.json" "$d" "$work/bin-$d.json" "$spec" "$work/one.json" <<'PY'
+import json, sys
+job, d = json.load(open(sys.argv[1])), int(sys.argv[2])
+rows = sorted(json.load(open(sys.argv[3])), key=lambda r: int(r["origin"].rsplit(":", 1)[1]))
+json.dump({"data": job["data"], "draws": [job["draws"][d]], "slots": job["slots"], "rules": [sys.argv[4]], "ids": [[r["id"] for r in rows]]}, open(sys.argv[5], "w"))
+PY
+		(cd "$root" && NODEPACK_REPLAY=$work/one.json NODEPACK_REPLAY_OUT=$work/one.jsonl go test ./runner/schedule -run '^TestReplayDraws$' -count=1 >"$work/go.out" 2>&1) || { cat "$work/go.out" >&2; exit 1; }
+		$py - "$data" "$work/draws.json" "$d" "$work/bin-$d" "$work/one.jsonl" "$spec" "$(echo "$t1 - $t0" | bc -l)" <<'PY'
 import glob, json, os, sys
 data, draws, d, out, replayed, spec, span = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], float(sys.argv[7])
-finals = {json.load(open(f))["config_id"]: json.load(open(f))["learning_curve"][-1] for f in glob.glob(os.path.join(data, "config_*.json"))}
+finals = {int(os.path.basename(f)[7:-5]): json.load(open(f))["learning_curve"][-1] for f in glob.glob(os.path.join(data, "config_*.json"))}
 draw = json.load(open(draws))["draws"][d]
 winner = min(range(len(draw)), key=lambda i: finals[draw[i]]) + 1  # its line
 epochs, judged, over = 0, {}, []
@@ -175,7 +206,7 @@ for line in open(os.path.join(out, "ledger.jsonl")):
         if key in judged:  # the epochs it reported after the one it was judged out at
             over.append(r["steps"]["last"] - judged[key])
 state = {int(r["origin"].rsplit(":", 1)[1]): r["state"] for r in json.load(open(out + ".json"))}
-virtual = next(json.loads(l)["epochs"] for l in open(replayed) if json.loads(l)["rule"] == spec and json.loads(l)["draw"] == d)
+virtual = json.loads(open(replayed).readline())["epochs"]
 full = len(draw) * 40
 print(f"| {d} | {epochs} | {full / epochs:.2f}x | {full / virtual:.2f}x | {virtual / epochs:.2f} | {len(over)}: {sum(over) / max(len(over), 1):.2f} / {max(over, default=0):.0f} | {state.get(winner) == 'succeeded'} | {span:.0f} s |")
 PY

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -77,6 +78,58 @@ func pruneLedger(t *testing.T, out string) (states map[string]ledger.State, rung
 		rungs[names[j.Run]] = append(rungs[names[j.Run]], j.Rung)
 	}
 	return states, rungs
+}
+
+// TestPruneForecastIsTheDefault: --prune with max and no first judges by
+// the forecast rule: the rank rule at max/8 (here 1, since max is below
+// 16) and ×3, forecast rungs between them, and the last step, where each
+// run that got there is recorded as finished (never stopped there); bad
+// runs are pruned; a rerun runs nothing.
+func TestPruneForecastIsTheDefault(t *testing.T) {
+	dir := t.TempDir()
+	levels := map[string]float64{"a": 0.5, "b": 0.9, "c": 0.4, "d": 0.95, "e": 0.3, "f": 0.8}
+	params, script := pruneSweep(t, dir, levels, []string{"a", "b", "c", "d", "e", "f"})
+	out := filepath.Join(dir, "out")
+	args := []string{"run", "-q", "--gpus", "none", "-j", "1", "--prune", "loss:min,max=8,every=20ms", "-o", out, "--params", params, "--", "bash", script}
+	code, _, stderr := runCLI(t, args...)
+	if code != exitOK || !strings.Contains(stderr, " pruned, 0 failed") || strings.Contains(stderr, " 0 pruned") {
+		t.Fatalf("exit %d, want 0 with runs pruned:\n%s", code, stderr)
+	}
+	states, _ := pruneLedger(t, out)
+	log, err := ledger.ReadFile(filepath.Join(out, ledger.FileName(0, 1)), ledger.ReadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, last := map[float64]bool{}, map[string]bool{}
+	for _, j := range log.Judgements() {
+		steps[j.Step] = true
+		if j.Step == 8 {
+			last[j.Run] = true
+			if j.Stop {
+				t.Errorf("%s was stopped at its last step: %+v", j.Run, j)
+			}
+		}
+	}
+	for s := range steps {
+		if !slices.Contains([]float64{1, 2, 3, 4, 6, 8}, s) {
+			t.Errorf("a judgement at step %v: the forecast rule's rungs are 1 2 3 4 6 8", s)
+		}
+	}
+	if !steps[2] || !steps[8] {
+		t.Errorf("judged at steps %v: want the forecast rung 2 and the last step 8 among them", steps)
+	}
+	succeeded := 0
+	for _, st := range states {
+		if st == "succeeded" {
+			succeeded++
+		}
+	}
+	if len(last) != succeeded || states["e"] != "succeeded" {
+		t.Errorf("%d runs judged at the last step, %d succeeded (%v): want each that succeeded, the best (e) among them", len(last), succeeded, states)
+	}
+	if code, _, stderr := runCLI(t, args...); code != exitOK || !strings.Contains(stderr, "nothing left to run: skipped 6 runs done before") {
+		t.Errorf("rerun: exit %d\n%s", code, stderr)
+	}
 }
 
 // TestPruneStopsBadRuns: one run at a time, so that the judgements come

@@ -18,8 +18,12 @@ const (
 	forecastAlpha = 0.05
 	// forecastNeighbours is how many finished runs, the nearest in value
 	// at the rung, a forecast is made from (at least; a quarter of them
-	// when more).
+	// when more, up to maxNeighbours).
 	forecastNeighbours = 7
+	maxNeighbours      = 32
+	// maxCalibration bounds the finished runs a calibration forecasts
+	// at each rung: the most recent ones.
+	maxCalibration = 64
 	// maxFinished bounds the finished runs the forecast learns from: the
 	// most recent ones.
 	maxFinished = 256
@@ -55,6 +59,7 @@ type forecaster struct {
 	// calibrated is how many runs had finished when the margins were
 	// last calibrated.
 	calibrated int
+	gains      []float64 // likeliest's, reused
 }
 
 // stood is a finished run at a rung: its best value so far there, what
@@ -93,9 +98,13 @@ func (f *forecaster) add(r finishedRun) {
 	f.calibrated = len(f.done)
 	f.margin = slices.Grow(f.margin[:0], n)[:n]
 	var misses []float64
+	recent := len(f.done) - maxCalibration
 	for i := range f.margin {
 		misses = misses[:0]
 		for _, d := range f.byValue[i] {
+			if d.run < recent {
+				continue
+			}
 			if point, ok := f.likeliest(i, d.value, d.run); ok {
 				misses = append(misses, point-f.done[d.run].final)
 			}
@@ -128,11 +137,11 @@ func (f *forecaster) likeliest(i int, b float64, skip int) (float64, bool) {
 	if n <= 0 {
 		return 0, false
 	}
-	k := min(n, max(forecastNeighbours, n/4))
+	k := min(n, max(forecastNeighbours, min(n/4, maxNeighbours)))
 	// The k nearest, from where b would go outwards.
 	hi, _ := slices.BinarySearchFunc(at, b, func(s stood, b float64) int { return cmpFloat(s.value, b) })
 	lo := hi - 1
-	gains := make([]float64, 0, k)
+	gains := f.gains[:0]
 	for len(gains) < k {
 		switch {
 		case lo >= 0 && at[lo].run == skip:
@@ -147,6 +156,7 @@ func (f *forecaster) likeliest(i int, b float64, skip int) (float64, bool) {
 			hi++
 		}
 	}
+	f.gains = gains
 	slices.Sort(gains)
 	return b + quantile(gains, 0.5), true
 }

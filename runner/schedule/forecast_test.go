@@ -186,7 +186,8 @@ func TestForecastCoverage(t *testing.T) {
 // with 1,000 runs running and maxFinished finished (the most it learns
 // from): a running run judged at a rung (judge), and a run that reaches
 // its last step, its value at every rung at once, the last of which
-// adds it to the finished runs and now and then calibrates again (finish).
+// adds it to the finished runs and now and then calibrates again (finish),
+// and a finish that calibrates again (recalibrate).
 func BenchmarkForecastJudge(b *testing.B) {
 	setup := func() *Pruner {
 		p, _ := NewPruner(Prune{Metric: "loss", MaxStep: 40, Forecast: true})
@@ -218,4 +219,55 @@ func BenchmarkForecastJudge(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/finish")
 	})
+	b.Run("recalibrate", func(b *testing.B) { // a finish that recalibrates, the worst
+		p := setup()
+		b.ResetTimer()
+		for range b.N {
+			p.fc.calibrated = 0
+			p.fc.add(p.fc.done[len(p.fc.done)-1])
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/recalibration")
+	})
+}
+
+// TestForecastPromote: paused runs are promoted by their forecast as the
+// sweep is now: one paused by the rank rule before any run finished may
+// win once the finished runs say its optimistic end reaches the best
+// final and the rung's values have risen past it; the likeliest best
+// first, by forecast, not by value; a run whose optimistic end cannot reach the best final is never
+// promoted.
+func TestForecastPromote(t *testing.T) {
+	p, _ := NewPruner(Prune{Metric: "loss", FirstStep: 3, MaxStep: 10, Forecast: true})
+	pause := func(id string, v float64) {
+		js := p.Judge(id, 3, v, func() bool { return true })
+		if len(js) == 0 || !js[len(js)-1].Stop || !js[len(js)-1].Pause {
+			t.Fatalf("%s at step 3 (%v): %+v, want paused", id, v, js)
+		}
+		p.Pause(js[len(js)-1])
+	}
+	p.Judge("b", 3, 0.30, nil) // the first at step 3 goes on
+	p.Judge("c", 2, 0.2, nil)  // c was at 0.2 at step 2, and is at 0.36 at step 3
+	pause("c", 0.36)
+	pause("d", 0.33)
+	pause("f", 3.0)
+	// 19 runs finish; each gains 0.6, 0.9 or 1.2 over the steps after
+	// the first: at step 3 they stand between 0.3 and 0.68.
+	for k := range 19 {
+		for s := 1.0; s <= 10; s++ {
+			p.Judge(fmt.Sprintf("_%d", k), s, 0.1+0.01*float64(k)+[]float64{0.6, 0.9, 1.2}[k%3]/s, nil)
+		}
+	}
+	var order []string
+	for {
+		id, ok := p.Promote()
+		if !ok {
+			break
+		}
+		order = append(order, id)
+	}
+	// c's value at the rung is worse than d's, its forecast (from its
+	// best so far, 0.2) better: c first.
+	if fmt.Sprint(order) != "[c d]" {
+		t.Errorf("promoted %v, want c (the likelier best), then d; never f", order)
+	}
 }

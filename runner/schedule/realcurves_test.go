@@ -14,15 +14,27 @@ import (
 // realCurve is one configuration of ../shared/data/lc-cifar10: its
 // validation error after each epoch and when each epoch ended.
 type realCurve struct {
-	ID    int       `json:"config_id"`
+	ID int // its file's number: config_ID.json
+	// Run is its run's id in a replay, when not its ID (the id the
+	// binary gave it, so that the same runs are in the cautious cohort).
+	Run   string
 	Error []float64 `json:"learning_curve"`
 	At    []float64 `json:"time_steps"` // cumulative seconds
 }
 
+// last is its value at its last step.
+func (c realCurve) last() float64 { return c.Error[len(c.Error)-1] }
+
 // realCurves reads the real learning curves (test data outside the
 // product tree, see its README); nil when they are not there.
 func realCurves(tb testing.TB) []realCurve {
-	files, _ := filepath.Glob("../../../shared/data/lc-cifar10/config_*.json")
+	return readCurves(tb, "../../../shared/data/lc-cifar10")
+}
+
+// readCurves reads the curves of dir's config_*.json, as many steps each
+// as the first has.
+func readCurves(tb testing.TB, dir string) []realCurve {
+	files, _ := filepath.Glob(filepath.Join(dir, "config_*.json"))
 	var curves []realCurve
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -33,8 +45,13 @@ func realCurves(tb testing.TB) []realCurve {
 		if err := json.Unmarshal(b, &c); err != nil {
 			tb.Fatalf("%s: %v", f, err)
 		}
-		if len(c.Error) != 40 || len(c.At) != 40 {
-			tb.Fatalf("%s: %d errors, %d times: want 40 each", f, len(c.Error), len(c.At))
+		// Keyed by its file's name: two files of the set carry the same
+		// config_id (config_5.json and config_62.json).
+		if _, err := fmt.Sscanf(filepath.Base(f), "config_%d.json", &c.ID); err != nil {
+			tb.Fatalf("%s: %v", f, err)
+		}
+		if len(c.Error) == 0 || len(c.At) != len(c.Error) || len(curves) > 0 && len(c.Error) != len(curves[0].Error) {
+			tb.Fatalf("%s: %d values, %d times: want as many of each as every curve has", f, len(c.Error), len(c.At))
 		}
 		curves = append(curves, c)
 	}
@@ -47,7 +64,7 @@ type replayOutcome struct {
 	winnerDone bool    // the draw's best final error ran to its last epoch
 	top3Done   bool    // one of the draw's three best ran to its last epoch
 	regret     float64 // the best final error that ran to its last epoch, less the draw's best
-	finished   bool
+	finished   []int   // the configurations that did, by ID
 }
 
 // replayDraw runs the configurations of draw, slots at a time in draw
@@ -68,7 +85,7 @@ func replayDraw(tb testing.TB, p Prune, draw []realCurve, slots int, keeps bool)
 	var out replayOutcome
 	winner := 0
 	for i, c := range draw {
-		if c.Error[39] < draw[winner].Error[39] {
+		if c.last() < draw[winner].last() {
 			winner = i
 		}
 	}
@@ -110,7 +127,10 @@ func replayDraw(tb testing.TB, p Prune, draw []realCurve, slots int, keeps bool)
 		now = r.began + r.c.At[r.epoch]
 		r.epoch++
 		out.epochs++
-		id := fmt.Sprint(r.c.ID)
+		id := r.c.Run
+		if id == "" {
+			id = fmt.Sprint(r.c.ID)
+		}
 		stopped := false
 		for _, j := range pr.Judge(id, float64(r.epoch), r.c.Error[r.epoch-1], func() bool { return keeps }) {
 			stopped = stopped || j.Stop
@@ -119,20 +139,21 @@ func replayDraw(tb testing.TB, p Prune, draw []realCurve, slots int, keeps bool)
 				paused[id] = r
 			}
 		}
-		if r.epoch == 40 {
+		if r.epoch == len(r.c.Error) {
 			rank := 0
 			for _, c := range draw {
-				if c.Error[39] < r.c.Error[39] {
+				if c.last() < r.c.last() {
 					rank++
 				}
 			}
 			out.winnerDone = out.winnerDone || rank == 0
 			out.top3Done = out.top3Done || rank < 3
-			if best := r.c.Error[39] - draw[winner].Error[39]; !out.finished || best < out.regret {
-				out.regret, out.finished = best, true
+			if best := r.c.last() - draw[winner].last(); len(out.finished) == 0 || best < out.regret {
+				out.regret = best
 			}
+			out.finished = append(out.finished, r.c.ID)
 		}
-		if stopped || r.epoch == 40 {
+		if stopped || r.epoch == len(r.c.Error) {
 			start(lane)
 		}
 	}
@@ -191,20 +212,23 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// TestReplayDraws replays the draws and rules bench/prune.sh FAMILY=real
-// hands it in $NODEPACK_REPLAY (JSON: {"draws": [[config ids…]…],
-// "rules": [SPEC or SPEC+pause…], "slots": N}) in virtual time, and
-// writes one JSON line per rule and draw to $NODEPACK_REPLAY_OUT. It
-// skips without them.
+// TestReplayDraws replays the draws and rules bench/prune.sh hands it in
+// $NODEPACK_REPLAY in virtual time: JSON {"data": the curves' folder
+// (../shared/data/lc-cifar10 when not given), "draws": [[file numbers…]…],
+// "rules": [SPEC or SPEC+pause…], "slots": N, "ids": [[run ids…]…] where
+// the runs are to have the ids the binary gave them}. It writes one JSON
+// line per rule and draw to $NODEPACK_REPLAY_OUT, and skips without them.
 func TestReplayDraws(t *testing.T) {
 	in, out := os.Getenv("NODEPACK_REPLAY"), os.Getenv("NODEPACK_REPLAY_OUT")
 	if in == "" || out == "" {
 		t.Skip("bench/prune.sh FAMILY=real runs it, with $NODEPACK_REPLAY and $NODEPACK_REPLAY_OUT")
 	}
 	var job struct {
+		Data  string // the curves' folder; ../shared/data/lc-cifar10 when not given
 		Draws [][]int
 		Rules []string
 		Slots int
+		IDs   [][]string
 	}
 	b, err := os.ReadFile(in)
 	if err == nil {
@@ -214,7 +238,11 @@ func TestReplayDraws(t *testing.T) {
 		t.Fatal(err)
 	}
 	byID := map[int]realCurve{}
-	for _, c := range realCurves(t) {
+	curves := realCurves(t)
+	if job.Data != "" {
+		curves = readCurves(t, job.Data)
+	}
+	for _, c := range curves {
 		byID[c.ID] = c
 	}
 	f, err := os.Create(out)
@@ -237,9 +265,12 @@ func TestReplayDraws(t *testing.T) {
 					t.Fatalf("draw %d: no config_%d.json", d, id)
 				}
 				draw[i] = c
+				if d < len(job.IDs) && i < len(job.IDs[d]) {
+					draw[i].Run = job.IDs[d][i]
+				}
 			}
 			o := replayDraw(t, p, draw, job.Slots, pause)
-			if err := enc.Encode(map[string]any{"rule": rule, "draw": d, "epochs": o.epochs, "winner": o.winnerDone, "top3": o.top3Done, "regret": o.regret}); err != nil {
+			if err := enc.Encode(map[string]any{"rule": rule, "draw": d, "epochs": o.epochs, "finished": o.finished}); err != nil {
 				t.Fatal(err)
 			}
 		}
