@@ -80,17 +80,24 @@ func pruneLedger(t *testing.T, out string) (states map[string]ledger.State, rung
 	return states, rungs
 }
 
+// sixRuns is the command line of a sweep of six runs a to f of known
+// losses (pruneSweep: level + 1/step, levels 0.5, 0.9, 0.4, 0.95, 0.3 and
+// 0.8), one at a time, under --prune spec, and its output folder.
+func sixRuns(t *testing.T, spec string) (out string, args []string) {
+	dir := t.TempDir()
+	levels := map[string]float64{"a": 0.5, "b": 0.9, "c": 0.4, "d": 0.95, "e": 0.3, "f": 0.8}
+	params, script := pruneSweep(t, dir, levels, []string{"a", "b", "c", "d", "e", "f"})
+	out = filepath.Join(dir, "out")
+	return out, []string{"run", "-q", "--gpus", "none", "-j", "1", "--prune", spec, "-o", out, "--params", params, "--", "bash", script}
+}
+
 // TestPruneForecastIsTheDefault: --prune with max and no first judges by
 // the forecast rule: the rank rule at max/8 (here 1, since max is below
 // 16) and ×3, forecast rungs between them, and the last step, where each
 // run that got there is recorded as finished (never stopped there); bad
 // runs are pruned; a rerun runs nothing.
 func TestPruneForecastIsTheDefault(t *testing.T) {
-	dir := t.TempDir()
-	levels := map[string]float64{"a": 0.5, "b": 0.9, "c": 0.4, "d": 0.95, "e": 0.3, "f": 0.8}
-	params, script := pruneSweep(t, dir, levels, []string{"a", "b", "c", "d", "e", "f"})
-	out := filepath.Join(dir, "out")
-	args := []string{"run", "-q", "--gpus", "none", "-j", "1", "--prune", "loss:min,max=8,every=20ms", "-o", out, "--params", params, "--", "bash", script}
+	out, args := sixRuns(t, "loss:min,max=8,every=20ms")
 	code, _, stderr := runCLI(t, args...)
 	if code != exitOK || !strings.Contains(stderr, " pruned, 0 failed") || strings.Contains(stderr, " 0 pruned") {
 		t.Fatalf("exit %d, want 0 with runs pruned:\n%s", code, stderr)
@@ -139,11 +146,7 @@ func TestPruneForecastIsTheDefault(t *testing.T) {
 // their last step; the sweep exits 0; status and the results table say
 // pruned; a rerun runs nothing.
 func TestPruneStopsBadRuns(t *testing.T) {
-	dir := t.TempDir()
-	levels := map[string]float64{"a": 0.5, "b": 0.9, "c": 0.4, "d": 0.95, "e": 0.3, "f": 0.8}
-	params, script := pruneSweep(t, dir, levels, []string{"a", "b", "c", "d", "e", "f"})
-	out := filepath.Join(dir, "out")
-	args := []string{"run", "-q", "--gpus", "none", "-j", "1", "--prune", "loss:min,first=2,max=8,every=20ms", "-o", out, "--params", params, "--", "bash", script}
+	out, args := sixRuns(t, "loss:min,first=2,max=8,every=20ms")
 	code, _, stderr := runCLI(t, args...)
 	if code != exitOK || !strings.Contains(stderr, "6 runs: 3 succeeded, 3 pruned, 0 failed") {
 		t.Fatalf("exit %d, want 0 with 3 pruned:\n%s", code, stderr)

@@ -67,21 +67,11 @@ func TestForecastRule(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
-			p, err := NewPruner(tc.prune)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, r := range tc.reports {
-				for _, j := range p.Judge(r.run, r.step, r.value, nil) {
-					if strings.HasPrefix(j.Run, "_") {
-						continue
-					}
-					got = append(got, fmt.Sprintf("%s@%v:%v/%s", j.Run, j.Step, j.Value, map[bool]string{true: "stop", false: "go"}[j.Stop]))
-				}
-			}
-			if strings.Join(got, " ") != tc.want {
-				t.Errorf("judgements\n  %s\nwant\n  %s", strings.Join(got, " "), tc.want)
+			got := judgements(t, tc.prune, tc.reports, func(j run.Judgement) string {
+				return fmt.Sprintf("%s@%v:%v", j.Run, j.Step, j.Value)
+			})
+			if got != tc.want {
+				t.Errorf("judgements\n  %s\nwant\n  %s", got, tc.want)
 			}
 		})
 	}

@@ -96,33 +96,47 @@ func TestPrune(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.description, func(t *testing.T) {
-			p, err := NewPruner(tc.prune)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, r := range tc.reports {
-				// "a+": a keeps checkpoints; "a!": a has ended.
-				name, keeps := strings.CutSuffix(r.run, "+")
-				take := func(id string, step, value float64) []run.Judgement {
-					return p.Judge(id, step, value, func() bool { return keeps })
-				}
-				if n, ended := strings.CutSuffix(name, "!"); ended {
-					take, name = p.Finish, n
-				}
-				for _, j := range take(name, r.step, r.value) {
-					verdict := map[bool]string{true: "stop", false: "go"}[j.Stop]
-					if j.Pause {
-						verdict = "pause"
-					}
-					got = append(got, fmt.Sprintf("%s@%d:%v/%s", j.Run, j.Rung, j.Value, verdict))
-				}
-			}
-			if strings.Join(got, " ") != tc.want {
-				t.Errorf("judgements\n  %s\nwant\n  %s", strings.Join(got, " "), tc.want)
+			got := judgements(t, tc.prune, tc.reports, func(j run.Judgement) string {
+				return fmt.Sprintf("%s@%d:%v", j.Run, j.Rung, j.Value)
+			})
+			if got != tc.want {
+				t.Errorf("judgements\n  %s\nwant\n  %s", got, tc.want)
 			}
 		})
 	}
+}
+
+// judgements hands the reports to a Pruner of policy p in order ("a+": a
+// keeps checkpoints; "a!": a has ended, Finish) and writes the judgements
+// of the runs whose names do not start with "_", each as at says and its
+// verdict: stop, go or pause.
+func judgements(t *testing.T, policy Prune, reports []report, at func(run.Judgement) string) string {
+	t.Helper()
+	p, err := NewPruner(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range reports {
+		name, keeps := strings.CutSuffix(r.run, "+")
+		take := func(id string, step, value float64) []run.Judgement {
+			return p.Judge(id, step, value, func() bool { return keeps })
+		}
+		if n, ended := strings.CutSuffix(name, "!"); ended {
+			take, name = p.Finish, n
+		}
+		for _, j := range take(name, r.step, r.value) {
+			if strings.HasPrefix(j.Run, "_") {
+				continue
+			}
+			verdict := map[bool]string{true: "stop", false: "go"}[j.Stop]
+			if j.Pause {
+				verdict = "pause"
+			}
+			got = append(got, at(j)+"/"+verdict)
+		}
+	}
+	return strings.Join(got, " ")
 }
 
 // TestPruneReplay: a pruner that replays the judgements of another makes
