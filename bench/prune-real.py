@@ -92,7 +92,8 @@ class Optuna:
         import optuna
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.optuna = optuna
-        self.study = optuna.create_study(direction="minimize", pruner=make(optuna.pruners, last))
+        # a fixed name: Hyperband picks each trial's bracket by hashing it
+        self.study = optuna.create_study(study_name="nodepack-bench", direction="minimize", pruner=make(optuna.pruners, last))
         self.trials = {}
 
     def start(self, rid):
