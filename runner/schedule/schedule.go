@@ -127,6 +127,13 @@
 //   - GPU memory: a run sharing its one GPU by gpu_mem may use what it
 //     asked for plus the GPU's headroom before it is stopped
 //     (GPUMemLimit, TestGPUMemLimit).
+//   - Shared pool claims (ClaimSize, for the tasks of one submission that
+//     draw from the whole sweep): a task with free lanes and no run
+//     waiting claims the runs left over twice the tasks, at least one per
+//     free lane, at most 256 and what is left (guided self-scheduling).
+//     TestClaimSize; TestPoolMakespan holds the makespan of 16 tasks
+//     starting up to 3/4 of the ideal span apart within 1.05× the
+//     one-pool list-scheduling bound.
 //   - Resume: a resumed sweep starts from the State its earlier sessions
 //     left (the ledger's fold makes it): each shape's density, the
 //     judgements replayed, the runs' attempts counted on, paused runs
