@@ -1,0 +1,144 @@
+package claim
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// TestClaimsShareTheSweep: two tasks claim in turn; each claim starts
+// where the one before ends, whoever made it; once every run is claimed
+// there is no more; the claims, read back, cover every run once.
+func TestClaimsShareTheSweep(t *testing.T) {
+	out := t.TempDir()
+	a, err := Open(out, "sweep-1", "a", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(out, "sweep-1", "b", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, step := range []struct {
+		p *Pool
+		n int
+	}{{a, 3}, {b, 4}, {a, 2}, {b, 5}, {a, 1}} {
+		c, ok, err := step.p.Claim(step.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s:%d-%d/%v", c.Task, c.From, c.To, ok))
+	}
+	want := "a:0-3/true b:3-7/true a:7-9/true b:9-10/true :0-0/false"
+	if strings.Join(got, " ") != want {
+		t.Errorf("claims %s, want %s", strings.Join(got, " "), want)
+	}
+	claims, err := a.Claims()
+	if err != nil || fmt.Sprint(claims) != "[{0 3 a} {3 7 b} {7 9 a} {9 10 b}]" {
+		t.Errorf("Claims: %v, %v", claims, err)
+	}
+}
+
+// TestClaimsConcurrent: eight tasks claim at once until nothing is left:
+// every run is claimed exactly once.
+func TestClaimsConcurrent(t *testing.T) {
+	out := t.TempDir()
+	const total = 2000
+	owner := make([]string, total)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for k := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			task := fmt.Sprint("t", k)
+			p, err := Open(out, "s", task, total)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for {
+				c, ok, err := p.Claim(1 + k%3)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !ok {
+					return
+				}
+				mu.Lock()
+				for i := c.From; i < c.To; i++ {
+					if owner[i] != "" {
+						t.Errorf("run %d claimed by %s and %s", i, owner[i], task)
+					}
+					owner[i] = task
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for i, o := range owner {
+		if o == "" {
+			t.Fatalf("run %d never claimed", i)
+		}
+	}
+}
+
+// TestClaimsUntrusted: another sweep's folder is refused; a claim that is
+// a link, a FIFO, or does not parse is an error naming it, never followed
+// nor skipped; a folder it may not write claims nothing.
+func TestClaimsUntrusted(t *testing.T) {
+	out := t.TempDir()
+	if _, err := Open(out, "one", "a", 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(out, "two", "a", 10); !errors.Is(err, ErrOtherSweep) {
+		t.Errorf("a second sweep into the same folder: %v, want refused", err)
+	}
+	dir := filepath.Join(out, Folder)
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	os.WriteFile(target, []byte(`{"task":"x","to":5,"sweep":"one"}`+"\n"), 0o644)
+	for name, plant := range map[string]func(path string) error{
+		"a link":  func(path string) error { return os.Symlink(target, path) },
+		"a FIFO":  func(path string) error { return syscall.Mkfifo(path, 0o644) },
+		"garbage": func(path string) error { return os.WriteFile(path, []byte("{not json\n"), 0o644) },
+		"another sweep": func(path string) error {
+			return os.WriteFile(path, []byte(`{"task":"x","to":5,"sweep":"two"}`+"\n"), 0o644)
+		},
+		"backwards": func(path string) error {
+			return os.WriteFile(path, []byte(`{"task":"x","to":0,"sweep":"one"}`+"\n"), 0o644)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, "0")
+			os.Remove(path)
+			if err := plant(path); err != nil {
+				t.Fatal(err)
+			}
+			p, err := Open(out, "one", "a", 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, ok, err := p.Claim(3)
+			if err == nil || ok || !strings.Contains(err.Error(), path) {
+				t.Errorf("claimed %v, %v, %v: want an error naming %s", c, ok, err, path)
+			}
+		})
+	}
+	os.Remove(filepath.Join(dir, "0"))
+	if os.Getuid() != 0 { // root writes anywhere
+		os.Chmod(dir, 0o555)
+		defer os.Chmod(dir, 0o755)
+		p, _ := Open(out, "one", "a", 10)
+		if _, ok, err := p.Claim(3); err == nil || ok {
+			t.Errorf("a folder it may not write: claimed %v, %v", ok, err)
+		}
+	}
+}
