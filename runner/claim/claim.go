@@ -14,8 +14,14 @@
 // another sweep, or one that does not parse, is an error naming the file,
 // never a claim skipped.
 //
-// Leases (a task's claims taken over when it stops renewing them) come
-// next (issue 55); this package does not yet know when a task died.
+// Leases: each task renews a heartbeat file of its own (Renew); a task
+// whose heartbeat has not moved for a lease, as the observer's own clock
+// measures it (no two nodes' clocks are compared), is dead (Dead), and
+// another task may take its claims over (TakeOver): a takeover is the
+// claim's name with the next generation, linked as a claim is, so two
+// tasks never both take it. The owner of a claim is its highest
+// generation; a task that finds its claim taken (Owns false) stops
+// starting its runs and stops those it runs: fencing.
 package claim
 
 import (
@@ -27,6 +33,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nodepack/nodepack/runner/untrusted"
 )
@@ -44,10 +51,12 @@ const maxFile = 4096
 // another sweep's.
 var ErrOtherSweep = errors.New("the claims are another sweep's")
 
-// A Claim is the runs From to To-1 of the sweep, claimed by Task.
+// A Claim is the runs From to To-1 of the sweep, claimed by Task, taken
+// over Gen times (0: as first claimed).
 type Claim struct {
 	From, To int
 	Task     string
+	Gen      int
 }
 
 // record is a claim's file: its task, where the next claim begins, and
@@ -64,15 +73,28 @@ type Pool struct {
 	dir, sweep, task string
 	total            int
 	next             int // the first run no claim this task has seen covers
+	beat             int // this task's heartbeats so far
+	// seen is each other task's heartbeat as last read, and when (by this
+	// task's clock) it was first read with that count.
+	seen map[string]seenBeat
 }
+
+// seenBeat is another task's heartbeat count and when it was first seen.
+type seenBeat struct {
+	beat  int
+	since time.Time
+}
+
+// maxGen bounds the takeovers of one claim.
+const maxGen = 1000
 
 // Open opens the claims of output directory out for task, for the sweep
 // of total runs whose identity is sweep (the ledger's sweep hash),
 // creating the folder and the identity when it is the first. A folder
 // that holds another sweep's claims is refused (ErrOtherSweep).
 func Open(out, sweep, task string, total int) (*Pool, error) {
-	if sweep == "" || task == "" || strings.ContainsAny(sweep+task, "\n") {
-		return nil, errors.New("claim: a sweep and a task, each one line, are needed")
+	if sweep == "" || task == "" || strings.ContainsAny(sweep+task, "\n") || strings.ContainsAny(task, "/\\") || strings.HasPrefix(task, ".") {
+		return nil, errors.New("claim: a sweep and a task, each one line, the task a name without slashes nor a leading dot, are needed")
 	}
 	dir := filepath.Join(out, Folder)
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
@@ -88,7 +110,7 @@ func Open(out, sweep, task string, total int) (*Pool, error) {
 	if got := strings.TrimSuffix(string(b), "\n"); got != sweep {
 		return nil, fmt.Errorf("claim: %s: %w (%q, this is %q)", filepath.Join(dir, sweepFile), ErrOtherSweep, got, sweep)
 	}
-	return &Pool{dir: dir, sweep: sweep, task: task, total: total}, nil
+	return &Pool{dir: dir, sweep: sweep, task: task, total: total, seen: map[string]seenBeat{}}, nil
 }
 
 // Claim claims for the task the next n runs (at least 1) that no task has
@@ -131,18 +153,139 @@ func (p *Pool) Claims() ([]Claim, error) {
 		if err != nil {
 			return out, err
 		}
+		if c, err = p.owner(c); err != nil {
+			return out, err
+		}
 		out = append(out, c)
 		from = c.To
 	}
 	return out, nil
 }
 
-// read reads the claim of the runs from from.
-func (p *Pool) read(from int) (Claim, error) {
-	name := strconv.Itoa(from)
+// owner is claim c as its highest generation has it.
+func (p *Pool) owner(c Claim) (Claim, error) {
+	for gen := c.Gen + 1; gen <= maxGen; gen++ {
+		next, err := p.readGen(c.From, gen)
+		if errors.Is(err, os.ErrNotExist) {
+			return c, nil
+		}
+		if err != nil {
+			return c, err
+		}
+		if next.To != c.To {
+			return c, fmt.Errorf("claim: %s: runs %d to %d, where the claim it takes over ends at %d", p.genPath(c.From, gen), next.From, next.To, c.To)
+		}
+		c = next
+	}
+	return c, fmt.Errorf("claim: runs from %d: taken over more than %d times", c.From, maxGen)
+}
+
+// Owns reports whether this task still owns claim c: no task took it
+// over since (fencing: a task that does not stops its runs of it).
+func (p *Pool) Owns(c Claim) (bool, error) {
+	now, err := p.owner(c)
+	return err == nil && now.Gen == c.Gen && now.Task == p.task, err
+}
+
+// TakeOver takes claim c (as Claims or owner read it) over for this
+// task: ok is false when another task took it first, and then the claim
+// is the owner's.
+func (p *Pool) TakeOver(c Claim) (Claim, bool, error) {
+	gen := c.Gen + 1
+	if gen > maxGen {
+		return c, false, fmt.Errorf("claim: runs from %d: taken over more than %d times", c.From, maxGen)
+	}
+	b, _ := json.Marshal(record{Task: p.task, To: c.To, Sweep: p.sweep})
+	err := publish(p.dir, genName(c.From, gen), append(b, '\n'))
+	switch {
+	case err == nil:
+		return Claim{From: c.From, To: c.To, Task: p.task, Gen: gen}, true, nil
+	case errors.Is(err, os.ErrExist):
+		now, err := p.owner(c)
+		return now, false, err
+	}
+	return c, false, fmt.Errorf("claim: taking over runs from %d: %w", c.From, err)
+}
+
+// Renew renews this task's lease: its heartbeat moves on.
+func (p *Pool) Renew() error {
+	p.beat++
+	b, _ := json.Marshal(heartbeat{Task: p.task, Beat: p.beat, Sweep: p.sweep})
+	if err := replace(p.dir, beatPrefix+p.task, append(b, '\n')); err != nil {
+		return fmt.Errorf("claim: renewing the lease of %s: %w", p.task, err)
+	}
+	return nil
+}
+
+// heartbeat is a task's lease file.
+type heartbeat struct {
+	Task  string `json:"task"`
+	Beat  int    `json:"beat"`
+	Sweep string `json:"sweep"`
+}
+
+// beatPrefix starts the name of a task's lease file.
+const beatPrefix = "task-"
+
+// Dead returns the other tasks whose heartbeat has not moved for at least
+// lease, as this task saw them from its reads (now is this task's clock):
+// a task is dead only after it was seen unmoved for a whole lease, never
+// from another node's clock.
+func (p *Pool) Dead(now time.Time, lease time.Duration) ([]string, error) {
+	names, err := filepath.Glob(filepath.Join(p.dir, beatPrefix+"*"))
+	if err != nil {
+		return nil, err
+	}
+	var dead []string
+	for _, path := range names {
+		name := filepath.Base(path)
+		task := strings.TrimPrefix(name, beatPrefix)
+		if task == p.task || strings.HasPrefix(task, ".") {
+			continue
+		}
+		b, err := untrusted.ReadFile(p.dir, name, maxFile)
+		if err != nil {
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		var h heartbeat
+		if err := json.Unmarshal(b, &h); err != nil || h.Task != task || h.Sweep != p.sweep {
+			return nil, fmt.Errorf("claim: %s: not a lease of this sweep's task %q", path, task)
+		}
+		s, ok := p.seen[task]
+		if !ok || s.beat != h.Beat {
+			p.seen[task] = seenBeat{beat: h.Beat, since: now}
+			continue
+		}
+		if now.Sub(s.since) >= lease {
+			dead = append(dead, task)
+		}
+	}
+	return dead, nil
+}
+
+// read reads the claim of the runs from from, as first made.
+func (p *Pool) read(from int) (Claim, error) { return p.readGen(from, 0) }
+
+// genName is the name of generation gen of the claim of the runs from
+// from: the number alone for the first, then number.gen.
+func genName(from, gen int) string {
+	if gen == 0 {
+		return strconv.Itoa(from)
+	}
+	return strconv.Itoa(from) + "." + strconv.Itoa(gen)
+}
+
+func (p *Pool) genPath(from, gen int) string { return filepath.Join(p.dir, genName(from, gen)) }
+
+// readGen reads generation gen of the claim of the runs from from.
+func (p *Pool) readGen(from, gen int) (Claim, error) {
+	name := genName(from, gen)
 	path := filepath.Join(p.dir, name)
 	b, err := untrusted.ReadFile(p.dir, name, maxFile)
 	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return Claim{}, err
+		}
 		return Claim{}, fmt.Errorf("claim: %w", err)
 	}
 	var r record
@@ -156,7 +299,31 @@ func (p *Pool) read(from int) (Claim, error) {
 	case r.To <= from || r.To > p.total || r.Task == "":
 		return Claim{}, fmt.Errorf("claim: %s: runs %d to %d of %d, by %q: not a claim of this sweep's runs", path, from, r.To, p.total, r.Task)
 	}
-	return Claim{From: from, To: r.To, Task: r.Task}, nil
+	return Claim{From: from, To: r.To, Task: r.Task, Gen: gen}, nil
+}
+
+// replace makes dir/name hold b, in place of what it held: b is written
+// to a file of a unique name and renamed over name.
+func replace(dir, name string, b []byte) error {
+	f, err := os.CreateTemp(dir, "."+name+".*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // publish makes dir/name hold b, whole or not at all: b is written to a

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestClaimsShareTheSweep: two tasks claim in turn; each claim starts
@@ -40,7 +41,7 @@ func TestClaimsShareTheSweep(t *testing.T) {
 		t.Errorf("claims %s, want %s", strings.Join(got, " "), want)
 	}
 	claims, err := a.Claims()
-	if err != nil || fmt.Sprint(claims) != "[{0 3 a} {3 7 b} {7 9 a} {9 10 b}]" {
+	if err != nil || fmt.Sprint(claims) != "[{0 3 a 0} {3 7 b 0} {7 9 a 0} {9 10 b 0}]" {
 		t.Errorf("Claims: %v, %v", claims, err)
 	}
 }
@@ -158,4 +159,89 @@ func BenchmarkClaim(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(256*b.N), "µs/run")
+}
+
+// TestLeases: a task whose heartbeat has not moved for a whole lease, as
+// the observer's clock measures it, is dead; one that renews is not; a
+// task just seen is not dead before a lease has passed since.
+func TestLeases(t *testing.T) {
+	out := t.TempDir()
+	a, _ := Open(out, "s", "a", 10)
+	b, _ := Open(out, "s", "b", 10)
+	t0 := time.Unix(1e9, 0)
+	const lease = time.Minute
+	if err := b.Renew(); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		at    time.Duration
+		renew bool
+		dead  string
+	}{
+		{0, false, "[]"},                                   // first seen
+		{lease - time.Second, false, "[]"},                 // not yet a lease
+		{lease - time.Millisecond, true, "[]"},             // it renewed: seen anew
+		{2*lease - time.Second, false, "[]"},               // a lease since it moved: not yet
+		{2*lease - time.Millisecond + lease, false, "[b]"}, // unmoved for more than a lease
+	} {
+		if step.renew {
+			b.Renew()
+		}
+		dead, err := a.Dead(t0.Add(step.at), lease)
+		if err != nil || fmt.Sprint(dead) != step.dead {
+			t.Errorf("at %v: dead %v, %v; want %s", step.at, dead, err, step.dead)
+		}
+	}
+	// A lease file that is a link is an error naming it, not followed.
+	os.Symlink(filepath.Join(out, Folder, "task-b"), filepath.Join(out, Folder, "task-c"))
+	if _, err := a.Dead(t0, lease); err == nil || !strings.Contains(err.Error(), "task-c") {
+		t.Errorf("a link for a lease: %v", err)
+	}
+}
+
+// TestTakeOver: a dead task's claim is taken over by exactly one task of
+// those that try at once; the owner is the last generation; the task it
+// was taken from no longer owns it (fencing); Claims says who owns each.
+func TestTakeOver(t *testing.T) {
+	out := t.TempDir()
+	dead, _ := Open(out, "s", "dead", 10)
+	c, _, _ := dead.Claim(4)
+	if ok, err := dead.Owns(c); !ok || err != nil {
+		t.Fatalf("the claimer does not own its claim: %v", err)
+	}
+	var wins []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for k := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, _ := Open(out, "s", fmt.Sprint("t", k), 10)
+			got, ok, err := p.TakeOver(c)
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if ok {
+				wins = append(wins, got.Task)
+				if owns, _ := p.Owns(got); !owns {
+					t.Errorf("%s took the claim over and does not own it", got.Task)
+				}
+			} else if got.Gen != 1 {
+				t.Errorf("a task that lost the takeover was told generation %d, want 1", got.Gen)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(wins) != 1 {
+		t.Fatalf("%d tasks took the claim over: %v, want one", len(wins), wins)
+	}
+	if ok, err := dead.Owns(c); ok || err != nil {
+		t.Errorf("the task it was taken from still owns it: %v", err)
+	}
+	claims, err := dead.Claims()
+	if err != nil || len(claims) != 1 || claims[0].Task != wins[0] || claims[0].Gen != 1 {
+		t.Errorf("Claims: %v, %v; want the runs 0-4 owned by %s, generation 1", claims, err, wins[0])
+	}
 }
