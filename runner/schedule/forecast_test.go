@@ -23,6 +23,15 @@ func finishedRuns(n int, last float64) []report {
 	return out
 }
 
+// negated is reports with their values negated: a loss made an accuracy.
+func negated(reports []report) []report {
+	out := make([]report, len(reports))
+	for i, r := range reports {
+		out[i] = report{r.run, r.step, -r.value}
+	}
+	return out
+}
+
 // TestForecastRule: the forecast rule (Prune.Forecast) as table cases,
 // each a sequence of reports and the judgements it must give of the runs
 // whose names do not start with "_", written run@step:value/verdict (the
@@ -48,6 +57,10 @@ func TestForecastRule(t *testing.T) {
 			cfg,
 			append(finishedRuns(19, 10), report{"b", 1, 2.0}, report{"c", 1, 0.55}),
 			"b@1:2/stop c@1:0.55/go"},
+		{"higher is better (an accuracy): the same judgements, mirrored",
+			Prune{Metric: "acc", Max: true, FirstStep: 3, MaxStep: 10, Forecast: true},
+			append(negated(finishedRuns(19, 10)), report{"b", 1, -2.0}, report{"c", 1, -0.55}),
+			"b@1:-2/stop c@1:-0.55/go"},
 		{"18 finished runs are too few for a 95% bound: no forecast, and no rank rung at step 1",
 			cfg,
 			append(finishedRuns(18, 10), report{"b", 1, 2.0}),
