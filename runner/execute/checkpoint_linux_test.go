@@ -196,8 +196,10 @@ func TestCheckpointAskedOfARunThatSaysItKeepsThem(t *testing.T) {
 			if says {
 				declare = `echo '{"checkpoint": 0}' >> "$NODEPACK_METRICS"; `
 			}
+			// It saves, then says so: the stop that waits for the line
+			// may end it at once after.
 			script := declare + `step=0
-save() { echo "{\"step\": $step, \"checkpoint\": $step}" >> "$NODEPACK_METRICS"; touch ` + saved + `; }
+save() { touch ` + saved + `; echo "{\"step\": $step, \"checkpoint\": $step}" >> "$NODEPACK_METRICS"; }
 trap save USR1
 while :; do step=$((step+1)); echo "{\"step\": $step, \"loss\": 1}" >> "$NODEPACK_METRICS"; [ $step -eq 3 ] && touch ` + ready + `; sleep 0.02; done`
 			_, events, _ := execute(t, ctx, lanes(1), Options{Policy: Policy{PruneInterval: time.Hour}, Process: Process{OutputDir: dir, CheckpointSignal: syscall.SIGUSR1, Grace: 20 * time.Second}},
