@@ -53,43 +53,50 @@ func TestClaimsConcurrent(t *testing.T) {
 	const total = 2000
 	owner := make([]string, total)
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for k := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			task := fmt.Sprint("t", k)
-			p, err := Open(out, "s", task, total)
+	atOnce(8, func(k int) {
+		task := fmt.Sprint("t", k)
+		p, err := Open(out, "s", task, total)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for {
+			c, ok, err := p.Claim(1 + k%3)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			for {
-				c, ok, err := p.Claim(1 + k%3)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if !ok {
-					return
-				}
-				mu.Lock()
-				for i := c.From; i < c.To; i++ {
-					if owner[i] != "" {
-						t.Errorf("run %d claimed by %s and %s", i, owner[i], task)
-					}
-					owner[i] = task
-				}
-				mu.Unlock()
+			if !ok {
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			mu.Lock()
+			for i := c.From; i < c.To; i++ {
+				if owner[i] != "" {
+					t.Errorf("run %d claimed by %s and %s", i, owner[i], task)
+				}
+				owner[i] = task
+			}
+			mu.Unlock()
+		}
+	})
 	for i, o := range owner {
 		if o == "" {
 			t.Fatalf("run %d never claimed", i)
 		}
 	}
+}
+
+// atOnce runs f(0) to f(n-1) at once, and waits for them all.
+func atOnce(n int, f func(k int)) {
+	var wg sync.WaitGroup
+	for k := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(k)
+		}()
+	}
+	wg.Wait()
 }
 
 // TestClaimsUntrusted: another sweep's folder is refused; a claim that is
@@ -211,29 +218,23 @@ func TestTakeOver(t *testing.T) {
 	}
 	var wins []string
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for k := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p, _ := Open(out, "s", fmt.Sprint("t", k), 10)
-			got, ok, err := p.TakeOver(c)
-			if err != nil {
-				t.Error(err)
+	atOnce(8, func(k int) {
+		p, _ := Open(out, "s", fmt.Sprint("t", k), 10)
+		got, ok, err := p.TakeOver(c)
+		if err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if ok {
+			wins = append(wins, got.Task)
+			if owns, _ := p.Owns(got); !owns {
+				t.Errorf("%s took the claim over and does not own it", got.Task)
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			if ok {
-				wins = append(wins, got.Task)
-				if owns, _ := p.Owns(got); !owns {
-					t.Errorf("%s took the claim over and does not own it", got.Task)
-				}
-			} else if got.Gen != 1 {
-				t.Errorf("a task that lost the takeover was told generation %d, want 1", got.Gen)
-			}
-		}()
-	}
-	wg.Wait()
+		} else if got.Gen != 1 {
+			t.Errorf("a task that lost the takeover was told generation %d, want 1", got.Gen)
+		}
+	})
 	if len(wins) != 1 {
 		t.Fatalf("%d tasks took the claim over: %v, want one", len(wins), wins)
 	}
