@@ -1,6 +1,8 @@
 package schedule
 
 import (
+	"cmp"
+	"hash/fnv"
 	"math"
 	"slices"
 
@@ -89,7 +91,7 @@ func (f *forecaster) add(r finishedRun) {
 				at = append(at, stood{d.at[i], d.final - d.at[i], k})
 			}
 		}
-		slices.SortFunc(at, func(a, b stood) int { return cmpFloat(a.value, b.value) })
+		slices.SortFunc(at, func(a, b stood) int { return cmp.Compare(a.value, b.value) })
 		f.byValue[i] = at
 	}
 	if len(f.margin) == n && len(f.done)-f.calibrated < max(1, len(f.done)/16) {
@@ -139,7 +141,7 @@ func (f *forecaster) likeliest(i int, b float64, skip int) (float64, bool) {
 	}
 	k := min(n, max(forecastNeighbours, min(n/4, maxNeighbours)))
 	// The k nearest, from where b would go outwards.
-	hi, _ := slices.BinarySearchFunc(at, b, func(s stood, b float64) int { return cmpFloat(s.value, b) })
+	hi, _ := slices.BinarySearchFunc(at, b, func(s stood, b float64) int { return cmp.Compare(s.value, b) })
 	lo := hi - 1
 	gains := f.gains[:0]
 	for len(gains) < k {
@@ -170,16 +172,6 @@ func (f *forecaster) forecast(i int, b float64) (point, optimistic float64, ok b
 	}
 	point, ok = f.likeliest(i, b, -1)
 	return point, point - f.margin[i], ok
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // forecastRungs are the forecast rule's rungs: the rank rule's (first,
@@ -227,11 +219,16 @@ func forecastRungs(first, last float64, eta int) (rungs []float64, rank []bool) 
 
 // cautious says run id is in the cautious cohort.
 func cautious(id string) bool {
-	h := uint32(2166136261) // FNV-1a
-	for i := 0; i < len(id); i++ {
-		h = (h ^ uint32(id[i])) * 16777619
-	}
-	return h%cautiousShare == 0
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return h.Sum32()%cautiousShare == 0
+}
+
+// forget drops what the forecast rule keeps of run id while it runs: it
+// was pruned, or ended short of the last step.
+func (p *Pruner) forget(id string) {
+	delete(p.tracks, id)
+	delete(p.optimistic, id)
 }
 
 // bestSoFar is run id's best value at its rungs before i and v, lower
@@ -266,14 +263,13 @@ func (p *Pruner) track(j run.Judgement) {
 		return
 	}
 	p.fc.add(finishedRun{at: tr, final: v})
-	delete(p.tracks, j.Run)
 	if opt, ok := p.optimistic[j.Run]; ok {
 		p.coverage.Forecasts++
 		if v >= opt {
 			p.coverage.Held++
 		}
-		delete(p.optimistic, j.Run)
 	}
+	p.forget(j.Run)
 }
 
 // Coverage is how the forecast rule's intervals held on the runs that
@@ -299,7 +295,9 @@ func (p *Pruner) judgeForecast(id string, i int, step, value float64) run.Judgem
 			j.Forecasted, j.Forecast, j.Optimistic = true, p.better(point), p.better(opt)
 			j.Cutoff, j.Others = p.better(p.fc.best), len(p.fc.done)
 			j.Stop = opt > p.fc.best
-			p.optimistic[id] = max(p.optimistic[id], opt)
+			if was, ok := p.optimistic[id]; !ok || opt > was {
+				p.optimistic[id] = opt
+			}
 		}
 		if !j.Stop && p.rank[i] && len(p.values[i]) > 0 {
 			j.Cutoff, j.Others = p.cutoff(p.values[i]), len(p.values[i])

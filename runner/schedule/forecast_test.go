@@ -12,12 +12,13 @@ import (
 
 // finishedRuns are the reports of n runs "_0", "_1", … that each ran to
 // step last without noise: value final + 0.5/step at every step, finals
-// from 0.1 up by 0.01.
+// from 0.1 up by 0.01, the best last, so that no rank rung stops one (a
+// run stopped for good is forgotten).
 func finishedRuns(n int, last float64) []report {
 	var out []report
 	for k := range n {
 		for s := 1.0; s <= last; s++ {
-			out = append(out, report{fmt.Sprintf("_%d", k), s, 0.1 + 0.01*float64(k) + 0.5/s})
+			out = append(out, report{fmt.Sprintf("_%d", k), s, 0.1 + 0.01*float64(n-1-k) + 0.5/s})
 		}
 	}
 	return out
@@ -171,12 +172,12 @@ func TestForecastCoverage(t *testing.T) {
 	if got := p.Coverage(); got != (Coverage{Forecasts: 2, Held: 2}) {
 		t.Errorf("coverage %+v, want 2 forecast, 2 held", got)
 	}
-	// g looks hopeless and ends far better than any forecast for it
-	// said it could: a miss.
+	// g looks like the best finished run, c, until its last step, where
+	// it ends far better than any forecast for it said it could: a miss.
 	for s := 1.0; s <= 10; s++ {
-		v := 0.6 + 0.5/s
+		v := 0.05 + 0.5/s
 		if s == 10 {
-			v = 0.01
+			v = 0.001
 		}
 		p.Judge("g", s, v, nil)
 	}
@@ -198,7 +199,8 @@ func BenchmarkForecastJudge(b *testing.B) {
 		for k := range maxFinished {
 			final, tau := 0.1+0.5*rng.Float64(), 1+10*rng.Float64()
 			for s := 1.0; s <= 40; s++ {
-				p.Judge(fmt.Sprintf("_%d", k), s, final+math.Exp(-s/tau)+0.01*rng.NormFloat64(), nil)
+				// keeps: a rank rung pauses one, which goes on here
+				p.Judge(fmt.Sprintf("_%d", k), s, final+math.Exp(-s/tau)+0.01*rng.NormFloat64(), func() bool { return true })
 			}
 		}
 		for k := range 1000 {
@@ -272,5 +274,49 @@ func TestForecastPromote(t *testing.T) {
 	// best so far, 0.2) better: c first.
 	if fmt.Sprint(order) != "[c d]" {
 		t.Errorf("promoted %v, want c (the likelier best), then d; never f", order)
+	}
+}
+
+// TestForecastCoverageMax: with a metric to maximise (an accuracy, 1 less
+// the loss) the coverage counts the same: a run that ends as forecast
+// holds (the optimistic ends made for it, below zero in the pruner's
+// lower-better terms, are not taken for zero).
+func TestForecastCoverageMax(t *testing.T) {
+	p, _ := NewPruner(Prune{Metric: "acc", Max: true, FirstStep: 3, MaxStep: 10, Forecast: true})
+	for _, r := range finishedRuns(19, 10) {
+		p.Judge(r.run, r.step, 1-r.value, nil)
+	}
+	for s := 1.0; s <= 10; s++ {
+		p.Judge("c", s, 1-(0.05+0.5/s), nil)
+	}
+	if got := p.Coverage(); got != (Coverage{Forecasts: 1, Held: 1}) {
+		t.Errorf("coverage %+v, want 1 forecast, 1 held", got)
+	}
+}
+
+// TestForecastForgetsPruned: what the forecast rule keeps of a running
+// run goes when it is pruned for good, or ends short of the last step, so
+// that a sweep of a million runs does not keep a million tracks; a paused
+// run keeps its track (its promotion is judged by it).
+func TestForecastForgetsPruned(t *testing.T) {
+	p, _ := NewPruner(Prune{Metric: "loss", FirstStep: 3, MaxStep: 10, Forecast: true})
+	for _, r := range finishedRuns(19, 10) {
+		p.Judge(r.run, r.step, r.value, nil)
+	}
+	for k := range 100 {
+		id := fmt.Sprint("bad", k)
+		js := p.Judge(id, 1, 5, nil)
+		if len(js) != 1 || js[0].Stop == cautious(id) { // the cautious cohort goes on
+			t.Fatalf("%s: %+v, want stopped unless cautious", id, js)
+		}
+		if cautious(id) {
+			p.Finish(id, 2, 5) // and ends, short
+		}
+	}
+	p.Finish("short", 4, 0.3)                             // ended by itself at step 4
+	js := p.Judge("b", 1, 5, func() bool { return true }) // b is not cautious
+	p.Pause(js[len(js)-1])
+	if len(p.tracks) != 1 || p.tracks["b"] == nil || len(p.optimistic) != 1 {
+		t.Errorf("%d tracks, %d optimistic ends kept; want only the paused run's", len(p.tracks), len(p.optimistic))
 	}
 }

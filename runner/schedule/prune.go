@@ -186,6 +186,9 @@ func (p *Pruner) Judge(id string, step, value float64, keeps func() bool) []run.
 	if n := len(out); n > 0 && out[n-1].Stop && keeps != nil {
 		out[n-1].Pause = keeps()
 	}
+	if n := len(out); n > 0 && out[n-1].Stop && !out[n-1].Pause {
+		p.forget(id) // pruned for good
+	}
 	return out
 }
 
@@ -193,7 +196,9 @@ func (p *Pruner) Judge(id string, step, value float64, keeps func() bool) []run.
 // does, except that none of its judgements stops it: it ended by itself,
 // and its value joins the rungs it reached for the runs after it.
 func (p *Pruner) Finish(id string, step, value float64) []run.Judgement {
-	return p.take(id, step, value, false)
+	out := p.take(id, step, value, false)
+	p.forget(id) // it ended; at its last step, a finished run already
+	return out
 }
 
 // take is Judge for a running run, Finish for one that ended.
@@ -361,6 +366,9 @@ func (p *Pruner) Replay(j run.Judgement) {
 		return
 	}
 	p.record(j)
+	if j.Stop && !j.Pause {
+		p.forget(j.Run) // pruned for good
+	}
 	if j.Stop && j.Pause {
 		p.replayed[j.Run] = j
 	} else {
