@@ -92,10 +92,10 @@ func sixRuns(t *testing.T, spec string) (out string, args []string) {
 }
 
 // TestPruneForecastIsTheDefault: --prune with max and no first judges by
-// the forecast rule: the rank rule at max/8 (here 1, since max is below
-// 16) and ×3, forecast rungs between them, and the last step, where each
-// run that got there is recorded as finished (never stopped there); bad
-// runs are pruned; a rerun runs nothing.
+// the forecast rule: the rank rule at max/8 (here 1) and ×3, forecast
+// rungs between them, and the last step, where each run that got there is
+// recorded as finished (never stopped there); bad runs are pruned; a
+// rerun runs nothing.
 func TestPruneForecastIsTheDefault(t *testing.T) {
 	out, args := sixRuns(t, "loss:min,max=8,every=20ms")
 	code, _, stderr := runCLI(t, args...)

@@ -118,9 +118,11 @@ func TestForecastRungs(t *testing.T) {
 			t.Errorf("forecastRungs(%v, %v, %d) = %s, want %s", tc.first, tc.last, tc.eta, got, tc.want)
 		}
 	}
-	p, _ := NewPruner(Prune{Metric: "loss", MaxStep: 40, Forecast: true})
-	if p.Config().FirstStep != 5 {
-		t.Errorf("the forecast rule's first rank rung with max 40: %v, want an eighth of it, 5", p.Config().FirstStep)
+	for last, first := range map[float64]float64{40: 5, 12: 2, 10: 1, 3: 1} {
+		p, _ := NewPruner(Prune{Metric: "loss", MaxStep: last, Forecast: true})
+		if p.Config().FirstStep != first {
+			t.Errorf("the forecast rule's first rank rung with max %v: %v, want an eighth of it, rounded, at least 1: %v", last, p.Config().FirstStep, first)
+		}
 	}
 }
 

@@ -78,7 +78,7 @@ type Prune struct {
 	// MaxStep learnt from the sweep's finished runs, judged at rungs
 	// between the rank rule's, and a cautious cohort judged late: see
 	// the package doc and forecast.go. It needs MaxStep; its FirstStep
-	// defaults to an eighth of MaxStep.
+	// defaults to an eighth of MaxStep, rounded, at least 1.
 	Forecast bool
 }
 
@@ -133,8 +133,8 @@ func NewPruner(p Prune) (*Pruner, error) {
 	}
 	if p.FirstStep == 0 {
 		p.FirstStep = 1
-		if p.Forecast && p.MaxStep >= 16 && !math.IsInf(p.MaxStep, 0) {
-			p.FirstStep = math.Round(p.MaxStep / 8)
+		if p.Forecast && !math.IsInf(p.MaxStep, 0) {
+			p.FirstStep = max(1, math.Round(p.MaxStep/8))
 		}
 	}
 	switch {
