@@ -100,10 +100,15 @@ func Open(out, sweep, task string, total int) (*Pool, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
-	if err := publish(dir, sweepFile, []byte(sweep+"\n")); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
+	// The first task writes the identity; the others (and a folder they
+	// may only read) read it.
 	b, err := untrusted.ReadFile(dir, sweepFile, maxFile)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := publish(dir, sweepFile, []byte(sweep+"\n")); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("claim: %w", err)
+		}
+		b, err = untrusted.ReadFile(dir, sweepFile, maxFile)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
