@@ -763,6 +763,25 @@ func TestReadmePruneExample(t *testing.T) {
 	}
 }
 
+// TestReadmeForecastExample types the README's block of the default rule
+// (the forecast rule, max alone): two of three runs pruned, the third, in
+// the cautious cohort, not at step 3 but at step 9.
+func TestReadmeForecastExample(t *testing.T) {
+	t.Parallel() // its commands run in processes of their own: beside the other such tests
+	if testing.Short() {
+		t.Skip("copies the repository")
+	}
+	var sb *sandbox
+	out := readmeBlockIn(t, "-o forecast ", func(s *sandbox) { sb = s })
+	if !strings.Contains(out, "3 runs: 1 succeeded, 2 pruned, 0 failed") {
+		t.Errorf("the README's forecast example does not prune 2 of 3 runs:\n%s", out)
+	}
+	stops, err := sb.shell(`grep '"pruned":true' forecast/ledger.jsonl | grep -o '"rung_step":[0-9]*' | sort | tr '\n' ' '`, commandLimit, 0)
+	if err != nil || strings.TrimSpace(stops) != `"rung_step":1 "rung_step":9` {
+		t.Errorf("the pruned runs' rungs: %q, %v; want one at step 1, the cautious one at step 9", stops, err)
+	}
+}
+
 // TestReadmePauseExample types the README's pause block: the slow
 // starter, judged out at step 3, is paused, promoted once the three runs
 // after it make it one of the rung's best, and runs to its end from its
