@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodepack/nodepack/cmd/internal/flagvalue"
+	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/ledger"
 	"github.com/nodepack/nodepack/runner/schedule"
 )
@@ -549,5 +550,20 @@ if [ "$name" = bad ]; then sleep 60; fi
 	}
 	if code, stdout, _ := runCLI(t, "status", out); code != exitOK || !strings.Contains(stdout, ": 3 runs: 2 succeeded, 1 paused, 0 failed") {
 		t.Errorf("status: exit %d\n%s", code, stdout)
+	}
+}
+
+// TestSummarySaysForecastCoverage: the end of a sweep under the forecast
+// rule says how its forecasts held; without forecasts, nothing.
+func TestSummarySaysForecastCoverage(t *testing.T) {
+	var b strings.Builder
+	printSummary(&b, execute.Summary{Runs: 30, Succeeded: 30, Forecasts: schedule.Coverage{Forecasts: 11, Held: 10}}, "out", false)
+	if !strings.Contains(b.String(), "--prune's forecasts held for 10 of the 11 finished runs forecast while they ran") {
+		t.Errorf("summary:\n%s", b.String())
+	}
+	b.Reset()
+	printSummary(&b, execute.Summary{Runs: 30, Succeeded: 30}, "out", false)
+	if strings.Contains(b.String(), "forecasts") {
+		t.Errorf("a summary without forecasts speaks of them:\n%s", b.String())
 	}
 }

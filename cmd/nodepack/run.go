@@ -594,6 +594,9 @@ func printSummary(w io.Writer, s execute.Summary, output string, listed bool) {
 		fmt.Fprintf(w, ", %d interrupted", s.Interrupted)
 	}
 	fmt.Fprintf(w, "; %s in %v, lanes %.0f%% busy\n", countWord(s.Attempts, "attempt"), s.Wall().Round(time.Millisecond), 100*s.Utilization())
+	if f := s.Forecasts; f.Forecasts > 0 {
+		fmt.Fprintf(w, "nodepack: --prune's forecasts held for %d of the %s forecast while they ran (their optimistic end at most their final: 95%% asked)\n", f.Held, countWord(f.Forecasts, "finished run"))
+	}
 	if s.Stopped {
 		fmt.Fprintf(w, "nodepack: stopped starting runs after %s (--max-failures/--fail-fast)\n", countWord(s.Failed, "failure"))
 	}

@@ -334,3 +334,28 @@ func TestPausedRunsWithoutPolicy(t *testing.T) {
 		t.Fatalf("events %+v, summary %+v: want it run to its end, as a promotion", events, sum)
 	}
 }
+
+// TestForecastCoverageInSummary: under the forecast rule the summary says
+// how the forecasts' intervals held on the runs that finished. 19 runs of
+// one family of curves finish first (the best last, so no rank rung stops
+// one); the two after them are forecast from those, and end a little
+// worse than forecast: held.
+func TestForecastCoverageInSummary(t *testing.T) {
+	var lines []string
+	for k := range 21 {
+		final := 0.1 + 0.01*float64(20-k)
+		end := final
+		if k >= 19 {
+			end += 0.01
+		}
+		lines = append(lines, fmt.Sprintf(`for s in 1 2 3 4 5 6 7 8 9; do awk -v s=$s 'BEGIN { printf "{\"step\": %%d, \"loss\": %%.6f}\n", s, %v + 0.5 / s }' >> "$NODEPACK_METRICS"; done; echo '{"step": 10, "loss": %v}' >> "$NODEPACK_METRICS"`, final, end))
+	}
+	opts := Options{Policy: Policy{Prune: &schedule.Prune{Metric: "loss", MaxStep: 10, Forecast: true}}}
+	sum, _, err := execute(t, t.Context(), lanes(1), opts, shell(lines...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := sum.Forecasts; f.Forecasts < 1 || f.Held != f.Forecasts {
+		t.Errorf("summary's forecasts %+v: want some, every one held", f)
+	}
+}

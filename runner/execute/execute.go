@@ -170,6 +170,11 @@ func (e *Execution) Wait() (Summary, error) {
 			e.tally.sum.LaneBusy = append(e.tally.sum.LaneBusy, 0)
 		}
 		e.tally.sum.Paused, e.tally.sum.Promoted = len(e.paused.runs), e.paused.promoted
+		if pr := e.pruning; pr != nil {
+			pr.mu.Lock()
+			e.tally.sum.Forecasts = pr.pruner.Coverage()
+			pr.mu.Unlock()
+		}
 		for _, j := range e.paused.runs {
 			if j.attempts == 0 {
 				// Paused by an earlier session and never promoted by this

@@ -359,6 +359,9 @@ type Summary struct {
 	// checkpoints, and no promotion resumed them (see Options.Prune);
 	// Promoted counts the promotions, each a new attempt of a paused run.
 	Paused, Promoted int
+	// Forecasts says how the forecast rule's intervals held on the runs
+	// that finished (schedule.Pruner.Coverage); zero without that rule.
+	Forecasts schedule.Coverage
 	// Classes counts the runs of Failed by the class of their last
 	// attempt; nil when none failed.
 	Classes map[failure.Class]int

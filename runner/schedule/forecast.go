@@ -225,7 +225,9 @@ func cautious(id string) bool {
 }
 
 // forget drops what the forecast rule keeps of run id while it runs: it
-// was pruned, or ended short of the last step.
+// was pruned for good. (A run that ends short of the last step by itself
+// keeps its track: Finish takes an ended run's points one at a time, and
+// does not know which is its last.)
 func (p *Pruner) forget(id string) {
 	delete(p.tracks, id)
 	delete(p.optimistic, id)

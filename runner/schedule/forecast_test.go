@@ -297,9 +297,9 @@ func TestForecastCoverageMax(t *testing.T) {
 }
 
 // TestForecastForgetsPruned: what the forecast rule keeps of a running
-// run goes when it is pruned for good, or ends short of the last step, so
-// that a sweep of a million runs does not keep a million tracks; a paused
-// run keeps its track (its promotion is judged by it).
+// run goes when it is pruned for good, so that a sweep of a million runs
+// does not keep a million tracks; a paused run keeps its track (its
+// promotion is judged by it); a finished run's goes to the finished runs.
 func TestForecastForgetsPruned(t *testing.T) {
 	p, _ := NewPruner(Prune{Metric: "loss", FirstStep: 3, MaxStep: 10, Forecast: true})
 	for _, r := range finishedRuns(19, 10) {
@@ -312,10 +312,9 @@ func TestForecastForgetsPruned(t *testing.T) {
 			t.Fatalf("%s: %+v, want stopped unless cautious", id, js)
 		}
 		if cautious(id) {
-			p.Finish(id, 2, 5) // and ends, short
+			p.Finish(id, 10, 5) // and ends: a finished run
 		}
 	}
-	p.Finish("short", 4, 0.3)                             // ended by itself at step 4
 	js := p.Judge("b", 1, 5, func() bool { return true }) // b is not cautious
 	p.Pause(js[len(js)-1])
 	if len(p.tracks) != 1 || p.tracks["b"] == nil || len(p.optimistic) != 1 {

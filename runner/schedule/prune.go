@@ -196,9 +196,7 @@ func (p *Pruner) Judge(id string, step, value float64, keeps func() bool) []run.
 // does, except that none of its judgements stops it: it ended by itself,
 // and its value joins the rungs it reached for the runs after it.
 func (p *Pruner) Finish(id string, step, value float64) []run.Judgement {
-	out := p.take(id, step, value, false)
-	p.forget(id) // it ended; at its last step, a finished run already
-	return out
+	return p.take(id, step, value, false)
 }
 
 // take is Judge for a running run, Finish for one that ended.
