@@ -20,6 +20,7 @@ import (
 	"github.com/nodepack/nodepack/pack"
 	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/resources/usage"
+	"github.com/nodepack/nodepack/runner/claim"
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
@@ -41,6 +42,17 @@ type Options struct {
 	// RunsPerShard is the size of a part where the batch system does not
 	// tell the array's size (PBS, LSF): --runs-per-shard.
 	RunsPerShard int
+	// Pool, if not empty, makes this invocation a task of a shared pool:
+	// the tasks of a submission, each on its own node, draw the runs of
+	// the whole sweep as their lanes free, from one output directory,
+	// and take over the runs of a task that dies (see DefaultLease). It
+	// names the task ("auto": the batch job's array task) and goes
+	// without a Shard.
+	Pool string
+	// Lease is how long a pool task's heartbeat may stand still before
+	// the others take its claims over; zero means DefaultLease. It is
+	// renewed every sixth of it.
+	Lease time.Duration
 	// Output is the output directory; empty means DefaultOutput's.
 	Output string
 	// Job is the batch job this runs in, as batch.Detect tells it; the
@@ -114,6 +126,7 @@ type Sweep struct {
 	def     sweep.Definition
 	shard   sweep.Shard
 	from    string // what chose the shard
+	pool    string // the pool task's name; "" outside a pool
 	output  string
 	ledger  string // this shard's ledger file
 	past    *ledger.Dir
@@ -165,7 +178,7 @@ func (s *Sweep) prepare() error {
 	opts := s.opts
 	s.output = opts.Output
 	if s.output == "" {
-		s.output = defaultOutput(opts.Job, s.def, splits(opts.Shard, opts.Job))
+		s.output = defaultOutput(opts.Job, s.def, splits(opts.Shard, opts.Job) || opts.Pool != "" && opts.Job.Splits())
 		// A name nodepack chose itself, in a directory others may write:
 		// only a real directory of this user's is used (a link planted
 		// there, or a ledger that says everything succeeded, is not).
@@ -229,6 +242,17 @@ func (s *Sweep) scan() error {
 		return err
 	}
 	s.past = past
+	if s.opts.Pool != "" {
+		if sp := s.opts.Shard; sp != "" && sp != "auto" && sp != "none" {
+			return fmt.Errorf("shard %s: %w", sp, errPoolShard)
+		}
+		if s.pool, err = poolTask(s.opts.Pool, s.opts.Job); err != nil {
+			return err
+		}
+		s.shard, s.from = sweep.Shard{Index: 0, Count: 1}, "pool"
+		s.shardNotes()
+		return s.resume()
+	}
 	if s.shard, s.from, err = chooseShard(s.opts.Shard, s.opts.Job, s.source.Total(), s.opts.RunsPerShard); err != nil {
 		return err
 	}
@@ -372,6 +396,9 @@ func (s *Sweep) shardNotes() {
 func (s *Sweep) resume() error {
 	s.def.Shards = s.shard.Count
 	file := ledger.FileName(s.shard.Index, s.shard.Count)
+	if s.pool != "" {
+		file = ledger.PoolFileName(s.pool)
+	}
 	s.ledger = filepath.Join(s.output, file)
 	if changes := s.past.Changes(s.def); len(changes) > 0 {
 		return anotherSweep(s.output, changes)
@@ -387,10 +414,22 @@ func (s *Sweep) resume() error {
 		retiredSet[id] = true
 	}
 	s.done = 0
-	for i := range log.Len() {
-		run := log.At(i)
-		if !retiredSet[run.ID] && (run.State == ledger.StateSucceeded || run.State == ledger.StatePruned || run.State == ledger.StatePaused || run.State == ledger.StateFailed && !s.opts.retries(run)) {
-			s.done++
+	logs := []*ledger.Log{log}
+	if s.pool != "" {
+		// The pool's runs are in every task's ledger.
+		logs = nil
+		for _, l := range s.past.Logs {
+			if len(l.Sessions) > 0 && !l.Other && l.Whole() {
+				logs = append(logs, l)
+			}
+		}
+	}
+	for _, log := range logs {
+		for i := range log.Len() {
+			run := log.At(i)
+			if !run.Retired && !retiredSet[run.ID] && (run.State == ledger.StateSucceeded || run.State == ledger.StatePruned || run.State == ledger.StatePaused || run.State == ledger.StateFailed && !s.opts.retries(run)) {
+				s.done++
+			}
 		}
 	}
 	return nil
@@ -562,6 +601,7 @@ type Session struct {
 	// or failed with no retry left.
 	settled atomic.Int64
 	resume  func() ledger.ResumeCounts
+	pool    *poolRuns // the pool task's runs; nil outside a pool
 	follow  chan struct{}
 	ctx     context.Context
 }
@@ -630,7 +670,21 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	var ready sync.WaitGroup
 	ready.Add(1)
 	onEvent := opts.Execute.OnEvent
+	var pr *poolRuns
+	if s.pool != "" {
+		p, err := s.openPool(xo)
+		if err != nil {
+			w.WriteEnd(stopNote(err), 0)
+			w.Close()
+			return nil, err
+		}
+		pr = p
+		xo.Window, xo.Fenced = p.lanes, p.fenced
+	}
 	xo.OnEvent = func(ev run.Event) {
+		if pr != nil {
+			pr.event(ev)
+		}
 		if ev.Kind == run.Finished && w.Check() != nil {
 			// Before the run's slot is given to the next run: a ledger
 			// deleted under the sweep stops it from starting more.
@@ -684,12 +738,22 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	}
 	skip, resumed := w.Past().ResumeFilter(opts.retries)
 	runs := s.source.RunsExcept(s.shard, skip)
+	if pr != nil {
+		runs, resumed = pr.runs(), pr.counts
+	}
 	r.resume = resumed
 	r.x, err = execute.Start(ctx, runs, xo)
 	ready.Done()
 	if err != nil {
+		if pr != nil {
+			close(pr.stop)
+		}
 		w.Close()
 		return nil, err
+	}
+	if pr != nil {
+		r.pool, pr.fence = pr, r.x.Fence
+		go pr.heartbeat()
 	}
 	if opts.StopBefore > 0 {
 		go batch.Follow(opts.Job, s.end, opts.StopBefore, func(end time.Time) {
@@ -699,6 +763,25 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 		}, r.follow)
 	}
 	return r, nil
+}
+
+// openPool opens the claims of this pool task and its run source.
+func (s *Sweep) openPool(xo execute.Options) (*poolRuns, error) {
+	pool, err := claim.Open(s.output, s.def.Key(), s.pool, s.source.Total())
+	if err != nil {
+		return nil, fmt.Errorf("pool: %w", err)
+	}
+	skip, counts := s.past.ResumeFilter(s.opts.retries)
+	p := newPoolRuns(s, pool, skip, counts)
+	p.lanes = max(s.opts.Plan.Parallel, len(s.opts.Plan.Slots), xo.Parallel, 1)
+	p.note = s.note
+	if err := p.adopt(); err != nil {
+		return nil, fmt.Errorf("pool: %w", err)
+	}
+	if err := pool.Renew(claim.Busy); err != nil {
+		return nil, fmt.Errorf("pool: %w", err)
+	}
+	return p, nil
 }
 
 func (s *Sweep) note(line string) {
@@ -772,6 +855,7 @@ func (s *Sweep) header(total int) ledger.Header {
 		Command: s.opts.Command,
 		Cwd:     workingDir(),
 		Shard:   &shard,
+		Pool:    s.pool,
 		Total:   &total,
 		Sweep:   &def,
 		Retired: s.retired,
@@ -852,6 +936,9 @@ func (e *RequeueError) Unwrap() error { return e.Err }
 // execute.Execution.Wait says), a *LedgerError and a *RequeueError.
 func (r *Session) Wait() (Outcome, error) {
 	sum, err := r.x.Wait()
+	if r.pool != nil {
+		r.pool.close()
+	}
 	close(r.follow)
 	defer r.ledger.Close()
 	r.ledger.Flush() // every event recorded and passed on
@@ -927,6 +1014,9 @@ func (o *Options) retries(run ledger.Run) bool {
 // and were not run again, so it is a subtraction: the source is not read
 // again, and a sweep of millions of runs exits as soon as its runs do.
 func (r *Session) countLeft() int {
+	if r.pool != nil {
+		return r.pool.left()
+	}
 	shard, _ := r.s.Total()
 	return max(shard-r.s.done-int(r.settled.Load()), 0)
 }

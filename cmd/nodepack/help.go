@@ -33,7 +33,7 @@ var runFlagGroups = []clidoc.Group{
 		Examples: []string{"nodepack run --prune loss:min,first=100,max=2700 --params runs.jsonl -- python train.py"}},
 	{Title: "Failures", Flags: []string{"retry", "retry-backoff", "fail-pattern", "max-failures", "fail-fast", "grace", "checkpoint-signal"},
 		Examples: []string{"nodepack run --runs-per-gpu 2 --timeout 2h --retries 1 sweep.txt"}},
-	{Title: "Batch jobs (Slurm, Grid Engine, PBS, LSF)", Flags: []string{"requeue", "stop-before", "shard", "runs-per-shard"},
+	{Title: "Batch jobs (Slurm, Grid Engine, PBS, LSF)", Flags: []string{"requeue", "stop-before", "shard", "runs-per-shard", "pool", "lease"},
 		Examples: []string{"nodepack run --stop-before 10m -o sweep1 sweep.txt   # in sbatch, with --requeue"}},
 	{Title: "Output", Flags: []string{"live", "metric", "sample-interval", "json"}},
 	{Title: "The node (detected unless said)", Flags: []string{"inventory", "gpus", "cpus"}},

@@ -95,6 +95,8 @@ type jobFlags struct {
 	nodepack        string
 	dryRun          bool
 	wait            bool
+	static          bool
+	add             int
 }
 
 func (f *jobFlags) addFlags(fs *pflag.FlagSet) {
@@ -243,7 +245,7 @@ func checkShard(ctx context.Context, job submit.Job, shard, output string) (stri
 	if err := fs.Parse(job.Run); err != nil {
 		return "", 0, 0, fmt.Errorf("run's arguments %q: %w", job.Run, err)
 	}
-	for _, name := range []string{"output", "shard", "inventory", "gpus", "cpus", "dry-run", "json", "restart"} {
+	for _, name := range []string{"output", "shard", "pool", "inventory", "gpus", "cpus", "dry-run", "json", "restart"} {
 		if fs.Changed(name) {
 			return "", 0, 0, fmt.Errorf("run's --%s: submit chooses it (the output directory with submit's own -o; start over with another -o)", name)
 		}
@@ -251,6 +253,10 @@ func checkShard(ctx context.Context, job submit.Job, shard, output string) (stri
 	node := shapeNode(job)
 	o.shape = &node
 	o.DryRun, o.Shard, o.Output = true, shard, output
+	if shard == "pool" {
+		// A task of the pool: the whole sweep, and what is left of it.
+		o.Shard, o.Pool, o.RetryFailed = "auto", "submit", job.RetryFailed
+	}
 	o.Requeue, o.StopBefore = false, 0 // the tasks' own, checked where they run
 	if job.Dir != "" {
 		// Paths as the tasks see them: from the directory they run in.
@@ -272,6 +278,37 @@ func checkShard(ctx context.Context, job submit.Job, shard, output string) (stri
 	defer sw.Close()
 	mine, total := sw.Total()
 	return sw.Output(), total, max(mine-sw.Done(), 0), nil
+}
+
+// sweepKey is the key of the definition of the sweep job runs: a pool's
+// submissions record it, so that a second into the same directory is
+// refused for another sweep before any task starts.
+func sweepKey(ctx context.Context, job submit.Job, output string) (string, error) {
+	var o runOptions
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.AddFlags(fs)
+	if err := fs.Parse(job.Run); err != nil {
+		return "", err
+	}
+	node := shapeNode(job)
+	o.shape = &node
+	o.DryRun, o.Shard, o.Pool, o.Output = true, "auto", "submit", output
+	o.Requeue, o.StopBefore = false, 0
+	if job.Dir != "" {
+		if cwd, err := os.Getwd(); err == nil && cwd != job.Dir {
+			if err := os.Chdir(job.Dir); err != nil {
+				return "", err
+			}
+			defer os.Chdir(cwd)
+		}
+	}
+	sw, _, err := o.prepare(ctx, fs.Args(), job.Run)
+	if err != nil {
+		return "", err
+	}
+	defer sw.Close()
+	return sw.Definition().Key(), nil
 }
 
 // describeShape says what each task of job asks for.
@@ -300,6 +337,8 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := pflag.NewFlagSet("submit", pflag.ContinueOnError)
 	f.addFlags(fs)
 	fs.StringVarP(&output, "output", "o", "", "`DIR` for the sweep: its ledgers, logs, job scripts and records (default nodepack-NAME-KEY, as run names it); the nodes must see it")
+	fs.BoolVar(&f.static, "static", false, "fixed shards, one per array task (nodepack run --shard I/N), instead of one shared pool whose tasks claim runs of the whole sweep as their nodes free (the default, but for PBS)")
+	fs.IntVar(&f.add, "add", 0, "add `N` array tasks to the pool submitted before into the output directory, while it runs or after (a second submit with --nodes N does the same)")
 	fs.BoolVar(&check, "check", false, "only say whether the scheduler answers here: exit 0 when it does, 1 when it does not (2: none installed)")
 	if code, ok := parseFlags(ctx, fs, submitUsage, args, stdout, stderr); !ok {
 		return code
@@ -318,8 +357,15 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err := f.apply(fs, &job); err != nil {
 		return usageErrorf(stderr, "submit", "%v", err)
 	}
+	job.Pool = !f.static && job.Scheduler != submit.PBS
+	if f.add > 0 {
+		if f.nodes > 0 || f.runsPerNode > 0 || f.static {
+			return usageErrorf(stderr, "submit", "--add N adds N tasks to a pool submitted before: it goes without --nodes, --runs-per-node and --static")
+		}
+		f.nodes = f.add
+	}
 	if f.nodes == 0 && f.runsPerNode == 0 {
-		return usageErrorf(stderr, "submit", "give --nodes N (N shards) or --runs-per-node M (shards of M runs)")
+		return usageErrorf(stderr, "submit", "give --nodes N (N nodes, one array task each) or --runs-per-node M (as many tasks as runs of M each need)")
 	}
 	cpusFrom, err := wholeNodeCPUs(ctx, &job)
 	if err != nil {
@@ -351,12 +397,32 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return usageErrorf(stderr, "submit", "%v", err)
 	}
-	if len(recs) > 0 {
+	key := ""
+	if job.Pool {
+		if key, err = sweepKey(ctx, job, dir); err != nil {
+			return usageErrorf(stderr, "submit", "%v", err)
+		}
+	}
+	switch {
+	case f.add > 0 && (len(recs) == 0 || !recs[0].Job.Pool):
+		return usageErrorf(stderr, "submit", "--add %d: %s has no pool submitted before: nodepack submit --nodes %d starts one", f.add, dir, f.add)
+	case len(recs) > 0 && job.Pool && recs[0].Job.Pool:
+		// More tasks for the pool: of the same sweep.
+		if recs[0].Sweep != "" && recs[0].Sweep != key {
+			return usageErrorf(stderr, "submit", "%s holds another sweep (submitted as job %s): the run arguments after -- define another one; choose another -o", dir, recs[0].JobID)
+		}
+		job.Name = recs[0].Job.Name
+	case len(recs) > 0:
 		return usageErrorf(stderr, "submit", "%s was submitted before (job %s): nodepack resubmit %s submits what is left", dir, recs[len(recs)-1].JobID, shellWord(dir))
 	}
 	if files, _ := ledger.Files(dir); len(files) > 0 {
-		// The sweep ran there before: the same sweep, with these shards.
-		if _, _, err := checkRuns(ctx, job, fmt.Sprintf("0/%d", job.Shards), dir); err != nil {
+		// The sweep ran there before: the same sweep, with these shards
+		// (a pool's tasks each run the whole sweep).
+		spec := fmt.Sprintf("0/%d", job.Shards)
+		if job.Pool {
+			spec = "pool"
+		}
+		if _, _, err := checkRuns(ctx, job, spec, dir); err != nil {
 			return usageErrorf(stderr, "submit", "%v", err)
 		}
 	}
@@ -364,7 +430,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "nodepack submit: Grid Engine has no request for a whole node: each task asks for %s (%s); --cpus-per-node asks for another count\n",
 			countWord(job.CPUsPerNode, "CPU"), termSafe(cpusFrom))
 	}
-	return submitJob(ctx, job, len(recs)+1, total, f, stdout, stderr)
+	return submitJob(ctx, job, len(recs)+1, total, key, f, stdout, stderr)
 }
 
 // wholeNodeCPUs gives a Grid Engine job that names no CPU count the CPUs
@@ -404,7 +470,7 @@ func checkScheduler(ctx context.Context, f jobFlags, fs *pflag.FlagSet, stdout, 
 // submitJob writes job's script as submission number k of its output
 // directory, prints it, and submits it (unless --dry-run), recording the
 // job's id; with --wait it then waits for the job.
-func submitJob(ctx context.Context, job submit.Job, k, runs int, f jobFlags, stdout, stderr io.Writer) int {
+func submitJob(ctx context.Context, job submit.Job, k, runs int, key string, f jobFlags, stdout, stderr io.Writer) int {
 	cmd := "submit"
 	if k > 1 {
 		cmd = "resubmit"
@@ -434,7 +500,7 @@ func submitJob(ctx context.Context, job submit.Job, k, runs int, f jobFlags, std
 	if f.dryRun {
 		return exitOK
 	}
-	rec, err := submit.Launch(ctx, job, script, runs)
+	rec, err := submit.Launch(ctx, job, script, runs, key)
 	switch {
 	case errors.Is(err, submit.ErrNothingSubmitted):
 		return usageErrorf(stderr, cmd, "%v", err)
@@ -443,8 +509,11 @@ func submitJob(ctx context.Context, job submit.Job, k, runs int, f jobFlags, std
 		return exitFailed
 	}
 	id := rec.JobID
-	fmt.Fprintf(stderr, "nodepack %s: job %s (%s): %s, into %s\n", cmd, termSafe(id), job.Scheduler,
-		countWord(tasks, "array task")+" of "+countWord(job.Shards, "shard"), termSafe(job.Output))
+	what := countWord(tasks, "array task") + " of " + countWord(job.Shards, "shard")
+	if job.Pool {
+		what = countWord(tasks, "array task") + " of the sweep's shared pool"
+	}
+	fmt.Fprintf(stderr, "nodepack %s: job %s (%s): %s, into %s\n", cmd, termSafe(id), job.Scheduler, what, termSafe(job.Output))
 	fmt.Fprintf(stderr, "nodepack %s: see it: nodepack status %s\n", cmd, shellWord(job.Output))
 	if !f.wait {
 		return exitOK
@@ -520,6 +589,9 @@ func runResubmit(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if _, err := wholeNodeCPUs(ctx, &job); err != nil {
 		return usageErrorf(stderr, "resubmit", "%v", err)
 	}
+	if job.Pool {
+		return resubmitPool(ctx, job, recs, f, fs, stdout, stderr)
+	}
 	// The same sweep: every run checked again, the definition against the
 	// ledgers (a changed task file is refused here, not on the nodes).
 	_, total, err := checkRuns(ctx, job, fmt.Sprintf("0/%d", job.Shards), dir)
@@ -564,5 +636,45 @@ func runResubmit(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitOK
 	}
 	job.Indices = left
-	return submitJob(ctx, job, len(recs)+1, total, f, stdout, stderr)
+	return submitJob(ctx, job, len(recs)+1, total, recs[0].Sweep, f, stdout, stderr)
+}
+
+// resubmitPool is resubmit for a pool: once no task of it is queued, it
+// submits new tasks (as many as the first submission had, or --nodes, no
+// more than runs are left) when runs are left; they take over the claims
+// of the tasks that died once their leases expire, and claim what no task
+// claimed.
+func resubmitPool(ctx context.Context, job submit.Job, recs []submit.Record, f jobFlags, fs *pflag.FlagSet, stdout, stderr io.Writer) int {
+	dir := job.Output
+	_, total, left, err := checkShard(ctx, job, "pool", dir)
+	if err != nil {
+		return usageErrorf(stderr, "resubmit", "%v", err)
+	}
+	var shards []results.ShardStatus
+	if st, err := results.ReadStatus(dir, time.Now()); err == nil {
+		shards = st.Shards
+	} else if files, _ := ledger.Files(dir); len(files) > 0 {
+		return usageErrorf(stderr, "resubmit", "%v", err)
+	}
+	v := submit.Look(ctx, recs, shards, nil)
+	if v.Error != "" {
+		return usageErrorf(stderr, "resubmit", "cannot ask %s whether %s's jobs still run: %s", v.Scheduler, dir, v.Error)
+	}
+	if active := v.Active(); len(active) > 0 {
+		a := active[0]
+		return usageErrorf(stderr, "resubmit", "task %d of job %s of %s's pool is still in the queue, %s: it runs what is left (nodepack submit --add N adds tasks to it)", a.Task, a.JobID, dir, a.State)
+	}
+	if left == 0 {
+		what := "every run succeeded or was pruned"
+		if !job.RetryFailed {
+			what = "every run succeeded, was pruned or failed (--retry-failed runs the failed ones again)"
+		}
+		fmt.Fprintf(stderr, "nodepack resubmit: nothing left in %s: %s\n", termSafe(dir), what)
+		return exitOK
+	}
+	if fs.Changed("nodes") {
+		job.Shards = f.nodes
+	}
+	job.Shards = max(min(job.Shards, left), 1)
+	return submitJob(ctx, job, len(recs)+1, total, recs[0].Sweep, f, stdout, stderr)
 }

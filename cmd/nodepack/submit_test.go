@@ -121,9 +121,10 @@ cat "$(dirname "$0")/queue.txt" 2>/dev/null; exit 0`)
 	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 }
 
-// TestSubmitThenResubmit: submit records the job and its script; status
-// shows the scheduler's view; resubmit refuses while a task is queued and
-// then submits exactly the shards with runs left, as one new array.
+// TestSubmitThenResubmit: submit --static records the job and its script;
+// status shows the scheduler's view; resubmit refuses while a task is
+// queued and then submits exactly the shards with runs left, as one new
+// array.
 func TestSubmitThenResubmit(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
@@ -134,7 +135,7 @@ func TestSubmitThenResubmit(t *testing.T) {
 	}
 	writeFile(t, dir, "tasks.txt", strings.Join(lines, "\n")+"\n")
 	out := filepath.Join(dir, "sweep")
-	code, stdout, stderr := runCLI(t, "submit", "--slurm", "--nodes", "3", "-o", out, "--", "tasks.txt")
+	code, stdout, stderr := runCLI(t, "submit", "--slurm", "--static", "--nodes", "3", "-o", out, "--", "tasks.txt")
 	if code != exitOK || !strings.Contains(stderr, "job 100 (slurm): 3 array tasks of 3 shards") || !strings.Contains(stdout, "#SBATCH --array=0-2\n") {
 		t.Fatalf("submit = %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -156,7 +157,7 @@ func TestSubmitThenResubmit(t *testing.T) {
 		t.Errorf("submit --dry-run with a control character = %d:\n%q", code, stdout)
 	}
 	// A second submit of the same directory is a resubmission.
-	if code, _, stderr := runCLI(t, "submit", "--slurm", "--nodes", "3", "-o", out, "--", "tasks.txt"); code != exitUsage || !strings.Contains(stderr, "nodepack resubmit") {
+	if code, _, stderr := runCLI(t, "submit", "--slurm", "--static", "--nodes", "3", "-o", out, "--", "tasks.txt"); code != exitUsage || !strings.Contains(stderr, "nodepack resubmit") {
 		t.Errorf("a second submit = %d: %s", code, stderr)
 	}
 
@@ -256,7 +257,7 @@ n=$(cat "$(dirname "$0")/asked" 2>/dev/null || echo 0); echo $((n + 1)) > "$(dir
 	writeFile(t, dir, "tasks.txt", "echo one\n")
 	code, stdout, stderr := runCLI(t, "submit", "--slurm", "--nodes", "1", "--wait", "-o", "w", "--", "tasks.txt")
 	asked, _ := os.ReadFile(filepath.Join(bin, "asked"))
-	if code != exitFailed || strings.TrimSpace(string(asked)) != "5" || !strings.Contains(stdout, "slurm: job 100 (shard 0): 1 not started") || !strings.Contains(stderr, "the job ended with runs left") {
+	if code != exitFailed || strings.TrimSpace(string(asked)) != "5" || !strings.Contains(stdout, "slurm: job 100 (pool task 0): 1 not started") || !strings.Contains(stderr, "the job ended with runs left") {
 		t.Errorf("submit --wait = %d after asking %s times\n%s\n%s", code, asked, stdout, stderr)
 	}
 }
@@ -338,7 +339,8 @@ func TestSubmitAsksForWholeNodes(t *testing.T) {
 	}
 }
 
-// TestResubmitAfterAnEditedLine: every shard of a submitted sweep ran,
+// TestResubmitAfterAnEditedLine: every shard of a sweep submitted with
+// --static ran,
 // then a line in the middle of the task file was edited: that line is a
 // run that never ran (its command changed), so resubmit submits its shard
 // (index 4 of 10: shard 0 of 2), never "nothing left", and that shard's
@@ -353,7 +355,7 @@ func TestResubmitAfterAnEditedLine(t *testing.T) {
 	}
 	writeFile(t, dir, "tasks.txt", strings.Join(lines, "\n")+"\n")
 	out := filepath.Join(dir, "sweep")
-	if code, _, stderr := runCLI(t, "submit", "--slurm", "--nodes", "2", "-o", out, "--", "tasks.txt"); code != exitOK {
+	if code, _, stderr := runCLI(t, "submit", "--slurm", "--static", "--nodes", "2", "-o", out, "--", "tasks.txt"); code != exitOK {
 		t.Fatalf("submit: %d %s", code, stderr)
 	}
 	for _, shard := range []string{"0/2", "1/2"} {
@@ -372,5 +374,64 @@ func TestResubmitAfterAnEditedLine(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "resubmit", out); code != exitOK || !strings.Contains(stderr, "nothing left") {
 		t.Errorf("resubmit once the edited run ran = %d: %s", code, stderr)
+	}
+}
+
+// TestSubmitPool: submit makes the array's tasks one shared pool by
+// default (nodepack run --pool auto, no shard); a second submit into the
+// same directory, or --add N, adds tasks to it while it runs, and one of
+// another sweep is refused in one line; status names each task's ledger
+// by its job and array task; resubmit refuses while a task is queued,
+// then submits new tasks for what is left, no more than runs are left,
+// and nothing once every run is done.
+func TestSubmitPool(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	fakeScheduler(t, dir)
+	writeFile(t, dir, "tasks.txt", "echo a\necho b\necho c\necho d\n")
+	out := filepath.Join(dir, "sweep")
+	code, stdout, stderr := runCLI(t, "submit", "--slurm", "--nodes", "2", "-o", out, "--", "tasks.txt")
+	if code != exitOK || !strings.Contains(stdout, "--pool auto") || strings.Contains(stdout, "--shard") || !strings.Contains(stderr, "job 100 (slurm): 2 array tasks of the sweep's shared pool") {
+		t.Fatalf("submit = %d\n%s\n%s", code, stdout, stderr)
+	}
+	if code, _, stderr := runCLI(t, "submit", "--slurm", "--add", "1", "-o", out, "--", "tasks.txt"); code != exitOK || !strings.Contains(stderr, "job 101 (slurm): 1 array task of the sweep's shared pool") {
+		t.Fatalf("submit --add 1 = %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "submit", "--slurm", "--nodes", "1", "-o", out, "--", "tasks.txt"); code != exitOK || !strings.Contains(stderr, "job 102") {
+		t.Fatalf("a second submit = %d: %s", code, stderr)
+	}
+	writeFile(t, dir, "other.txt", "echo other\n")
+	if code, _, stderr := runCLI(t, "submit", "--slurm", "--nodes", "1", "-o", out, "--", "other.txt"); code != exitUsage || !strings.Contains(stderr, "holds another sweep") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("a submit of another sweep into the pool = %d: %q", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "submit", "--slurm", "--add", "1", "-o", filepath.Join(dir, "none"), "--", "tasks.txt"); code != exitUsage || !strings.Contains(stderr, "has no pool submitted before") {
+		t.Errorf("--add without a pool = %d: %q", code, stderr)
+	}
+	recs, _ := submit.Read(out)
+	if len(recs) != 3 || !recs[0].Job.Pool || recs[0].Sweep == "" || recs[2].Sweep != recs[0].Sweep {
+		t.Fatalf("records: %+v", recs)
+	}
+	// Task 0 of job 100 runs the whole sweep (as the array task would:
+	// its name is the job's and the array task's); 100_1 is running.
+	if code, _, stderr := runCLI(t, "run", "-q", "--pool", "100_0", "--lease", "2s", "-o", out, "tasks.txt"); code != exitOK {
+		t.Fatalf("task 100_0: %d %s", code, stderr)
+	}
+	writeFile(t, filepath.Join(dir, "bin"), "queue.txt", "100|1|RUNNING|node7\n")
+	_, text, _ := runCLI(t, "status", out)
+	if !strings.Contains(text, "4 runs: 4 succeeded") || !strings.Contains(text, "slurm: job 100 (pool tasks 0-1): 1 running, 1 ended; job 101 (pool task 0): 1 not started") || !strings.Contains(text, "job 100 task 1 running on node7") {
+		t.Errorf("status text:\n%s", text)
+	}
+	if code, _, stderr := runCLI(t, "resubmit", out); code != exitUsage || !strings.Contains(stderr, "task 1 of job 100 of "+out+"'s pool is still in the queue, running") {
+		t.Errorf("resubmit while a task runs = %d: %s", code, stderr)
+	}
+	writeFile(t, filepath.Join(dir, "bin"), "queue.txt", "")
+	if code, _, stderr := runCLI(t, "resubmit", out); code != exitOK || !strings.Contains(stderr, "nothing left") {
+		t.Errorf("resubmit of a finished pool = %d: %s", code, stderr)
+	}
+	// The task file grew by 1 run: resubmit submits 1 task, not 2.
+	writeFile(t, dir, "tasks.txt", "echo a\necho b\necho c\necho d\necho e\n")
+	code, stdout, stderr = runCLI(t, "resubmit", "--dry-run", out)
+	if code != exitOK || !strings.Contains(stdout, "#SBATCH --array=0-0\n") || !strings.Contains(stdout, "--pool auto") {
+		t.Errorf("resubmit of a pool with 1 run left = %d\n%s\n%s", code, stdout, stderr)
 	}
 }

@@ -83,6 +83,7 @@ type Pool struct {
 type seenBeat struct {
 	beat  int
 	since time.Time
+	moved bool // it was seen with another count before
 }
 
 // maxGen bounds the takeovers of one claim.
@@ -124,8 +125,14 @@ func Open(out, sweep, task string, total int) (*Pool, error) {
 // is not a regular file or does not parse) claims nothing: the caller
 // starts no run on it.
 func (p *Pool) Claim(n int) (c Claim, ok bool, err error) {
+	return p.ClaimWith(func(int) int { return n })
+}
+
+// ClaimWith claims as Claim does, as many runs as size says for the
+// runs left from the first free one (at least 1).
+func (p *Pool) ClaimWith(size func(left int) int) (c Claim, ok bool, err error) {
 	for p.next < p.total {
-		to := min(p.next+max(n, 1), p.total)
+		to := min(p.next+max(size(p.total-p.next), 1), p.total)
 		b, _ := json.Marshal(record{Task: p.task, To: to, Sweep: p.sweep})
 		err := publish(p.dir, strconv.Itoa(p.next), append(b, '\n'))
 		if err == nil {
@@ -212,10 +219,20 @@ func (p *Pool) TakeOver(c Claim) (Claim, bool, error) {
 	return c, false, fmt.Errorf("claim: taking over runs from %d: %w", c.From, err)
 }
 
-// Renew renews this task's lease: its heartbeat moves on.
-func (p *Pool) Renew() error {
+// State is what a task says of itself in its heartbeat.
+type State string
+
+// A task's states.
+const (
+	Busy State = "busy" // it runs runs of its claims, or may claim more
+	Idle State = "idle" // nothing of its own is left to run: it watches the others' leases
+	Done State = "done" // it ended with every run of its claims ended: it is not dead, it is gone
+)
+
+// Renew renews this task's lease: its heartbeat moves on, saying state.
+func (p *Pool) Renew(state State) error {
 	p.beat++
-	b, _ := json.Marshal(heartbeat{Task: p.task, Beat: p.beat, Sweep: p.sweep})
+	b, _ := json.Marshal(heartbeat{Task: p.task, Beat: p.beat, Sweep: p.sweep, State: state})
 	if err := replace(p.dir, beatPrefix+p.task, append(b, '\n')); err != nil {
 		return fmt.Errorf("claim: renewing the lease of %s: %w", p.task, err)
 	}
@@ -227,21 +244,42 @@ type heartbeat struct {
 	Task  string `json:"task"`
 	Beat  int    `json:"beat"`
 	Sweep string `json:"sweep"`
+	State State  `json:"state,omitempty"`
 }
 
 // beatPrefix starts the name of a task's lease file.
 const beatPrefix = "task-"
 
-// Dead returns the other tasks whose heartbeat has not moved for at least
-// lease, as this task saw them from its reads (now is this task's clock):
-// a task is dead only after it was seen unmoved for a whole lease, never
-// from another node's clock.
-func (p *Pool) Dead(now time.Time, lease time.Duration) ([]string, error) {
+// A Peer is another task of the pool as this one sees it.
+type Peer struct {
+	Task  string
+	State State
+	// Dead: its heartbeat has not moved for a lease, by this task's clock,
+	// and it did not say it was done.
+	Dead bool
+	// Moved: its heartbeat was seen to move (not only read once): it is
+	// alive now, as far as this task can tell.
+	Moved bool
+	// Behind is how long before this task's own last heartbeat the
+	// peer's last one was written, by the file system's clock (the two
+	// files' modification times, both set by the one file server): a
+	// first guess, before a lease of watching, at whether it is alive.
+	Behind time.Duration
+}
+
+// Peers returns the other tasks of the pool as this task saw them from
+// its reads (now is this task's clock): a task is dead only after it was
+// seen unmoved for a whole lease, never from another node's clock.
+func (p *Pool) Peers(now time.Time, lease time.Duration) ([]Peer, error) {
 	names, err := filepath.Glob(filepath.Join(p.dir, beatPrefix+"*"))
 	if err != nil {
 		return nil, err
 	}
-	var dead []string
+	var mine time.Time
+	if st, err := os.Lstat(filepath.Join(p.dir, beatPrefix+p.task)); err == nil {
+		mine = st.ModTime()
+	}
+	var peers []Peer
 	for _, path := range names {
 		name := filepath.Base(path)
 		task := strings.TrimPrefix(name, beatPrefix)
@@ -256,16 +294,60 @@ func (p *Pool) Dead(now time.Time, lease time.Duration) ([]string, error) {
 		if err := json.Unmarshal(b, &h); err != nil || h.Task != task || h.Sweep != p.sweep {
 			return nil, fmt.Errorf("claim: %s: not a lease of this sweep's task %q", path, task)
 		}
-		s, ok := p.seen[task]
-		if !ok || s.beat != h.Beat {
-			p.seen[task] = seenBeat{beat: h.Beat, since: now}
-			continue
+		peer := Peer{Task: task, State: h.State}
+		if st, err := os.Lstat(path); err == nil && !mine.IsZero() {
+			peer.Behind = mine.Sub(st.ModTime())
 		}
-		if now.Sub(s.since) >= lease {
-			dead = append(dead, task)
+		s, ok := p.seen[task]
+		switch {
+		case !ok:
+			p.seen[task] = seenBeat{beat: h.Beat, since: now}
+		case s.beat != h.Beat:
+			p.seen[task] = seenBeat{beat: h.Beat, since: now, moved: true}
+			peer.Moved = true
+		default:
+			peer.Moved = s.moved && now.Sub(s.since) < lease
+			peer.Dead = now.Sub(s.since) >= lease && h.State != Done
+		}
+		peers = append(peers, peer)
+	}
+	return peers, nil
+}
+
+// Tasks counts the tasks that ever renewed a lease in the pool, this one
+// included once it has.
+func (p *Pool) Tasks() int {
+	names, _ := filepath.Glob(filepath.Join(p.dir, beatPrefix+"*"))
+	return len(names)
+}
+
+// Dead returns the other tasks whose heartbeat has not moved for at least
+// lease, as this task saw them (see Peers).
+func (p *Pool) Dead(now time.Time, lease time.Duration) ([]string, error) {
+	peers, err := p.Peers(now, lease)
+	var dead []string
+	for _, peer := range peers {
+		if peer.Dead {
+			dead = append(dead, peer.Task)
 		}
 	}
-	return dead, nil
+	return dead, err
+}
+
+// TakenOver reports whether any claim in output directory out's claims
+// folder was taken over: only then may two tasks' ledgers both hold a run
+// as ended (a task seen dead that was not, and ran on).
+func TakenOver(out string) bool {
+	entries, err := os.ReadDir(filepath.Join(out, Folder))
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if name := e.Name(); !strings.HasPrefix(name, ".") && strings.Contains(name, ".") {
+			return true
+		}
+	}
+	return false
 }
 
 // read reads the claim of the runs from from, as first made.

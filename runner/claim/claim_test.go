@@ -177,7 +177,7 @@ func TestLeases(t *testing.T) {
 	b, _ := Open(out, "s", "b", 10)
 	t0 := time.Unix(1e9, 0)
 	const lease = time.Minute
-	if err := b.Renew(); err != nil {
+	if err := b.Renew(Busy); err != nil {
 		t.Fatal(err)
 	}
 	for _, step := range []struct {
@@ -192,7 +192,7 @@ func TestLeases(t *testing.T) {
 		{2*lease - time.Millisecond + lease, false, "[b]"}, // unmoved for more than a lease
 	} {
 		if step.renew {
-			b.Renew()
+			b.Renew(Busy)
 		}
 		dead, err := a.Dead(t0.Add(step.at), lease)
 		if err != nil || fmt.Sprint(dead) != step.dead {
@@ -244,5 +244,35 @@ func TestTakeOver(t *testing.T) {
 	claims, err := dead.Claims()
 	if err != nil || len(claims) != 1 || claims[0].Task != wins[0] || claims[0].Gen != 1 {
 		t.Errorf("Claims: %v, %v; want the runs 0-4 owned by %s, generation 1", claims, err, wins[0])
+	}
+}
+
+// TestPeers: a task that said it is done is never dead, however long its
+// heartbeat stands still; an idle one that renews is seen moving; the
+// tasks are counted by their lease files.
+func TestPeers(t *testing.T) {
+	out := t.TempDir()
+	a, _ := Open(out, "s", "a", 10)
+	done, _ := Open(out, "s", "done", 10)
+	idle, _ := Open(out, "s", "idle", 10)
+	t0 := time.Unix(1e9, 0)
+	const lease = time.Minute
+	done.Renew(Done)
+	idle.Renew(Idle)
+	a.Peers(t0, lease)
+	idle.Renew(Idle)
+	peers, err := a.Peers(t0.Add(2*lease), lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(peers); got != "[{done done false false} {idle idle false true}]" {
+		t.Errorf("peers %s", got)
+	}
+	if n := a.Tasks(); n != 2 {
+		t.Errorf("%d tasks counted before a renewed, want 2", n)
+	}
+	peers, _ = a.Peers(t0.Add(4*lease), lease)
+	if got := fmt.Sprint(peers); got != "[{done done false false} {idle idle true false}]" {
+		t.Errorf("peers two leases later %s", got)
 	}
 }

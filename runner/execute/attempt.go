@@ -326,6 +326,7 @@ func (e *Execution) startWatch(a *attempt) {
 		a.sampling = e.opts.Sampler.Sample(target)
 	}
 	a.stop = e.watch(p)
+	e.byRun.add(a.spec.run.ID, a.stop)
 	a.ckpt = newCheckpoints(a.files.dir, e.opts.CheckpointSignal != 0 || e.pruning != nil)
 	a.stop.setCheckpoints(a.ckpt)
 	a.watch = e.watchMetrics(a)
@@ -337,6 +338,7 @@ func (e *Execution) startWatch(a *attempt) {
 // failing.
 func (e *Execution) finish(a *attempt, exit proc.Exit) error {
 	ev := &a.ev
+	e.byRun.remove(a.spec.run.ID, a.stop)
 	reason := e.unwatch(a.stop)
 	e.running.Add(-1)
 	if a.outW != nil {

@@ -65,6 +65,7 @@ type Execution struct {
 	next         chan run.Run // runs handed from the source to the scheduler
 	workers      sync.WaitGroup
 	procs        proc.Set     // the attempts whose process runs, for watchStops
+	byRun        runStops     // the same by run, for Fence
 	running      atomic.Int64 // attempts whose process runs
 	eventMu      sync.Mutex   // serialises OnEvent
 	tally        tally
@@ -209,6 +210,17 @@ func (e *Execution) Drain() { e.drain() }
 func (e *Execution) Kill() {
 	e.life.killNow()
 	e.halt()
+}
+
+// Fence stops the running attempts of the runs for which lost returns
+// true, as a cancellation stops a run (a checkpoint first, SIGTERM, then
+// SIGKILL after Grace): they end Interrupted, for their new owner to run.
+// The sweep goes on; Options.Fenced keeps their next attempts from
+// starting.
+func (e *Execution) Fence(lost func(id string) bool) {
+	for _, st := range e.byRun.matching(lost) {
+		e.stopRun(st, run.Interrupted)
+	}
 }
 
 // SetDeadlines sets when the sweep stops starting runs (drainAt, checked at
@@ -401,6 +413,10 @@ func (e *Execution) runAll(j *job, st schedule.Start) {
 	}
 	prior := e.opts.Resume.Attempts(r.ID)
 	for {
+		if e.opts.Fenced != nil && e.opts.Fenced(r.ID) {
+			e.release(j, true) // another's now: it runs there
+			return
+		}
 		j.attempts++
 		n := j.attempts // this sweep's, across placements
 		end, err := e.runAttempt(attemptSpec{run: j.run, key: j.key, lane: st.Lane, n: prior + n, promoted: j.promoted})

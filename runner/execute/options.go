@@ -101,6 +101,16 @@ type Policy struct {
 	// until it fits (see pack.Queue). Zero means schedule.DefaultBackfillWait;
 	// negative means runs start strictly in order.
 	BackfillWait time.Duration
+	// Window, if positive, is the most runs taken from the source ahead of
+	// their start (schedule.Config.Window); zero looks four a lane ahead,
+	// at least 256. A source that claims its runs from a shared pool sets
+	// it to the lanes, so that it claims them only as lanes free.
+	Window int
+	// Fenced, if not nil, is asked before each attempt of a run starts:
+	// true means the run is no longer this sweep's to run (a task of a
+	// shared pool lost its claim), and it is left without an attempt or an
+	// event. Execution.Fence stops the attempts already running.
+	Fenced func(id string) bool
 
 	// SettleTimeout bounds the readiness gate: a run that shares its GPU
 	// by GPU memory keeps other runs off that GPU until its own memory

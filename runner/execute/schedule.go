@@ -51,6 +51,7 @@ func (o *Options) policy(parallel int) schedule.Config {
 		Request:          o.Request,
 		Parallel:         parallel,
 		BackfillWait:     o.BackfillWait,
+		Window:           o.Window,
 		Stagger:          o.Stagger,
 		MinStartInterval: o.MinStartInterval,
 		SettleTimeout:    o.SettleTimeout,

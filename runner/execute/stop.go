@@ -74,6 +74,42 @@ func (e *Execution) unwatch(st *runStop) run.Reason {
 	return st.reason
 }
 
+// runStops are the running attempts by run, for Fence.
+type runStops struct {
+	mu sync.Mutex
+	m  map[string]*runStop
+}
+
+func (r *runStops) add(id string, st *runStop) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]*runStop{}
+	}
+	r.m[id] = st
+}
+
+func (r *runStops) remove(id string, st *runStop) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m[id] == st {
+		delete(r.m, id)
+	}
+}
+
+// matching returns the attempts of the runs for which f returns true.
+func (r *runStops) matching(f func(id string) bool) []*runStop {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*runStop
+	for id, st := range r.m {
+		if f(id) {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
 // watchStops stops every running attempt when the sweep is stopped: by a
 // cancellation or the terminate deadline (SIGTERM, then SIGKILL after the
 // grace or at Kill) or by Kill (SIGKILL at once). Attempts that start

@@ -1,14 +1,17 @@
 package ledger
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 
+	"github.com/nodepack/nodepack/runner/claim"
 	"github.com/nodepack/nodepack/runner/sweep"
 	"github.com/nodepack/nodepack/runner/untrusted"
 )
@@ -33,6 +36,20 @@ func FileName(index, count int) string {
 		return "ledger.jsonl"
 	}
 	return fmt.Sprintf("ledger-%d-of-%d.jsonl", index, count)
+}
+
+// PoolFileName is the ledger of task in a shared pool: every task of a
+// pool keeps its own, and the readers fold them together (see
+// Dir.Whole).
+func PoolFileName(task string) string { return "ledger-pool-" + task + ".jsonl" }
+
+// Whole reports whether log is of the whole sweep rather than of a static
+// shard: the one ledger of a sweep not split, or a pool task's. Whole
+// ledgers may know the same run (a task that took over a dead one's runs
+// ran them again); ReadDir retires all but the best record of each.
+func (log *Log) Whole() bool {
+	h := log.Header()
+	return h.Pool != "" || h.Shard == nil || h.Shard.Count <= 1
 }
 
 // Files lists the ledgers in dir, sorted; backups are not included. A
@@ -114,8 +131,99 @@ func ReadDir(dir string, o ReadOptions) (*Dir, error) {
 		log.Other = len(log.Sessions) > 0 && otherSweep(log.Header(), *d.Current)
 		log.Gone = log.markGone(host)
 	}
+	d.dedupe()
 	return d, nil
 }
+
+// dedupe makes each run count once across the whole ledgers of a pool (see
+// Log.Whole): a run that two of them know — a task died or was fenced
+// while it ran the run, and the task that took its claim over ran it
+// again — keeps its best record (succeeded, then pruned, failed, paused,
+// interrupted, running), the later ledger's at a tie, and is retired in
+// the others, so that every count adds up to the sweep's runs. Only runs
+// not ended for good are looked up in the other ledgers: a pool without
+// takeovers costs one pass over the states.
+func (d *Dir) dedupe() {
+	var whole []*Log
+	for _, log := range d.Logs {
+		if len(log.Sessions) > 0 && !log.Other && log.Whole() {
+			whole = append(whole, log)
+		}
+	}
+	if len(whole) < 2 {
+		return
+	}
+	if claim.TakenOver(d.Path) {
+		dedupeAll(whole)
+		return
+	}
+	for a, log := range whole {
+		for i := range log.runs {
+			r := &log.runs[i]
+			if r.retired || rank[r.state] >= rank[failed] {
+				continue
+			}
+			id := log.ids.at(i)
+			for b, other := range whole {
+				if b == a {
+					continue
+				}
+				j, ok := other.byID.find(id, &other.ids)
+				if !ok || other.runs[j].retired {
+					continue
+				}
+				if o := rank[other.runs[j].state]; o > rank[r.state] || o == rank[r.state] && b > a {
+					r.retired = true
+					break
+				}
+			}
+		}
+	}
+}
+
+// dedupeAll is dedupe over every run, ended or not: after a takeover, a
+// task seen dead that was not may have ended a run that the task that
+// took it over ran again. A run is found in the other ledgers by a 64-bit
+// hash of its id; two ids of one hash are left as they are.
+func dedupeAll(whole []*Log) {
+	type at struct{ log, i int32 }
+	n := 0
+	for _, log := range whole {
+		n += len(log.runs)
+	}
+	best := make(map[uint64]at, n)
+	seed := maphash.MakeSeed()
+	for a, log := range whole {
+		for i := range log.runs {
+			r := &log.runs[i]
+			if r.retired {
+				continue
+			}
+			id := log.ids.bytes(i)
+			h := maphash.Bytes(seed, id)
+			b, ok := best[h]
+			if !ok {
+				best[h] = at{int32(a), int32(i)}
+				continue
+			}
+			other := whole[b.log]
+			o := &other.runs[b.i]
+			if !bytes.Equal(other.ids.bytes(int(b.i)), id) {
+				continue
+			}
+			if rank[r.state] >= rank[o.state] { // the later ledger's at a tie
+				o.retired = true
+				best[h] = at{int32(a), int32(i)}
+			} else {
+				r.retired = true
+			}
+		}
+	}
+}
+
+// rank orders the states by how much a run's record in one ledger says
+// over another's of the same run (see dedupe).
+var rank = [...]int{pending: 0, running: 1, interrupted: 2, paused: 3, failed: 4, pruned: 5, succeeded: 6}
 
 // openRead opens the ledger at path for reading as what it may be, a
 // file a run replaced: the ledger itself is no symbolic link (the

@@ -493,12 +493,37 @@ type ResumeCounts struct {
 // counts it and says whether to skip it; counts returns the tally so far
 // and may be called at any time.
 func (log *Log) ResumeFilter(retry func(Run) bool) (skip func(id string) bool, counts func() ResumeCounts) {
+	return resumeFilter(log.Run, retry)
+}
+
+// ResumeFilter is Log.ResumeFilter over the whole ledgers of a pool (see
+// Log.Whole): a run counts as its best record across them says (see
+// ReadDir).
+func (d *Dir) ResumeFilter(retry func(Run) bool) (skip func(id string) bool, counts func() ResumeCounts) {
+	return resumeFilter(d.wholeRun, retry)
+}
+
+// wholeRun is the record of run id among the whole ledgers that ReadDir
+// kept.
+func (d *Dir) wholeRun(id string) (Run, bool) {
+	for _, log := range d.Logs {
+		if len(log.Sessions) == 0 || log.Other || !log.Whole() {
+			continue
+		}
+		if r, ok := log.Run(id); ok && !r.Retired {
+			return r, true
+		}
+	}
+	return Run{ID: id, State: StatePending}, false
+}
+
+func resumeFilter(lookup func(id string) (Run, bool), retry func(Run) bool) (skip func(id string) bool, counts func() ResumeCounts) {
 	var mu sync.Mutex
 	var c ResumeCounts
 	skip = func(id string) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		r, _ := log.Run(id)
+		r, _ := lookup(id)
 		switch state := r.State; {
 		case state == StateSucceeded:
 			c.SkippedSucceeded++

@@ -36,19 +36,23 @@ const (
 
 // Header starts a session: who ran what sweep, where.
 type Header struct {
-	Type    string            `json:"type"`
-	Time    time.Time         `json:"time"`
-	Format  string            `json:"format,omitempty"`
-	Version string            `json:"version,omitempty"`
-	Command []string          `json:"command,omitempty"`
-	Cwd     string            `json:"cwd,omitempty"` // where Command ran
-	Host    string            `json:"host,omitempty"`
-	PID     int               `json:"pid,omitempty"` // the runner's
-	Shard   *sweep.Shard      `json:"shard,omitempty"`
-	Total   *int              `json:"total,omitempty"` // runs of this shard, when the source knows
-	Node    json.RawMessage   `json:"node,omitempty"`
-	Plan    json.RawMessage   `json:"plan,omitempty"`
-	Sweep   *sweep.Definition `json:"sweep,omitempty"`
+	Type    string       `json:"type"`
+	Time    time.Time    `json:"time"`
+	Format  string       `json:"format,omitempty"`
+	Version string       `json:"version,omitempty"`
+	Command []string     `json:"command,omitempty"`
+	Cwd     string       `json:"cwd,omitempty"` // where Command ran
+	Host    string       `json:"host,omitempty"`
+	PID     int          `json:"pid,omitempty"` // the runner's
+	Shard   *sweep.Shard `json:"shard,omitempty"`
+	// Pool names the task of a shared pool whose ledger this is (see
+	// PoolFileName): the task runs the runs it claims of the whole sweep,
+	// whose runs Total counts.
+	Pool  string            `json:"pool,omitempty"`
+	Total *int              `json:"total,omitempty"` // runs of this shard (of the whole sweep in a pool), when the source knows
+	Node  json.RawMessage   `json:"node,omitempty"`
+	Plan  json.RawMessage   `json:"plan,omitempty"`
+	Sweep *sweep.Definition `json:"sweep,omitempty"`
 	// Retired lists the runs that earlier sessions of this ledger recorded
 	// and that are not part of this session's sweep (its task file lost
 	// those lines, say): they are left out of its counts.

@@ -76,6 +76,7 @@ type ShardStatus struct {
 	File     string    `json:"file"`
 	Index    int       `json:"index"`
 	Count    int       `json:"count"`
+	Pool     string    `json:"pool,omitempty"`  // the task of a shared pool whose ledger this is
 	State    string    `json:"state"`           // ShardRunning, ShardEnded, ShardGone, shardUnknown or ShardOtherSweep
 	Sweep    string    `json:"sweep,omitempty"` // the key of the sweep's definition
 	Host     string    `json:"host"`
@@ -162,6 +163,11 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 	st := NewStatus(dir, now)
 	total, totalKnown := 0, true
 	left := 0 // runs not finished for good: pending, running, interrupted
+	pooled := false
+	for _, log := range d.Logs {
+		pooled = pooled || len(log.Sessions) > 0 && !log.Other && log.Header().Pool != ""
+	}
+	poolTotal, poolKnown := 0, 0
 	for _, log := range d.Logs {
 		if len(log.Sessions) == 0 {
 			continue // created, header not written yet
@@ -189,11 +195,18 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 		st.Counts.Interrupted += c[ledger.StateInterrupted]
 		st.Counts.Pruned += c[ledger.StatePruned]
 		st.Counts.Paused += c[ledger.StatePaused]
-		if p.total != nil {
+		switch {
+		case p.total == nil:
+			totalKnown = false
+		case log.Header().Pool != "" || pooled && log.Whole():
+			// The tasks of a pool (and a ledger of the whole sweep
+			// beside them) each know part of the same runs: their
+			// total counts once, and what none knows is pending.
+			poolTotal = max(poolTotal, *p.total)
+			poolKnown += log.Members()
+		default:
 			total += *p.total
 			st.Counts.Pending += p.pending
-		} else {
-			totalKnown = false
 		}
 		left += c[ledger.StateRunning] + c[ledger.StateInterrupted]
 		st.Running = append(st.Running, p.running...)
@@ -202,6 +215,10 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 			st.Classes[failure.Class(f.Class)]++
 		}
 		st.RunsPerHour += p.runsPerHour
+	}
+	if pooled {
+		total += poolTotal
+		st.Counts.Pending += max(poolTotal-poolKnown, 0)
 	}
 	st.Total = nil // known only when every shard's is
 	if totalKnown {
@@ -236,6 +253,7 @@ func summarize(dir string, log *ledger.Log, host string, now time.Time) (shardPa
 	if h.Shard != nil {
 		sh.Index, sh.Count = h.Shard.Index, h.Shard.Count
 	}
+	sh.Pool = h.Pool
 	if h.Sweep != nil {
 		sh.Sweep = h.Sweep.Key()
 	}
@@ -258,7 +276,9 @@ func summarize(dir string, log *ledger.Log, host string, now time.Time) (shardPa
 	sh.Failed, sh.Left, sh.Total = c[ledger.StateFailed], -1, -1
 	if h.Total != nil && *h.Total >= 0 {
 		p.total, sh.Total = h.Total, *h.Total
-		p.pending = max(0, *h.Total-log.Members())
+		if h.Pool == "" {
+			p.pending = max(0, *h.Total-log.Members())
+		}
 		sh.Left = c[ledger.StateRunning] + c[ledger.StateInterrupted] + p.pending
 	}
 	finished := 0 // in the last session

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/nodepack/nodepack/pack"
 )
 
 // TestClaimSize: the share of the runs left shrinks with them, never
@@ -199,5 +201,26 @@ func BenchmarkPoolMakespan(b *testing.B) {
 			b.ReportMetric(static, "static/bound")
 			b.ReportMetric(perClaim, "runs/claim")
 		})
+	}
+}
+
+// TestWindow checks Config.Window: the queue takes no more waiting runs
+// than it says (a pool task's lanes), where the default looks 256 ahead.
+func TestWindow(t *testing.T) {
+	for _, tc := range []struct{ window, want int }{{0, 256}, {8, 8}, {1, 1}} {
+		s, err := New(Config{Parallel: 8, Window: tc.window}, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for s.Room() && n < 1000 {
+			if _, err := s.Add(pack.Request{}, ""); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		if n != tc.want {
+			t.Errorf("Window %d: the queue took %d runs, want %d", tc.window, n, tc.want)
+		}
 	}
 }

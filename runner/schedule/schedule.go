@@ -133,7 +133,9 @@
 //     free lane, at most 256 and what is left (guided self-scheduling).
 //     TestClaimSize; TestPoolMakespan holds the makespan of 16 tasks
 //     starting up to 3/4 of the ideal span apart within 1.05× the
-//     one-pool list-scheduling bound.
+//     one-pool list-scheduling bound. Such a task's queue holds no more
+//     runs waiting than Config.Window (its lanes): it takes runs from its
+//     claims as lanes can start them, not hundreds ahead (TestWindow).
 //   - Resume: a resumed sweep starts from the State its earlier sessions
 //     left (the ledger's fold makes it): each shape's density, the
 //     judgements replayed, the runs' attempts counted on, paused runs
@@ -183,6 +185,9 @@ type Config struct {
 	// BackfillWait: see the package rules. Zero means
 	// DefaultBackfillWait, negative strictly in order.
 	BackfillWait time.Duration
+	// Window, if positive, is the most runs the queue holds waiting (see
+	// Room); zero means four a lane, at least 256.
+	Window int
 	// Stagger spaces the first wave's starts.
 	Stagger time.Duration
 	// MinStartInterval is the least time between any two starts (Began),
@@ -421,6 +426,9 @@ func New(cfg Config, now time.Time) (*Scheduler, error) {
 	// further than 65,536: a sweep of ten million runs with a million
 	// lanes must not hold millions of runs.
 	s.window = max(256, 4*min(s.wave, 1<<14))
+	if cfg.Window > 0 {
+		s.window = cfg.Window
+	}
 	wait := cfg.BackfillWait
 	switch {
 	case wait == 0:

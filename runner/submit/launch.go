@@ -19,9 +19,9 @@ var ErrNothingSubmitted = errors.New("nothing was submitted")
 // its output directory: it asks the scheduler first (a client installed
 // where no controller answers fails here, with nothing written), writes
 // the script to jobs/submit-K.sh, submits it and records it in Records;
-// runs is the sweep's runs, for the record. A job submitted whose record
+// runs is the sweep's runs and sweep its definition's key, for the record. A job submitted whose record
 // could not be written returns its record and an error that says so.
-func Launch(ctx context.Context, job Job, script string, runs int) (Record, error) {
+func Launch(ctx context.Context, job Job, script string, runs int, sweep string) (Record, error) {
 	if err := Ping(ctx, job.Scheduler); err != nil {
 		return Record{}, fmt.Errorf("%s does not answer here: %w: %w", job.Scheduler.Name(), err, ErrNothingSubmitted)
 	}
@@ -42,7 +42,7 @@ func Launch(ctx context.Context, job Job, script string, runs int) (Record, erro
 	if err != nil {
 		return Record{}, err
 	}
-	rec := Record{Time: time.Now().UTC(), JobID: id, Script: name, Runs: runs, Job: job}
+	rec := Record{Time: time.Now().UTC(), JobID: id, Script: name, Runs: runs, Sweep: sweep, Job: job}
 	if err := Append(job.Output, rec); err != nil {
 		return rec, fmt.Errorf("job %s was submitted, but %w", id, err)
 	}

@@ -36,7 +36,7 @@ func TestLaunch(t *testing.T) {
 	out := t.TempDir()
 	j := Job{Scheduler: Slurm, Shards: 2, Output: out}
 	for k, id := range []string{"100", "101"} {
-		rec, err := Launch(context.Background(), j, "#!/bin/sh\necho "+id+"\n", 7)
+		rec, err := Launch(context.Background(), j, "#!/bin/sh\necho "+id+"\n", 7, "")
 		if err != nil || rec.JobID != id || rec.Script != filepath.Join("jobs", "submit-"+string(rune('1'+k))+".sh") || rec.Runs != 7 {
 			t.Fatalf("launch %d: %+v, %v", k+1, rec, err)
 		}
@@ -51,7 +51,7 @@ func TestLaunch(t *testing.T) {
 	os.WriteFile(filepath.Join(bin, "down"), nil, 0o644)
 	fresh := t.TempDir()
 	j.Output = fresh
-	_, err := Launch(context.Background(), j, "#!/bin/sh\n", 7)
+	_, err := Launch(context.Background(), j, "#!/bin/sh\n", 7, "")
 	if !errors.Is(err, ErrNothingSubmitted) || !strings.Contains(err.Error(), "Slurm does not answer here") {
 		t.Errorf("scheduler down: %v; want Slurm does not answer here, nothing was submitted", err)
 	}
@@ -65,7 +65,7 @@ func TestLaunch(t *testing.T) {
 func TestWait(t *testing.T) {
 	bin := standIns(t)
 	out := t.TempDir()
-	if _, err := Launch(context.Background(), Job{Scheduler: Slurm, Shards: 2, Output: out}, "#!/bin/sh\n", 4); err != nil {
+	if _, err := Launch(context.Background(), Job{Scheduler: Slurm, Shards: 2, Output: out}, "#!/bin/sh\n", 4, ""); err != nil {
 		t.Fatal(err)
 	}
 	queue := filepath.Join(bin, "queue.txt")

@@ -26,8 +26,9 @@ type Record struct {
 	Format string    `json:"format"`
 	Time   time.Time `json:"time"`
 	JobID  string    `json:"job_id"`
-	Script string    `json:"script"` // the job script, relative to the output directory
-	Runs   int       `json:"runs"`   // the sweep's runs when it was submitted
+	Script string    `json:"script"`          // the job script, relative to the output directory
+	Runs   int       `json:"runs"`            // the sweep's runs when it was submitted
+	Sweep  string    `json:"sweep,omitempty"` // the key of the sweep's definition (a pool's submissions)
 	Job    Job       `json:"job"`
 }
 

@@ -21,11 +21,16 @@ const (
 	PBS   Scheduler = "pbs" // PBS Professional, OpenPBS
 )
 
-// Job is one array job over shards of a sweep: array task t runs shard
-// Indices[t] of Shards with nodepack run, all of them into one output
-// directory. Its zero values are the scheduler's defaults.
+// Job is one array job over a sweep, all of its tasks into one output
+// directory: with Pool, Shards tasks of the sweep's shared pool (each
+// claims runs of the whole sweep as its lanes free: nodepack run --pool
+// auto); else array task t runs shard Indices[t] of Shards with nodepack
+// run --shard. Its zero values are the scheduler's defaults.
 type Job struct {
 	Scheduler Scheduler `json:"scheduler"`
+	// Pool makes the tasks share the sweep as one pool rather than run
+	// fixed shards; Shards then counts the tasks, and Indices is nil.
+	Pool bool `json:"pool,omitempty"`
 	// Name is the job's name; empty: "nodepack".
 	Name string `json:"name,omitempty"`
 	// Shards is how many shards the sweep has; Indices the ones this job
@@ -184,6 +189,9 @@ func (j Job) checkShards() error {
 	if j.Indices == nil {
 		return nil
 	}
+	if j.Pool {
+		return errors.New("a pool's tasks run no shards: indices go without Pool")
+	}
 	if len(j.Indices) == 0 {
 		return errors.New("no shard to run")
 	}
@@ -257,12 +265,17 @@ func (j Job) Script() (string, error) {
 	var b strings.Builder
 	tasks := j.tasks()
 	b.WriteString("#!/bin/bash\n")
-	which := "shards " + spans(tasks)
-	if len(tasks) == 1 {
-		which = "shard " + spans(tasks)
+	if j.Pool {
+		fmt.Fprintf(&b, "# Written by nodepack submit: %s of the shared pool of the sweep in %s:\n", countOf(len(tasks), "array task"), j.Output)
+		b.WriteString("# each claims runs of the whole sweep as its node frees. See it: nodepack status " + j.Output + "\n")
+	} else {
+		which := "shards " + spans(tasks)
+		if len(tasks) == 1 {
+			which = "shard " + spans(tasks)
+		}
+		fmt.Fprintf(&b, "# Written by nodepack submit: %s of %d of the sweep in %s,\n", which, j.Shards, j.Output)
+		b.WriteString("# one array task each. See it: nodepack status " + j.Output + "\n")
 	}
-	fmt.Fprintf(&b, "# Written by nodepack submit: %s of %d of the sweep in %s,\n", which, j.Shards, j.Output)
-	b.WriteString("# one array task each. See it: nodepack status " + j.Output + "\n")
 	b.WriteString("# Finish what is left: nodepack resubmit " + j.Output + "\n")
 	prefix := map[Scheduler]string{Slurm: "#SBATCH ", SGE: "#$ ", PBS: "#PBS "}[j.Scheduler]
 	var directives []string
@@ -285,7 +298,9 @@ func (j Job) Script() (string, error) {
 	}
 	b.WriteString("set -euo pipefail\n")
 	b.WriteString("cd " + Quote(j.Dir) + "\n") // a word of its own: R&D, a(b) and w;{touch,x} are directories, not commands
-	b.WriteString(j.shardLines(tasks))
+	if !j.Pool {
+		b.WriteString(j.shardLines(tasks))
+	}
 	b.WriteString(strings.Join(j.runArgv(), " ") + "\n")
 	return b.String(), nil
 }
@@ -415,6 +430,9 @@ func (j Job) shardLines(tasks []int) string {
 // runArgv is the array task's nodepack run line, its words quoted.
 func (j Job) runArgv() []string {
 	argv := []string{"exec", Quote(j.Nodepack), "run", "--output", Quote(j.Output), "--shard", `"$shard/` + strconv.Itoa(j.Shards) + `"`}
+	if j.Pool {
+		argv = []string{"exec", Quote(j.Nodepack), "run", "--output", Quote(j.Output), "--pool", "auto"}
+	}
 	if j.Scheduler != PBS {
 		argv = append(argv, "--requeue") // nodepack requeues Slurm and Grid Engine jobs
 	}

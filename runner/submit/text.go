@@ -22,6 +22,7 @@ func (d *Doc) WriteText(w io.Writer) (lost bool) {
 	if v == nil {
 		return false
 	}
+	pool := v.Pool
 	order := []string{"running", "pending", TaskEnded, TaskDied, TaskNotStarted, TaskSuperseded}
 	rank := func(s string) int {
 		if i := slices.Index(order, s); i >= 0 {
@@ -42,7 +43,12 @@ func (d *Doc) WriteText(w io.Writer) (lost bool) {
 			states[i] = fmt.Sprintf("%d %s", j.Tasks[state], escape.Term(state))
 		}
 		which := "shards"
-		if !strings.ContainsAny(j.Shards, ",-") {
+		switch {
+		case pool && !strings.ContainsAny(j.Shards, ",-"):
+			which = "pool task"
+		case pool:
+			which = "pool tasks"
+		case !strings.ContainsAny(j.Shards, ",-"):
 			which = "shard"
 		}
 		fmt.Fprintf(w, " job %s (%s %s): %s", escape.Term(j.JobID), which, j.Shards, strings.Join(states, ", "))
@@ -55,7 +61,11 @@ func (d *Doc) WriteText(w io.Writer) (lost bool) {
 		if sh.State == TaskEnded {
 			continue
 		}
-		fmt.Fprintf(w, "  shard %d: job %s task %d %s", sh.Shard, escape.Term(sh.JobID), sh.Task, escape.Term(sh.State))
+		if pool {
+			fmt.Fprintf(w, "  job %s task %d %s", escape.Term(sh.JobID), sh.Task, escape.Term(sh.State))
+		} else {
+			fmt.Fprintf(w, "  shard %d: job %s task %d %s", sh.Shard, escape.Term(sh.JobID), sh.Task, escape.Term(sh.State))
+		}
 		if sh.Node != "" {
 			fmt.Fprintf(w, " on %s", escape.Term(sh.Node))
 		}

@@ -32,7 +32,9 @@ const (
 type View struct {
 	Scheduler   Scheduler   `json:"scheduler"`
 	Submissions []JobView   `json:"submissions"`
-	Shards      []ShardView `json:"shards"` // by shard index
+	Shards      []ShardView `json:"shards"` // by shard index; a pool's tasks, in the order of their submissions
+	// Pool says the submissions are tasks of one shared pool.
+	Pool bool `json:"pool,omitempty"`
 	// Error says why the scheduler could not be asked; the shards' states
 	// then come from their ledgers alone.
 	Error string `json:"error,omitempty"`
@@ -87,6 +89,10 @@ func Look(ctx context.Context, recs []Record, shards []results.ShardStatus, queu
 		}
 		queued[t.Job][t.Task] = t
 	}
+	if recs[len(recs)-1].Job.Pool {
+		v.Pool = true
+		return v.lookPool(recs, shards, queued)
+	}
 	ledgers := map[int]results.ShardStatus{}
 	count := recs[len(recs)-1].Job.Shards
 	for _, sh := range shards {
@@ -135,6 +141,53 @@ func Look(ctx context.Context, recs []Record, shards []results.ShardStatus, queu
 	slices.SortFunc(v.Shards, func(a, b ShardView) int { return a.Shard - b.Shard })
 	return v
 }
+
+// lookPool is Look for a pool's submissions: every task of every
+// submission, its ledger found by its name in the pool (the job's id and
+// the array task's, as nodepack run --pool auto names it); ShardView.Shard
+// numbers the tasks across the submissions.
+func (v View) lookPool(recs []Record, shards []results.ShardStatus, queued map[string]map[int]Task) View {
+	ledgers := map[string]results.ShardStatus{}
+	for _, sh := range shards {
+		if sh.State != results.ShardOtherSweep && sh.Pool != "" {
+			ledgers[sh.Pool] = sh
+		}
+	}
+	n := 0
+	for _, r := range recs {
+		jv := JobView{JobID: r.JobID, Submitted: r.Time, Shards: spans(r.Job.tasks()), Tasks: map[string]int{}}
+		for k := range r.Job.tasks() {
+			task := r.Job.taskID(k)
+			sv := ShardView{Shard: n, JobID: r.JobID, Task: task, Left: -1}
+			n++
+			sh, hasLedger := ledgers[PoolTask(r.JobID, task)]
+			if hasLedger {
+				sv.Left = sh.Left
+			}
+			t, inQueue := queued[r.JobID][task]
+			switch {
+			case inQueue:
+				sv.State, sv.Node = t.State, t.Node
+			case hasLedger && sh.State == results.ShardEnded:
+				sv.State, sv.Note = TaskEnded, sh.Note
+			case v.Error != "":
+				sv.State = TaskUnknown
+			case !hasLedger:
+				sv.State = TaskNotStarted
+			default:
+				sv.State, sv.Node = TaskDied, sh.Host
+			}
+			jv.Tasks[sv.State]++
+			v.Shards = append(v.Shards, sv)
+		}
+		v.Submissions = append(v.Submissions, jv)
+	}
+	return v
+}
+
+// PoolTask is the name nodepack run --pool auto gives array task task of
+// job (see batch.Label): the name of its ledger in the pool.
+func PoolTask(job string, task int) string { return job + "_" + strconv.Itoa(task) }
 
 // Active returns the shards whose newest task the scheduler still has
 // queued or running (any state but the ones a View gives itself).
@@ -227,6 +280,18 @@ type Doc struct {
 // sweep rec submitted.
 func addUnstarted(st *results.Status, rec Record) {
 	if st.Total == nil || rec.Runs <= 0 {
+		return
+	}
+	if rec.Job.Pool {
+		// The pool's tasks each know the whole sweep's total: until one
+		// has started, it is the submission's.
+		for _, sh := range st.Shards {
+			if sh.State != results.ShardOtherSweep && sh.Pool != "" {
+				return
+			}
+		}
+		*st.Total += rec.Runs
+		st.Counts.Pending += rec.Runs
 		return
 	}
 	started := map[int]bool{}

@@ -1,6 +1,6 @@
 #!/bin/bash
-# Written by nodepack submit: shards 0-2 of 3 of the sweep in /shared/sweeps/seeds,
-# one array task each. See it: nodepack status /shared/sweeps/seeds
+# Written by nodepack submit: 3 array tasks of the shared pool of the sweep in /shared/sweeps/seeds:
+# each claims runs of the whole sweep as its node frees. See it: nodepack status /shared/sweeps/seeds
 # Finish what is left: nodepack resubmit /shared/sweeps/seeds
 #$ -N nodepack-seeds
 #$ -t 1-3
@@ -18,5 +18,4 @@
 #$ -o /shared/sweeps/seeds/jobs/sge-$JOB_ID.$TASK_ID.log
 set -euo pipefail
 cd /home/me/sweeps
-shard=$((SGE_TASK_ID - 1))
-exec /opt/nodepack/bin/nodepack run --output /shared/sweeps/seeds --shard "$shard/3" --requeue --stop-before 7m30s --runs-per-gpu 2 tasks.txt
+exec /opt/nodepack/bin/nodepack run --output /shared/sweeps/seeds --pool auto --requeue --stop-before 7m30s --runs-per-gpu 2 tasks.txt

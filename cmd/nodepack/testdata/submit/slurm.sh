@@ -1,6 +1,6 @@
 #!/bin/bash
-# Written by nodepack submit: shards 0-2 of 3 of the sweep in /shared/sweeps/seeds,
-# one array task each. See it: nodepack status /shared/sweeps/seeds
+# Written by nodepack submit: 3 array tasks of the shared pool of the sweep in /shared/sweeps/seeds:
+# each claims runs of the whole sweep as its node frees. See it: nodepack status /shared/sweeps/seeds
 # Finish what is left: nodepack resubmit /shared/sweeps/seeds
 #SBATCH --job-name=nodepack-seeds
 #SBATCH --array=0-2
@@ -17,5 +17,4 @@
 #SBATCH --constraint=a100
 set -euo pipefail
 cd /home/me/sweeps
-shard=$((SLURM_ARRAY_TASK_ID))
-exec /opt/nodepack/bin/nodepack run --output /shared/sweeps/seeds --shard "$shard/3" --requeue --stop-before 15m0s --runs-per-gpu 2 tasks.txt
+exec /opt/nodepack/bin/nodepack run --output /shared/sweeps/seeds --pool auto --requeue --stop-before 15m0s --runs-per-gpu 2 tasks.txt

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/results"
+)
+
+// poolSweep is a task file of n runs that block, in a process named
+// TOKEN-<run id>, until the file GATE exists, then append their id to
+// DONE; tasks of a pool run it with --pool.
+type poolSweep struct {
+	dir, file, out, token string
+	n                     int
+}
+
+func newPoolSweep(t *testing.T, n int) *poolSweep {
+	t.Helper()
+	dir := t.TempDir()
+	s := &poolSweep{dir: dir, out: filepath.Join(dir, "out"), token: "np-pool-" + filepath.Base(dir), n: n}
+	var tasks strings.Builder
+	for i := range n {
+		fmt.Fprintf(&tasks, "[ -e %[1]s/GATE ] || (exec -a %[2]s-$NODEPACK_RUN_ID bash -c 'until [ -e %[1]s/GATE ]; do sleep 0.05; done'); echo $NODEPACK_RUN_ID >> %[1]s/DONE # %[3]d\n", dir, s.token, i)
+	}
+	s.file = writeFile(t, dir, "tasks.txt", tasks.String())
+	return s
+}
+
+// start starts task name of the pool as a process of its own.
+func (s *poolSweep) start(t *testing.T, name string, extra ...string) (*exec.Cmd, *strings.Builder) {
+	t.Helper()
+	args := append([]string{"run", "--pool", name, "--lease", "2s", "--parallel", "2", "--gpus", "none", "--grace", "1s", "-o", s.out}, extra...)
+	cmd := nodepackCommand(t, nil, append(args, s.file)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		for _, pid := range processesWith(s.token) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return cmd, &stderr
+}
+
+// running waits until task name's ledger says n runs are running.
+func (s *poolSweep) running(t *testing.T, name string, n int, stderr *strings.Builder) *ledger.Log {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		log, err := ledger.ReadFile(filepath.Join(s.out, ledger.PoolFileName(name)), ledger.ReadOptions{})
+		if err == nil && log.Count()[ledger.StateRunning] == n {
+			return log
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s: %d runs did not start:\n%s", name, n, stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// done counts the completions in DONE by run id.
+func (s *poolSweep) done(t *testing.T) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.dir, "DONE"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, id := range strings.Fields(string(b)) {
+		counts[id]++
+	}
+	return counts
+}
+
+// status is nodepack status --json of the pool's directory.
+func (s *poolSweep) status(t *testing.T) results.Status {
+	t.Helper()
+	code, stdout, stderr := runCLI(t, "status", "--json", s.out)
+	if code != exitOK {
+		t.Fatalf("status: exit %d: %s", code, stderr)
+	}
+	var doc results.Status
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, stdout)
+	}
+	return doc
+}
+
+// TestPoolKill9: three tasks of a pool share one sweep; one is killed
+// with SIGKILL (its node "dies") while it runs two runs of its claims.
+// Its runs' processes die with it; the two others take its claims over
+// once its lease expires and run what it did not finish; in the end every
+// run completed exactly once, and status, folding the three ledgers,
+// counts every run once: all succeeded, none pending, none running.
+func TestPoolKill9(t *testing.T) {
+	s := newPoolSweep(t, 30)
+	type task struct {
+		cmd    *exec.Cmd
+		stderr *strings.Builder
+	}
+	tasks := map[string]task{}
+	for _, name := range []string{"a", "b", "c"} {
+		cmd, stderr := s.start(t, name)
+		tasks[name] = task{cmd, stderr}
+	}
+	var killed []string // the runs b ran when it died
+	for _, name := range []string{"a", "b", "c"} {
+		log := s.running(t, name, 2, tasks[name].stderr)
+		if name == "b" {
+			for i := range log.Len() {
+				if log.At(i).State == ledger.StateRunning {
+					killed = append(killed, log.At(i).ID)
+				}
+			}
+		}
+	}
+	b := tasks["b"].cmd
+	if err := b.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	b.Wait()
+	for _, id := range killed {
+		waitGone(t, s.token+"-"+id, 10*time.Second) // no run of b's left running
+	}
+	writeFile(t, s.dir, "GATE", "")
+	took := ""
+	for _, name := range []string{"a", "c"} {
+		if err := tasks[name].cmd.Wait(); err != nil {
+			t.Fatalf("task %s: %v\n%s", name, err, tasks[name].stderr)
+		}
+		if strings.Contains(tasks[name].stderr.String(), "pool: took over") {
+			took += name
+		}
+	}
+	if took == "" {
+		t.Errorf("no task said it took b's claims over:\n%s\n%s", tasks["a"].stderr, tasks["c"].stderr)
+	}
+	done := s.done(t)
+	if len(done) != s.n {
+		t.Errorf("%d runs completed, want %d", len(done), s.n)
+	}
+	for id, n := range done {
+		if n != 1 {
+			t.Errorf("run %s completed %d times", id, n)
+		}
+	}
+	for _, id := range killed {
+		if done[id] != 1 {
+			t.Errorf("run %s, which b ran when it died, completed %d times", id, done[id])
+		}
+	}
+	doc := s.status(t)
+	if want := (results.Counts{Succeeded: s.n}); doc.Counts != want || doc.Total == nil || *doc.Total != s.n {
+		t.Errorf("status counts %+v of %v, want %+v of %d", doc.Counts, doc.Total, want, s.n)
+	}
+	if len(doc.Shards) != 3 {
+		t.Errorf("status shows %d ledgers, want the 3 tasks'", len(doc.Shards))
+	}
+}
+
+// TestPoolLateTaskLeaves: a task that starts once every run of the sweep
+// is claimed leaves at once, with a note and exit 0, and runs nothing; a
+// task of the same name run again (a requeue) finds its runs done.
+func TestPoolLateTaskLeaves(t *testing.T) {
+	s := newPoolSweep(t, 4)
+	writeFile(t, s.dir, "GATE", "")
+	code, _, errOut := runCLI(t, "run", "-q", "--pool", "a", "--lease", "2s", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
+	if code != exitOK {
+		t.Fatalf("task a: exit %d:\n%s", code, errOut)
+	}
+	code, _, errOut = runCLI(t, "run", "--pool", "late", "--lease", "2s", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
+	if code != exitOK || !strings.Contains(errOut, "every run of the sweep's 4 is claimed by other tasks: nothing for this task") {
+		t.Errorf("a late task: exit %d:\n%s", code, errOut)
+	}
+	code, _, errOut = runCLI(t, "run", "--pool", "a", "--lease", "2s", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
+	if code != exitOK || !strings.Contains(errOut, "4 succeeded") {
+		t.Errorf("task a again: exit %d:\n%s", code, errOut)
+	}
+	if done := s.done(t); len(done) != 4 {
+		t.Errorf("runs completed: %v", done)
+	}
+	if doc := s.status(t); doc.Counts != (results.Counts{Succeeded: 4}) {
+		t.Errorf("status %+v", doc.Counts)
+	}
+}
+
+// TestPoolBadInput: a pool task of another sweep in the directory is
+// refused in one line before anything starts (exit 2); so is --pool with
+// a static --shard, and a task name that is not a file name. A claim that
+// is a symbolic link is never followed: the task stops, naming it, and
+// nothing runs.
+func TestPoolBadInput(t *testing.T) {
+	s := newPoolSweep(t, 4)
+	writeFile(t, s.dir, "GATE", "")
+	base := []string{"run", "-q", "--lease", "2s", "--gpus", "none", "-o", s.out}
+	if code, _, errOut := runCLI(t, append(base, "--pool", "a", s.file)...); code != exitOK {
+		t.Fatalf("task a: exit %d:\n%s", code, errOut)
+	}
+	other := writeFile(t, s.dir, "other.txt", "true\n")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append(base, "--pool", "b", other), "holds another sweep"},
+		{append(base, "--pool", "b", "--shard", "1/2", s.file), "--pool claims runs from the whole sweep: it goes without --shard"},
+		{append(base, "--pool", "../b", s.file), `pool task "../b"`},
+	} {
+		code, _, errOut := runCLI(t, tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
+			t.Errorf("%v: exit %d, want %d and %q:\n%s", tc.args, code, exitUsage, tc.want, errOut)
+		}
+	}
+
+	// A claims folder whose first claim is a link.
+	s = newPoolSweep(t, 4)
+	os.MkdirAll(filepath.Join(s.out, "claims"), 0o755)
+	target := writeFile(t, s.dir, "planted", `{"task":"x","to":4,"sweep":"y"}`)
+	os.Symlink(target, filepath.Join(s.out, "claims", "0"))
+	code, _, errOut := runCLI(t, append(base[:len(base)-1], s.out, "--pool", "a", s.file)...)
+	if code == exitOK || !strings.Contains(errOut, filepath.Join("claims", "0")) {
+		t.Errorf("a claim that is a link: exit %d:\n%s", code, errOut)
+	}
+	if done := s.done(t); len(done) != 0 {
+		t.Errorf("runs ran on a planted claim: %v", done)
+	}
+}
+
+// TestPoolFullClaimsDisk: the claims folder's file system fills up under a
+// running pool task (a small tmpfs, which needs root to mount). The task
+// starts no run it could not claim, lets the runs it claimed finish,
+// blames the disk, not the runs (none failed), and a rerun once there is
+// room runs the rest, every run once.
+func TestPoolFullClaimsDisk(t *testing.T) {
+	s := newPoolSweep(t, 20)
+	claims := filepath.Join(s.out, "claims")
+	os.MkdirAll(claims, 0o755)
+	if err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "nodepack-test", claims).Run(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (needs root): %v", err)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", claims).Run() })
+	cmd, stderr := s.start(t, "a")
+	s.running(t, "a", 2, stderr)
+	// Fill the claims' file system.
+	filler, err := os.Create(filepath.Join(claims, ".filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1024)
+	for {
+		if _, err := filler.Write(chunk); err != nil {
+			break
+		}
+	}
+	filler.Close()
+	writeFile(t, s.dir, "GATE", "")
+	err = cmd.Wait()
+	if err == nil || !strings.Contains(stderr.String(), "no space left on device") {
+		t.Fatalf("a task whose claims cannot be written: %v\n%s", err, stderr)
+	}
+	doc := s.status(t)
+	if doc.Counts.Failed != 0 || doc.Counts.Succeeded == 0 || doc.Counts.Succeeded == s.n || doc.Counts.Pending == 0 {
+		t.Errorf("status after the full disk: %+v", doc.Counts)
+	}
+	os.Remove(filepath.Join(claims, ".filler"))
+	code, _, errOut := runCLI(t, "run", "-q", "--pool", "a", "--lease", "2s", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
+	if code != exitOK {
+		t.Fatalf("the rerun: exit %d:\n%s", code, errOut)
+	}
+	done := s.done(t)
+	if len(done) != s.n {
+		t.Errorf("%d runs completed, want %d", len(done), s.n)
+	}
+	for id, n := range done {
+		if n != 1 {
+			t.Errorf("run %s completed %d times", id, n)
+		}
+	}
+}
+
+// TestPoolResubmitAfterDeath: the only task of a pool is killed with
+// SIGKILL mid-sweep; a task started once its lease has expired (by the
+// file system's clock: a resubmission) does not leave for want of runs
+// to claim: it takes the dead task's claims over and runs what the dead
+// one did not finish, every run once.
+func TestPoolResubmitAfterDeath(t *testing.T) {
+	s := newPoolSweep(t, 12)
+	a, stderr := s.start(t, "a")
+	log := s.running(t, "a", 2, stderr)
+	var killed []string
+	for i := range log.Len() {
+		if log.At(i).State == ledger.StateRunning {
+			killed = append(killed, log.At(i).ID)
+		}
+	}
+	a.Process.Signal(syscall.SIGKILL)
+	a.Wait()
+	for _, id := range killed {
+		waitGone(t, s.token+"-"+id, 10*time.Second)
+	}
+	// Until a's lease file is a lease older than a file written now, by
+	// the file system's own clock.
+	beat := filepath.Join(s.out, "claims", "task-a")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		probe := writeFile(t, s.dir, "probe", "")
+		p, err1 := os.Stat(probe)
+		b, err2 := os.Stat(beat)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if p.ModTime().Sub(b.ModTime()) >= 2*time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a's lease file keeps moving after its death")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	writeFile(t, s.dir, "GATE", "")
+	code, _, errOut := runCLI(t, "run", "--pool", "b", "--lease", "2s", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
+	if code != exitOK || !strings.Contains(errOut, "pool: took over") {
+		t.Fatalf("the new task: exit %d:\n%s", code, errOut)
+	}
+	done := s.done(t)
+	if len(done) != s.n {
+		t.Errorf("%d runs completed, want %d", len(done), s.n)
+	}
+	for id, n := range done {
+		if n != 1 {
+			t.Errorf("run %s completed %d times", id, n)
+		}
+	}
+	if doc := s.status(t); doc.Counts != (results.Counts{Succeeded: s.n}) {
+		t.Errorf("status %+v", doc.Counts)
+	}
+}

@@ -1,0 +1,527 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nodepack/nodepack/resources/batch"
+	"github.com/nodepack/nodepack/runner/claim"
+	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/run"
+	"github.com/nodepack/nodepack/runner/schedule"
+	"github.com/nodepack/nodepack/runner/sweep"
+)
+
+// DefaultLease is how long a pool task's heartbeat may stand still before
+// the other tasks take its claims over (Options.Lease): long beside a
+// shared file system's attribute caches (NFS holds them up to a minute)
+// and its clients' pauses, short beside a sweep.
+const DefaultLease = 3 * time.Minute
+
+// The shared pool (Options.Pool). Every task of a submission runs one
+// nodepack on its node into the same output directory; each claims the
+// next runs of the whole sweep as its lanes free (runner/claim: a file
+// linked per claim, no server, no lock; schedule.ClaimSize says how
+// many), runs them with its own ledger (ledger.PoolFileName), and renews
+// a lease. A task with nothing left to claim watches the others' leases:
+// the claims of a task whose lease expired are taken over and their runs
+// that did not end are run again; a task whose claim was taken stops its
+// runs of it (fencing: Options.Fenced, Execution.Fence). The readers fold
+// the tasks' ledgers as one sweep (ledger.ReadDir keeps each run's best
+// record).
+
+// poolTask is the name of this task in the pool: spec, or for "auto" the
+// batch job's (its array task's, and its rank in a step), else this host
+// and process.
+func poolTask(spec string, job batch.Job) (string, error) {
+	if spec != "auto" {
+		if !taskName(spec) {
+			return "", fmt.Errorf("pool task %q: a name of letters, digits, '.', '-' and '_', at most 100, not starting with '.'", spec)
+		}
+		return spec, nil
+	}
+	name := batch.Label(job, false)
+	if name == "" {
+		host, _ := os.Hostname()
+		name = fmt.Sprintf("%s-%d", host, os.Getpid())
+	} else if job.Tasks != nil && job.Tasks.Count > 1 {
+		name += "." + strconv.Itoa(job.Tasks.Rank)
+	}
+	// A PBS array element's id ("123[4].server") as a file name.
+	name = strings.Map(func(r rune) rune {
+		if r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+			return r
+		}
+		return '_'
+	}, name)
+	if !taskName(name) {
+		return "", fmt.Errorf("pool task auto: %q is no task name: give one", name)
+	}
+	return name, nil
+}
+
+// taskName reports whether name may name a pool task: its ledger's and
+// its lease's file names.
+func taskName(name string) bool {
+	if name == "" || len(name) > 100 || name[0] == '.' {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// owned is a claim this task owns, and how far its runs were handed on.
+type owned struct {
+	c    claim.Claim
+	upto int // runs from c.From to upto-1 were handed on (or found done)
+}
+
+// poolRuns is the run source of a pool task: the runs of its claims, old
+// and new, and of the claims it takes over, each once.
+type poolRuns struct {
+	s       *Sweep
+	pool    *claim.Pool
+	lanes   int
+	lease   time.Duration
+	beat    time.Duration
+	running atomic.Int64 // the task's running attempts, from its events
+	fence   func(lost func(id string) bool)
+	note    func(string)
+	stop    chan struct{} // closed when the session ends
+	changed chan struct{} // a takeover: the feeder's next pass has work
+
+	mu        sync.Mutex
+	mine      []*owned       // sorted by c.From
+	frontier  int            // the first run no claim this task saw covers
+	exhausted bool           // every run is claimed
+	given     map[string]int // runs handed on and not ended for good, by id: their claim's From
+	lost      map[int]bool   // claims taken from this task, by From
+	claimed   int            // runs claimed (or taken over) by this task
+	ran       bool           // it handed on a run (or owned a claim)
+	err       error          // the claims folder failed: no more runs start
+	skip      func(id string) bool
+	counts    func() ledger.ResumeCounts
+}
+
+func newPoolRuns(s *Sweep, pool *claim.Pool, skip func(string) bool, counts func() ledger.ResumeCounts) *poolRuns {
+	lease := s.opts.Lease
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	return &poolRuns{s: s, pool: pool, lease: lease, beat: max(lease/6, 10*time.Millisecond),
+		stop: make(chan struct{}), changed: make(chan struct{}, 1),
+		given: map[string]int{}, lost: map[int]bool{}, skip: skip, counts: counts}
+}
+
+// adopt makes the claims this task owns (a requeued task's, from before)
+// its own again.
+func (p *poolRuns) adopt() error {
+	all, err := p.pool.Claims()
+	if err != nil {
+		return err
+	}
+	for _, c := range all {
+		if c.Task == p.s.pool {
+			p.mine = append(p.mine, &owned{c: c, upto: c.From})
+			p.ran = true
+		}
+	}
+	return nil
+}
+
+// runs streams the runs of this task's claims, claiming as lanes take
+// them, then of the claims it takes over, until nothing is left.
+func (p *poolRuns) runs() iter.Seq2[run.Run, error] {
+	return func(yield func(run.Run, error) bool) {
+		for {
+			more, ok := p.pass(yield)
+			if !ok {
+				return
+			}
+			if more {
+				continue
+			}
+			if !p.await() {
+				return
+			}
+		}
+	}
+}
+
+// pass hands on the runs of the sweep this task owns and has not handed
+// on, in the sweep's order, claiming more at the frontier while any is
+// left. more says a takeover ended it early, ok false that the stream
+// ends.
+func (p *poolRuns) pass(yield func(run.Run, error) bool) (more, ok bool) {
+	i := -1
+	skip := func(id string) bool {
+		i++
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.err != nil {
+			return true
+		}
+		if !p.exhausted && i >= p.frontier {
+			p.claimAt(i)
+		}
+		o := p.ownerOf(i)
+		if o == nil || i < o.upto || p.lost[o.c.From] {
+			return true
+		}
+		o.upto = i + 1
+		if p.skip(id) {
+			return true // done before
+		}
+		p.given[id] = o.c.From
+		return false
+	}
+	for r, err := range p.s.source.RunsExcept(sweep.Shard{Index: 0, Count: 1}, skip) {
+		if err != nil {
+			yield(run.Run{}, err)
+			return false, false
+		}
+		if !yield(r, nil) {
+			return false, false
+		}
+		select {
+		case <-p.changed:
+			return true, true
+		default:
+		}
+	}
+	p.mu.Lock()
+	err := p.err
+	if p.frontier >= p.s.source.Total() {
+		p.exhausted = true // its last claim ended at the sweep's last run
+	}
+	p.mu.Unlock()
+	if err != nil {
+		yield(run.Run{}, err)
+		return false, false
+	}
+	return false, true
+}
+
+// claimAt claims the next runs once the pass reached i, the frontier (mu
+// held).
+func (p *poolRuns) claimAt(i int) {
+	tasks := max(p.pool.Tasks(), 1)
+	free := max(p.lanes-int(p.running.Load()), 1)
+	c, ok, err := p.pool.ClaimWith(func(left int) int { return schedule.ClaimSize(left, tasks, free) })
+	switch {
+	case err != nil:
+		p.err = fmt.Errorf("pool: %w", err)
+	case !ok:
+		p.exhausted = true
+	default:
+		p.mine = append(p.mine, &owned{c: c, upto: c.From})
+		p.frontier, p.claimed, p.ran = c.To, p.claimed+c.To-c.From, true
+	}
+}
+
+// ownerOf is this task's claim that holds run i (mu held).
+func (p *poolRuns) ownerOf(i int) *owned {
+	k, _ := slices.BinarySearchFunc(p.mine, i, func(o *owned, i int) int {
+		switch {
+		case o.c.To <= i:
+			return -1
+		case o.c.From > i:
+			return 1
+		}
+		return 0
+	})
+	if k < len(p.mine) && p.mine[k].c.From <= i && i < p.mine[k].c.To {
+		return p.mine[k]
+	}
+	return nil
+}
+
+// ended notes that a run ended for good (or left this task, fenced).
+func (p *poolRuns) ended(id string) {
+	p.mu.Lock()
+	delete(p.given, id)
+	p.mu.Unlock()
+}
+
+// state is what this task says of itself in its heartbeat (mu held).
+func (p *poolRuns) state() claim.State {
+	if len(p.given) > 0 || !p.exhausted {
+		return claim.Busy
+	}
+	return claim.Idle
+}
+
+// heartbeat renews the lease every beat, fences the runs of the claims
+// taken from this task, and takes over the claims of dead tasks (busy or
+// idle: a dead task's runs wait for no one's end), until the session
+// ends.
+func (p *poolRuns) heartbeat() {
+	t := time.NewTicker(p.beat)
+	defer t.Stop()
+	for {
+		p.tick(time.Now())
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// tick is one beat of heartbeat: renew, fence, take over.
+func (p *poolRuns) tick(now time.Time) {
+	p.renew(now)
+	if p.takeOver(now) {
+		select {
+		case p.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// renew renews the lease and fences the runs of the claims taken from
+// this task.
+func (p *poolRuns) renew(now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.pool.Renew(p.state()); err != nil && p.err == nil {
+		p.note(fmt.Sprintf("pool: %v: the other tasks will take this task's claims over if it stays so for %v", err, p.lease))
+	}
+	// Fencing: a claim with runs given out that another task took.
+	var lost []int
+	for _, from := range p.given {
+		if p.lost[from] {
+			continue
+		}
+		o := p.ownerOf(from)
+		if o == nil {
+			continue
+		}
+		if ok, err := p.pool.Owns(o.c); err == nil && !ok {
+			p.lost[from] = true
+			lost = append(lost, from)
+		}
+	}
+	if len(lost) > 0 {
+		slices.Sort(lost)
+		lost = slices.Compact(lost)
+		p.note(fmt.Sprintf("pool: %d of this task's claims were taken over by another task (this one was seen dead): their runs stop here and run there", len(lost)))
+		given := p.given
+		lostSet := p.lost
+		go p.fence(func(id string) bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			from, ok := given[id]
+			return ok && lostSet[from]
+		})
+	}
+}
+
+// fenced reports whether run id is of a claim taken from this task: it
+// is then no longer this task's (Options.Fenced).
+func (p *poolRuns) fenced(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	from, ok := p.given[id]
+	if !ok {
+		return false
+	}
+	if !p.lost[from] {
+		// Asked at every start: a task that was frozen past its lease
+		// learns it here before its next beat does.
+		if o := p.ownerOf(from); o != nil {
+			if owns, err := p.pool.Owns(o.c); err == nil && !owns {
+				p.lost[from] = true
+			}
+		}
+	}
+	if p.lost[from] {
+		delete(p.given, id)
+		return true
+	}
+	return false
+}
+
+// event follows the task's events: its running attempts, and its runs
+// that ended for good.
+func (p *poolRuns) event(ev run.Event) {
+	switch {
+	case ev.Kind == run.Started:
+		p.running.Add(1)
+	case ev.Kind == run.Finished:
+		p.running.Add(-1)
+		if !ev.Retry {
+			p.ended(ev.Run.ID)
+		}
+	}
+}
+
+// await waits, once this task has handed on every run it owns, for work
+// taken over from a dead task (true, see tick) or for the end (false): the session
+// stops, the claims folder fails, or no other task is left that could die
+// with runs of its claims. A task that never had a run leaves at once.
+func (p *poolRuns) await() bool {
+	if p.nothingHere(time.Now()) {
+		p.note(fmt.Sprintf("pool: every run of the sweep's %d is claimed by other tasks: nothing for this task", p.s.source.Total()))
+		return false
+	}
+	t := time.NewTicker(p.beat)
+	defer t.Stop()
+	for {
+		if p.over(time.Now()) {
+			return false
+		}
+		select {
+		case <-p.stop:
+			return false
+		case <-p.changed:
+			return true // a takeover (see tick)
+		case <-t.C:
+		}
+	}
+}
+
+// nothingHere reports whether this task, which never had a run, may
+// leave at once: every task that holds claims renewed its lease within a
+// lease of this one's, by the file system's clock. One that did not may
+// be dead: this task stays to see, and takes its claims over if it is.
+func (p *poolRuns) nothingHere(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ran || p.err != nil {
+		return p.err != nil
+	}
+	peers, err := p.pool.Peers(now, p.lease)
+	if err != nil {
+		return true
+	}
+	for _, peer := range peers {
+		if peer.State == claim.Busy && peer.Behind >= p.lease {
+			return false
+		}
+	}
+	return true
+}
+
+// takeOver takes over the claims of the dead tasks, and reports whether
+// it took any.
+func (p *poolRuns) takeOver(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return false
+	}
+	dead, err := p.pool.Dead(now, p.lease)
+	if err != nil || len(dead) == 0 {
+		return false
+	}
+	all, err := p.pool.Claims()
+	if err != nil {
+		return false
+	}
+	took := 0
+	for _, c := range all {
+		if !slices.Contains(dead, c.Task) {
+			continue
+		}
+		got, ok, err := p.pool.TakeOver(c)
+		if err != nil || !ok {
+			continue
+		}
+		p.mine = append(p.mine, &owned{c: got, upto: got.From})
+		p.claimed += got.To - got.From
+		p.ran = true
+		took++
+	}
+	if took == 0 {
+		return false
+	}
+	slices.SortFunc(p.mine, func(a, b *owned) int { return a.c.From - b.c.From })
+	// What the dead task finished is in its ledger: read them all again.
+	if d, err := ledger.ReadDir(p.s.output, ledger.ReadOptions{}); err == nil {
+		p.skip, _ = d.ResumeFilter(p.s.opts.retries)
+	}
+	p.note(fmt.Sprintf("pool: took over %d claims of %v (no heartbeat for %v): their runs that did not end run here", took, dead, p.lease))
+	return true
+}
+
+// over reports whether this idle task may leave: every other task is done
+// or idle, or is dead with no claim left to it; of idle tasks seen alive,
+// only the first by name stays to watch the busy ones.
+func (p *poolRuns) over(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.given) > 0 || p.err != nil {
+		return p.err != nil
+	}
+	peers, err := p.pool.Peers(now, p.lease)
+	if err != nil {
+		return false
+	}
+	busy, deadBusy := false, []string{}
+	for _, peer := range peers {
+		switch {
+		case peer.State == claim.Idle && peer.Moved && !peer.Dead && peer.Task < p.s.pool:
+			return true // it watches: one watcher is enough
+		case peer.State == claim.Busy && !peer.Dead:
+			busy = true
+		case peer.State == claim.Busy:
+			deadBusy = append(deadBusy, peer.Task)
+		}
+	}
+	if busy {
+		return false
+	}
+	if len(deadBusy) > 0 {
+		// Dead while busy: it may still own claims to take over.
+		all, err := p.pool.Claims()
+		if err != nil {
+			return false
+		}
+		for _, c := range all {
+			if slices.Contains(deadBusy, c.Task) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// close ends the task's part: it says done when every run it handed on
+// ended for good, so that no task takes its claims over; else the others
+// will once its lease expires.
+func (p *poolRuns) close() {
+	close(p.stop)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.given) == 0 && p.exhausted && p.err == nil {
+		p.pool.Renew(claim.Done)
+	}
+}
+
+// left counts the runs of this task's claims not ended for good.
+func (p *poolRuns) left() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.given)
+	for _, o := range p.mine {
+		if !p.lost[o.c.From] {
+			n += o.c.To - o.upto
+		}
+	}
+	return n
+}
+
+var errPoolShard = errors.New("a pool task runs the whole sweep's runs as it claims them: no shard goes with it")
