@@ -101,6 +101,7 @@ type poolRuns struct {
 	note    func(string)
 	stop    chan struct{} // closed when the session ends
 	changed chan struct{} // a takeover: the feeder's next pass has work
+	settled chan struct{} // the runs it handed on all ended: await looks again
 
 	mu        sync.Mutex
 	mine      []*owned       // sorted by c.From
@@ -110,6 +111,7 @@ type poolRuns struct {
 	lost      map[int]bool   // claims taken from this task, by From
 	claimed   int            // runs claimed (or taken over) by this task
 	ran       bool           // it handed on a run (or owned a claim)
+	said      claim.State    // what its heartbeat says now
 	err       error          // the claims folder failed: no more runs start
 	skip      func(id string) bool
 	counts    func() ledger.ResumeCounts
@@ -121,7 +123,7 @@ func newPoolRuns(s *Sweep, pool *claim.Pool, skip func(string) bool, counts func
 		lease = DefaultLease
 	}
 	return &poolRuns{s: s, pool: pool, lease: lease, beat: max(lease/6, 10*time.Millisecond),
-		stop: make(chan struct{}), changed: make(chan struct{}, 1),
+		stop: make(chan struct{}), changed: make(chan struct{}, 1), settled: make(chan struct{}, 1),
 		given: map[string]int{}, lost: map[int]bool{}, skip: skip, counts: counts}
 }
 
@@ -219,7 +221,7 @@ func (p *poolRuns) pass(yield func(run.Run, error) bool) (more, ok bool) {
 func (p *poolRuns) claimAt(i int) {
 	tasks := max(p.pool.Tasks(), 1)
 	free := max(p.lanes-int(p.running.Load()), 1)
-	c, ok, err := p.pool.ClaimWith(func(left int) int { return schedule.ClaimSize(left, tasks, free) })
+	c, ok, err := p.pool.ClaimWith(func(left int) int { return schedule.ClaimSize(left, tasks, free, p.lanes) })
 	switch {
 	case err != nil:
 		p.err = fmt.Errorf("pool: %w", err)
@@ -228,6 +230,7 @@ func (p *poolRuns) claimAt(i int) {
 	default:
 		p.mine = append(p.mine, &owned{c: c, upto: c.From})
 		p.frontier, p.claimed, p.ran = c.To, p.claimed+c.To-c.From, true
+		p.exhausted = c.To >= p.s.source.Total()
 	}
 }
 
@@ -252,15 +255,33 @@ func (p *poolRuns) ownerOf(i int) *owned {
 func (p *poolRuns) ended(id string) {
 	p.mu.Lock()
 	delete(p.given, id)
+	empty := len(p.given) == 0
 	p.mu.Unlock()
+	if empty {
+		select {
+		case p.settled <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // state is what this task says of itself in its heartbeat (mu held).
 func (p *poolRuns) state() claim.State {
-	if len(p.given) > 0 || !p.exhausted {
+	if len(p.given) > 0 || !p.exhausted || p.unhanded() {
 		return claim.Busy
 	}
 	return claim.Idle
+}
+
+// unhanded reports whether a claim this task owns has runs it has not
+// handed on yet (mu held).
+func (p *poolRuns) unhanded() bool {
+	for _, o := range p.mine {
+		if o.upto < o.c.To && !p.lost[o.c.From] {
+			return true
+		}
+	}
+	return false
 }
 
 // heartbeat renews the lease every beat, fences the runs of the claims
@@ -296,7 +317,8 @@ func (p *poolRuns) tick(now time.Time) {
 func (p *poolRuns) renew(now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.pool.Renew(p.state()); err != nil && p.err == nil {
+	p.said = p.state()
+	if err := p.pool.Renew(p.said); err != nil && p.err == nil {
 		p.note(fmt.Sprintf("pool: %v: the other tasks will take this task's claims over if it stays so for %v", err, p.lease))
 	}
 	// Fencing: a claim with runs given out that another task took.
@@ -355,18 +377,29 @@ func (p *poolRuns) fenced(id string) bool {
 }
 
 // event follows the task's events: its running attempts, and its runs
-// that ended for good.
+// that ended for good (or that are no longer its own).
 func (p *poolRuns) event(ev run.Event) {
 	switch {
 	case ev.Kind == run.Started:
 		p.running.Add(1)
 	case ev.Kind == run.Finished:
 		p.running.Add(-1)
-		if !ev.Retry {
+		p.mu.Lock()
+		from, ok := p.given[ev.Run.ID]
+		// An interrupted run is not done: the task stays busy with it,
+		// so that if it does not come back (a requeue) the others take
+		// it over; unless another task took its claim.
+		done := ok && !ev.Retry && (ev.Reason != run.Interrupted || p.lost[from])
+		p.mu.Unlock()
+		if done {
 			p.ended(ev.Run.ID)
 		}
 	}
 }
+
+// idlePoll is how often a task with nothing left to run reads the
+// others' leases.
+const idlePoll = time.Second
 
 // await waits, once this task has handed on every run it owns, for work
 // taken over from a dead task (true, see tick) or for the end (false): the session
@@ -377,7 +410,10 @@ func (p *poolRuns) await() bool {
 		p.note(fmt.Sprintf("pool: every run of the sweep's %d is claimed by other tasks: nothing for this task", p.s.source.Total()))
 		return false
 	}
-	t := time.NewTicker(p.beat)
+	// The others' leases are read every second while this task waits
+	// (every beat, if shorter), so that it leaves soon after the last
+	// busy one is done.
+	t := time.NewTicker(min(p.beat, idlePoll))
 	defer t.Stop()
 	for {
 		if p.over(time.Now()) {
@@ -388,6 +424,7 @@ func (p *poolRuns) await() bool {
 			return false
 		case <-p.changed:
 			return true // a takeover (see tick)
+		case <-p.settled:
 		case <-t.C:
 		}
 	}
@@ -465,6 +502,16 @@ func (p *poolRuns) over(now time.Time) bool {
 	defer p.mu.Unlock()
 	if len(p.given) > 0 || p.err != nil {
 		return p.err != nil
+	}
+	if p.unhanded() {
+		return false // a claim taken over whose runs the next pass hands on
+	}
+	if st := p.state(); st != p.said {
+		// Idle now: said at once, so that the others need not wait a
+		// beat for it.
+		if p.pool.Renew(st) == nil {
+			p.said = st
+		}
 	}
 	peers, err := p.pool.Peers(now, p.lease)
 	if err != nil {

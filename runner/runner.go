@@ -138,6 +138,9 @@ type Sweep struct {
 	// (cpus=0) where the default does not; shareFirst is the first's origin.
 	shareCPU   int
 	shareFirst string
+	// mixed says runs ask for other requests than the default: a pool
+	// task then looks ahead in its claims for backfilling.
+	mixed bool
 }
 
 // Prepare checks everything before anything starts: the source and every
@@ -440,7 +443,7 @@ func (s *Sweep) resume() error {
 // distinct request is checked once.
 func (s *Sweep) requestCheck() func(run.Run) error {
 	x := s.opts.Execute
-	s.shareCPU, s.shareFirst = 0, "" // counted afresh when Start scans again
+	s.shareCPU, s.shareFirst, s.mixed = 0, "", false // counted afresh when Start scans again
 	var alloc *pack.Allocator
 	if len(x.Topology.CPUs) > 0 || len(x.Topology.GPUs) > 0 {
 		alloc = pack.NewAllocator(x.Topology)
@@ -464,6 +467,7 @@ func (s *Sweep) requestCheck() func(run.Run) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", run.Origin, err)
 		}
+		s.mixed = s.mixed || r != x.Request
 		if r.CPUs == 0 && x.Request.CPUs > 0 {
 			if s.shareCPU++; s.shareCPU == 1 {
 				s.shareFirst = run.Origin
@@ -679,7 +683,14 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 			return nil, err
 		}
 		pr = p
-		xo.Window, xo.Fenced = p.lanes, p.fenced
+		// Runs claimed wait in the claim, not in the task's queue, where a
+		// task whose lanes are busy would hold them while others idle:
+		// one run ahead, or a lane's worth where runs ask for different
+		// things and smaller ones may backfill.
+		xo.Window, xo.Fenced = 1, p.fenced
+		if s.mixed {
+			xo.Window = p.lanes
+		}
 	}
 	xo.OnEvent = func(ev run.Event) {
 		if pr != nil {

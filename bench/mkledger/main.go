@@ -13,7 +13,13 @@
 // would leave (ledger-I-of-S.jsonl), each with the first N runs of its
 // shard, as bench/shards.sh reads them.
 //
-//	go run ./bench/mkledger [-fail-every K] [-killed] [-metrics] [-shards S] TASKFILE OUTPUT N
+// With -pool T, it writes the ledgers T tasks of a shared pool would
+// leave (ledger-pool-tK.jsonl), the first N runs of the sweep dealt out
+// in claims of 256 runs, task after task; with -takeover also a claims
+// folder whose first claim was taken over, so that the readers fold every
+// run across the ledgers (bench/pool.sh).
+//
+//	go run ./bench/mkledger [-fail-every K] [-killed] [-metrics] [-shards S | -pool T [-takeover]] TASKFILE OUTPUT N
 package main
 
 import (
@@ -39,6 +45,8 @@ func main() {
 	killed := flag.Bool("killed", false, "leave the session without its end record, as a kill -9 does")
 	withMetrics := flag.Bool("metrics", false, "give every run parameters, and metrics with curves")
 	shards := flag.Int("shards", 1, "write this many shard ledgers, each with the first N runs of its shard")
+	pool := flag.Int("pool", 0, "write this many pool tasks' ledgers, the first N runs dealt out in claims of 256")
+	takeover := flag.Bool("takeover", false, "with -pool, a claims folder whose first claim was taken over")
 	flag.Parse()
 	if flag.NArg() != 3 {
 		fmt.Fprintln(os.Stderr, "usage: mkledger [-fail-every K] [-killed] [-metrics] [-shards S] TASKFILE OUTPUT N")
@@ -46,7 +54,11 @@ func main() {
 	}
 	n, err := strconv.Atoi(flag.Arg(2))
 	if err == nil {
-		err = write(flag.Arg(0), flag.Arg(1), n, max(*shards, 1), *failEvery, *killed, *withMetrics)
+		if *pool > 0 {
+			err = writePool(flag.Arg(0), flag.Arg(1), n, *pool, *failEvery, *killed, *takeover)
+		} else {
+			err = write(flag.Arg(0), flag.Arg(1), n, max(*shards, 1), *failEvery, *killed, *withMetrics)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mkledger:", err)
@@ -96,13 +108,66 @@ func write(tasks, output string, n, shards, failEvery int, killed, withMetrics b
 	return nil
 }
 
-// writeShard writes one shard's ledger: runs as started and finished.
-func writeShard(output string, shard sweep.Shard, total int, def sweep.Definition, runs []run.Run, failEvery int, killed, withMetrics bool) error {
-	w, err := ledger.Open(filepath.Join(output, ledger.FileName(shard.Index, shard.Count)), true)
+// writePool writes the ledgers of tasks tasks of a pool that ran the
+// first n runs of the sweep, in claims of 256 dealt out task after task.
+func writePool(tasks, output string, n, count, failEvery int, killed, takeover bool) error {
+	output, err := filepath.Abs(output)
 	if err != nil {
 		return err
 	}
-	if err := w.WriteHeader(ledger.Header{Shard: &shard, Total: &total, Sweep: &def}); err != nil {
+	sw, err := runner.Prepare(runner.Options{Source: sweep.Spec{TaskFile: tasks}, Output: output, Shard: "none", Restart: true})
+	if err != nil {
+		return err
+	}
+	defer sw.Close()
+	total, _ := sw.Total()
+	def := sw.Definition()
+	runs := make([][]run.Run, count)
+	for r, err := range sw.Runs() {
+		if err != nil {
+			return err
+		}
+		if r.Index >= n {
+			break
+		}
+		k := r.Index / 256 % count
+		runs[k] = append(runs[k], r)
+	}
+	if err := os.MkdirAll(output, 0o755); err != nil {
+		return err
+	}
+	if takeover {
+		claims := filepath.Join(output, "claims")
+		if err := os.MkdirAll(claims, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(claims, "0.1"), []byte(`{"task":"t1","to":256,"sweep":"`+def.Key()+`"}`+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	for k := range count {
+		if err := writeLedger(filepath.Join(output, ledger.PoolFileName(fmt.Sprintf("t%d", k))), fmt.Sprintf("t%d", k), sweep.Shard{Index: 0, Count: 1}, total, def, runs[k], failEvery, killed, false); err != nil {
+			return err
+		}
+		runs[k] = nil
+	}
+	return nil
+}
+
+// writeShard writes one shard's ledger: runs as started and finished.
+func writeShard(output string, shard sweep.Shard, total int, def sweep.Definition, runs []run.Run, failEvery int, killed, withMetrics bool) error {
+	return writeLedger(filepath.Join(output, ledger.FileName(shard.Index, shard.Count)), "", shard, total, def, runs, failEvery, killed, withMetrics)
+}
+
+// writeLedger writes a ledger at path, of pool task pool if not "": runs
+// as started and finished.
+func writeLedger(path, pool string, shard sweep.Shard, total int, def sweep.Definition, runs []run.Run, failEvery int, killed, withMetrics bool) error {
+	output := filepath.Dir(path)
+	w, err := ledger.Open(path, true)
+	if err != nil {
+		return err
+	}
+	if err := w.WriteHeader(ledger.Header{Shard: &shard, Pool: pool, Total: &total, Sweep: &def}); err != nil {
 		return err
 	}
 	start := time.Now()

@@ -289,29 +289,42 @@ func TestPoolFullClaimsDisk(t *testing.T) {
 	}
 }
 
-// TestPoolResubmitAfterDeath: the only task of a pool is killed with
-// SIGKILL mid-sweep; a task started once its lease has expired (by the
-// file system's clock: a resubmission) does not leave for want of runs
-// to claim: it takes the dead task's claims over and runs what the dead
-// one did not finish, every run once.
+// TestPoolResubmitAfterDeath: the only task of a pool is stopped mid-sweep,
+// by SIGKILL (it dies) or by SIGTERM (scancel: its runs interrupted, no
+// requeue); a task started once its lease has expired (by the file
+// system's clock: a resubmission) does not leave for want of runs to
+// claim: it takes the stopped task's claims over and runs what that one
+// did not finish, every run once.
 func TestPoolResubmitAfterDeath(t *testing.T) {
-	s := newPoolSweep(t, 12)
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) { poolResubmit(t, sig) })
+	}
+}
+
+func poolResubmit(t *testing.T, sig syscall.Signal) {
+	// Under SIGTERM, a sweep of the two runs it runs: all it claimed
+	// ended (interrupted), and yet they are left for the others.
+	n := 12
+	if sig == syscall.SIGTERM {
+		n = 2
+	}
+	s := newPoolSweep(t, n)
 	a, stderr := s.start(t, "a")
 	log := s.running(t, "a", 2, stderr)
-	var killed []string
+	var stopped []string
 	for i := range log.Len() {
 		if log.At(i).State == ledger.StateRunning {
-			killed = append(killed, log.At(i).ID)
+			stopped = append(stopped, log.At(i).ID)
 		}
 	}
-	a.Process.Signal(syscall.SIGKILL)
+	a.Process.Signal(sig)
 	a.Wait()
-	for _, id := range killed {
+	for _, id := range stopped {
 		waitGone(t, s.token+"-"+id, 10*time.Second)
 	}
 	// Until a's lease file is a lease older than a file written now, by
 	// the file system's own clock.
-	beat := filepath.Join(s.out, "claims", "task-a")
+	beat := filepath.Join(s.out, "claims", "tasks", "a")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		probe := writeFile(t, s.dir, "probe", "")

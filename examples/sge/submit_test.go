@@ -49,7 +49,15 @@ func TestReadmeSubmit(t *testing.T) {
 	journey.ReadmeSubmit(t, sgeJourney())
 }
 
-// TestSubmitNodeDies: a task's nodepack killed mid-way (no end record),
+// TestSubmitPoolNodeDies: the default pool of 3 tasks, one task's
+// nodepack killed with SIGKILL mid-run; the others take its runs over
+// once its lease expires, every run once, no resubmission.
+func TestSubmitPoolNodeDies(t *testing.T) {
+	needSGE(t)
+	journey.PoolNodeDies(t, sgeJourney())
+}
+
+// TestSubmitNodeDies: with --static, a task's nodepack killed mid-way (no end record),
 // status naming it, resubmit --remaining finishing exactly the rest, once.
 func TestSubmitNodeDies(t *testing.T) {
 	needSGE(t)

@@ -34,7 +34,15 @@ func TestReadmeSubmit(t *testing.T) {
 	journey.ReadmeSubmit(t, slurmJourney())
 }
 
-// TestSubmitNodeDies: a 3-task array, one task's nodepack killed mid-way,
+// TestSubmitPoolNodeDies: the default pool of 3 tasks, one task's
+// nodepack killed with SIGKILL mid-run; the others take its runs over
+// once its lease expires, every run once, no resubmission.
+func TestSubmitPoolNodeDies(t *testing.T) {
+	needSlurm(t)
+	journey.PoolNodeDies(t, slurmJourney())
+}
+
+// TestSubmitNodeDies: with --static, a 3-task array, one task's nodepack killed mid-way,
 // status saying so, resubmit --remaining finishing exactly the rest, once.
 func TestSubmitNodeDies(t *testing.T) {
 	needSlurm(t)

@@ -71,6 +71,7 @@ type record struct {
 // not safe for concurrent use: each task has one.
 type Pool struct {
 	dir, sweep, task string
+	beats            string // the folder of the tasks' lease files
 	total            int
 	next             int // the first run no claim this task has seen covers
 	beat             int // this task's heartbeats so far
@@ -101,6 +102,12 @@ func Open(out, sweep, task string, total int) (*Pool, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	// The leases apart from the claims: a task reads every lease at each
+	// beat, and a folder of thousands of claims is no place to list them.
+	beats := filepath.Join(dir, beatsFolder)
+	if err := os.Mkdir(beats, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
 	// The first task writes the identity; the others (and a folder they
 	// may only read) read it.
 	b, err := untrusted.ReadFile(dir, sweepFile, maxFile)
@@ -116,7 +123,7 @@ func Open(out, sweep, task string, total int) (*Pool, error) {
 	if got := strings.TrimSuffix(string(b), "\n"); got != sweep {
 		return nil, fmt.Errorf("claim: %s: %w (%q, this is %q)", filepath.Join(dir, sweepFile), ErrOtherSweep, got, sweep)
 	}
-	return &Pool{dir: dir, sweep: sweep, task: task, total: total, seen: map[string]seenBeat{}}, nil
+	return &Pool{dir: dir, beats: beats, sweep: sweep, task: task, total: total, seen: map[string]seenBeat{}}, nil
 }
 
 // Claim claims for the task the next n runs (at least 1) that no task has
@@ -132,6 +139,14 @@ func (p *Pool) Claim(n int) (c Claim, ok bool, err error) {
 // runs left from the first free one (at least 1).
 func (p *Pool) ClaimWith(size func(left int) int) (c Claim, ok bool, err error) {
 	for p.next < p.total {
+		// Another task's claim, most often, when many claim at once:
+		// followed without writing one of this task's that would lose.
+		if other, err := p.read(p.next); err == nil {
+			p.next = other.To
+			continue
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return Claim{}, false, err
+		}
 		to := min(p.next+max(size(p.total-p.next), 1), p.total)
 		b, _ := json.Marshal(record{Task: p.task, To: to, Sweep: p.sweep})
 		err := publish(p.dir, strconv.Itoa(p.next), append(b, '\n'))
@@ -233,7 +248,7 @@ const (
 func (p *Pool) Renew(state State) error {
 	p.beat++
 	b, _ := json.Marshal(heartbeat{Task: p.task, Beat: p.beat, Sweep: p.sweep, State: state})
-	if err := replace(p.dir, beatPrefix+p.task, append(b, '\n')); err != nil {
+	if err := replace(p.beats, p.task, append(b, '\n')); err != nil {
 		return fmt.Errorf("claim: renewing the lease of %s: %w", p.task, err)
 	}
 	return nil
@@ -247,8 +262,9 @@ type heartbeat struct {
 	State State  `json:"state,omitempty"`
 }
 
-// beatPrefix starts the name of a task's lease file.
-const beatPrefix = "task-"
+// beatsFolder is the folder of the tasks' lease files in the claims
+// folder: one per task, by its name.
+const beatsFolder = "tasks"
 
 // A Peer is another task of the pool as this one sees it.
 type Peer struct {
@@ -271,22 +287,22 @@ type Peer struct {
 // its reads (now is this task's clock): a task is dead only after it was
 // seen unmoved for a whole lease, never from another node's clock.
 func (p *Pool) Peers(now time.Time, lease time.Duration) ([]Peer, error) {
-	names, err := filepath.Glob(filepath.Join(p.dir, beatPrefix+"*"))
+	entries, err := os.ReadDir(p.beats)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("claim: %w", err)
 	}
 	var mine time.Time
-	if st, err := os.Lstat(filepath.Join(p.dir, beatPrefix+p.task)); err == nil {
+	if st, err := os.Lstat(filepath.Join(p.beats, p.task)); err == nil {
 		mine = st.ModTime()
 	}
 	var peers []Peer
-	for _, path := range names {
-		name := filepath.Base(path)
-		task := strings.TrimPrefix(name, beatPrefix)
+	for _, e := range entries {
+		task := e.Name()
+		path := filepath.Join(p.beats, task)
 		if task == p.task || strings.HasPrefix(task, ".") {
 			continue
 		}
-		b, err := untrusted.ReadFile(p.dir, name, maxFile)
+		b, err := untrusted.ReadFile(p.beats, task, maxFile)
 		if err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
@@ -317,8 +333,14 @@ func (p *Pool) Peers(now time.Time, lease time.Duration) ([]Peer, error) {
 // Tasks counts the tasks that ever renewed a lease in the pool, this one
 // included once it has.
 func (p *Pool) Tasks() int {
-	names, _ := filepath.Glob(filepath.Join(p.dir, beatPrefix+"*"))
-	return len(names)
+	entries, _ := os.ReadDir(p.beats)
+	n := 0
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), ".") {
+			n++
+		}
+	}
+	return n
 }
 
 // Dead returns the other tasks whose heartbeat has not moved for at least

@@ -200,8 +200,8 @@ func TestLeases(t *testing.T) {
 		}
 	}
 	// A lease file that is a link is an error naming it, not followed.
-	os.Symlink(filepath.Join(out, Folder, "task-b"), filepath.Join(out, Folder, "task-c"))
-	if _, err := a.Dead(t0, lease); err == nil || !strings.Contains(err.Error(), "task-c") {
+	os.Symlink(filepath.Join(out, Folder, "tasks", "b"), filepath.Join(out, Folder, "tasks", "c"))
+	if _, err := a.Dead(t0, lease); err == nil || !strings.Contains(err.Error(), "tasks/c") {
 		t.Errorf("a link for a lease: %v", err)
 	}
 }
@@ -265,14 +265,14 @@ func TestPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(peers); got != "[{done done false false} {idle idle false true}]" {
+	if got := fmt.Sprint(peers); got != "[{done done false false 0s} {idle idle false true 0s}]" {
 		t.Errorf("peers %s", got)
 	}
 	if n := a.Tasks(); n != 2 {
 		t.Errorf("%d tasks counted before a renewed, want 2", n)
 	}
 	peers, _ = a.Peers(t0.Add(4*lease), lease)
-	if got := fmt.Sprint(peers); got != "[{done done false false} {idle idle true false}]" {
+	if got := fmt.Sprint(peers); got != "[{done done false false 0s} {idle idle true false 0s}]" {
 		t.Errorf("peers two leases later %s", got)
 	}
 }

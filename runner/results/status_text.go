@@ -31,7 +31,11 @@ func (doc *Status) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "%s: %s %s: %d succeeded%s, %d failed, %d interrupted, %d running, %d pending\n",
 		escape.Term(doc.Dir), total, plural(c.Succeeded+c.Pruned+c.Paused+c.Failed+c.Interrupted+c.Running+c.Pending, "run"), c.Succeeded, pruned, c.Failed, c.Interrupted, c.Running, c.Pending)
 	for _, sh := range doc.Shards {
-		fmt.Fprintf(w, "  %s (shard %d/%d): %s", escape.Term(sh.File), sh.Index, sh.Count, sh.State)
+		if sh.Pool != "" {
+			fmt.Fprintf(w, "  %s (pool task %s): %s", escape.Term(sh.File), escape.Term(sh.Pool), sh.State)
+		} else {
+			fmt.Fprintf(w, "  %s (shard %d/%d): %s", escape.Term(sh.File), sh.Index, sh.Count, sh.State)
+		}
 		switch sh.State {
 		case ShardEnded:
 			fmt.Fprintf(w, ": %s", escape.Term(sh.Note))

@@ -17,13 +17,15 @@ const maxClaim = 256
 // claims are few while much is left and small at the tail, where runs
 // claimed by a task whose lanes are busy would wait while other tasks
 // idle. The share is the runs left over twice the tasks, at least what
-// fills the free lanes (free, at least 1) and at most maxClaim, never
-// more than is left; 0 when nothing is left. tasks counts the tasks that
-// may still claim, at least 1.
-func ClaimSize(left, tasks, free int) int {
+// fills the free lanes (free, at least 1), at most four runs a lane of
+// the task (lanes: a task counts only the tasks that have started, so
+// the first to start would otherwise take half the sweep) and maxClaim,
+// never more than is left; 0 when nothing is left. tasks counts the
+// tasks that may claim, at least 1.
+func ClaimSize(left, tasks, free, lanes int) int {
 	if left <= 0 {
 		return 0
 	}
 	n := (left + 2*max(tasks, 1) - 1) / (2 * max(tasks, 1))
-	return min(max(n, free, 1), maxClaim, left)
+	return min(max(n, free, 1), max(4*lanes, free, 1), maxClaim, left)
 }

@@ -18,17 +18,22 @@ func TestClaimSize(t *testing.T) {
 	for _, tc := range []struct {
 		left, tasks, slots, want int
 	}{
-		{1000, 16, 8, 32},      // 1000 / 32
-		{100, 16, 8, 8},        // 4, but a claim fills the free lanes
-		{100, 16, 1, 4},        // one lane free: the share
-		{20, 16, 1, 1},         // the tail: one run for the one free lane
-		{5, 16, 8, 5},          // no more than is left
-		{0, 16, 8, 0},          // nothing left
-		{1_000_000, 4, 8, 256}, // at most maxClaim
-		{10, 0, 0, 5},          // no task counted: one; no lane counted: one
+		{1000, 16, 8, 32},       // 1000 / 32
+		{100, 16, 8, 8},         // 4, but a claim fills the free lanes
+		{100, 16, 1, 4},         // one lane free: the share
+		{20, 16, 1, 1},          // the tail: one run for the one free lane
+		{5, 16, 8, 5},           // no more than is left
+		{0, 16, 8, 0},           // nothing left
+		{1_000_000, 4, 64, 256}, // at most maxClaim
+		{1_000_000, 1, 8, 32},   // the first task to start: four runs a lane, not half the sweep
+		{10, 0, 0, 4},           // no task counted: one; no lane counted: one, four runs for it
 	} {
-		if got := ClaimSize(tc.left, tc.tasks, tc.slots); got != tc.want {
-			t.Errorf("ClaimSize(%d, %d, %d) = %d, want %d", tc.left, tc.tasks, tc.slots, got, tc.want)
+		lanes := max(tc.slots, 1)
+		if tc.left == 1_000_000 && tc.tasks == 4 {
+			lanes = 64
+		}
+		if got := ClaimSize(tc.left, tc.tasks, tc.slots, lanes); got != tc.want {
+			t.Errorf("ClaimSize(%d, %d, %d, %d) = %d, want %d", tc.left, tc.tasks, tc.slots, lanes, got, tc.want)
 		}
 	}
 }
@@ -66,7 +71,8 @@ func listSchedule(durs []time.Duration, free []time.Duration) time.Duration {
 
 // poolMakespan: tasks starting at starts, slots lanes each, draw the runs
 // in order from one pool, ClaimSize at a time whenever a lane of one
-// frees with no run waiting (all its lanes at its start); each task runs
+// frees with no run waiting (all its lanes at its start), counting the
+// tasks started by then; each task runs
 // what it claimed in order on its own lanes. It returns the makespan and
 // how many claims were made.
 func poolMakespan(durs, starts []time.Duration, slots int) (time.Duration, int) {
@@ -103,7 +109,13 @@ func poolMakespan(durs, starts []time.Duration, slots int) (time.Duration, int) 
 					free++
 				}
 			}
-			n := ClaimSize(len(durs)-next, len(tasks), free)
+			started := 0 // the tasks that have started by now: those a task sees
+			for _, s := range starts {
+				if s <= tk.lanes[0] {
+					started++
+				}
+			}
+			n := ClaimSize(len(durs)-next, started, free, slots)
 			tk.queue = append(tk.queue, durs[next:next+n]...)
 			next += n
 			claims++

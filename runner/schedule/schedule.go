@@ -129,8 +129,9 @@
 //     (GPUMemLimit, TestGPUMemLimit).
 //   - Shared pool claims (ClaimSize, for the tasks of one submission that
 //     draw from the whole sweep): a task with free lanes and no run
-//     waiting claims the runs left over twice the tasks, at least one per
-//     free lane, at most 256 and what is left (guided self-scheduling).
+//     waiting claims the runs left over twice the tasks started, at least
+//     one per free lane, at most four per lane of its own, 256 and what
+//     is left (guided self-scheduling).
 //     TestClaimSize; TestPoolMakespan holds the makespan of 16 tasks
 //     starting up to 3/4 of the ideal span apart within 1.05× the
 //     one-pool list-scheduling bound. Such a task's queue holds no more

@@ -144,7 +144,7 @@ func ReadmeSubmit(t *testing.T, s Scheduler) {
 		}
 		writeTasks(t, dir, tasks)
 		out, err := s.Typed(t, dir, line)
-		if err != nil || !strings.Contains(out, s.ArrayLine) || !strings.Contains(out, "3 array tasks of 3 shards") || !strings.Contains(out, s.WholeNode) {
+		if err != nil || !strings.Contains(out, s.ArrayLine) || !strings.Contains(out, "3 array tasks of the sweep's shared pool") || !strings.Contains(out, s.WholeNode) {
 			t.Fatalf("%s: %v\n%s\nwant the array, and each task asking for %q", line, err, out, s.WholeNode)
 		}
 		id := s.lastJob(t, filepath.Join(dir, "seeds"))
@@ -152,7 +152,7 @@ func ReadmeSubmit(t *testing.T, s Scheduler) {
 			t.Fatalf("%s: array %s: %v\n%s", line, id, err, logs(filepath.Join(dir, "seeds", "jobs")))
 		}
 		out, err = s.Typed(t, dir, lines[1])
-		if err != nil || !strings.Contains(out, "6 runs: 6 succeeded") || !strings.Contains(out, s.Name+": job "+id+" (shards 0-2): 3 ended") {
+		if err != nil || !strings.Contains(out, "6 runs: 6 succeeded") || !strings.Contains(out, s.Name+": job "+id+" (pool tasks 0-2): 3 ended") {
 			t.Errorf("%s, then %s: %v\n%s\n%s", line, lines[1], err, out, logs(filepath.Join(dir, "seeds", "jobs")))
 		}
 		checkCPUs(t, filepath.Join(dir, "seeds"))
@@ -207,8 +207,8 @@ func logs(dir string) string {
 	return b.String()
 }
 
-// NodeDies is issue 33's scenario on s: a 3-task array over one sweep,
-// shard 1's nodepack killed mid-way (as when its node dies: no end
+// NodeDies is issue 33's scenario on s, with fixed shards (--static): a
+// 3-task array over one sweep, shard 1's nodepack killed mid-way (as when its node dies: no end
 // record), status saying so beside every run, and resubmit --remaining
 // finishing exactly the missing runs, each once; the report and the
 // results table then cover both submissions.
@@ -226,7 +226,7 @@ func NodeDies(t *testing.T, s Scheduler) {
 	}
 	writeTasks(t, dir, tasks)
 	out := filepath.Join(dir, "sweep")
-	if b, err := s.Typed(t, dir, "nodepack submit --"+s.Name+" --nodes 3 --cpus-per-node 1 --time 10m -o sweep -- tasks.txt"); err != nil {
+	if b, err := s.Typed(t, dir, "nodepack submit --"+s.Name+" --static --nodes 3 --cpus-per-node 1 --time 10m -o sweep -- tasks.txt"); err != nil {
 		t.Fatalf("submit: %v\n%s", err, b)
 	}
 	id := s.lastJob(t, out)
@@ -293,4 +293,177 @@ func NodeDies(t *testing.T, s Scheduler) {
 	if b, err := s.Typed(t, dir, "nodepack status --runs sweep"); err != nil || strings.Count(b, "\n") != 10 {
 		t.Errorf("results table: %v\n%s\nwant a header and 9 rows", err, b)
 	}
+}
+
+// record is the part of a ledger record PoolNodeDies reads.
+type record struct {
+	Type   string    `json:"type"`
+	Time   time.Time `json:"time"`
+	PID    int       `json:"pid"`
+	ID     string    `json:"id"`
+	Index  int       `json:"index"`
+	Origin string    `json:"origin"`
+	Reason string    `json:"reason"`
+}
+
+// records reads a ledger's records.
+func records(t *testing.T, path string) []record {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []record
+	for line := range strings.Lines(string(b)) {
+		var r record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// PoolNodeDies is issue 55's scenario on s: a 3-task array that is one
+// pool (the default), each task one CPU (so one run at a time), and one
+// task's nodepack killed with SIGKILL mid-run (its node "dies": no end
+// record, its runs killed with it). No resubmission: the two others take
+// the dead task's claims over once its lease (10 s here) expires and run
+// what it did not finish. Every run completes exactly once, the run it
+// was running is gone before another task starts it (never on two tasks
+// at once), and status, folding the three ledgers, counts every run once.
+// It logs how long after the death the dead task's runs had all ended.
+func PoolNodeDies(t *testing.T, s Scheduler) {
+	t.Helper()
+	dir := t.TempDir()
+	done, release := filepath.Join(dir, "done.txt"), filepath.Join(dir, "release")
+	var tasks []string
+	for i := range 12 {
+		tasks = append(tasks, fmt.Sprintf("until test -e %s; do sleep 0.2; done; echo $NODEPACK_RUN_ID >> %s; : run-%03d", release, done, i))
+	}
+	writeTasks(t, dir, tasks)
+	out := filepath.Join(dir, "sweep")
+	if b, err := s.Typed(t, dir, "nodepack submit --"+s.Name+" --nodes 3 --cpus-per-node 1 --time 10m -o sweep -- --lease 10s tasks.txt"); err != nil || !strings.Contains(b, "3 array tasks of the sweep's shared pool") {
+		t.Fatalf("submit: %v\n%s", err, b)
+	}
+	id := s.lastJob(t, out)
+	// The first task and another run a run of their claims: kill the
+	// first task's nodepack as a dying node would.
+	first := fmt.Sprintf("ledger-pool-%s_%d.jsonl", id, s.FirstTask)
+	var pid int
+	var victim record // the run it runs
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first task and another never ran a run each:\n%s", logs(filepath.Join(out, "jobs")))
+		}
+		running := 0
+		pid = 0
+		for k := range 3 {
+			path := filepath.Join(out, fmt.Sprintf("ledger-pool-%s_%d.jsonl", id, s.FirstTask+k))
+			if _, err := os.Stat(path); err != nil {
+				break
+			}
+			started := map[string]record{}
+			var header record
+			for _, r := range records(t, path) {
+				switch r.Type {
+				case "header":
+					header = r
+				case "started":
+					started[r.ID] = r
+				case "finished":
+					delete(started, r.ID)
+				}
+			}
+			if len(started) > 0 {
+				running++
+			}
+			if filepath.Base(path) == first {
+				for _, r := range started {
+					pid, victim = header.PID, r
+				}
+			}
+		}
+		if running >= 2 && pid != 0 { // a node of 2 CPUs runs 2 tasks at once
+			break
+		}
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	// Its run's processes die with it (nodepack's supervisor).
+	marker := fmt.Sprintf(": run-%03d", victim.Index)
+	var gone time.Time
+	for deadline := time.Now().Add(30 * time.Second); gone.IsZero(); time.Sleep(20 * time.Millisecond) {
+		if !processWith(marker, release) {
+			gone = time.Now()
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the dead task's run %s still runs 30 s after its nodepack was killed", victim.Origin)
+		}
+	}
+	os.WriteFile(release, nil, 0o644)
+	s.Wait(t, id, 180) // one task failed: an error, as expected
+	b, _ := os.ReadFile(done)
+	ids := strings.Fields(string(b))
+	once := map[string]bool{}
+	for _, id := range ids {
+		if once[id] {
+			t.Errorf("run %s completed twice", id)
+		}
+		once[id] = true
+	}
+	if len(ids) != 12 {
+		t.Errorf("%d runs completed, want 12:\n%s", len(ids), logs(filepath.Join(out, "jobs")))
+	}
+	st, _ := s.Typed(t, dir, "nodepack status sweep")
+	if !strings.Contains(st, "12 runs: 12 succeeded, 0 failed, 0 interrupted, 0 running, 0 pending") || !strings.Contains(st, s.Name+": job "+id+" (pool tasks 0-2): 2 ended, 1 died") {
+		t.Errorf("status after the kill:\n%s", st)
+	}
+	// The runs of the dead task's claims, as the tasks that took them
+	// over ran them: the victim started there only after it was gone.
+	taken := map[int]bool{}
+	claims, _ := os.ReadDir(filepath.Join(out, "claims"))
+	for _, c := range claims {
+		from, gen, ok := strings.Cut(c.Name(), ".")
+		if !ok || gen == "" || from == "" {
+			continue
+		}
+		var rec struct{ To int }
+		text, _ := os.ReadFile(filepath.Join(out, "claims", c.Name()))
+		json.Unmarshal(text, &rec)
+		var f int
+		fmt.Sscan(from, &f)
+		for i := f; i < rec.To; i++ {
+			taken[i] = true
+		}
+	}
+	if !taken[victim.Index] {
+		t.Errorf("no task took over the claim of the run the dead task ran (%s)", victim.Origin)
+	}
+	var last time.Time
+	for k := 1; k < 3; k++ {
+		for _, r := range records(t, filepath.Join(out, fmt.Sprintf("ledger-pool-%s_%d.jsonl", id, s.FirstTask+k))) {
+			switch {
+			case r.Type == "started" && r.ID == victim.ID && r.Time.Before(gone):
+				t.Errorf("%s started on another task at %v, before the dead task's run was gone (%v)", victim.Origin, r.Time, gone)
+			case r.Type == "finished" && taken[r.Index] && r.Time.After(last):
+				last = r.Time
+			}
+		}
+	}
+	t.Logf("%s: task %d's nodepack killed with SIGKILL; its run gone after %v; the runs of its %d claimed runs that it left all ended %v after its death (lease 10s)",
+		s.Name, s.FirstTask, gone.Sub(killed).Round(time.Millisecond), len(taken), last.Sub(killed).Round(time.Millisecond))
+}
+
+// processWith reports whether a process's command line holds both texts.
+func processWith(a, b string) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), a) && strings.Contains(string(cmdline), b) && !strings.Contains(string(cmdline), "nodepack") {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# pool.sh: one sweep over many tasks as one shared pool (issue 55), beside
+# fixed shards, measured in the same run:
+#
+#   1. makespan with real processes: TASKS nodepacks (default 4) of LANES
+#      lanes each (default 4) run RUNS runs (default 160) of mixed lengths
+#      (sleeps: 70% of 0.1-0.3 s, 25% of 0.5-1 s, 5% of 2-3 s), task k
+#      starting k/(TASKS-1) x W of the ideal span after the first, for W
+#      = 0, 1/4, 1/2, 3/4: once as a pool (run --pool), once as fixed
+#      shards (run --shard k/TASKS, what submit --static does). Each
+#      makespan (the first task's start to the last run's end, by the
+#      ledgers) is printed over the one-pool list-scheduling bound of the
+#      same runs and starts, with when the pool's last task exited (a task
+#      with nothing left waits while others run, to take their runs over
+#      should they die: one stays, the others leave);
+#   2. the same in simulation at scale (16 tasks x 8 lanes, 1,000 runs:
+#      go test -bench PoolMakespan ./runner/schedule);
+#   3. the claims of a 1,000,000-run sweep by 64 simulated tasks through
+#      one claims folder (go test -bench PoolClaims ./runner): the file
+#      system's time per run;
+#   4. nodepack status of a 1,000,000-run sweep (1% failed) as one ledger
+#      (a sweep on one node, as today), as the ledgers of 64 pool tasks,
+#      and as those with a takeover in the claims folder (every run folded
+#      across the ledgers): the median of ROUNDS (default 3) times.
+#
+#   go build -o /tmp/nodepack ./cmd/nodepack && bench/pool.sh [RUNS] [TASKS] [LANES] [STATUS_RUNS] [ROUNDS]
+#
+# The issue's targets: makespan at most 1.05x the bound for every W (the
+# static shards measured beside it); claims at most 1 ms of the file
+# system's time per run; status of the pool no slower than of one ledger.
+# NODEPACK overrides the binary. Runs go to $TMPDIR (default /tmp).
+set -euo pipefail
+
+runs=${1:-160}
+tasks=${2:-4}
+lanes=${3:-4}
+status_runs=${4:-1000000}
+rounds=${5:-3}
+nodepack=${NODEPACK:-/tmp/nodepack}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+
+echo "== 1. makespan, real processes: $runs runs, $tasks tasks x $lanes lanes =="
+python3 - "$nodepack" "$work" "$runs" "$tasks" "$lanes" <<'EOF'
+import glob, heapq, json, os, random, subprocess, sys, time
+from datetime import datetime
+nodepack, work, runs, tasks, lanes = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+rng = random.Random(55)
+durs = []
+for _ in range(runs):
+    u = rng.random()
+    durs.append(round(rng.uniform(0.1, 0.3) if u < 0.7 else rng.uniform(0.5, 1.0) if u < 0.95 else rng.uniform(2, 3), 2))
+with open(f"{work}/tasks.txt", "w") as f:
+    for d in durs:
+        f.write(f"sleep {d}\n")
+ideal = sum(durs) / (tasks * lanes)
+
+def bound(starts):
+    # One pool: the runs in order, each on the lane free first, lanes
+    # opening as their task starts.
+    free = sorted(s for s in starts for _ in range(lanes))
+    heapq.heapify(free)
+    end = 0.0
+    for d in durs:
+        t = heapq.heappop(free)
+        heapq.heappush(free, t + d)
+        end = max(end, t + d)
+    return end
+
+def last_end(out):
+    # The last run's end, by the ledgers (this host's clock, as time.time).
+    end = 0.0
+    for path in glob.glob(f"{out}/ledger*.jsonl"):
+        for line in open(path):
+            r = json.loads(line)
+            if r["type"] == "finished":
+                end = max(end, datetime.fromisoformat(r["time"].replace("Z", "+00:00")).timestamp())
+    return end
+
+print(f"{'W':>5} {'bound s':>8} {'pool s':>7} {'pool/bound':>10} {'static s':>9} {'static/bound':>12} {'static/pool':>11} {'pool exit s':>11}")
+for w in (0, 0.25, 0.5, 0.75):
+    starts = [k / max(tasks - 1, 1) * w * ideal for k in range(tasks)]
+    b = bound(starts)
+    got = {}
+    for mode in ("pool", "static"):
+        out = f"{work}/out-{mode}-{w}"
+        procs = []
+        t0, wall0 = time.monotonic(), time.time()
+        for k in range(tasks):
+            delay = t0 + starts[k] - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            which = ["--pool", f"t{k}"] if mode == "pool" else ["--shard", f"{k}/{tasks}"]
+            procs.append(subprocess.Popen([nodepack, "run", "-q", "--gpus", "none", "--cpus-per-run", "0", "--parallel", str(lanes), "--sample-interval", "0", "-o", out, *which, f"{work}/tasks.txt"],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+        for p in procs:
+            _, err = p.communicate()
+            if p.returncode != 0:
+                sys.exit(f"{mode} W={w}: exit {p.returncode}: {err.decode()}")
+        got[mode + " exit"] = time.monotonic() - t0
+        got[mode] = last_end(out) - wall0
+        st = json.loads(subprocess.run([nodepack, "status", "--json", out], capture_output=True, text=True).stdout)
+        if st["counts"]["succeeded"] != runs:
+            sys.exit(f"{mode} W={w}: {st['counts']}")
+    print(f"{w:>5} {b:>8.2f} {got['pool']:>7.2f} {got['pool']/b:>10.3f} {got['static']:>9.2f} {got['static']/b:>12.3f} {got['static']/got['pool']:>11.3f} {got['pool exit']:>11.2f}")
+EOF
+
+echo
+echo "== 2. makespan in simulation: 1,000 runs, 16 tasks x 8 lanes =="
+(cd "$repo" && go test -run XXX -bench PoolMakespan -benchtime 1x ./runner/schedule | grep -E '^(Benchmark|ok)')
+
+echo
+echo "== 3. claims of a 1,000,000-run sweep by 64 tasks =="
+(cd "$repo" && go test -run XXX -bench PoolClaims -benchtime 1x ./runner | grep -E '^(Benchmark|ok)')
+
+echo
+echo "== 4. nodepack status of $status_runs runs: one ledger, 64 pool tasks' ledgers =="
+(cd "$repo" && go build -o "$work/mkledger" ./bench/mkledger)
+seq "$status_runs" | sed 's/^/true /' >"$work/big.txt"
+"$work/mkledger" -fail-every 100 "$work/big.txt" "$work/one" "$status_runs"
+"$work/mkledger" -fail-every 100 -pool 64 "$work/big.txt" "$work/pool" "$status_runs"
+"$work/mkledger" -fail-every 100 -pool 64 -takeover "$work/big.txt" "$work/taken" "$status_runs"
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+declare -A secs
+for d in one pool taken; do
+	for _ in $(seq "$rounds"); do
+		/usr/bin/time -f '%e %M' -o "$work/time" "$nodepack" status "$work/$d" >"$work/status.out" || test $? = 1
+		tail -1 "$work/time"
+	done >"$work/times-$d"
+	head -1 "$work/status.out"
+	secs[$d]=$(cut -d' ' -f1 "$work/times-$d" | median)
+	printf '%-6s status: %s s, %s MB peak (median of %d)\n' "$d" "${secs[$d]}" "$(($(cut -d' ' -f2 "$work/times-$d" | median) / 1024))" "$rounds"
+done
+printf 'pool / one ledger: %.2f; with a takeover: %.2f\n' "$(echo "${secs[pool]} / ${secs[one]}" | bc -l)" "$(echo "${secs[taken]} / ${secs[one]}" | bc -l)"
