@@ -66,14 +66,20 @@ func main() {
 	}
 }
 
-func write(tasks, output string, n, shards, failEvery int, killed, withMetrics bool) error {
+// prepare reads the task file's sweep for output, made absolute.
+func prepare(tasks, output string) (string, *runner.Sweep, error) {
 	output, err := filepath.Abs(output)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
+	sw, err := runner.Prepare(runner.Options{Source: sweep.Spec{TaskFile: tasks}, Output: output, Shard: "none", Restart: true})
+	return output, sw, err
+}
+
+func write(tasks, output string, n, shards, failEvery int, killed, withMetrics bool) error {
 	// One pass over the source, whatever the number of shards: each
 	// shard's first n runs, in order.
-	sw, err := runner.Prepare(runner.Options{Source: sweep.Spec{TaskFile: tasks}, Output: output, Shard: "none", Restart: true})
+	output, sw, err := prepare(tasks, output)
 	if err != nil {
 		return err
 	}
@@ -111,11 +117,7 @@ func write(tasks, output string, n, shards, failEvery int, killed, withMetrics b
 // writePool writes the ledgers of tasks tasks of a pool that ran the
 // first n runs of the sweep, in claims of 256 dealt out task after task.
 func writePool(tasks, output string, n, count, failEvery int, killed, takeover bool) error {
-	output, err := filepath.Abs(output)
-	if err != nil {
-		return err
-	}
-	sw, err := runner.Prepare(runner.Options{Source: sweep.Spec{TaskFile: tasks}, Output: output, Shard: "none", Restart: true})
+	output, sw, err := prepare(tasks, output)
 	if err != nil {
 		return err
 	}

@@ -84,6 +84,22 @@ func (s *poolSweep) done(t *testing.T) map[string]int {
 	return counts
 }
 
+// once checks that every run completed exactly once, and returns the
+// completions.
+func (s *poolSweep) once(t *testing.T) map[string]int {
+	t.Helper()
+	done := s.done(t)
+	if len(done) != s.n {
+		t.Errorf("%d runs completed, want %d", len(done), s.n)
+	}
+	for id, n := range done {
+		if n != 1 {
+			t.Errorf("run %s completed %d times", id, n)
+		}
+	}
+	return done
+}
+
 // status is nodepack status --json of the pool's directory.
 func (s *poolSweep) status(t *testing.T) results.Status {
 	t.Helper()
@@ -147,15 +163,7 @@ func TestPoolKill9(t *testing.T) {
 	if took == "" {
 		t.Errorf("no task said it took b's claims over:\n%s\n%s", tasks["a"].stderr, tasks["c"].stderr)
 	}
-	done := s.done(t)
-	if len(done) != s.n {
-		t.Errorf("%d runs completed, want %d", len(done), s.n)
-	}
-	for id, n := range done {
-		if n != 1 {
-			t.Errorf("run %s completed %d times", id, n)
-		}
-	}
+	done := s.once(t)
 	for _, id := range killed {
 		if done[id] != 1 {
 			t.Errorf("run %s, which b ran when it died, completed %d times", id, done[id])
@@ -278,15 +286,7 @@ func TestPoolFullClaimsDisk(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("the rerun: exit %d:\n%s", code, errOut)
 	}
-	done := s.done(t)
-	if len(done) != s.n {
-		t.Errorf("%d runs completed, want %d", len(done), s.n)
-	}
-	for id, n := range done {
-		if n != 1 {
-			t.Errorf("run %s completed %d times", id, n)
-		}
-	}
+	s.once(t)
 }
 
 // TestPoolResubmitAfterDeath: the only task of a pool is stopped mid-sweep,
@@ -346,15 +346,7 @@ func poolResubmit(t *testing.T, sig syscall.Signal) {
 	if code != exitOK || !strings.Contains(errOut, "pool: took over") {
 		t.Fatalf("the new task: exit %d:\n%s", code, errOut)
 	}
-	done := s.done(t)
-	if len(done) != s.n {
-		t.Errorf("%d runs completed, want %d", len(done), s.n)
-	}
-	for id, n := range done {
-		if n != 1 {
-			t.Errorf("run %s completed %d times", id, n)
-		}
-	}
+	s.once(t)
 	if doc := s.status(t); doc.Counts != (results.Counts{Succeeded: s.n}) {
 		t.Errorf("status %+v", doc.Counts)
 	}

@@ -112,7 +112,9 @@ and exits; a second SIGINT kills at once.
 
 Inside an array job (Slurm, Grid Engine, PBS, LSF) or an srun -n K step,
 each nodepack runs its shard of the runs (--shard auto): run i goes to
-shard i mod N.`
+shard i mod N. With --pool auto they are one pool instead: each claims
+the next runs of the whole sweep as its lanes free (DIR/claims), and the
+others take over the runs of one whose heartbeat stops for --lease.`
 
 // runOptions are run's flags, bound into the library's own options where
 // they are one: runner.Options, its Source (a sweep.Spec) and its Execute

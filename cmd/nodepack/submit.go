@@ -24,8 +24,13 @@ const submitUsage = `Usage: nodepack submit [--slurm|--sge|--pbs] --nodes N|--ru
        nodepack submit [--slurm|--sge|--pbs] --check
 
 From a login node: starts a sweep on a cluster as one array job, each
-array task one node running 'nodepack run' on its shard of the sweep, all
-of them into one output directory on the shared file system. After --
+array task one node running 'nodepack run', all of them into one output
+directory on the shared file system. The tasks are one pool (run --pool
+auto): each claims the next runs of the whole sweep as its node frees, so
+that a task that starts early or gets short runs takes more, and the
+others take over the runs of a task whose node dies once its --lease
+expires; --static gives each task a fixed shard instead (run --shard
+I/N; always so with --pbs). After --
 come nodepack run's own arguments: its flags and its source, as you would
 give them to run (a task file, or --sweep, --grid or --params and the
 command).
@@ -45,12 +50,14 @@ only when the queue has a limit) with the scheduler's warning signal as a
 backstop (Slurm --signal=B:USR1, Grid Engine -notify), so a task stopped
 by its time limit or preempted is requeued and resumes.
 
---nodes N makes N shards, one per task; --runs-per-node M makes as many
-shards as M runs each need (clusterduck's total_runs_per_node); with both,
-at most N tasks run at once. 'nodepack status OUTPUT' shows the array's
-tasks as the scheduler sees them beside every run; 'nodepack resubmit
-OUTPUT' submits again the shards that have runs left. A shard runs on
-one node: to spread a resubmission wider, submit with --runs-per-node.
+--nodes N makes N tasks; --runs-per-node M makes as many as M runs each
+need (clusterduck's total_runs_per_node); with both, at most N tasks run
+at once. --add N (or a second submit into the same OUTPUT) adds N tasks
+to a pool, while it runs or after. 'nodepack status OUTPUT' shows the
+array's tasks as the scheduler sees them beside every run; 'nodepack
+resubmit OUTPUT' submits new tasks for the runs left (with --static, the
+shards that have runs left; a shard runs on one node: to spread a
+resubmission wider, submit with --runs-per-node).
 
 Without --slurm, --sge or --pbs the scheduler is the one whose commands
 are installed (sbatch, qconf, pbsnodes). OUTPUT defaults to
@@ -64,12 +71,15 @@ Examples:
 
 const resubmitUsage = `Usage: nodepack resubmit [--remaining] [--retry-failed] [flags] DIR
 
-Submits again, as a new array job, the shards of DIR's sweep that have
-runs left: runs pending, interrupted (also those running on a node that
-died), new (a task file that grew) and, with --retry-failed, failed. It reuses what the first
+Submits again, as a new array job, what is left of DIR's sweep: runs
+pending, interrupted (also those running on a node that died), new (a
+task file that grew) and, with --retry-failed, failed. For a pool, new
+tasks (as many as the first submission had, or --nodes; no more than
+runs are left), which take over the claims of the tasks that died; for
+fixed shards (--static), the shards that have such runs. It reuses what the first
 submission of DIR asked for (scheduler, node shape, time, run's
 arguments); the flags given here replace those. The sweep stays one:
-its shards resume their own ledgers, so status, report and the results
+its tasks keep their own ledgers, so status, report and the results
 table cover every submission together, and a run that succeeded never
 runs again. It refuses while a task of DIR's earlier jobs is still
 queued or running, and when the scheduler cannot be asked.
@@ -598,18 +608,11 @@ func runResubmit(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		return usageErrorf(stderr, "resubmit", "%v", err)
 	}
-	var shards []results.ShardStatus
-	if st, err := results.ReadStatus(dir, time.Now()); err == nil {
-		shards = st.Shards
-	} else if files, _ := ledger.Files(dir); len(files) > 0 {
+	shards, active, err := queued(ctx, dir, recs)
+	if err != nil {
 		return usageErrorf(stderr, "resubmit", "%v", err)
 	}
-	v := submit.Look(ctx, recs, shards, nil)
-	if v.Error != "" {
-		return usageErrorf(stderr, "resubmit", "cannot ask %s whether %s's jobs still run: %s", v.Scheduler, dir, v.Error)
-	}
-	if active := v.Active(); len(active) > 0 {
-		a := active[0]
+	if a := active; a != nil {
 		return usageErrorf(stderr, "resubmit", "shard %d of %s is still in the queue, %s (job %s): wait for it, or cancel it first", a.Shard, dir, a.State, a.JobID)
 	}
 	left := submit.Left(job.Shards, total, shards, *retryFailed)
@@ -639,6 +642,26 @@ func runResubmit(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	return submitJob(ctx, job, len(recs)+1, total, recs[0].Sweep, f, stdout, stderr)
 }
 
+// queued reads dir's ledgers and asks the scheduler about recs' jobs: it
+// returns the ledgers' shards and the first task still in the queue (nil
+// when none is).
+func queued(ctx context.Context, dir string, recs []submit.Record) ([]results.ShardStatus, *submit.ShardView, error) {
+	var shards []results.ShardStatus
+	if st, err := results.ReadStatus(dir, time.Now()); err == nil {
+		shards = st.Shards
+	} else if files, _ := ledger.Files(dir); len(files) > 0 {
+		return nil, nil, err
+	}
+	v := submit.Look(ctx, recs, shards, nil)
+	if v.Error != "" {
+		return nil, nil, fmt.Errorf("cannot ask %s whether %s's jobs still run: %s", v.Scheduler, dir, v.Error)
+	}
+	if active := v.Active(); len(active) > 0 {
+		return shards, &active[0], nil
+	}
+	return shards, nil, nil
+}
+
 // resubmitPool is resubmit for a pool: once no task of it is queued, it
 // submits new tasks (as many as the first submission had, or --nodes, no
 // more than runs are left) when runs are left; they take over the claims
@@ -650,18 +673,11 @@ func resubmitPool(ctx context.Context, job submit.Job, recs []submit.Record, f j
 	if err != nil {
 		return usageErrorf(stderr, "resubmit", "%v", err)
 	}
-	var shards []results.ShardStatus
-	if st, err := results.ReadStatus(dir, time.Now()); err == nil {
-		shards = st.Shards
-	} else if files, _ := ledger.Files(dir); len(files) > 0 {
+	_, active, err := queued(ctx, dir, recs)
+	if err != nil {
 		return usageErrorf(stderr, "resubmit", "%v", err)
 	}
-	v := submit.Look(ctx, recs, shards, nil)
-	if v.Error != "" {
-		return usageErrorf(stderr, "resubmit", "cannot ask %s whether %s's jobs still run: %s", v.Scheduler, dir, v.Error)
-	}
-	if active := v.Active(); len(active) > 0 {
-		a := active[0]
+	if a := active; a != nil {
 		return usageErrorf(stderr, "resubmit", "task %d of job %s of %s's pool is still in the queue, %s: it runs what is left (nodepack submit --add N adds tasks to it)", a.Task, a.JobID, dir, a.State)
 	}
 	if left == 0 {

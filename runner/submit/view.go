@@ -116,21 +116,7 @@ func Look(ctx context.Context, recs []Record, shards []results.ShardStatus, queu
 				sv.Left = sh.Left
 			}
 			t, inQueue := queued[r.JobID][task]
-			switch {
-			case inQueue:
-				sv.State, sv.Node = t.State, t.Node
-			case newest[s] != i:
-				sv.State = TaskSuperseded
-			case hasLedger && sh.State == results.ShardEnded && (v.Error == "" || sh.Deferred == 0):
-				// Ended, and not to be requeued when the queue is not known.
-				sv.State, sv.Note = TaskEnded, sh.Note
-			case v.Error != "":
-				sv.State = TaskUnknown
-			case !hasLedger:
-				sv.State = TaskNotStarted
-			default:
-				sv.State, sv.Node = TaskDied, sh.Host
-			}
+			v.setState(&sv, t, inQueue, newest[s] != i, sh, hasLedger)
 			jv.Tasks[sv.State]++
 			if newest[s] == i {
 				v.Shards = append(v.Shards, sv)
@@ -140,6 +126,26 @@ func Look(ctx context.Context, recs []Record, shards []results.ShardStatus, queu
 	}
 	slices.SortFunc(v.Shards, func(a, b ShardView) int { return a.Shard - b.Shard })
 	return v
+}
+
+// setState sets sv's state: the queue's (t, when inQueue), superseded by
+// a later submission, or as its ledger sh (when hasLedger) left it.
+func (v View) setState(sv *ShardView, t Task, inQueue, superseded bool, sh results.ShardStatus, hasLedger bool) {
+	switch {
+	case inQueue:
+		sv.State, sv.Node = t.State, t.Node
+	case superseded:
+		sv.State = TaskSuperseded
+	case hasLedger && sh.State == results.ShardEnded && (v.Error == "" || sh.Deferred == 0):
+		// Ended, and not to be requeued when the queue is not known.
+		sv.State, sv.Note = TaskEnded, sh.Note
+	case v.Error != "":
+		sv.State = TaskUnknown
+	case !hasLedger:
+		sv.State = TaskNotStarted
+	default:
+		sv.State, sv.Node = TaskDied, sh.Host
+	}
 }
 
 // lookPool is Look for a pool's submissions: every task of every
@@ -165,18 +171,7 @@ func (v View) lookPool(recs []Record, shards []results.ShardStatus, queued map[s
 				sv.Left = sh.Left
 			}
 			t, inQueue := queued[r.JobID][task]
-			switch {
-			case inQueue:
-				sv.State, sv.Node = t.State, t.Node
-			case hasLedger && sh.State == results.ShardEnded:
-				sv.State, sv.Note = TaskEnded, sh.Note
-			case v.Error != "":
-				sv.State = TaskUnknown
-			case !hasLedger:
-				sv.State = TaskNotStarted
-			default:
-				sv.State, sv.Node = TaskDied, sh.Host
-			}
+			v.setState(&sv, t, inQueue, false, sh, hasLedger)
 			jv.Tasks[sv.State]++
 			v.Shards = append(v.Shards, sv)
 		}

@@ -271,18 +271,7 @@ func NodeDies(t *testing.T, s Scheduler) {
 	if err := s.Wait(t, id2, 120); err != nil {
 		t.Fatalf("resubmission %s: %v", id2, err)
 	}
-	b, _ := os.ReadFile(done)
-	ids := strings.Fields(string(b))
-	once := map[string]bool{}
-	for _, id := range ids {
-		if once[id] {
-			t.Errorf("run %s completed twice", id)
-		}
-		once[id] = true
-	}
-	if len(ids) != 9 {
-		t.Errorf("%d runs completed, want 9", len(ids))
-	}
+	onceEach(t, done, 9, filepath.Join(out, "jobs"))
 	st, _ = s.Typed(t, dir, "nodepack status sweep")
 	if !strings.Contains(st, "9 runs: 9 succeeded") || !strings.Contains(st, "job "+id+" (shards 0-2): 2 ended, 1 resubmitted; job "+id2+" (shard 1): 1 ended") {
 		t.Errorf("status after the resubmission:\n%s", st)
@@ -404,18 +393,7 @@ func PoolNodeDies(t *testing.T, s Scheduler) {
 	}
 	os.WriteFile(release, nil, 0o644)
 	s.Wait(t, id, 180) // one task failed: an error, as expected
-	b, _ := os.ReadFile(done)
-	ids := strings.Fields(string(b))
-	once := map[string]bool{}
-	for _, id := range ids {
-		if once[id] {
-			t.Errorf("run %s completed twice", id)
-		}
-		once[id] = true
-	}
-	if len(ids) != 12 {
-		t.Errorf("%d runs completed, want 12:\n%s", len(ids), logs(filepath.Join(out, "jobs")))
-	}
+	onceEach(t, done, 12, filepath.Join(out, "jobs"))
 	st, _ := s.Typed(t, dir, "nodepack status sweep")
 	if !strings.Contains(st, "12 runs: 12 succeeded, 0 failed, 0 interrupted, 0 running, 0 pending") || !strings.Contains(st, s.Name+": job "+id+" (pool tasks 0-2): 2 ended, 1 died") {
 		t.Errorf("status after the kill:\n%s", st)
@@ -454,6 +432,24 @@ func PoolNodeDies(t *testing.T, s Scheduler) {
 	}
 	t.Logf("%s: task %d's nodepack killed with SIGKILL; its run gone after %v; the runs of its %d claimed runs that it left all ended %v after its death (lease 10s)",
 		s.Name, s.FirstTask, gone.Sub(killed).Round(time.Millisecond), len(taken), last.Sub(killed).Round(time.Millisecond))
+}
+
+// onceEach checks that the file done lists n runs, each once (the job
+// logs in jobs go with a failure).
+func onceEach(t *testing.T, done string, n int, jobs string) {
+	t.Helper()
+	b, _ := os.ReadFile(done)
+	ids := strings.Fields(string(b))
+	once := map[string]bool{}
+	for _, id := range ids {
+		if once[id] {
+			t.Errorf("run %s completed twice", id)
+		}
+		once[id] = true
+	}
+	if len(ids) != n {
+		t.Errorf("%d runs completed, want %d:\n%s", len(ids), n, logs(jobs))
+	}
 }
 
 // processWith reports whether a process's command line holds both texts.
