@@ -351,3 +351,24 @@ func poolResubmit(t *testing.T, sig syscall.Signal) {
 		t.Errorf("status %+v", doc.Counts)
 	}
 }
+
+// TestPoolRequeuedTaskResumes: a pool task stopped mid-sweep (SIGTERM:
+// its runs interrupted) and started again under the same name, as a
+// requeued array task is, takes up its own claims at once: no lease to
+// wait for, no takeover, every run once.
+func TestPoolRequeuedTaskResumes(t *testing.T) {
+	s := newPoolSweep(t, 6)
+	a, stderr := s.start(t, "a")
+	s.running(t, "a", 2, stderr)
+	a.Process.Signal(syscall.SIGTERM)
+	a.Wait()
+	writeFile(t, s.dir, "GATE", "")
+	code, _, errOut := runCLI(t, "run", "--pool", "a", "--lease", "1h", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
+	if code != exitOK || strings.Contains(errOut, "took over") {
+		t.Fatalf("task a again: exit %d:\n%s", code, errOut)
+	}
+	s.once(t)
+	if doc := s.status(t); doc.Counts != (results.Counts{Succeeded: s.n}) {
+		t.Errorf("status %+v", doc.Counts)
+	}
+}
