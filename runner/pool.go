@@ -112,9 +112,12 @@ type poolRuns struct {
 	claimed   int            // runs claimed (or taken over) by this task
 	ran       bool           // it handed on a run (or owned a claim)
 	said      claim.State    // what its heartbeat says now
-	err       error          // the claims folder failed: no more runs start
-	skip      func(id string) bool
-	counts    func() ledger.ResumeCounts
+	// cleared holds the dead tasks seen to own no claim any more: their
+	// claims are not looked for again while they stay dead.
+	cleared map[string]bool
+	err     error // the claims folder failed: no more runs start
+	skip    func(id string) bool
+	counts  func() ledger.ResumeCounts
 }
 
 func newPoolRuns(s *Sweep, pool *claim.Pool, skip func(string) bool, counts func() ledger.ResumeCounts) *poolRuns {
@@ -124,7 +127,7 @@ func newPoolRuns(s *Sweep, pool *claim.Pool, skip func(string) bool, counts func
 	}
 	return &poolRuns{s: s, pool: pool, lease: lease, beat: max(lease/6, 10*time.Millisecond),
 		stop: make(chan struct{}), changed: make(chan struct{}, 1), settled: make(chan struct{}, 1),
-		given: map[string]int{}, lost: map[int]bool{}, skip: skip, counts: counts}
+		given: map[string]int{}, lost: map[int]bool{}, cleared: map[string]bool{}, skip: skip, counts: counts}
 }
 
 // adopt makes the claims this task owns (a requeued task's, from before)
@@ -461,12 +464,24 @@ func (p *poolRuns) takeOver(now time.Time) bool {
 		return false
 	}
 	dead, err := p.pool.Dead(now, p.lease)
-	if err != nil || len(dead) == 0 {
+	if err != nil {
+		return false
+	}
+	for task := range p.cleared {
+		if !slices.Contains(dead, task) {
+			delete(p.cleared, task) // it came back
+		}
+	}
+	dead = slices.DeleteFunc(dead, func(task string) bool { return p.cleared[task] })
+	if len(dead) == 0 {
 		return false
 	}
 	all, err := p.pool.Claims()
 	if err != nil {
 		return false
+	}
+	for _, task := range dead {
+		p.cleared[task] = true // unless a claim of its is left below
 	}
 	took := 0
 	for _, c := range all {
@@ -474,8 +489,12 @@ func (p *poolRuns) takeOver(now time.Time) bool {
 			continue
 		}
 		got, ok, err := p.pool.TakeOver(c)
-		if err != nil || !ok {
+		if err != nil {
+			delete(p.cleared, c.Task) // to be tried again
 			continue
+		}
+		if !ok {
+			continue // another task's now
 		}
 		p.mine = append(p.mine, &owned{c: got, upto: got.From})
 		p.claimed += got.To - got.From
@@ -524,7 +543,7 @@ func (p *poolRuns) over(now time.Time) bool {
 			return true // it watches: one watcher is enough
 		case peer.State == claim.Busy && !peer.Dead:
 			busy = true
-		case peer.State == claim.Busy:
+		case peer.State == claim.Busy && !p.cleared[peer.Task]:
 			deadBusy = append(deadBusy, peer.Task)
 		}
 	}
