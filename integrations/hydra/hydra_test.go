@@ -448,7 +448,7 @@ func TestLoginNodeSlurm(t *testing.T) {
 	if err != nil {
 		t.Fatalf("multirun: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "with nodepack (submit)") || !strings.Contains(out, "2 array tasks of 2 shards") {
+	if !strings.Contains(out, "with nodepack (submit)") || !strings.Contains(out, "2 array tasks of the sweep's shared pool") {
 		t.Errorf("the launcher did not submit an array of 2:\n%s", out)
 	}
 	if got := returned(out); !slices.Equal(got, clusterduckReturns) {

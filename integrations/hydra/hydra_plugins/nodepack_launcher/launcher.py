@@ -127,8 +127,8 @@ class NodepackLauncher(Launcher):
         if mode == "local":
             code = self._run([nodepack, "run", "-o", str(out), *retry, *self._run_flags(), str(tasks)], cwd)
         elif (out / "submissions.jsonl").exists():
-            # Submitted before (a multirun run again to resume): the shards
-            # with jobs left, as a new array; submit would refuse.
+            # Submitted before (a multirun run again to resume): new tasks
+            # for the jobs left, as a new array.
             code = self._run([nodepack, "resubmit", *retry, *self._submit_flags(resubmit=True), "--wait", str(out)], cwd)
         else:
             code = self._run([nodepack, "submit", *self._submit_flags(), "--wait", "-o", str(out),
@@ -267,7 +267,7 @@ class NodepackLauncher(Launcher):
 
     def _submit_flags(self, resubmit: bool = False) -> List[str]:
         """nodepack submit's flags; for resubmit, those it takes (the
-        shards are the first submission's)."""
+        rest are the first submission's)."""
         p = self.params
         flags: List[str] = []
         if p.get("scheduler"):
@@ -346,7 +346,7 @@ class NodepackLauncher(Launcher):
         state = row.get("state")
         if not row or state in ("pending", "running", "interrupted"):
             # Run again, it runs: nodepack run resumes, resubmit submits
-            # the shards with jobs left.
+            # new tasks for the jobs left.
             did = "did not run" if not row or state == "pending" else f"was {state}"
             return NodepackError(f"{what} {did}: nodepack exited {code} ({why}); run the same multirun again to resume it")
         parts = [f"{what} {state}"]
