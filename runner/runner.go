@@ -722,6 +722,13 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 				onEvent(ev)
 			}
 		})
+		if ev.Kind == run.Judged && ev.Judgement != nil && ev.Judgement.Stop {
+			// The run is stopped once this returns: its judgement is
+			// written first, so that a nodepack killed while the run
+			// shuts down (kill -9, a node that goes) leaves it pruned,
+			// not interrupted, and a rerun does not run it again.
+			w.Flush()
+		}
 	}
 	onGPUFault := opts.Execute.OnGPUFault
 	xo.OnGPUFault = func(f usage.GPUFault, none bool) {
