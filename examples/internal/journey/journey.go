@@ -314,7 +314,9 @@ func records(t *testing.T, path string) []record {
 }
 
 // PoolNodeDies is issue 55's scenario on s: a 3-task array that is one
-// pool (the default), each task one CPU (so one run at a time), and one
+// pool (the default), each task one CPU (so one run at a time) and one
+// fake GPU (of its own, on Slurm), the tasks running at once on the one
+// node, and one
 // task's nodepack killed with SIGKILL mid-run (its node "dies": no end
 // record, its runs killed with it). No resubmission: the two others take
 // the dead task's claims over once its lease (10 s here) expires and run
@@ -332,7 +334,7 @@ func PoolNodeDies(t *testing.T, s Scheduler) {
 	}
 	writeTasks(t, dir, tasks)
 	out := filepath.Join(dir, "sweep")
-	if b, err := s.Typed(t, dir, "nodepack submit --"+s.Name+" --nodes 3 --cpus-per-node 1 --time 10m -o sweep -- --lease 10s tasks.txt"); err != nil || !strings.Contains(b, "3 array tasks of the sweep's shared pool") {
+	if b, err := s.Typed(t, dir, "nodepack submit --"+s.Name+" --nodes 3 --cpus-per-node 1 --gpus-per-node 1 --time 10m -o sweep -- --lease 10s tasks.txt"); err != nil || !strings.Contains(b, "3 array tasks of the sweep's shared pool") {
 		t.Fatalf("submit: %v\n%s", err, b)
 	}
 	id := s.lastJob(t, out)
@@ -340,7 +342,8 @@ func PoolNodeDies(t *testing.T, s Scheduler) {
 	// first task's nodepack as a dying node would.
 	first := fmt.Sprintf("ledger-pool-%s_%d.jsonl", id, s.FirstTask)
 	var pid int
-	var victim record // the run it runs
+	var victim record           // the run it runs
+	gpus := map[string]string{} // each running task's one fake GPU, by its ledger
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the first task and another never ran a run each:\n%s", logs(filepath.Join(out, "jobs")))
@@ -366,6 +369,7 @@ func PoolNodeDies(t *testing.T, s Scheduler) {
 			}
 			if len(started) > 0 {
 				running++
+				gpus[filepath.Base(path)] = taskGPU(t, path)
 			}
 			if filepath.Base(path) == first {
 				for _, r := range started {
@@ -376,6 +380,16 @@ func PoolNodeDies(t *testing.T, s Scheduler) {
 		if running >= 2 && pid != 0 { // a node of 2 CPUs runs 2 tasks at once
 			break
 		}
+	}
+	// Each task had one GPU; Slurm gives the tasks running at once GPUs
+	// of their own (the local Grid Engine cell's stand-in numbers a job's
+	// N GPUs 0 to N-1, as no site's prolog would).
+	seen := map[string]bool{}
+	for ledger, gpu := range gpus {
+		if gpu == "" || s.Name == "slurm" && seen[gpu] {
+			t.Errorf("the tasks running at once do not each have a GPU of their own: %v (%s)", gpus, ledger)
+		}
+		seen[gpu] = true
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -450,6 +464,26 @@ func onceEach(t *testing.T, done string, n int, jobs string) {
 	if len(ids) != n {
 		t.Errorf("%d runs completed, want %d:\n%s", len(ids), n, logs(jobs))
 	}
+}
+
+// taskGPU is the one GPU a task's nodepack had, by its ledger's header;
+// "" unless it had exactly one.
+func taskGPU(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	var h struct {
+		Node struct {
+			GPUs []struct{ UUID string } `json:"gpus"`
+		} `json:"node"`
+	}
+	if err := json.Unmarshal([]byte(first), &h); err != nil || len(h.Node.GPUs) != 1 {
+		return ""
+	}
+	return h.Node.GPUs[0].UUID
 }
 
 // processWith reports whether a process's command line holds both texts.
