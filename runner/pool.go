@@ -109,7 +109,6 @@ type poolRuns struct {
 	exhausted bool           // every run is claimed
 	given     map[string]int // runs handed on and not ended for good, by id: their claim's From
 	lost      map[int]bool   // claims taken from this task, by From
-	claimed   int            // runs claimed (or taken over) by this task
 	ran       bool           // it handed on a run (or owned a claim)
 	said      claim.State    // what its heartbeat says now
 	// cleared holds the dead tasks seen to own no claim any more: their
@@ -159,6 +158,12 @@ func (p *poolRuns) runs() iter.Seq2[run.Run, error] {
 				continue
 			}
 			if !p.await() {
+				p.mu.Lock()
+				err := p.err
+				p.mu.Unlock()
+				if err != nil {
+					yield(run.Run{}, err)
+				}
 				return
 			}
 		}
@@ -227,13 +232,22 @@ func (p *poolRuns) claimAt(i int) {
 	c, ok, err := p.pool.ClaimWith(func(left int) int { return schedule.ClaimSize(left, tasks, free, p.lanes) })
 	switch {
 	case err != nil:
-		p.err = fmt.Errorf("pool: %w", err)
+		p.fail(err)
 	case !ok:
 		p.exhausted = true
 	default:
 		p.mine = append(p.mine, &owned{c: c, upto: c.From})
-		p.frontier, p.claimed, p.ran = c.To, p.claimed+c.To-c.From, true
+		p.frontier, p.ran = c.To, true
 		p.exhausted = c.To >= p.s.source.Total()
+	}
+}
+
+// fail stops the task's starts for err, the claims folder's (mu held):
+// its stream ends with the error, and it does not say it is done, so
+// that the others take its claims over.
+func (p *poolRuns) fail(err error) {
+	if p.err == nil {
+		p.err = fmt.Errorf("pool: %w", err)
 	}
 }
 
@@ -324,32 +338,28 @@ func (p *poolRuns) renew(now time.Time) {
 	if err := p.pool.Renew(p.said); err != nil && p.err == nil {
 		p.note(fmt.Sprintf("pool: %v: the other tasks will take this task's claims over if it stays so for %v", err, p.lease))
 	}
-	// Fencing: a claim with runs given out that another task took.
-	var lost []int
+	// Fencing: a claim with runs given out that another task took, each
+	// claim asked once.
+	asked, lost := map[int]bool{}, 0
 	for _, from := range p.given {
-		if p.lost[from] {
+		if p.lost[from] || asked[from] {
 			continue
 		}
-		o := p.ownerOf(from)
-		if o == nil {
-			continue
-		}
-		if ok, err := p.pool.Owns(o.c); err == nil && !ok {
-			p.lost[from] = true
-			lost = append(lost, from)
+		asked[from] = true
+		if o := p.ownerOf(from); o != nil {
+			if ok, err := p.pool.Owns(o.c); err == nil && !ok {
+				p.lost[from] = true
+				lost++
+			}
 		}
 	}
-	if len(lost) > 0 {
-		slices.Sort(lost)
-		lost = slices.Compact(lost)
-		p.note(fmt.Sprintf("pool: %d of this task's claims were taken over by another task (this one was seen dead): their runs stop here and run there", len(lost)))
-		given := p.given
-		lostSet := p.lost
+	if lost > 0 {
+		p.note(fmt.Sprintf("pool: %d of this task's claims were taken over by another task (this one was seen dead): their runs stop here and run there", lost))
 		go p.fence(func(id string) bool {
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			from, ok := given[id]
-			return ok && lostSet[from]
+			from, ok := p.given[id]
+			return ok && p.lost[from]
 		})
 	}
 }
@@ -445,6 +455,7 @@ func (p *poolRuns) nothingHere(now time.Time) bool {
 	}
 	peers, err := p.pool.Peers(now, p.lease)
 	if err != nil {
+		p.fail(err)
 		return true
 	}
 	for _, peer := range peers {
@@ -465,6 +476,7 @@ func (p *poolRuns) takeOver(now time.Time) bool {
 	}
 	dead, err := p.pool.Dead(now, p.lease)
 	if err != nil {
+		p.fail(err)
 		return false
 	}
 	for task := range p.cleared {
@@ -478,6 +490,7 @@ func (p *poolRuns) takeOver(now time.Time) bool {
 	}
 	all, err := p.pool.Claims()
 	if err != nil {
+		p.fail(err)
 		return false
 	}
 	for _, task := range dead {
@@ -497,7 +510,6 @@ func (p *poolRuns) takeOver(now time.Time) bool {
 			continue // another task's now
 		}
 		p.mine = append(p.mine, &owned{c: got, upto: got.From})
-		p.claimed += got.To - got.From
 		p.ran = true
 		took++
 	}
@@ -506,9 +518,14 @@ func (p *poolRuns) takeOver(now time.Time) bool {
 	}
 	slices.SortFunc(p.mine, func(a, b *owned) int { return a.c.From - b.c.From })
 	// What the dead task finished is in its ledger: read them all again.
-	if d, err := ledger.ReadDir(p.s.output, ledger.ReadOptions{}); err == nil {
-		p.skip, _ = d.ResumeFilter(p.s.opts.retries)
+	// Ledgers that cannot be read stop the task: without them, a run the
+	// dead task ended would run again.
+	d, err := ledger.ReadDir(p.s.output, ledger.ReadOptions{})
+	if err != nil {
+		p.fail(err)
+		return false
 	}
+	p.skip, _ = d.ResumeFilter(p.s.opts.retries)
 	p.note(fmt.Sprintf("pool: took over %d claims of %v (no heartbeat for %v): their runs that did not end run here", took, dead, p.lease))
 	return true
 }
@@ -534,7 +551,8 @@ func (p *poolRuns) over(now time.Time) bool {
 	}
 	peers, err := p.pool.Peers(now, p.lease)
 	if err != nil {
-		return false
+		p.fail(err)
+		return true
 	}
 	busy, deadBusy := false, []string{}
 	for _, peer := range peers {
@@ -554,7 +572,8 @@ func (p *poolRuns) over(now time.Time) bool {
 		// Dead while busy: it may still own claims to take over.
 		all, err := p.pool.Claims()
 		if err != nil {
-			return false
+			p.fail(err)
+			return true
 		}
 		for _, c := range all {
 			if slices.Contains(deadBusy, c.Task) {

@@ -208,7 +208,7 @@ func TestPoolLateTaskLeaves(t *testing.T) {
 // refused in one line before anything starts (exit 2); so is --pool with
 // a static --shard, and a task name that is not a file name. A claim that
 // is a symbolic link is never followed: the task stops, naming it, and
-// nothing runs.
+// nothing runs; a lease file that is a link stops the task, naming it.
 func TestPoolBadInput(t *testing.T) {
 	s := newPoolSweep(t, 4)
 	writeFile(t, s.dir, "GATE", "")
@@ -242,6 +242,17 @@ func TestPoolBadInput(t *testing.T) {
 	}
 	if done := s.done(t); len(done) != 0 {
 		t.Errorf("runs ran on a planted claim: %v", done)
+	}
+
+	// A lease file that is a link: the task stops, naming it, rather than
+	// watch leases it cannot read (and never leave).
+	s = newPoolSweep(t, 4)
+	writeFile(t, s.dir, "GATE", "")
+	os.MkdirAll(filepath.Join(s.out, "claims", "tasks"), 0o755)
+	os.Symlink(target, filepath.Join(s.out, "claims", "tasks", "x"))
+	code, _, errOut = runCLI(t, append(base[:len(base)-1], s.out, "--pool", "a", s.file)...)
+	if code == exitOK || !strings.Contains(errOut, filepath.Join("claims", "tasks", "x")) {
+		t.Errorf("a lease that is a link: exit %d:\n%s", code, errOut)
 	}
 }
 
