@@ -240,24 +240,27 @@ func shapeNode(job submit.Job) resources.Node {
 // default); it returns the output directory and how many runs the sweep
 // has.
 func checkRuns(ctx context.Context, job submit.Job, shard, output string) (string, int, error) {
-	dir, total, _, err := checkShard(ctx, job, shard, output)
+	dir, total, _, _, err := checkShard(ctx, job, shard, output)
 	return dir, total, err
 }
 
 // checkShard is checkRuns, and also says how many runs of the shard a
-// task would run: its runs of the source that its ledger does not hold as
-// done (an edited line is a run of its own, never done).
-func checkShard(ctx context.Context, job submit.Job, shard, output string) (string, int, int, error) {
+// task would run (its runs of the source that its ledger does not hold as
+// done: an edited line is a run of its own, never done) and the key of
+// the sweep's definition (a pool's submissions record it, so that a
+// second into the same directory is refused for another sweep before any
+// task starts).
+func checkShard(ctx context.Context, job submit.Job, shard, output string) (dir string, total, left int, key string, err error) {
 	var o runOptions
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o.AddFlags(fs)
 	if err := fs.Parse(job.Run); err != nil {
-		return "", 0, 0, fmt.Errorf("run's arguments %q: %w", job.Run, err)
+		return "", 0, 0, "", fmt.Errorf("run's arguments %q: %w", job.Run, err)
 	}
 	for _, name := range []string{"output", "shard", "pool", "inventory", "gpus", "cpus", "dry-run", "json", "restart"} {
 		if fs.Changed(name) {
-			return "", 0, 0, fmt.Errorf("run's --%s: submit chooses it (the output directory with submit's own -o; start over with another -o)", name)
+			return "", 0, 0, "", fmt.Errorf("run's --%s: submit chooses it (the output directory with submit's own -o; start over with another -o)", name)
 		}
 	}
 	node := shapeNode(job)
@@ -273,52 +276,21 @@ func checkShard(ctx context.Context, job submit.Job, shard, output string) (stri
 		cwd, err := os.Getwd()
 		if err == nil && cwd != job.Dir {
 			if err := os.Chdir(job.Dir); err != nil {
-				return "", 0, 0, err
+				return "", 0, 0, "", err
 			}
 			defer os.Chdir(cwd)
 		}
 	}
 	sw, _, err := o.prepare(ctx, fs.Args(), job.Run)
 	if err != nil && strings.Contains(err.Error(), "never fits") {
-		return "", 0, 0, fmt.Errorf("%w (on the node each task asks for: %s)", err, describeShape(job))
+		return "", 0, 0, "", fmt.Errorf("%w (on the node each task asks for: %s)", err, describeShape(job))
 	}
 	if err != nil {
-		return "", 0, 0, err
+		return "", 0, 0, "", err
 	}
 	defer sw.Close()
 	mine, total := sw.Total()
-	return sw.Output(), total, max(mine-sw.Done(), 0), nil
-}
-
-// sweepKey is the key of the definition of the sweep job runs: a pool's
-// submissions record it, so that a second into the same directory is
-// refused for another sweep before any task starts.
-func sweepKey(ctx context.Context, job submit.Job, output string) (string, error) {
-	var o runOptions
-	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o.AddFlags(fs)
-	if err := fs.Parse(job.Run); err != nil {
-		return "", err
-	}
-	node := shapeNode(job)
-	o.shape = &node
-	o.DryRun, o.Shard, o.Pool, o.Output = true, "auto", "submit", output
-	o.Requeue, o.StopBefore = false, 0
-	if job.Dir != "" {
-		if cwd, err := os.Getwd(); err == nil && cwd != job.Dir {
-			if err := os.Chdir(job.Dir); err != nil {
-				return "", err
-			}
-			defer os.Chdir(cwd)
-		}
-	}
-	sw, _, err := o.prepare(ctx, fs.Args(), job.Run)
-	if err != nil {
-		return "", err
-	}
-	defer sw.Close()
-	return sw.Definition().Key(), nil
+	return sw.Output(), total, max(mine-sw.Done(), 0), sw.Definition().Key(), nil
 }
 
 // describeShape says what each task of job asks for.
@@ -388,7 +360,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 		output = abs
 	}
-	dir, total, err := checkRuns(ctx, job, "none", output)
+	dir, total, _, key, err := checkShard(ctx, job, "none", output)
 	if err == nil && !filepath.IsAbs(dir) {
 		dir = filepath.Join(wd, dir)
 	}
@@ -407,11 +379,8 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err != nil {
 		return usageErrorf(stderr, "submit", "%v", err)
 	}
-	key := ""
-	if job.Pool {
-		if key, err = sweepKey(ctx, job, dir); err != nil {
-			return usageErrorf(stderr, "submit", "%v", err)
-		}
+	if !job.Pool {
+		key = "" // recorded for a pool's submissions only
 	}
 	switch {
 	case f.add > 0 && (len(recs) == 0 || !recs[0].Job.Pool):
@@ -623,7 +592,7 @@ func runResubmit(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		if slices.Contains(left, i) {
 			continue
 		}
-		if _, _, n, err := checkShard(ctx, job, fmt.Sprintf("%d/%d", i, job.Shards), dir); err != nil {
+		if _, _, n, _, err := checkShard(ctx, job, fmt.Sprintf("%d/%d", i, job.Shards), dir); err != nil {
 			return usageErrorf(stderr, "resubmit", "%v", err)
 		} else if n > 0 {
 			left = append(left, i)
@@ -669,7 +638,7 @@ func queued(ctx context.Context, dir string, recs []submit.Record) ([]results.Sh
 // claimed.
 func resubmitPool(ctx context.Context, job submit.Job, recs []submit.Record, f jobFlags, fs *pflag.FlagSet, stdout, stderr io.Writer) int {
 	dir := job.Output
-	_, total, left, err := checkShard(ctx, job, "pool", dir)
+	_, total, left, _, err := checkShard(ctx, job, "pool", dir)
 	if err != nil {
 		return usageErrorf(stderr, "resubmit", "%v", err)
 	}
