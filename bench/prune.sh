@@ -37,6 +37,24 @@
 # same rule replayed on the same runs with no stop latency, and how many
 # epochs each stopped run reported past the one it was judged out at.
 #
+# Its transfer mode (--prune-prior, issue 63; TRANSFER=0 skips it) splits
+# the 132 configurations in two halves by seed 63 and judges
+# TRANSFER_DRAWS draws of 27 from each half (default 100: 200 in all)
+# learning from the other half, in virtual time: the rule without a
+# prior, with the other half as the earlier sweep (whole; as the same
+# rule pruned it; and that without its pruned runs' partial curves), and
+# with mismatched priors made from it (an easier task: every error x 0.6;
+# a harder one: x 1.5 + 0.1; learnt twice as fast; twice as slowly; and
+# the synthetic slow-starter family, 27 steps); beside them, on the same
+# draws, Optuna's Median and SuccessiveHalving pruners without a prior
+# and with each whole prior copied into the study as completed trials
+# (bench/prune-real.py transfer, peers-transfer). Then through the
+# binary: each half runs once without --prune into an output directory
+# (epochs EPOCH_S/10 s), the earlier sweep, and the first
+# TRANSFER_BINARY_DRAWS transfer draws (default BINARY_DRAWS; in turn from
+# each half) run with --prune SPEC --prune-prior that directory, beside
+# the same draw and prior replayed.
+#
 # FAMILY=slow bench/prune.sh [SEEDS] [STEPS] [STEP_S] runs the family with
 # slow starters instead (issue 45): 27 configurations, 24 ordinary (final
 # uniform in [0.3, 1], tau in [1.5, 3]: fast) and 3 slow starters (final in
@@ -126,6 +144,15 @@ if [[ ${FAMILY:-} == real ]]; then
 	$py "$root/bench/prune-real.py" draws "$data" "$draws" 54 "$work/draws.json" ${rules//MAX/40}
 	echo "## real curves: $draws draws of 27 of the $(ls "$data"/config_*.json | wc -l) CIFAR-10 configurations, 40 epochs, 4 slots, virtual time (no stop latency)"
 	table real "$data" "$work/draws.json"
+	transfer_draws=${TRANSFER_DRAWS:-100}
+	if [[ ${TRANSFER:-1} != 0 ]]; then
+		$py "$root/bench/prune-real.py" transfer "$data" 63 "$transfer_draws" "$work" "$work/transfer.json" "${SPEC:-loss:min,max=40}"
+		(cd "$root" && NODEPACK_REPLAY=$work/transfer.json NODEPACK_REPLAY_OUT=$work/transfer-nodepack.jsonl go test ./runner/schedule -run '^TestReplayDraws$' -count=1 -timeout 60m >"$work/go.out" 2>&1) || { cat "$work/go.out" >&2; exit 1; }
+		$py "$root/bench/prune-real.py" peers-transfer "$data" "$work/transfer.json" "$work/transfer-peers.jsonl"
+		echo
+		echo "## transfer (--prune-prior): $transfer_draws draws of 27 from each half of the configurations (split by seed 63), each learning from the other half, virtual time"
+		$py "$root/bench/prune-real.py" table "$data" "$work/transfer.json" "$work/transfer-nodepack.jsonl" "$work/transfer-peers.jsonl"
+	fi
 	seeds=${SEEDS:-100}
 	for noise in 0.05 0.1; do
 		# shellcheck disable=SC2086
@@ -139,7 +166,7 @@ if [[ ${FAMILY:-} == real ]]; then
 	echo
 	echo "## the easy family: $((seeds / 10 > 0 ? seeds / 10 : 1)) seeds of 81 configurations x 81 steps, noise 0.01, the same replay"
 	table easy "$work/easy" "$work/easy.json"
-	(( binary_draws > 0 )) || exit 0
+	(( binary_draws > 0 || ${TRANSFER_BINARY_DRAWS:-0} > 0 )) || exit 0
 	# Through the binary: each configuration a run that writes its curve,
 	# epoch by epoch, each epoch as long as the data says, scaled so that
 	# the median epoch takes EPOCH_S seconds.
@@ -163,18 +190,8 @@ SH
 	echo "## through the binary: --prune $spec, --parallel 4, the median epoch ${epoch_s} s, the first $binary_draws draws"
 	printf '| draw | epochs run | fewer epochs | the same rule replayed (same run ids) | binary / replayed saving | stops: epochs reported past the judged one, mean / max | winner reached epoch 40 | makespan |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n'
 	for ((d = 0; d < binary_draws; d++)); do
-		$py - "$data" "$work/draws.json" "$d" "$epoch_s" >"$work/draw.jsonl" <<'PY'
-import glob, json, os, statistics, sys
-data, draws, d, epoch_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-runs = {int(os.path.basename(f)[7:-5]): f for f in glob.glob(os.path.join(data, "config_*.json"))}  # by file number
-per_epoch = []
-for f in runs.values():
-    t = json.load(open(f))["time_steps"]
-    per_epoch += [b - a for a, b in zip([0] + t[:-1], t)]
-scale = epoch_s / statistics.median(per_epoch)
-for i in json.load(open(draws))["draws"][d]:
-    print(json.dumps({"curve": runs[i], "scale": scale, "nodepack": {"cpus": 0}}))
-PY
+		# shellcheck disable=SC2046 # the draw's configurations are words
+		$py "$root/bench/prune-real.py" params "$data" "$epoch_s" $($py -c 'import json, sys; print(*json.load(open(sys.argv[1]))["draws"][int(sys.argv[2])])' "$work/draws.json" "$d") >"$work/draw.jsonl"
 		rm -rf "$work/bin-$d"
 		t0=$(date +%s.%N)
 		"$nodepack" run -q --parallel 4 -o "$work/bin-$d" --prune "$spec" --params "$work/draw.jsonl" -- "$work/replay.sh" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
@@ -211,6 +228,63 @@ full = len(draw) * 40
 print(f"| {d} | {epochs} | {full / epochs:.2f}x | {full / virtual:.2f}x | {virtual / epochs:.2f} | {len(over)}: {sum(over) / max(len(over), 1):.2f} / {max(over, default=0):.0f} | {state.get(winner) == 'succeeded'} | {span:.0f} s |")
 PY
 	done
+	binary_draws=${TRANSFER_BINARY_DRAWS:-$binary_draws}
+	[[ ${TRANSFER:-1} != 0 ]] || exit 0
+	# The transfer draws through the binary: each half once without
+	# --prune (the earlier sweep), then draws of the other half with
+	# --prune-prior it.
+	for h in 0 1; do
+		# the half the draws of half h learn from: the configurations of
+		# prior-same-h
+		# shellcheck disable=SC2046
+		$py "$root/bench/prune-real.py" params "$data" "$(echo "$epoch_s / 10" | bc -l)" $($py -c 'import glob, json, os, sys; print(*sorted(int(os.path.basename(f)[7:-5]) for f in glob.glob(os.path.join(json.load(open(sys.argv[1]))["priors"][0]["dirs"][int(sys.argv[2])], "config_*.json"))))' "$work/transfer.json" "$h") >"$work/earlier-$h.jsonl"
+		"$nodepack" run -q --parallel 4 -o "$work/earlier-$h" --params "$work/earlier-$h.jsonl" -- "$work/replay.sh" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
+	done
+	echo
+	echo "## transfer through the binary: --prune $spec --prune-prior (the other half, run once without --prune), --parallel 4, the median epoch ${epoch_s} s, $binary_draws transfer draws"
+	printf '| draw | half | epochs run | fewer epochs | the same rule and prior replayed | binary / replayed saving | runs the prior helped stop | prior dropped | winner reached epoch 40 | makespan |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n'
+	sum_bin=0 sum_rep=0
+	for ((k = 0; k < binary_draws; k++)); do
+		d=$((k % 2 == 0 ? k / 2 : transfer_draws + k / 2)) h=$((k % 2))
+		# shellcheck disable=SC2046
+		$py "$root/bench/prune-real.py" params "$data" "$epoch_s" $($py -c 'import json, sys; print(*json.load(open(sys.argv[1]))["draws"][int(sys.argv[2])])' "$work/transfer.json" "$d") >"$work/draw.jsonl"
+		rm -rf "$work/tbin-$d"
+		t0=$(date +%s.%N)
+		"$nodepack" run --parallel 4 -o "$work/tbin-$d" --prune "$spec" --prune-prior "$work/earlier-$h" --params "$work/draw.jsonl" -- "$work/replay.sh" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
+		t1=$(date +%s.%N)
+		"$nodepack" status --runs --format json "$work/tbin-$d" >"$work/tbin-$d.json"
+		"$nodepack" status --json "$work/tbin-$d" >"$work/tbin-$d.status.json"
+		$py - "$work/transfer.json" "$d" "$work/tbin-$d.json" "$spec" "$work/one.json" <<'PY'
+import json, sys
+job, d = json.load(open(sys.argv[1])), int(sys.argv[2])
+rows = sorted(json.load(open(sys.argv[3])), key=lambda r: int(r["origin"].rsplit(":", 1)[1]))
+same = job["priors"][0]
+json.dump({"data": job["data"], "draws": [job["draws"][d]], "slots": job["slots"], "rules": [sys.argv[4]], "ids": [[r["id"] for r in rows]],
+           "priors": [{"name": same["name"], "dirs": [same["dirs"][job["of"][d]]], "pruned": False}], "of": [0]}, open(sys.argv[5], "w"))
+PY
+		(cd "$root" && NODEPACK_REPLAY=$work/one.json NODEPACK_REPLAY_OUT=$work/one.jsonl go test ./runner/schedule -run '^TestReplayDraws$' -count=1 >"$work/go.out" 2>&1) || { cat "$work/go.out" >&2; exit 1; }
+		$py - "$data" "$work/transfer.json" "$d" "$h" "$work/tbin-$d" "$work/one.jsonl" "$(echo "$t1 - $t0" | bc -l)" "$work/savings" <<'PY'
+import glob, json, os, sys
+data, job, d, h, out, replayed, span, savings = sys.argv[1], json.load(open(sys.argv[2])), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6], float(sys.argv[7]), sys.argv[8]
+finals = {int(os.path.basename(f)[7:-5]): json.load(open(f))["learning_curve"][-1] for f in glob.glob(os.path.join(data, "config_*.json"))}
+draw = job["draws"][d]
+winner = min(range(len(draw)), key=lambda i: finals[draw[i]]) + 1  # its line
+epochs = 0
+for line in open(os.path.join(out, "ledger.jsonl")):
+    r = json.loads(line)
+    if r["type"] == "finished" and r.get("steps"):
+        epochs += r["steps"]["last"] - r["steps"]["first"] + 1
+state = {int(r["origin"].rsplit(":", 1)[1]): r["state"] for r in json.load(open(out + ".json"))}
+prior = json.load(open(out + ".status.json")).get("prune_prior") or {}
+virtual = [json.loads(l) for l in open(replayed)][1]["epochs"]  # the line with the prior
+full = len(draw) * 40
+print(f"| {d} | {h} | {epochs} | {full / epochs:.2f}x | {full / virtual:.2f}x | {virtual / epochs:.2f} | {prior.get('stopped', 0)} | {'; '.join(prior.get('dropped') or []) or 'no'} | {state.get(winner) == 'succeeded'} | {span:.0f} s |")
+open(savings, "w").write(f"{full / epochs} {full / virtual}\n")
+PY
+		read -r bin rep <"$work/savings"
+		sum_bin=$(echo "$sum_bin + $bin" | bc -l) sum_rep=$(echo "$sum_rep + $rep" | bc -l)
+	done
+	printf 'mean saving through the binary %.2fx, replayed %.2fx: %.2f of the replay\n' "$(echo "$sum_bin / $binary_draws" | bc -l)" "$(echo "$sum_rep / $binary_draws" | bc -l)" "$(echo "$sum_bin / $sum_rep" | bc -l)"
 	exit 0
 fi
 

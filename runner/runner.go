@@ -82,6 +82,12 @@ type Options struct {
 	RetryFailed  bool
 	RetryClasses []failure.Class
 	RetryRuns    []string
+	// PrunePrior lists earlier sweeps' output directories whose runs, of
+	// the same metric and direction, inform Execute.Prune's forecast rule
+	// from this sweep's first run on (schedule.Pruner.UsePrior): read in
+	// Prepare, recorded in the ledger's header (which directories, how
+	// many runs, a digest), and compared on a resume.
+	PrunePrior []string
 	// Restart starts over: the old ledger is kept as a backup and every
 	// run runs, also when the output directory holds another sweep.
 	Restart bool
@@ -141,6 +147,10 @@ type Sweep struct {
 	// mixed says runs ask for other requests than the default: a pool
 	// task then looks ahead in its claims for backfilling.
 	mixed bool
+	// priors are the earlier sweeps the pruning policy learns from, and
+	// what the ledger records of them.
+	priors    []schedule.Prior
+	priorRecs []ledger.Prior
 }
 
 // Prepare checks everything before anything starts: the source and every
@@ -210,6 +220,16 @@ func (s *Sweep) prepare() error {
 	}
 	if opts.StopBefore > 0 {
 		s.notes = append(s.notes, stopBeforeNote(opts.Job, opts.StopBefore, &s.end))
+	}
+	var err error
+	if s.priors, s.priorRecs, err = readPriors(opts.PrunePrior, s.output, opts.Execute.Prune, opts.Execute.Metrics); err != nil {
+		return err
+	}
+	for _, r := range s.priorRecs {
+		s.notes = append(s.notes, fmt.Sprintf("prune prior %s: %d runs, %d of them finished (to step %v): the forecast rule learns from them once this sweep's own runs agree with them", r.Dir, r.Runs, r.Finished, r.MaxStep))
+	}
+	if log := s.past.Log(filepath.Base(s.ledger)); log != nil && len(log.Sessions) > 0 && !opts.Restart {
+		s.notes = append(s.notes, priorNotes(log.Header().PrunePrior, s.priorRecs, len(log.Judgements()) > 0)...)
 	}
 	return nil
 }
@@ -664,6 +684,7 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	// as its earlier sessions found paid, judges as they did, and keeps
 	// their paused runs for promotion.
 	xo.Resume = w.Past().PolicyState()
+	xo.PrunePrior = s.priors
 	onNote := xo.OnNote
 	xo.OnNote = func(line string) {
 		s.note(line)
@@ -869,14 +890,15 @@ func (s *Sweep) deadlines(end time.Time) (drainAt, terminateAt time.Time) {
 func (s *Sweep) header(total int) ledger.Header {
 	def, shard := s.def, s.shard
 	h := ledger.Header{
-		Version: s.opts.Version,
-		Command: s.opts.Command,
-		Cwd:     workingDir(),
-		Shard:   &shard,
-		Pool:    s.pool,
-		Total:   &total,
-		Sweep:   &def,
-		Retired: s.retired,
+		Version:    s.opts.Version,
+		Command:    s.opts.Command,
+		Cwd:        workingDir(),
+		Shard:      &shard,
+		Pool:       s.pool,
+		Total:      &total,
+		Sweep:      &def,
+		Retired:    s.retired,
+		PrunePrior: s.priorRecs,
 	}
 	if s.opts.Node != nil {
 		h.Node, _ = json.Marshal(s.opts.Node)

@@ -576,7 +576,8 @@ func ourPackage(path string) string {
 }
 
 // TestArchitecture keeps docs/architecture.md true: every package is in
-// its drawing and its table, and imports point down the drawing's ranks.
+// its drawing and its table, imports point down the drawing's ranks, and
+// pack and runner/schedule touch no files, processes or network.
 func TestArchitecture(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../../...").Output()
 	if err != nil {
@@ -602,10 +603,14 @@ func TestArchitecture(t *testing.T) {
 		if !strings.Contains(table, "| `"+pkg+"` |") {
 			t.Errorf("package %s is not in docs/architecture.md's table", pkg)
 		}
+		pure := pkg == "pack" || strings.HasPrefix(pkg, "pack/") || pkg == "runner/schedule"
 		for _, imp := range fields[1:] {
 			dep := ourPackage(imp)
 			if dep != imp && ranks[dep] >= rank {
 				t.Errorf("%s imports %s: imports must point down", pkg, dep)
+			}
+			if pure && slices.Contains([]string{"os", "os/exec", "io/fs", "syscall", "net", "path/filepath"}, imp) {
+				t.Errorf("%s imports %s: pack and the scheduler are pure (plain data in, decisions out)", pkg, imp)
 			}
 		}
 	}

@@ -224,18 +224,26 @@ func TestReportShowsRunsWithTheSameCurve(t *testing.T) {
 	if code, _, stderr := runCLI(t, "report", out); code != exitOK {
 		t.Fatalf("report: exit %d\n%s", code, stderr)
 	}
+	dom := reportDOM(t, chromium, out)
+	canvas := regexp.MustCompile(`<canvas[^>]*id="curves"[^>]*>`).FindString(dom)
+	if !strings.Contains(canvas, `data-curves="3"`) || !strings.Contains(canvas, `data-shared="1"`) {
+		t.Errorf("the curves chart %s: want 3 curves, one of them drawn over another's", canvas)
+	}
+	if !strings.Contains(dom, "(dashed: the same curve as #") {
+		t.Error("the key does not say which run shares a curve")
+	}
+}
+
+// reportDOM is the DOM headless chromium makes of out's report.html once
+// its script ran.
+func reportDOM(t *testing.T, chromium, out string) string {
+	t.Helper()
 	dom, err := exec.Command(chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
 		"--host-resolver-rules=MAP * ~NOTFOUND", "--dump-dom", "file://"+filepath.Join(out, "report.html")).Output()
 	if err != nil {
 		t.Fatalf("chromium: %v", err)
 	}
-	canvas := regexp.MustCompile(`<canvas[^>]*id="curves"[^>]*>`).FindString(string(dom))
-	if !strings.Contains(canvas, `data-curves="3"`) || !strings.Contains(canvas, `data-shared="1"`) {
-		t.Errorf("the curves chart %s: want 3 curves, one of them drawn over another's", canvas)
-	}
-	if !strings.Contains(string(dom), "(dashed: the same curve as #") {
-		t.Error("the key does not say which run shares a curve")
-	}
+	return string(dom)
 }
 
 // needChromium returns the path of chromium, and skips the test where it

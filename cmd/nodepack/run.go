@@ -179,6 +179,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&x.Env, "env", nil, "set `K=V` in every run (repeatable); K alone takes nodepack's own value of K; V may use {run_id}, {run_dir}, {index}, {rep} and {attempt}")
 	fs.StringVar(&o.Wrap, "wrap", "", "put `PREFIX` before every run, e.g. 'ch-run --set-env=config.env img --'")
 	fs.Var(flagvalue.Prune(&x.Prune, &x.PruneInterval), "prune", "stop runs early by the metric they report, `SPEC` such as loss:min,max=2700 (keys: eta=3, first, max, rule=forecast|asha|median|curve, every=1s): at the steps first, first×eta, … below max, a run outside the best 1/eta of those that reached the step before is stopped and pruned (neither failed nor run again), or paused when it keeps checkpoints in $NODEPACK_CHECKPOINT_DIR (resumed from its checkpoint once nothing waits to start and it may still win); with max and no first the rule is forecast (first max/8, at least 1; between those steps a run is also stopped once the sweep's finished runs forecast that even the optimistic end of its 95% interval misses the best final; one run in four is judged only from max/3 on), with first it is asha; rule=curve judges where its curve is going: stopped only when even its optimistic forecast at max is outside the best 1/eta of the forecasts before it")
+	fs.StringArrayVar(&o.PrunePrior, "prune-prior", nil, "let --prune's forecast rule learn from an earlier sweep's output `DIR` (repeatable): its runs of the same metric, their steps mapped by their fraction of its last step; used once this sweep's own runs agree with it (4 of them at the first rung, 2 finished where it forecast), dropped for good when they do not; its best final is never a bar by itself")
 	fs.Var(flagvalue.Metrics(&x.Metrics), "metric", "a per-step metric from each run's stdout: `NAME=REGEX`, its group named value (else its first) at the step its group named step gives (else the next), recorded in the ledger with what the run appends to $NODEPACK_METRICS (repeatable)")
 	fs.BoolVar(&o.Live, "live", false, "also stream every run's output, each line prefixed with where the run comes from (tasks.txt:12)")
 	fs.BoolVarP(&o.Quiet, "quiet", "q", false, "report only failures and the summary")
@@ -401,6 +402,10 @@ func (o *runOptions) prepare(ctx context.Context, positional, args []string) (*n
 	if errors.As(err, &memErr) {
 		return nil, node, fmt.Errorf("--enforce-mem: no memory cgroup can be made here (%v), and --sample-interval 0 turns off the sampler that would check the runs instead", memErr.Why)
 	}
+	var priorErr *runner.PriorError
+	if errors.As(err, &priorErr) {
+		return nil, node, priorWords(priorErr)
+	}
 	var conflict *runner.ConflictError
 	if errors.As(err, &conflict) {
 		return nil, node, fmt.Errorf("%s holds another sweep: %s; --restart starts over (the old ledger is kept as a backup), or choose another -o",
@@ -588,6 +593,30 @@ func exitStatus(out runner.Outcome, err error, sig syscall.Signal) int {
 	return exitOK
 }
 
+// priorWords words a prior the sweep cannot learn from as the flags say
+// it.
+func priorWords(e *runner.PriorError) error {
+	switch {
+	case errors.Is(e, runner.ErrPriorPolicy):
+		return errors.New("--prune-prior goes with --prune")
+	case errors.Is(e, runner.ErrPriorRule):
+		return errors.New("--prune-prior goes with --prune's forecast rule: max= with no first= and no rule=, or rule=forecast")
+	}
+	return fmt.Errorf("--prune-prior %s: %v", e.Dir, e.Err)
+}
+
+// priorSummary says what the prune prior did in a session.
+func priorSummary(p schedule.PriorState) string {
+	stopped := countWord(p.Stopped, "run")
+	switch {
+	case p.Dropped != "":
+		return fmt.Sprintf("--prune-prior was dropped (%s); before that it helped stop %s", p.Dropped, stopped)
+	case p.On:
+		return fmt.Sprintf("--prune-prior was in use: it helped stop %s (checked by %d runs at the first rung, %d finished)", stopped, p.Checked, p.Finished)
+	}
+	return fmt.Sprintf("--prune-prior was not used: this sweep's own runs had not yet shown it agrees (%d of 4 at the first rung, %d of 2 finished where it forecast); it helped stop %s", p.Checked, p.Finished, stopped)
+}
+
 func printSummary(w io.Writer, s execute.Summary, output string, listed bool) {
 	fmt.Fprintf(w, "nodepack: %s: %d succeeded", countWord(s.Runs, "run"), s.Succeeded)
 	if s.Pruned > 0 {
@@ -605,7 +634,14 @@ func printSummary(w io.Writer, s execute.Summary, output string, listed bool) {
 	}
 	fmt.Fprintf(w, "; %s in %v, lanes %.0f%% busy\n", countWord(s.Attempts, "attempt"), s.Wall().Round(time.Millisecond), 100*s.Utilization())
 	if f := s.Forecasts; f.Forecasts > 0 {
-		fmt.Fprintf(w, "nodepack: --prune's forecasts held for %d of the %s forecast while they ran (their optimistic end at most their final: 95%% asked)\n", f.Held, countWord(f.Forecasts, "finished run"))
+		asked := "95% asked"
+		if len(s.Prior.Uses) > 0 {
+			asked = "95% asked, 90% at every rung at once while the prior was in use"
+		}
+		fmt.Fprintf(w, "nodepack: --prune's forecasts held for %d of the %s forecast while they ran (their optimistic end at most their final: %s)\n", f.Held, countWord(f.Forecasts, "finished run"), asked)
+	}
+	if p := s.Prior; len(p.Uses) > 0 {
+		fmt.Fprintf(w, "nodepack: %s\n", termSafe(priorSummary(p)))
 	}
 	if s.Stopped {
 		fmt.Fprintf(w, "nodepack: stopped starting runs after %s (--max-failures/--fail-fast)\n", countWord(s.Failed, "failure"))

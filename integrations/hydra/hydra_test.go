@@ -789,3 +789,48 @@ func TestRunsPerGPUAutoFromHydra(t *testing.T) {
 		}
 	}
 }
+
+// TestPrunePriorFromHydra: hydra.launcher.prune and prune_prior reach
+// nodepack run as --prune and --prune-prior: a second multirun given the
+// first's launch directory (relative to where Hydra started) records it
+// as its prior; one given a directory that is no sweep launches nothing
+// and says so.
+func TestPrunePriorFromHydra(t *testing.T) {
+	needHydra(t)
+	dir := t.TempDir()
+	b, err := app(dir, "--multirun", "model=convnet", "+iteration=range(3)", "+as_dict=true", "hydra/launcher=nodepack",
+		"hydra.launcher.mode=local", "hydra.launcher.prune='loss:min,max=2'", "hydra.sweep.dir=first").CombinedOutput()
+	if err != nil {
+		t.Fatalf("the first multirun: %v\n%s", err, b)
+	}
+	b, err = app(dir, "--multirun", "model=convnet", "+iteration=range(3)", "+as_dict=true", "hydra/launcher=nodepack",
+		"hydra.launcher.mode=local", "hydra.launcher.prune='loss:min,max=2'", "hydra.launcher.prune_prior=[first/.nodepack/launch-0]", "hydra.sweep.dir=second").CombinedOutput()
+	if err != nil {
+		t.Fatalf("the second multirun: %v\n%s", err, b)
+	}
+	js, err := exec.Command(nodepack, "status", "--json", filepath.Join(dir, "second", ".nodepack", "launch-0")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		PrunePrior struct {
+			Dirs []struct {
+				Dir  string
+				Runs int
+			}
+		} `json:"prune_prior"`
+	}
+	want := filepath.Join(dir, "first", ".nodepack", "launch-0")
+	if err := json.Unmarshal(js, &doc); err != nil || len(doc.PrunePrior.Dirs) != 1 || doc.PrunePrior.Dirs[0].Dir != want || doc.PrunePrior.Dirs[0].Runs != 3 {
+		t.Errorf("the second launch's prune prior %+v (%v): want %s and its 3 runs\n%s", doc.PrunePrior, err, want, b)
+	}
+	os.Mkdir(filepath.Join(dir, "empty"), 0o755)
+	b, err = app(dir, "--multirun", "model=convnet", "+iteration=range(3)", "+as_dict=true", "hydra/launcher=nodepack",
+		"hydra.launcher.mode=local", "hydra.launcher.prune='loss:min,max=2'", "hydra.launcher.prune_prior=[empty]", "hydra.sweep.dir=third").CombinedOutput()
+	if err == nil || !strings.Contains(string(b), "--prune-prior "+filepath.Join(dir, "empty")+": not a sweep's output directory") {
+		t.Errorf("a prior that is no sweep: %v, want the multirun to fail saying so\n%s", err, b)
+	}
+	if jobs := seen(t, filepath.Join(dir, "third")); len(jobs) != 0 {
+		t.Errorf("%d jobs ran with a prior that is no sweep", len(jobs))
+	}
+}

@@ -173,7 +173,7 @@ func (e *Execution) Wait() (Summary, error) {
 		e.tally.sum.Paused, e.tally.sum.Promoted = len(e.paused.runs), e.paused.promoted
 		if pr := e.pruning; pr != nil {
 			pr.mu.Lock()
-			e.tally.sum.Forecasts = pr.pruner.Coverage()
+			e.tally.sum.Forecasts, e.tally.sum.Prior = pr.pruner.Coverage(), pr.pruner.Prior()
 			pr.mu.Unlock()
 		}
 		for _, j := range e.paused.runs {

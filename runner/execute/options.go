@@ -203,6 +203,10 @@ type Policy struct {
 	// that was paused waits for a promotion under the same pruning policy,
 	// and runs from its checkpoint without it.
 	Resume schedule.State
+	// PrunePrior is the earlier sweeps' runs Prune's forecast rule learns
+	// from (schedule.Pruner.UsePrior), given before Resume is replayed;
+	// nil for none.
+	PrunePrior []schedule.Prior
 }
 
 // Process is how each run's process starts, runs and stops: its
@@ -372,6 +376,11 @@ type Summary struct {
 	// Forecasts says how the forecast rule's intervals held on the runs
 	// that finished (schedule.Pruner.Coverage); zero without that rule.
 	Forecasts schedule.Coverage
+	// Prior says what the prior did (Options.PrunePrior): whether the
+	// forecast learnt from it at the end, why it was dropped, how many of
+	// this sweep's runs checked it, and how many runs it helped stop; the
+	// zero PriorState without one.
+	Prior schedule.PriorState
 	// Classes counts the runs of Failed by the class of their last
 	// attempt; nil when none failed.
 	Classes map[failure.Class]int

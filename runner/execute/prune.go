@@ -30,6 +30,9 @@ func newPruning(opts Options) (*pruning, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := p.UsePrior(opts.PrunePrior); err != nil {
+		return nil, err
+	}
 	p.Resume(opts.Resume)
 	return &pruning{pruner: p, first: p.Rungs()[0], names: map[string]bool{}}, nil
 }
@@ -45,6 +48,15 @@ func (pr *pruning) judge(id string, p metrics.Point, ended bool, keeps func() bo
 		return pr.pruner.Finish(id, p.Step, p.Value)
 	}
 	return pr.pruner.Judge(id, p.Step, p.Value, keeps)
+}
+
+// priorNote is what to say once of a judgement after which the pruning
+// policy stopped using the prior; "" for none.
+func priorNote(j run.Judgement) string {
+	if j.PriorDropped == "" {
+		return ""
+	}
+	return "the prune prior is dropped: " + j.PriorDropped + "; the rest of the sweep is judged by its own runs alone"
 }
 
 // nextRead is how long until run id's metrics are read again: the

@@ -124,6 +124,9 @@ func (w *metricsWatch) judge(points []metrics.Point, ended bool) bool {
 		}
 		w.mine = true
 		for _, jd := range w.port.Judge(w.ev.Run.ID, p, ended, func() bool { return w.ckpt.keeps(w.asks) }) {
+			if note := priorNote(jd); note != "" {
+				w.port.Note(note)
+			}
 			w.port.Emit(run.Event{Kind: run.Judged, Run: w.ev.Run, Attempt: w.ev.Attempt, Lane: w.ev.Lane, Place: w.ev.Place,
 				Stdout: w.ev.Stdout, Stderr: w.ev.Stderr, Start: time.Now(), Judgement: &jd})
 			if jd.Stop {
@@ -215,6 +218,7 @@ type watchPort interface {
 	Judge(id string, p metrics.Point, ended bool, keeps func() bool) []run.Judgement
 	NextRead(id string, pace schedule.Pace, now time.Time, early, interval time.Duration) (wait, nextEarly time.Duration)
 	SawOther(p metrics.Point)
+	Note(line string)
 	Progress(k schedule.Key, step float64)
 	Emit(ev run.Event)
 	Stop(st *runStop, reason run.Reason)
@@ -235,6 +239,7 @@ func (s sweepPort) NextRead(id string, pace schedule.Pace, now time.Time, early,
 }
 
 func (s sweepPort) SawOther(p metrics.Point)              { s.e.pruning.sawOther(p, s.e) }
+func (s sweepPort) Note(line string)                      { s.e.note(line) }
 func (s sweepPort) Progress(k schedule.Key, step float64) { s.e.progress(k, step) }
 func (s sweepPort) Emit(ev run.Event)                     { s.e.emit(ev) }
 func (s sweepPort) Stop(st *runStop, reason run.Reason)   { s.e.stopRun(st, reason) }

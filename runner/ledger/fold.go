@@ -689,7 +689,7 @@ func (log *Log) rung(rec *Rung) error {
 		return errors.New("rung record without its run or rung")
 	}
 	j := run.Judgement{Run: rec.ID, Metric: rec.Metric, Rung: *rec.Rung, Step: rec.RungStep, At: rec.Step, Value: math.NaN(), Cutoff: math.NaN(), Others: rec.Others, Stop: rec.Pruned || rec.Paused, Pause: rec.Paused,
-		Forecasted: rec.Forecast != nil && rec.Optimistic != nil}
+		Forecasted: rec.Forecast != nil && rec.Optimistic != nil, Prior: rec.Prior, PriorDropped: rec.PriorDropped}
 	for _, f := range []struct {
 		to   *float64
 		from *float64

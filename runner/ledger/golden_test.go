@@ -30,7 +30,8 @@ func goldenSession(t *testing.T, w *Writer) {
 	def := sweep.Definition{Kind: sweep.KindGrid, Source: "grid.yml", Command: []string{"python", "train.py"}, Env: []string{"A=1"}, Reps: 2, Shards: 2}
 	if err := w.WriteHeader(Header{Version: "v1.2.3", Command: []string{"nodepack", "run", "--grid", "grid.yml"}, Cwd: "/home/u/sweeps",
 		Shard: &sweep.Shard{Index: 1, Count: 2}, Total: &total, Node: json.RawMessage(`{"cpus":[0,1]}`), Plan: json.RawMessage(`{"slots":2}`),
-		Sweep: &def, Retired: []string{"old1", "old2"}}); err != nil {
+		Sweep: &def, Retired: []string{"old1", "old2"},
+		PrunePrior: []Prior{{Dir: "/home/u/sweeps/nodepack-train-1a2b3c4d", Sweep: "1a2b3c4d", Runs: 66, Finished: 20, MaxStep: 40, Digest: "5e6f7a8b9c0d"}}}); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Date(2026, 11, 27, 12, 0, 0, 123456789, time.UTC)
@@ -44,6 +45,8 @@ func goldenSession(t *testing.T, w *Writer) {
 		{Kind: run.Judged, Run: r, Attempt: 1, Start: at.Add(2 * time.Second), Judgement: &run.Judgement{Run: "r1", Metric: "loss", Rung: 1, Step: 300, At: 300, Value: math.Inf(1), Cutoff: 0.25, Others: 3, Stop: true}},
 		{Kind: run.Judged, Run: r, Attempt: 1, Start: at.Add(2 * time.Second), Judgement: &run.Judgement{Run: "r1", Metric: "loss", Rung: 2, Step: 900, At: 901, Value: 0.4, Cutoff: 0.2, Others: 5,
 			Forecasted: true, Forecast: 0.3, Optimistic: 0.18}},
+		{Kind: run.Judged, Run: r, Attempt: 1, Start: at.Add(2 * time.Second), Judgement: &run.Judgement{Run: "r1", Metric: "loss", Rung: 3, Step: 1000, At: 1000, Value: 0.35, Cutoff: 0.2, Others: 6,
+			Forecasted: true, Forecast: 0.3, Optimistic: 0.25, Stop: true, Prior: true, PriorDropped: "the prior's forecasts missed 3 of this sweep's 4 finished runs"}},
 		{Kind: run.Finished, Run: r, Attempt: 1, Lane: 1, Place: place, Stdout: out, Stderr: errp, Start: at, PID: 4242,
 			End: at.Add(2272 * time.Millisecond), ExitCode: 137, Signal: "SIGKILL", Reason: run.Failed, Err: errors.New("out of memory"), Retry: true,
 			Usage: run.Usage{MaxRSS: 1 << 30, CPU: 1500 * time.Millisecond, Sampled: usage.Sampled{Samples: 3, TreeRSSPeak: 2 << 30,

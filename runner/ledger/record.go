@@ -57,6 +57,23 @@ type Header struct {
 	// and that are not part of this session's sweep (its task file lost
 	// those lines, say): they are left out of its counts.
 	Retired []string `json:"retired,omitempty"`
+	// PrunePrior lists the earlier sweeps the session's pruning policy
+	// learnt from (--prune-prior): what it read of each.
+	PrunePrior []Prior `json:"prune_prior,omitempty"`
+}
+
+// Prior is what a session read of one earlier sweep's output directory
+// for its pruning policy (a header's prune_prior): the directory, its
+// sweep's key, the runs read that reported the policy's metric, those of
+// them that reached the prior's last step, that step, and a digest of
+// what was read, so that a resumed sweep tells a changed prior.
+type Prior struct {
+	Dir      string  `json:"dir"`
+	Sweep    string  `json:"sweep,omitempty"`
+	Runs     int     `json:"runs"`
+	Finished int     `json:"finished"`
+	MaxStep  float64 `json:"max_step,omitempty"`
+	Digest   string  `json:"digest"`
 }
 
 // RunAttempt says which attempt of which run a record is of.
@@ -190,6 +207,11 @@ type Rung struct {
 	// value at its last step (see run.Judgement); null when it made none.
 	Forecast   *float64 `json:"forecast,omitempty"`
 	Optimistic *float64 `json:"optimistic,omitempty"`
+	// Prior says the forecast learnt from the earlier sweeps of the
+	// header's prune_prior too; PriorDropped, on the judgement after which
+	// the policy stopped using them for good, says why.
+	Prior        bool   `json:"prior,omitempty"`
+	PriorDropped string `json:"prior_dropped,omitempty"`
 }
 
 // GPUOut says a GPU reported a fault and was taken out of use.
@@ -270,6 +292,7 @@ func (l *Writer) record(ev run.Event) any {
 			f, o := j.Forecast, j.Optimistic
 			rec.Forecast, rec.Optimistic = &f, &o
 		}
+		rec.Prior, rec.PriorDropped = j.Prior, j.PriorDropped
 		return rec
 	}
 	lane := ev.Lane

@@ -64,6 +64,9 @@ func (s *store) build(rows []row, attempts []attRef, shards int) *document {
 		doc.Numbers["lost_to_stops"] = map[string]any{"attempts": stops.Attempts, "steps": stops.Steps, "gpu_s": stops.GPUSeconds}
 	}
 	doc.Numbers["runs_by_state"] = runStates
+	if p := s.prior; len(p.dirs) > 0 || p.stopped > 0 || len(p.dropped) > 0 {
+		doc.Numbers["prune_prior"] = map[string]any{"dirs": nonNil(p.dirs), "stopped": p.stopped, "dropped": nonNil(p.dropped)}
+	}
 	doc.Numbers["attempts_by_outcome"] = counts
 	gpuBusy, cpuBusy := busy(doc.Util, doc.Span)
 	if len(node.GPUs) > 0 {
@@ -477,4 +480,12 @@ func (b *jsonBuf) text(s string) {
 	b.WriteByte('"')
 	b.WriteString(s)
 	b.WriteByte('"')
+}
+
+// nonNil is xs, or an empty list for none (a JSON list, not null).
+func nonNil(xs []string) []string {
+	if xs == nil {
+		return []string{}
+	}
+	return xs
 }

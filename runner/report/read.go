@@ -169,6 +169,13 @@ type rungMark struct {
 	pruned bool
 }
 
+// priorSeen is what the ledgers say the prune prior did.
+type priorSeen struct {
+	dirs    []string
+	stopped int
+	dropped []string
+}
+
 // fileRuns are one ledger's runs: where each is in store.runs, at the
 // place of the run among its ledger's (ledger.Log.At).
 type fileRuns struct {
@@ -210,6 +217,10 @@ type store struct {
 	// rungs are the pruning policy's judgements, rungMetric its metric.
 	rungs      []rungMark
 	rungMetric string
+	// prior is what the prune prior did (--prune-prior): the earlier
+	// sweeps the ledgers' headers name, the runs it helped stop and why
+	// it was dropped.
+	prior      priorSeen
 	densities  []ledger.Density // the density rule's decisions, every ledger's
 	withCurves int              // runs whose curves were seen
 	logs       []byte           // the runs' directories (runData.logsAt)
@@ -247,10 +258,21 @@ func (s *store) read(logs []*ledger.Log) error {
 			s.node.Sessions = append(s.node.Sessions, [2]int64{sp.Start, sp.Last})
 		}
 		s.densities = append(s.densities, log.Densities...)
+		for _, d := range log.Header().PrunePrior {
+			if !slices.Contains(s.prior.dirs, d.Dir) {
+				s.prior.dirs = append(s.prior.dirs, d.Dir)
+			}
+		}
 		for _, j := range log.Judgements() {
 			if i, ok := log.Find(j.Run); ok {
 				s.rungs = append(s.rungs, rungMark{run: fr.runs[i], rung: int32(j.Rung), step: j.Step, value: j.Value, pruned: j.Stop})
 				s.rungMetric = j.Metric
+			}
+			if j.Stop && j.Prior {
+				s.prior.stopped++
+			}
+			if j.PriorDropped != "" {
+				s.prior.dropped = append(s.prior.dropped, j.PriorDropped)
 			}
 		}
 		err := log.LastAll(func(i int, st *ledger.Started, fin *ledger.Finished) error {

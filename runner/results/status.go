@@ -8,6 +8,7 @@ import (
 
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/run"
 )
 
 // statusFormat names the Status document's schema. Fields are only ever
@@ -40,6 +41,19 @@ type Status struct {
 	// none is live. ETASeconds estimates the time left; null when unknown.
 	RunsPerHour float64  `json:"runs_per_hour"`
 	ETASeconds  *float64 `json:"eta_s"`
+	// PrunePrior is what the pruning policy's prior did (--prune-prior);
+	// absent without one.
+	PrunePrior *PriorStatus `json:"prune_prior,omitempty"`
+}
+
+// PriorStatus is what a sweep's pruning policy did with the earlier
+// sweeps it learnt from: which (the last sessions' headers say), how many
+// stops forecasts that learnt from them made (runs pruned or paused), and
+// why each ledger whose policy stopped using them for good did.
+type PriorStatus struct {
+	Dirs    []ledger.Prior `json:"dirs"`
+	Stopped int            `json:"stopped"`
+	Dropped []string       `json:"dropped"`
 }
 
 // LostWork is the work stops lost: in how many attempts, how many steps,
@@ -215,6 +229,7 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 			st.Classes[failure.Class(f.Class)]++
 		}
 		st.RunsPerHour += p.runsPerHour
+		priorStatus(st, log)
 	}
 	if pooled {
 		total += poolTotal
@@ -231,6 +246,32 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 	}
 	slices.SortFunc(st.Running, func(a, b RunStatus) int { return a.Started.Compare(b.Started) })
 	return st, nil
+}
+
+// priorStatus adds what log says of the prune prior to st.
+func priorStatus(st *Status, log *ledger.Log) {
+	dirs := log.Header().PrunePrior
+	js := log.Judgements()
+	if len(dirs) == 0 && !slices.ContainsFunc(js, func(j run.Judgement) bool { return j.Prior || j.PriorDropped != "" }) {
+		return
+	}
+	if st.PrunePrior == nil {
+		st.PrunePrior = &PriorStatus{Dirs: []ledger.Prior{}, Dropped: []string{}}
+	}
+	p := st.PrunePrior
+	for _, d := range dirs {
+		if !slices.ContainsFunc(p.Dirs, func(o ledger.Prior) bool { return o.Dir == d.Dir && o.Digest == d.Digest }) {
+			p.Dirs = append(p.Dirs, d)
+		}
+	}
+	for _, j := range js {
+		if j.Stop && j.Prior {
+			p.Stopped++
+		}
+		if j.PriorDropped != "" {
+			p.Dropped = append(p.Dropped, j.PriorDropped)
+		}
+	}
 }
 
 // shardPart is what ReadStatus keeps of one shard ledger.

@@ -68,6 +68,20 @@ func (doc *Status) WriteText(w io.Writer) {
 			strconv.FormatFloat(l.Steps, 'f', -1, 64), time.Duration(l.GPUSeconds*float64(time.Second)).Round(time.Second),
 			time.Duration(l.Seconds*float64(time.Second)).Round(time.Second), count(l.Attempts, "attempt"))
 	}
+	if p := doc.PrunePrior; p != nil {
+		var dirs []string
+		for _, d := range p.Dirs {
+			dirs = append(dirs, fmt.Sprintf("%s (%s, %d finished)", escape.Term(d.Dir), count(d.Runs, "run"), d.Finished))
+		}
+		if len(dirs) == 0 {
+			dirs = []string{"none now"}
+		}
+		fmt.Fprintf(w, "prune prior: %s: forecasts that learnt from it stopped %s", strings.Join(dirs, ", "), count(p.Stopped, "run"))
+		for _, why := range p.Dropped {
+			fmt.Fprintf(w, "; dropped: %s", escape.Term(why))
+		}
+		fmt.Fprintln(w)
+	}
 	if len(doc.Failures) > 0 {
 		fmt.Fprintf(w, "failed: %s\n", failure.Counts(doc.Classes))
 		printFailedRuns(w, doc.Failures)

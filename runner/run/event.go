@@ -160,6 +160,11 @@ type Judgement struct {
 	// on.
 	Forecasted           bool
 	Forecast, Optimistic float64
+	// Prior says the forecast learnt from earlier sweeps' runs too
+	// (schedule.Pruner.UsePrior). PriorDropped, on the judgement after
+	// which the policy stopped using them for good, says why.
+	Prior        bool
+	PriorDropped string
 }
 
 // MaxTailLines and MaxTailLine bound Event.StderrTail: it goes to the

@@ -97,3 +97,32 @@ func ExampleScheduler_Progress() {
 	// 42s: start run 2, gpus=0.333 cpus=1 of GPU-a
 	// 48s: 3 → 2 runs per GPU (3 runs: 0.92× the progress of 2: one fewer)
 }
+
+// ExamplePruner_UsePrior: the forecast rule of a 10-step sweep learns from
+// an earlier sweep of 20 steps (its steps mapped by fraction), but stops
+// nothing by it until the sweep's own runs agree with it.
+func ExamplePruner_UsePrior() {
+	p, err := schedule.NewPruner(schedule.Prune{Metric: "loss", MaxStep: 10, Forecast: true})
+	if err != nil {
+		panic(err)
+	}
+	var earlier schedule.Prior // what --prune-prior reads of an earlier sweep's output
+	for k := range 30 {
+		var run schedule.PriorRun
+		for s := 1.0; s <= 20; s++ {
+			run.Points = append(run.Points, [2]float64{s, 0.1 + 0.01*float64(k) + 0.5/s})
+		}
+		run.Ended = true
+		earlier.Runs = append(earlier.Runs, run)
+	}
+	uses, err := p.UsePrior([]schedule.Prior{earlier})
+	fmt.Println(uses, err)
+	for _, j := range p.Judge("first", 1, 2.0, nil) { // far worse than any run of the prior
+		fmt.Printf("step %v: stop %v, by the prior %v\n", j.Step, j.Stop, j.Prior)
+	}
+	fmt.Println("in use:", p.Prior().On)
+	// Output:
+	// [{20 30 30}] <nil>
+	// step 1: stop false, by the prior false
+	// in use: false
+}

@@ -45,10 +45,12 @@ type finishedRun struct {
 }
 
 // forecaster holds the finished runs the forecast rule learns from, and
-// the calibration of its intervals on them.
+// the calibration of its intervals on them: the prior's (earlier sweeps',
+// while in use) and the sweep's own.
 type forecaster struct {
-	done []finishedRun // the most recent maxFinished, oldest first
-	best float64       // the best final of all the finished runs
+	prior []finishedRun // the prior's finished runs, in use; nil without
+	done  []finishedRun // the sweep's own, the most recent maxFinished, oldest first
+	best  float64       // the best final of the sweep's own finished runs; +Inf before one
 	// byValue is, per rung, the finished runs that were judged there,
 	// by their best value so far there, with what they gained from there
 	// to their final.
@@ -57,23 +59,40 @@ type forecaster struct {
 	// final may lie: the split-conformal quantile of the finished runs'
 	// misses (their forecast, made from the others, less their final);
 	// +Inf while too few runs finished for a 1-forecastAlpha bound.
-	margin []float64
+	// marginHi is how far above it may lie, the same way.
+	margin, marginHi []float64
 	// calibrated is how many runs had finished when the margins were
 	// last calibrated.
 	calibrated int
 	gains      []float64 // likeliest's, reused
+	// alone says the forecaster holds a prior's runs alone (the prior's
+	// checks): it calibrates as one with a prior does.
+	alone bool
 }
 
 // stood is a finished run at a rung: its best value so far there, what
-// it gained from there to its final, and its place in done.
+// it gained from there to its final, and its place among the finished
+// runs (the prior's first, then the sweep's own: see run).
 type stood struct {
 	value, gain float64
 	run         int
 }
 
-// add takes a finished run, and calibrates the margins again while few
-// runs have finished, then once in every sixteenth of those that have:
-// each calibration forecasts every finished run from the others.
+// count is how many finished runs the forecaster learns from.
+func (f *forecaster) count() int { return len(f.prior) + len(f.done) }
+
+// run is finished run k: the prior's first, then the sweep's own.
+func (f *forecaster) run(k int) finishedRun {
+	if k < len(f.prior) {
+		return f.prior[k]
+	}
+	return f.done[k-len(f.prior)]
+}
+
+// add takes a finished run of the sweep's own, and calibrates the margins
+// again while few runs have finished, then once in every sixteenth of
+// those that have: each calibration forecasts every finished run from the
+// others.
 func (f *forecaster) add(r finishedRun) {
 	if len(f.done) == 0 || r.final < f.best {
 		f.best = r.final
@@ -82,36 +101,101 @@ func (f *forecaster) add(r finishedRun) {
 		f.done = slices.Delete(f.done, 0, 1)
 	}
 	f.done = append(f.done, r)
-	n := len(r.at)
+	f.rebuild(false)
+}
+
+// rebuild sorts the finished runs by value at each rung again, and
+// calibrates the margins when always is set, when few runs have finished,
+// or when a sixteenth more have since the last calibration.
+func (f *forecaster) rebuild(always bool) {
+	all := f.count()
+	if all == 0 {
+		f.byValue, f.margin, f.marginHi, f.calibrated = f.byValue[:0], f.margin[:0], f.marginHi[:0], 0
+		return
+	}
+	n := len(f.run(0).at)
 	f.byValue = slices.Grow(f.byValue[:0], n)[:n]
 	for i := range f.byValue {
 		at := f.byValue[i][:0]
-		for k, d := range f.done {
-			if !math.IsNaN(d.at[i]) {
+		for k := range all {
+			if d := f.run(k); !math.IsNaN(d.at[i]) {
 				at = append(at, stood{d.at[i], d.final - d.at[i], k})
 			}
 		}
 		slices.SortFunc(at, func(a, b stood) int { return cmp.Compare(a.value, b.value) })
 		f.byValue[i] = at
 	}
-	if len(f.margin) == n && len(f.done)-f.calibrated < max(1, len(f.done)/16) {
+	if !always && len(f.margin) == n && all-f.calibrated < max(1, all/16) {
 		return
 	}
-	f.calibrated = len(f.done)
+	f.calibrated = all
 	f.margin = slices.Grow(f.margin[:0], n)[:n]
-	var misses []float64
-	recent := len(f.done) - maxCalibration
+	f.marginHi = slices.Grow(f.marginHi[:0], n)[:n]
+	var misses, over []float64
+	joint := f.prior != nil || f.alone
 	for i := range f.margin {
-		misses = misses[:0]
+		misses, over = misses[:0], over[:0]
 		for _, d := range f.byValue[i] {
-			if d.run < recent {
+			if !f.calibrates(d.run) {
 				continue
 			}
-			if point, ok := f.likeliest(i, d.value, d.run); ok {
-				misses = append(misses, point-f.done[d.run].final)
+			if point, _, ok := f.likeliest(i, d.value, d.run); ok {
+				final := f.run(d.run).final
+				misses, over = append(misses, point-final), append(over, final-point)
 			}
 		}
-		f.margin[i] = conformal(misses, forecastAlpha)
+		alpha := forecastAlpha
+		if joint {
+			// Only the rungs' scales: the joint bound below widens them.
+			alpha = max(forecastAlpha, 1/float64(len(misses)+1))
+		}
+		f.margin[i], f.marginHi[i] = conformal(misses, alpha), conformal(over, alpha)
+	}
+	if joint {
+		f.joint()
+	}
+}
+
+// calibrates says finished run k is among those the margins are
+// calibrated on: the prior's, and the sweep's own most recent
+// maxCalibration.
+func (f *forecaster) calibrates(k int) bool {
+	return k < len(f.prior) || k >= f.count()-maxCalibration
+}
+
+// joint widens the rungs' margins by one factor each side, so that
+// 1-priorAlpha of the finished runs, each forecast from the others, end
+// inside the intervals made for them at every rung they were judged at,
+// not at each rung alone: a run is judged at a dozen rungs, and the
+// run's winner must survive them all.
+func (f *forecaster) joint() {
+	var lo, hi []float64
+	for k := range f.count() {
+		if !f.calibrates(k) {
+			continue
+		}
+		r := f.run(k)
+		worstLo, worstHi, any := 0.0, 0.0, false
+		for i, b := range r.at {
+			if math.IsNaN(b) || math.IsInf(f.margin[i], 1) || math.IsInf(f.marginHi[i], 1) {
+				continue
+			}
+			point, _, ok := f.likeliest(i, b, k)
+			if !ok {
+				continue
+			}
+			any = true
+			worstLo = max(worstLo, (point-r.final)/max(f.margin[i], 1e-9))
+			worstHi = max(worstHi, (r.final-point)/max(f.marginHi[i], 1e-9))
+		}
+		if any {
+			lo, hi = append(lo, worstLo), append(hi, worstHi)
+		}
+	}
+	cl, ch := max(conformal(lo, priorAlpha), 1), max(conformal(hi, priorAlpha), 1)
+	for i := range f.margin {
+		f.margin[i] = max(f.margin[i], 1e-9) * cl
+		f.marginHi[i] = max(f.marginHi[i], 1e-9) * ch
 	}
 }
 
@@ -120,7 +204,7 @@ func (f *forecaster) add(r finishedRun) {
 func conformal(misses []float64, alpha float64) float64 {
 	slices.Sort(misses)
 	at := int(math.Ceil(float64(len(misses)+1)*(1-alpha))) - 1
-	if at >= len(misses) {
+	if at >= len(misses) || at < 0 {
 		return math.Inf(1)
 	}
 	return max(misses[at], 0)
@@ -128,16 +212,18 @@ func conformal(misses []float64, alpha float64) float64 {
 
 // likeliest is where a run whose best value so far at rung i is b ends,
 // as the finished runs that stood nearest to it there ended: b plus the
-// median of what they gained from there. skip is a finished run left out
-// (calibration), -1 for none. ok is false with none to learn from.
-func (f *forecaster) likeliest(i int, b float64, skip int) (float64, bool) {
+// median of what they gained from there; spread is how widely their gains
+// spread (half the span from their 10% quantile to their 90%). skip is a
+// finished run left out (calibration), -1 for none. ok is false with
+// none to learn from.
+func (f *forecaster) likeliest(i int, b float64, skip int) (point, spread float64, ok bool) {
 	at := f.byValue[i]
 	n := len(at)
 	if skip >= 0 {
 		n--
 	}
 	if n <= 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	k := min(n, max(forecastNeighbours, min(n/4, maxNeighbours)))
 	// The k nearest, from where b would go outwards.
@@ -160,18 +246,24 @@ func (f *forecaster) likeliest(i int, b float64, skip int) (float64, bool) {
 	}
 	f.gains = gains
 	slices.Sort(gains)
-	return b + quantile(gains, 0.5), true
+	return b + quantile(gains, 0.5), (quantile(gains, 0.9)-quantile(gains, 0.1))/2 + 1e-3, true
+}
+
+// interval is likeliest's forecast at rung i with the optimistic and the
+// pessimistic ends of its interval.
+func (f *forecaster) interval(i int, b float64, skip int) (point, opt, pess float64, ok bool) {
+	point, _, ok = f.likeliest(i, b, skip)
+	return point, point - f.margin[i], point + f.marginHi[i], ok
 }
 
 // forecast is where a run whose best value so far at rung i is b ends:
-// the likeliest value and the optimistic end of its interval; ok is false
-// while the rung has no calibrated margin.
-func (f *forecaster) forecast(i int, b float64) (point, optimistic float64, ok bool) {
+// the likeliest value and the optimistic and pessimistic ends of its
+// interval; ok is false while the rung has no calibrated margin.
+func (f *forecaster) forecast(i int, b float64) (point, optimistic, pessimistic float64, ok bool) {
 	if i >= len(f.margin) || math.IsInf(f.margin[i], 1) || len(f.byValue[i]) == 0 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
-	point, ok = f.likeliest(i, b, -1)
-	return point, point - f.margin[i], ok
+	return f.interval(i, b, -1)
 }
 
 // forecastRungs are the forecast rule's rungs: the rank rule's (first,
@@ -231,6 +323,7 @@ func cautious(id string) bool {
 func (p *Pruner) forget(id string) {
 	delete(p.tracks, id)
 	delete(p.optimistic, id)
+	delete(p.pess, id)
 }
 
 // bestSoFar is run id's best value at its rungs before i and v, lower
@@ -274,6 +367,26 @@ func (p *Pruner) track(j run.Judgement) {
 	p.forget(j.Run)
 }
 
+// bar is what a run's optimistic forecast must reach: the best final of
+// the sweep's own finished runs and, while the prior is in use, the best
+// pessimistic forecast of another of its running runs; +Inf with
+// neither. others is how many runs it was chosen from.
+func (p *Pruner) bar(id string) (bar float64, others int) {
+	bar, others = math.Inf(1), len(p.fc.done)
+	if len(p.fc.done) > 0 {
+		bar = p.fc.best
+	}
+	if p.fc.prior != nil {
+		for r, v := range p.pess {
+			if r != id {
+				bar = min(bar, v)
+				others++
+			}
+		}
+	}
+	return bar, others
+}
+
 // Coverage is how the forecast rule's intervals held on the runs that
 // finished: of the finished runs forecast while they ran (Forecasts), how
 // many ended at or above the optimistic end of every forecast made for
@@ -291,17 +404,24 @@ func (p *Pruner) judgeForecast(id string, i int, step, value float64) run.Judgem
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
 		j.Stop = !last
-	case last || cautious(id) && p.rungs[i] < p.cfg.MaxStep/3:
+	case last || cautious(id) && p.rungs[i] < p.cfg.MaxStep/3 && p.fc.prior == nil:
 	default:
-		if point, opt, ok := p.fc.forecast(i, p.bestSoFar(id, i, v)); ok {
+		if point, opt, pess, ok := p.fc.forecast(i, p.bestSoFar(id, i, v)); ok {
 			j.Forecasted, j.Forecast, j.Optimistic = true, p.better(point), p.better(opt)
-			j.Cutoff, j.Others = p.better(p.fc.best), len(p.fc.done)
-			j.Stop = opt > p.fc.best
+			bar, others := p.bar(id)
+			if !math.IsInf(bar, 1) {
+				j.Cutoff, j.Others = p.better(bar), others
+			}
+			j.Stop = opt > bar
+			j.Prior = p.fc.prior != nil
 			if was, ok := p.optimistic[id]; !ok || opt > was {
 				p.optimistic[id] = opt
 			}
+			if p.fc.prior != nil && !math.IsInf(pess, 1) {
+				p.pess[id] = pess
+			}
 		}
-		if !j.Stop && p.rank[i] && len(p.values[i]) > 0 {
+		if !j.Stop && p.rank[i] && len(p.values[i]) > 0 && p.fc.prior == nil {
 			j.Cutoff, j.Others = p.cutoff(p.values[i]), len(p.values[i])
 			j.Stop = v > p.better(j.Cutoff)
 		}
@@ -320,11 +440,12 @@ func (p *Pruner) mayWinForecast(j run.Judgement) (float64, bool) {
 	i, v := j.Rung, p.better(j.Value)
 	vals := p.values[i]
 	score, ok := math.Inf(1), true // with no forecast, after those with one
-	if p.rank[i] && len(vals) > 0 {
+	if p.rank[i] && len(vals) > 0 && p.fc.prior == nil {
 		ok = v <= p.better(p.cutoff(vals))
 	}
-	if point, opt, fc := p.fc.forecast(i, p.bestSoFar(j.Run, i+1, v)); fc {
-		score, ok = point, ok && opt <= p.fc.best
+	if point, opt, _, fc := p.fc.forecast(i, p.bestSoFar(j.Run, i+1, v)); fc {
+		bar, _ := p.bar(j.Run)
+		score, ok = point, ok && opt <= bar
 	}
 	return score, ok
 }

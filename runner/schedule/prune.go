@@ -114,6 +114,10 @@ type Pruner struct {
 	optimistic map[string]float64
 	fc         forecaster
 	coverage   Coverage
+	// The prior (UsePrior): its state, and each running run's latest
+	// pessimistic forecast while the prior is in use (lower better).
+	prior *priorState
+	pess  map[string]float64
 }
 
 // pause is a paused run: the judgement that paused it, and its order.
@@ -156,7 +160,7 @@ func NewPruner(p Prune) (*Pruner, error) {
 		return nil, errors.New("prune: the curve rule and the median rule exclude each other")
 	}
 	pr := &Pruner{cfg: p, judged: map[string]int{}, curves: map[string][][2]float64{}, paused: map[string]pause{}, replayed: map[string]run.Judgement{},
-		tracks: map[string][]float64{}, optimistic: map[string]float64{}}
+		tracks: map[string][]float64{}, optimistic: map[string]float64{}, pess: map[string]float64{}}
 	if p.Forecast {
 		pr.rungs, pr.rank = forecastRungs(p.FirstStep, p.MaxStep, p.Eta)
 	} else {
@@ -217,7 +221,11 @@ func (p *Pruner) take(id string, step, value float64, running bool) []run.Judgem
 	}
 	for i := next; i < len(p.rungs) && step >= p.rungs[i]; i++ {
 		j := p.judge(id, i, step, value)
+		if st := p.prior; st != nil && st.note != "" {
+			j.PriorDropped, st.note = st.note, "" // said once, with the judgement that dropped it
+		}
 		j.Stop = j.Stop && running
+		p.stoppedBy(j)
 		out = append(out, j)
 		if j.Stop {
 			delete(p.curves, id)
@@ -345,6 +353,7 @@ func (p *Pruner) record(j run.Judgement) {
 		p.values[j.Rung] = slices.Insert(vals, at, j.Value)
 	}
 	if p.cfg.Forecast {
+		p.priorSees(j)
 		p.track(j)
 	}
 	if p.cfg.Curve && j.Forecasted && !math.IsNaN(j.Forecast) && !math.IsInf(j.Forecast, 0) {
@@ -364,6 +373,7 @@ func (p *Pruner) Replay(j run.Judgement) {
 		return
 	}
 	p.record(j)
+	p.stoppedBy(j)
 	if j.Stop && !j.Pause {
 		p.forget(j.Run) // pruned for good
 	}
@@ -381,6 +391,7 @@ func (p *Pruner) Pause(j run.Judgement) {
 		return
 	}
 	delete(p.curves, j.Run)
+	delete(p.pess, j.Run)
 	p.pauses++
 	p.changed = true
 	p.paused[j.Run] = pause{j: j, seq: p.pauses}

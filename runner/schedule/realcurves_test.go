@@ -65,6 +65,10 @@ type replayOutcome struct {
 	top3Done   bool    // one of the draw's three best ran to its last epoch
 	regret     float64 // the best final error that ran to its last epoch, less the draw's best
 	finished   []int   // the configurations that did, by ID
+	// runs is what each run reported, as a later sweep's prior reads it
+	// (in draw order).
+	runs  []PriorRun
+	prior PriorState // what the prior did
 }
 
 // replayDraw runs the configurations of draw, slots at a time in draw
@@ -72,10 +76,15 @@ type replayOutcome struct {
 // is judged at once (no stop latency), and a run judged out stops there
 // and gives its slot to the next; with keeps, it keeps checkpoints: it is
 // paused, and promoted (Pruner.Promote) once no run waits to start.
-func replayDraw(tb testing.TB, p Prune, draw []realCurve, slots int, keeps bool) replayOutcome {
+func replayDraw(tb testing.TB, p Prune, draw []realCurve, slots int, keeps bool, priors ...Prior) replayOutcome {
 	pr, err := NewPruner(p)
 	if err != nil {
 		tb.Fatal(err)
+	}
+	if len(priors) > 0 {
+		if _, err := pr.UsePrior(priors); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	type running struct {
 		c     realCurve
@@ -83,6 +92,8 @@ func replayDraw(tb testing.TB, p Prune, draw []realCurve, slots int, keeps bool)
 		began float64 // when it started
 	}
 	var out replayOutcome
+	out.runs = make([]PriorRun, len(draw))
+	place := map[string]int{}
 	winner := 0
 	for i, c := range draw {
 		if c.last() < draw[winner].last() {
@@ -119,6 +130,7 @@ func replayDraw(tb testing.TB, p Prune, draw []realCurve, slots int, keeps bool)
 				start(i)
 			}
 			if !slices.ContainsFunc(lanes, func(r *running) bool { return r != nil }) {
+				out.prior = pr.Prior()
 				return out
 			}
 			continue
@@ -131,6 +143,12 @@ func replayDraw(tb testing.TB, p Prune, draw []realCurve, slots int, keeps bool)
 		if id == "" {
 			id = fmt.Sprint(r.c.ID)
 		}
+		if _, ok := place[id]; !ok {
+			place[id] = len(place)
+		}
+		pl := &out.runs[place[id]]
+		pl.Points = append(pl.Points, [2]float64{float64(r.epoch), r.c.Error[r.epoch-1]})
+		pl.Ended = r.epoch == len(r.c.Error)
 		stopped := false
 		for _, j := range pr.Judge(id, float64(r.epoch), r.c.Error[r.epoch-1], func() bool { return keeps }) {
 			stopped = stopped || j.Stop
@@ -216,8 +234,15 @@ func boolInt(b bool) int {
 // $NODEPACK_REPLAY in virtual time: JSON {"data": the curves' folder
 // (../shared/data/lc-cifar10 when not given), "draws": [[file numbers…]…],
 // "rules": [SPEC or SPEC+pause…], "slots": N, "ids": [[run ids…]…] where
-// the runs are to have the ids the binary gave them}. It writes one JSON
-// line per rule and draw to $NODEPACK_REPLAY_OUT, and skips without them.
+// the runs are to have the ids the binary gave them, "priors": [{"name",
+// "dirs": [folder of config_*.json…], "pruned"}…], "of": [index into dirs
+// per draw]}. With priors, each rule replays every draw without one and
+// then with each (--prune-prior): draw d's prior is the curves of
+// dirs[of[d]], whole (an earlier sweep run without --prune) or, with
+// pruned, as that earlier sweep under the same rule (its max the curves'
+// last step) left them; with finished, only its runs that reached their
+// last step. It writes one JSON line per rule, prior and draw
+// to $NODEPACK_REPLAY_OUT, and skips without them.
 func TestReplayDraws(t *testing.T) {
 	in, out := os.Getenv("NODEPACK_REPLAY"), os.Getenv("NODEPACK_REPLAY_OUT")
 	if in == "" || out == "" {
@@ -229,6 +254,17 @@ func TestReplayDraws(t *testing.T) {
 		Rules []string
 		Slots int
 		IDs   [][]string
+		// Priors are the earlier sweeps; Of[d] picks draw d's folder of
+		// each.
+		Priors []struct {
+			Name   string
+			Dirs   []string
+			Pruned bool
+			// Finished keeps only the runs that reached their last step
+			// (what a prior without its pruned runs' partial curves is).
+			Finished bool
+		}
+		Of []int
 	}
 	b, err := os.ReadFile(in)
 	if err == nil {
@@ -257,22 +293,89 @@ func TestReplayDraws(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", rule, err)
 		}
-		for d, ids := range job.Draws {
-			draw := make([]realCurve, len(ids))
-			for i, id := range ids {
-				c, ok := byID[id]
-				if !ok {
-					t.Fatalf("draw %d: no config_%d.json", d, id)
-				}
-				draw[i] = c
-				if d < len(job.IDs) && i < len(job.IDs[d]) {
-					draw[i].Run = job.IDs[d][i]
-				}
+		type prior struct {
+			name             string
+			dirs             []string
+			pruned, finished bool
+		}
+		priors := []prior{{}}
+		for _, pr := range job.Priors {
+			priors = append(priors, prior{pr.Name, pr.Dirs, pr.Pruned, pr.Finished})
+		}
+		if len(job.Priors) > 0 && len(job.Of) != len(job.Draws) {
+			t.Fatalf("%d draws, %d entries in of", len(job.Draws), len(job.Of))
+		}
+		for _, pr := range priors {
+			label, read := rule, map[string]Prior{}
+			if pr.name != "" {
+				label += " · prior " + pr.name
 			}
-			o := replayDraw(t, p, draw, job.Slots, pause)
-			if err := enc.Encode(map[string]any{"rule": rule, "draw": d, "epochs": o.epochs, "finished": o.finished}); err != nil {
-				t.Fatal(err)
+			for d, ids := range job.Draws {
+				draw := make([]realCurve, len(ids))
+				for i, id := range ids {
+					c, ok := byID[id]
+					if !ok {
+						t.Fatalf("draw %d: no config_%d.json", d, id)
+					}
+					draw[i] = c
+					if d < len(job.IDs) && i < len(job.IDs[d]) {
+						draw[i].Run = job.IDs[d][i]
+					}
+				}
+				var with []Prior
+				if pr.name != "" {
+					if job.Of[d] < 0 || job.Of[d] >= len(pr.dirs) {
+						t.Fatalf("draw %d: prior %s has no folder %d", d, pr.name, job.Of[d])
+					}
+					dir := pr.dirs[job.Of[d]]
+					if _, ok := read[dir]; !ok {
+						read[dir] = earlierSweep(t, readCurves(t, dir), p, pr.pruned)
+						if pr.finished {
+							r := read[dir]
+							r.Runs = slices.DeleteFunc(slices.Clone(r.Runs), func(r PriorRun) bool { return !r.Ended })
+							read[dir] = r
+						}
+					}
+					with = []Prior{read[dir]}
+				}
+				o := replayDraw(t, p, draw, job.Slots, pause, with...)
+				row := map[string]any{"rule": label, "draw": d, "epochs": o.epochs, "finished": o.finished}
+				if pr.name != "" {
+					row["dropped"] = o.prior.Dropped != ""
+					row["prior_stopped"] = o.prior.Stopped
+				}
+				if err := enc.Encode(row); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}
+}
+
+// earlierSweep is what --prune-prior reads of an earlier sweep of curves:
+// every curve whole when it ran without --prune, else what the rule p
+// (its max their last step) let each run report.
+func earlierSweep(tb testing.TB, curves []realCurve, p Prune, pruned bool) Prior {
+	if len(curves) == 0 {
+		tb.Fatal("an earlier sweep of no curves")
+	}
+	last := len(curves[0].Error)
+	if !pruned {
+		pr := Prior{MaxStep: float64(last)}
+		for _, c := range curves {
+			r := PriorRun{Ended: true}
+			for s, v := range c.Error {
+				r.Points = append(r.Points, [2]float64{float64(s + 1), v})
+			}
+			pr.Runs = append(pr.Runs, r)
+		}
+		return pr
+	}
+	p.MaxStep, p.FirstStep = float64(last), 0
+	pp, err := NewPruner(p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o := replayDraw(tb, pp.Config(), curves, 4, false)
+	return Prior{MaxStep: float64(last), Runs: o.runs}
 }

@@ -110,6 +110,38 @@
 //     the judgements, the last step's too, and so knows the same finished
 //     runs. Coverage says how the optimistic ends held on the runs that
 //     finished. Table cases in forecast_test.go.
+//   - The prior (Pruner.UsePrior, --prune-prior): earlier sweeps' runs of
+//     the same metric, their steps mapped onto this policy's by their
+//     fraction of the prior's last step. Their finished runs are
+//     finished runs the forecast learns from, and its intervals are then
+//     calibrated jointly, so that 90% of the finished runs (each
+//     forecast from the others) end inside the intervals made for them
+//     at every rung at once; but only while the sweep's own runs agree
+//     with the prior (on): 4 of them have a value at the first rung, 2
+//     of them finished, the prior's forecasts from its runs alone missed
+//     no more of those than its own leave-one-out miss rate makes likely
+//     (5%), their finals were not better than forecast by 1.5 standard
+//     errors of the prior's own residuals, and the scale and progress
+//     checks below stand within 1.5 standard errors of a match (the
+//     trust gate: off until they do, not dropped). While on, the rank
+//     rule and the cautious cohort step aside (the forecast judges at
+//     every rung), and the bar a run's optimistic end must reach is the
+//     best of the sweep's own: the best final of its finished runs and
+//     the best pessimistic end of another of its running runs' latest
+//     forecasts. The prior's own finals are never a bar: a prior from an
+//     easier task cannot stop every run, since the run that holds the
+//     bar is never stopped by it and no run is stopped before the
+//     sweep's own runs give one. The checks go on all along, and drop
+//     the prior for good (its judgement records why, and a resume
+//     replays it) when the sweep's values at the first rung are not of
+//     the prior's scale (their mean place among the prior's more than 3
+//     standard errors from a half, or more of them in its outer 2.5%
+//     tails than one in a thousand matching tasks would give), when its
+//     runs learn faster or slower from one rung to the next (each run's
+//     mean place among its prior neighbours' gains, 3 standard errors),
+//     when its finished runs ended better than forecast by 3 standard
+//     errors, or when the misses are that unlikely. Table cases in
+//     prior_test.go.
 //   - Pause or prune: a run judged out that keeps checkpoints (the caller
 //     says so when the pruner asks: Judge's keeps) is paused, else pruned
 //     for good (TestPrune).

@@ -41,6 +41,13 @@ class NodepackLauncherConf:
     # failed one (--retries).
     timeout: Optional[float] = None
     retries: Optional[int] = None
+    # Early stopping by the metric the jobs report (--prune), such as
+    # "loss:min,max=40", and earlier sweeps' directories (an earlier
+    # multirun's hydra.sweep.dir/.nodepack/<launch>, or any nodepack
+    # output directory) whose runs its forecast rule learns from
+    # (--prune-prior, one each; relative to where Hydra was started).
+    prune: Optional[str] = None
+    prune_prior: List[str] = field(default_factory=list)
     # More flags for nodepack run, as a list: ["--retry", "cuda-oom=2"].
     run_args: List[str] = field(default_factory=list)
     # A multirun run again runs the jobs that did not finish; with

@@ -263,6 +263,12 @@ class NodepackLauncher(Launcher):
         for key, flag in (("stagger", "--stagger"), ("timeout", "--timeout")):
             if p.get(key) is not None:
                 flags += [flag, f"{float(p[key])}s"]
+        if p.get("prune") is not None:
+            flags += ["--prune", str(p["prune"])]
+        for d in p.get("prune_prior") or []:
+            # nodepack runs in the launch's own directory: a path as the
+            # user gave it is from where Hydra started.
+            flags += ["--prune-prior", os.path.abspath(os.path.expanduser(str(d)))]
         return flags + [str(a) for a in p.get("run_args") or []]
 
     def _submit_flags(self, resubmit: bool = False) -> List[str]:
