@@ -75,6 +75,10 @@ func readPriors(dirs []string, output string, policy *schedule.Prune, patterns [
 	if !policy.Forecast {
 		return nil, nil, &PriorError{Err: ErrPriorRule}
 	}
+	pruner, err := schedule.NewPruner(*policy)
+	if err != nil {
+		return nil, nil, err
+	}
 	var priors []schedule.Prior
 	var recs []ledger.Prior
 	for _, dir := range dirs {
@@ -82,16 +86,11 @@ func readPriors(dirs []string, output string, policy *schedule.Prune, patterns [
 		if err != nil {
 			return nil, nil, &PriorError{Dir: dir, Err: err}
 		}
-		p, err := schedule.NewPruner(*policy)
-		if err == nil {
-			var uses []schedule.PriorUse
-			if uses, err = p.UsePrior([]schedule.Prior{pr}); err == nil {
-				rec.Finished, rec.MaxStep = uses[0].Finished, uses[0].MaxStep
-			}
-		}
+		use, err := pruner.CheckPrior(pr)
 		if err != nil {
-			return nil, nil, &PriorError{Dir: dir, Err: errors.New(strings.TrimPrefix(strings.TrimPrefix(err.Error(), "prune: "), "prior 1: "))}
+			return nil, nil, &PriorError{Dir: dir, Err: err}
 		}
+		rec.Finished, rec.MaxStep = use.Finished, use.MaxStep
 		priors, recs = append(priors, pr), append(recs, rec)
 	}
 	return priors, recs, nil
@@ -142,6 +141,42 @@ func readPrior(dir, output string, policy schedule.Prune, patterns []metrics.Pat
 			}
 		}
 	}
+	runs, err := priorRuns(logs)
+	if err != nil {
+		return schedule.Prior{}, rec, err
+	}
+	out := schedule.Prior{Runs: make([]schedule.PriorRun, len(runs))}
+	reported := make([]bool, len(runs))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(runtime.GOMAXPROCS(0), len(runs)) {
+		wg.Go(func() {
+			for i := range next {
+				out.Runs[i], reported[i] = readPriorRun(abs, runs[i], policy.Metric, patterns)
+			}
+		})
+	}
+	for i := range runs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	kept, ids := out.Runs[:0], []string(nil)
+	for i, r := range out.Runs {
+		if reported[i] {
+			kept, ids = append(kept, r), append(ids, runs[i].id)
+		}
+	}
+	out.Runs, rec.Runs, rec.Digest = kept, len(kept), priorDigest(ids, kept)
+	return out, rec, nil
+}
+
+// priorRuns lists the runs of a prior's ledgers to read: an even spread
+// of at most priorEnded of those that succeeded, then of at most
+// priorOthers of the others, each with its run directory inside the
+// prior's (a run whose records name none, or one outside it, is left
+// out), retired runs left out.
+func priorRuns(logs []*ledger.Log) ([]priorRun, error) {
 	var ended, others []priorRun
 	for _, log := range logs {
 		err := log.LastAllFields(ledger.NoCurves, func(i int, s *ledger.Started, fin *ledger.Finished) error {
@@ -169,35 +204,19 @@ func readPrior(dir, output string, policy schedule.Prune, patterns []metrics.Pat
 			return nil
 		})
 		if err != nil {
-			return schedule.Prior{}, rec, err
+			return nil, err
 		}
 	}
-	runs := append(evenly(ended, priorEnded), evenly(others, priorOthers)...)
-	out := schedule.Prior{Runs: make([]schedule.PriorRun, len(runs))}
-	reported := make([]bool, len(runs))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(runtime.GOMAXPROCS(0), len(runs)) {
-		wg.Go(func() {
-			for i := range next {
-				out.Runs[i], reported[i] = readPriorRun(abs, runs[i], policy.Metric, patterns)
-			}
-		})
-	}
-	for i := range runs {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	return append(evenly(ended, priorEnded), evenly(others, priorOthers)...), nil
+}
+
+// priorDigest is a digest of what was read of a prior: each run's id,
+// whether it ended, and its points, so that a resume tells a changed
+// prior.
+func priorDigest(ids []string, runs []schedule.PriorRun) string {
 	h := sha256.New()
-	kept := out.Runs[:0]
-	for i, r := range out.Runs {
-		if !reported[i] {
-			continue
-		}
-		kept = append(kept, r)
-		rec.Runs++
-		h.Write([]byte(runs[i].id))
+	for i, r := range runs {
+		h.Write([]byte(ids[i]))
 		var b [17]byte
 		if r.Ended {
 			b[16] = 1
@@ -208,9 +227,7 @@ func readPrior(dir, output string, policy schedule.Prune, patterns []metrics.Pat
 			h.Write(b[:])
 		}
 	}
-	out.Runs = kept
-	rec.Digest = hex.EncodeToString(h.Sum(nil)[:6])
-	return out, rec, nil
+	return hex.EncodeToString(h.Sum(nil)[:6])
 }
 
 // readPriorRun reads run r's values of metric below the prior's
@@ -267,10 +284,13 @@ func same(a, b string) bool {
 }
 
 // pruneOf finds the pruning policy in the command line of an earlier
-// session (--prune SPEC or --prune=SPEC); false without one or with one
-// that does not parse.
+// session (--prune SPEC or --prune=SPEC, before any "--"); false without
+// one or with one that does not parse.
 func pruneOf(argv []string) (schedule.Prune, bool) {
 	for i, a := range argv {
+		if a == "--" {
+			break // the runs' own command: its flags are not nodepack's
+		}
 		spec, ok := strings.CutPrefix(a, "--prune=")
 		if !ok && a == "--prune" && i+1 < len(argv) {
 			spec, ok = argv[i+1], true
@@ -296,6 +316,9 @@ func priorNotes(was, now []ledger.Prior, judged bool) []string {
 	if slices.EqualFunc(was, now, func(a, b ledger.Prior) bool { return a.Dir == b.Dir && a.Digest == b.Digest }) {
 		return nil
 	}
+	if len(was) == 0 && !judged {
+		return nil // a first session with a prior, or one that judged nothing yet
+	}
 	stand := ""
 	if judged {
 		stand = ": the judgements made so far stand, and from here on the policy learns from the prior as it is now"
@@ -309,9 +332,6 @@ func priorNotes(was, now []ledger.Prior, judged bool) []string {
 			b = append(b, fmt.Sprintf("%s (%d runs, digest %s)", p.Dir, p.Runs, p.Digest))
 		}
 		return strings.Join(b, ", ")
-	}
-	if len(was) == 0 && !judged {
-		return nil // a first session with a prior, or one that judged nothing yet
 	}
 	return []string{fmt.Sprintf("the prune prior changed since this sweep's last session: it was %s, now %s%s", describe(was), describe(now), stand)}
 }

@@ -287,6 +287,23 @@ func (log *Log) Spans() []SessionSpan { return log.spans }
 // records, every session's, in order: what a resumed sweep replays.
 func (log *Log) Judgements() []run.Judgement { return log.judgements }
 
+// PriorDid says what the pruning policy's prior (a header's prune_prior)
+// did, from the judgements: how many stopped a run by a forecast that
+// learnt from it, and why it was dropped, once per drop; seen is false
+// when no judgement speaks of a prior.
+func (log *Log) PriorDid() (stopped int, dropped []string, seen bool) {
+	for _, j := range log.judgements {
+		seen = seen || j.Prior || j.PriorDropped != ""
+		if j.Stop && j.Prior {
+			stopped++
+		}
+		if j.PriorDropped != "" {
+			dropped = append(dropped, j.PriorDropped)
+		}
+	}
+	return stopped, dropped, seen
+}
+
 // idList holds the runs' ids, in the order of their first records, in
 // one text: no pointer per run for the collector to follow, as a million
 // strings would be.

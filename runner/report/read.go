@@ -268,13 +268,10 @@ func (s *store) read(logs []*ledger.Log) error {
 				s.rungs = append(s.rungs, rungMark{run: fr.runs[i], rung: int32(j.Rung), step: j.Step, value: j.Value, pruned: j.Stop})
 				s.rungMetric = j.Metric
 			}
-			if j.Stop && j.Prior {
-				s.prior.stopped++
-			}
-			if j.PriorDropped != "" {
-				s.prior.dropped = append(s.prior.dropped, j.PriorDropped)
-			}
 		}
+		stopped, dropped, _ := log.PriorDid()
+		s.prior.stopped += stopped
+		s.prior.dropped = append(s.prior.dropped, dropped...)
 		err := log.LastAll(func(i int, st *ledger.Started, fin *ledger.Finished) error {
 			g := fr.runs[i]
 			if st != nil && fin != nil && fin.Attempt < st.Attempt {

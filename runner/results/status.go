@@ -8,7 +8,6 @@ import (
 
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
-	"github.com/nodepack/nodepack/runner/run"
 )
 
 // statusFormat names the Status document's schema. Fields are only ever
@@ -251,8 +250,8 @@ func ReadStatus(dir string, now time.Time) (*Status, error) {
 // priorStatus adds what log says of the prune prior to st.
 func priorStatus(st *Status, log *ledger.Log) {
 	dirs := log.Header().PrunePrior
-	js := log.Judgements()
-	if len(dirs) == 0 && !slices.ContainsFunc(js, func(j run.Judgement) bool { return j.Prior || j.PriorDropped != "" }) {
+	stopped, dropped, seen := log.PriorDid()
+	if len(dirs) == 0 && !seen {
 		return
 	}
 	if st.PrunePrior == nil {
@@ -264,14 +263,8 @@ func priorStatus(st *Status, log *ledger.Log) {
 			p.Dirs = append(p.Dirs, d)
 		}
 	}
-	for _, j := range js {
-		if j.Stop && j.Prior {
-			p.Stopped++
-		}
-		if j.PriorDropped != "" {
-			p.Dropped = append(p.Dropped, j.PriorDropped)
-		}
-	}
+	p.Stopped += stopped
+	p.Dropped = append(p.Dropped, dropped...)
 }
 
 // shardPart is what ReadStatus keeps of one shard ledger.

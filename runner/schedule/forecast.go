@@ -59,7 +59,8 @@ type forecaster struct {
 	// final may lie: the split-conformal quantile of the finished runs'
 	// misses (their forecast, made from the others, less their final);
 	// +Inf while too few runs finished for a 1-forecastAlpha bound.
-	// marginHi is how far above it may lie, the same way.
+	// marginHi is how far above it may lie, the same way, with a prior
+	// (or alone); +Inf without, where nothing asks for it.
 	margin, marginHi []float64
 	// calibrated is how many runs had finished when the margins were
 	// last calibrated.
@@ -68,6 +69,51 @@ type forecaster struct {
 	// alone says the forecaster holds a prior's runs alone (the prior's
 	// checks): it calibrates as one with a prior does.
 	alone bool
+	// adds counts the finished runs added; kept holds, with the prior
+	// and without, the last full calibration (swap) while no run was
+	// added since.
+	adds int
+	kept [2]*calibration
+}
+
+// calibration is what rebuild(true) made of the finished runs, when
+// adds was at.
+type calibration struct {
+	at               int
+	byValue          [][]stood
+	margin, marginHi []float64
+}
+
+// swap puts prior (nil: none) among the runs the forecaster learns from
+// and calibrates in full, or takes back the full calibration it had with
+// them when no run was added since: a prior that goes in and out of use
+// from one judgement to the next costs no recalibration each time. A
+// kept calibration holds the buffers it was made in; the forecaster
+// leaves them to it, and works in others, while it is in the other state.
+func (f *forecaster) swap(prior []finishedRun) {
+	from, to := boolIndex(f.prior != nil), boolIndex(prior != nil)
+	for _, k := range []int{from, to} {
+		if c := f.kept[k]; c != nil && c.at != f.adds {
+			f.kept[k] = nil // runs were added since: no longer a full calibration
+		}
+	}
+	f.prior = prior
+	if c := f.kept[to]; c != nil {
+		f.byValue, f.margin, f.marginHi, f.calibrated = c.byValue, c.margin, c.marginHi, f.count()
+		return
+	}
+	if f.kept[from] != nil {
+		f.byValue, f.margin, f.marginHi = nil, nil, nil // the kept one's buffers stay its own
+	}
+	f.rebuild(true)
+	f.kept[to] = &calibration{at: f.adds, byValue: f.byValue, margin: f.margin, marginHi: f.marginHi}
+}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // stood is a finished run at a rung: its best value so far there, what
@@ -101,6 +147,7 @@ func (f *forecaster) add(r finishedRun) {
 		f.done = slices.Delete(f.done, 0, 1)
 	}
 	f.done = append(f.done, r)
+	f.adds++
 	f.rebuild(false)
 }
 
@@ -141,14 +188,19 @@ func (f *forecaster) rebuild(always bool) {
 			}
 			if point, _, ok := f.likeliest(i, d.value, d.run); ok {
 				final := f.run(d.run).final
-				misses, over = append(misses, point-final), append(over, final-point)
+				misses = append(misses, point-final)
+				if joint {
+					over = append(over, final-point)
+				}
 			}
 		}
-		alpha := forecastAlpha
-		if joint {
-			// Only the rungs' scales: the joint bound below widens them.
-			alpha = max(forecastAlpha, 1/float64(len(misses)+1))
+		if !joint {
+			// The pessimistic end is the prior's bar alone: none without.
+			f.margin[i], f.marginHi[i] = conformal(misses, forecastAlpha), math.Inf(1)
+			continue
 		}
+		// Only the rungs' scales: the joint bound below widens them.
+		alpha := max(forecastAlpha, 1/float64(len(misses)+1))
 		f.margin[i], f.marginHi[i] = conformal(misses, alpha), conformal(over, alpha)
 	}
 	if joint {

@@ -124,16 +124,13 @@ func (p *Pruner) UsePrior(priors []Prior) ([]PriorUse, error) {
 		return nil, nil
 	}
 	if !p.cfg.Forecast {
-		return nil, errors.New("prune: earlier sweeps inform the forecast rule only")
+		return nil, fmt.Errorf("prune: %w", errPriorRule)
 	}
 	st := &priorState{seen: map[string]bool{}, moving: map[string]sums{}, steps: make([][]stood, max(len(p.rungs)-2, 0))}
 	for k, pr := range priors {
 		use, runs, tracks := p.mapPrior(pr)
-		switch {
-		case use.Runs == 0:
-			return nil, fmt.Errorf("prune: prior %d: no run reported %s", k+1, p.cfg.Metric)
-		case use.Finished == 0:
-			return nil, fmt.Errorf("prune: prior %d: none of its %d runs that reported %s reached its last step, %v", k+1, use.Runs, p.cfg.Metric, use.MaxStep)
+		if err := use.check(p.cfg.Metric); err != nil {
+			return nil, fmt.Errorf("prune: prior %d: %w", k+1, err)
 		}
 		for _, at := range tracks {
 			if !math.IsNaN(at[0]) {
@@ -175,6 +172,34 @@ func (p *Pruner) UsePrior(priors []Prior) ([]PriorUse, error) {
 	st.biasMean, st.biasSD = meanSD(rs)
 	p.prior = st
 	return slices.Clone(st.uses), nil
+}
+
+// errPriorRule is the error for a prior given to another rule than the
+// forecast.
+var errPriorRule = errors.New("earlier sweeps inform the forecast rule only")
+
+// CheckPrior says what UsePrior would take of pr, without taking it:
+// its last step, its runs that reported the metric and those that
+// finished; an error when UsePrior would refuse it (the words name no
+// prior: the caller says which).
+func (p *Pruner) CheckPrior(pr Prior) (PriorUse, error) {
+	if !p.cfg.Forecast {
+		return PriorUse{}, errPriorRule
+	}
+	use, _, _ := p.mapPrior(pr)
+	return use, use.check(p.cfg.Metric)
+}
+
+// check says whether a prior of which the forecast took use is of use:
+// some of its runs reported metric, and some reached its last step.
+func (use PriorUse) check(metric string) error {
+	switch {
+	case use.Runs == 0:
+		return fmt.Errorf("no run reported %s", metric)
+	case use.Finished == 0:
+		return fmt.Errorf("none of its %d runs that reported %s reached its last step, %v", use.Runs, metric, use.MaxStep)
+	}
+	return nil
 }
 
 // spread returns at most n of xs, evenly spread over them by key (the
@@ -316,30 +341,21 @@ func (st *priorState) biasZ() float64 {
 func (st *priorState) on() bool {
 	return st.dropped == "" && st.scale.n >= priorRuns && st.finished >= priorFinished &&
 		binomialTail(st.missed, st.finished, max(st.missRate, priorAlpha)) >= 0.05 && st.biasZ() > -priorTrustZ &&
-		math.Abs(st.progressZ()) < priorTrustZ && math.Abs(st.scaleZ()) < priorTrustZ
+		math.Abs(st.progress.z()) < priorTrustZ && math.Abs(st.scale.z()) < priorTrustZ
 }
 
-// scaleZ is how far the sweep's runs' mean place among the prior's
-// values at the first rung lies from a half, in standard errors: above
-// zero, they are worse there than the prior's runs.
-func (st *priorState) scaleZ() float64 {
-	if st.scale.n == 0 {
+// z is how far the mean of n places (each uniform in (0, 1) for a prior
+// that matches) lies from a half, in standard errors: the scale check's
+// (above zero: the sweep's runs are worse at the first rung than the
+// prior's) and the progress check's (above zero: they learn more slowly
+// from one rung to the next than the prior's runs that stood where they
+// stood).
+func (s sums) z() float64 {
+	if s.n == 0 {
 		return 0
 	}
-	n := float64(st.scale.n)
-	return (st.scale.sum - n/2) / math.Sqrt(n/12)
-}
-
-// progressZ is how far the sweep's runs' mean place in the progress
-// check lies from a half, in standard errors: above zero, they learn
-// more slowly from one rung to the next than the prior's runs that stood
-// where they stood.
-func (st *priorState) progressZ() float64 {
-	if st.progress.n == 0 {
-		return 0
-	}
-	n := float64(st.progress.n)
-	return (st.progress.sum - n/2) / math.Sqrt(n/12)
+	n := float64(s.n)
+	return (s.sum - n/2) / math.Sqrt(n/12)
 }
 
 // settlePrior puts the prior's runs among those the forecast learns from
@@ -351,12 +367,11 @@ func (p *Pruner) settlePrior() {
 		return
 	}
 	if on {
-		p.fc.prior = p.prior.runs
+		p.fc.swap(p.prior.runs)
 	} else {
-		p.fc.prior = nil
+		p.fc.swap(nil)
 		clear(p.pess)
 	}
-	p.fc.rebuild(true)
 }
 
 // dropPrior stops using the prior for good, saying why with the judgement
@@ -372,8 +387,8 @@ func (p *Pruner) dropPrior(why string) {
 // priorSees takes judgement j, which the pruner records, into the
 // prior's checks: an own run's value at the first rung (the scale
 // check), a step from one rung to the next (the progress check), a
-// finished run (the coverage and bias checks), a stop it helped make, or
-// an earlier session's drop (Replay).
+// finished run (the coverage and bias checks), or an earlier session's
+// drop (Replay); then puts the prior in or out of use as they say.
 func (p *Pruner) priorSees(j run.Judgement) {
 	st := p.prior
 	if st == nil {
@@ -432,7 +447,7 @@ func (p *Pruner) checkScale(id string, v float64) {
 	if m-upTo < r {
 		st.high++
 	}
-	z := st.scaleZ()
+	z := st.scale.z()
 	switch {
 	case math.Abs(z) > priorScaleZ:
 		where := "worse"
@@ -487,7 +502,7 @@ func (p *Pruner) checkProgress(id string, i int, from, to float64) {
 	m.n, m.sum = m.n+1, m.sum+place
 	st.moving[id] = m
 	st.progress.sum += m.sum / float64(m.n)
-	if z := st.progressZ(); math.Abs(z) > priorProgressZ {
+	if z := st.progress.z(); math.Abs(z) > priorProgressZ {
 		how := "faster"
 		if z > 0 {
 			how = "slower"
@@ -524,20 +539,36 @@ func (p *Pruner) checkFinished(tr []float64, final float64) {
 	}
 }
 
-// binomialTail is P(X ≥ k) for X binomial(n, q).
+// binomialTail is P(X ≥ k) for X binomial(n, q). It sums the terms from
+// k away from the distribution's mode (the tail itself above the mean,
+// else one minus the part below k), each from the one before, and stops
+// once they no longer add to the sum: some √n terms, not n, so that a
+// sweep of many runs pays little for each check.
 func binomialTail(k, n int, q float64) float64 {
-	if k <= 0 {
+	switch {
+	case k <= 0 || q >= 1:
 		return 1
-	}
-	if k > n {
+	case k > n || q <= 0:
 		return 0
 	}
 	lg := func(n int) float64 { v, _ := math.Lgamma(float64(n)); return v }
-	sum := 0.0
-	for i := k; i <= n; i++ {
-		sum += math.Exp(lg(n+1) - lg(i+1) - lg(n-i+1) + float64(i)*math.Log(q) + float64(n-i)*math.Log1p(-q))
+	pmf := func(i int) float64 {
+		return math.Exp(lg(n+1) - lg(i+1) - lg(n-i+1) + float64(i)*math.Log(q) + float64(n-i)*math.Log1p(-q))
 	}
-	return min(sum, 1)
+	odds := q / (1 - q)
+	sum := 0.0
+	if float64(k) > float64(n)*q { // terms fall from k up
+		for i, t := k, pmf(k); i <= n && t > sum*1e-17; i++ {
+			sum += t
+			t *= float64(n-i) / float64(i+1) * odds
+		}
+		return min(sum, 1)
+	}
+	for i, t := k-1, pmf(k-1); i >= 0 && t > sum*1e-17; i-- { // terms fall from k-1 down
+		sum += t
+		t *= float64(i) / float64(n-i+1) / odds
+	}
+	return max(1-sum, 0)
 }
 
 // PriorState is what the prior did so far: what was taken of each prior

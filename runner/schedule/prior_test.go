@@ -282,6 +282,9 @@ func TestPriorRefused(t *testing.T) {
 	if _, err := asha.UsePrior([]Prior{priorOf(3, 10, 1, 0, 1)}); err == nil || !strings.Contains(err.Error(), "forecast rule") {
 		t.Errorf("the rank rule with a prior: %v, want refused: only the forecast rule learns from one", err)
 	}
+	if _, err := asha.CheckPrior(priorOf(3, 10, 1, 0, 1)); err == nil || !strings.Contains(err.Error(), "forecast rule") {
+		t.Errorf("the rank rule, CheckPrior: %v, want refused", err)
+	}
 	if uses, err := asha.UsePrior(nil); err != nil || uses != nil {
 		t.Errorf("the rank rule with no prior: %v %v, want nothing and no error", uses, err)
 	}
@@ -296,9 +299,15 @@ func TestPriorRefused(t *testing.T) {
 		if _, err := p.UsePrior([]Prior{tc.prior}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("UsePrior(%+v): %v, want %q", tc.prior, err, tc.want)
 		}
+		if _, err := p.CheckPrior(tc.prior); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("CheckPrior(%+v): %v, want %q", tc.prior, err, tc.want)
+		}
 	}
 	pr := priorOf(3, 10, 1, 0, 1)
 	pr.Runs = append(pr.Runs, PriorRun{Points: family(5, 4, 1, 0, 1)}) // pruned at step 4
+	if use, err := p.CheckPrior(pr); err != nil || fmt.Sprint(use) != "{10 4 3}" {
+		t.Errorf("CheckPrior: %v %v, want last step 10, 4 runs, 3 finished", use, err)
+	}
 	uses, err := p.UsePrior([]Prior{pr})
 	if err != nil || fmt.Sprint(uses) != "[{10 4 3}]" {
 		t.Errorf("UsePrior: %v %v, want last step 10, 4 runs, 3 finished", uses, err)
@@ -387,8 +396,13 @@ func BenchmarkPriorJudge(b *testing.B) {
 		if !p.Prior().On {
 			b.Fatalf("the prior is not in use: %+v", p.Prior())
 		}
-		for k := range 1000 {
-			p.Judge(fmt.Sprintf("r%d", k), 10, 0.2+0.5*rng.Float64(), nil)
+		for k := range 1000 { // 1,000 running runs, to step 10, as the prior's ran
+			for _, pt := range prior.Runs[4+k].Points[:10] {
+				p.Judge(fmt.Sprintf("r%d", k), pt[0], pt[1], nil)
+			}
+		}
+		if st := p.Prior(); !st.On {
+			b.Fatalf("the prior is not in use with the running runs: %+v", st)
 		}
 		return p
 	}
@@ -404,12 +418,85 @@ func BenchmarkPriorJudge(b *testing.B) {
 	b.Run("judge", func(b *testing.B) {
 		p := setup()
 		b.ResetTimer()
+		judged := 0
 		for i := range b.N {
+			// Each a new run at the first rungs, as the prior's runs were
+			// there: every judgement goes through the prior's checks.
 			id := fmt.Sprintf("n%d", i)
-			p.Judge(id, 2, 0.3+float64(i%100)/100, nil) // rungs 1 and 2: two judgements
-			p.forget(id)                                // it ends: 1,000 still run
+			for _, pt := range prior.Runs[i%len(prior.Runs)].Points[:3] {
+				judged += len(p.Judge(id, pt[0], pt[1], nil))
+			}
+			p.forget(id) // it ends: 1,000 still run
 			delete(p.judged, id)
 		}
-		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(2*b.N), "µs/judgement")
+		b.StopTimer()
+		st := p.Prior()
+		if st.Dropped != "" || st.Checked < b.N {
+			b.Fatalf("the prior after %d runs: %+v; want it kept, checked by each", b.N, st)
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(judged), "µs/judgement")
+		b.ReportMetric(float64(boolInt(st.On)), "prior-in-use")
 	})
+}
+
+// TestBinomialTail: the tail summed from k away from the mode, stopping
+// once its terms no longer count, is the tail summed over every term.
+func TestBinomialTail(t *testing.T) {
+	lg := func(n int) float64 { v, _ := math.Lgamma(float64(n)); return v }
+	for _, n := range []int{1, 2, 5, 30, 400, 3000} {
+		for _, q := range []float64{0.001, 0.025, 0.1, 0.5, 0.9} {
+			for k := 0; k <= n+1; k += max(1, n/37) {
+				want := 0.0
+				for i := k; i <= n; i++ {
+					want += math.Exp(lg(n+1) - lg(i+1) - lg(n-i+1) + float64(i)*math.Log(q) + float64(n-i)*math.Log1p(-q))
+				}
+				if got := binomialTail(k, n, q); math.Abs(got-min(want, 1)) > 1e-9+1e-6*want {
+					t.Errorf("P(X ≥ %d), X binomial(%d, %v): %g, want %g", k, n, q, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestForecasterSwap: a prior that goes in and out of use, with runs
+// added between, leaves the forecaster as a full calibration of the runs
+// it then holds would: a kept calibration is taken back only while no run
+// was added since, and never shares buffers with the one in use.
+func TestForecasterSwap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	run := func() finishedRun {
+		final := 0.1 + 0.5*rng.Float64()
+		at := make([]float64, 6)
+		for i := range at {
+			at[i] = final + 1/float64(i+1) + 0.02*rng.NormFloat64()
+		}
+		return finishedRun{at: at, final: final}
+	}
+	var prior []finishedRun
+	for range 60 {
+		prior = append(prior, run())
+	}
+	var f forecaster
+	for range 25 {
+		f.add(run())
+	}
+	for step, op := range []string{"on", "off", "on", "add", "off", "on", "off", "add", "add", "on", "on", "off"} {
+		switch op {
+		case "on":
+			f.swap(prior)
+		case "off":
+			f.swap(nil)
+		case "add":
+			f.add(run())
+		}
+		if op == "add" {
+			continue
+		}
+		var want forecaster
+		want.prior, want.done, want.best = f.prior, slices.Clone(f.done), f.best
+		want.rebuild(true)
+		if !slices.Equal(f.margin, want.margin) || !slices.Equal(f.marginHi, want.marginHi) || !slices.EqualFunc(f.byValue, want.byValue, slices.Equal) {
+			t.Fatalf("step %d (%s): margins %v / %v, want %v / %v", step, op, f.margin, f.marginHi, want.margin, want.marginHi)
+		}
+	}
 }
