@@ -5,16 +5,20 @@ import (
 	"fmt"
 	"iter"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nodepack/nodepack/resources/batch"
 	"github.com/nodepack/nodepack/runner/claim"
+	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/proc"
 	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/schedule"
 	"github.com/nodepack/nodepack/runner/sweep"
@@ -97,8 +101,22 @@ type poolRuns struct {
 	lease   time.Duration
 	beat    time.Duration
 	running atomic.Int64 // the task's running attempts, from its events
-	fence   func(lost func(id string) bool)
 	note    func(string)
+	// The holder's side of the lease (claim.StopBy): ladder is how long
+	// its runs take to stop (a grace, two with a checkpoint signal);
+	// cache how late another task may see a change; t0 the clock's origin
+	// for safe.
+	ladder, grace time.Duration
+	sig           syscall.Signal
+	cache         time.Duration
+	t0            time.Time
+	// safe is until when (nanoseconds from t0, this task's monotonic
+	// clock) a run may start or end as this task's: a little before its
+	// runs must be gone, its last renewal's StopBy less their stop.
+	safe    atomic.Int64
+	lapse   *time.Timer   // fires at safe: the runs stop (lapsed)
+	guard   string        // the runs' name to the supervisor (execute.Options.Guard)
+	io      sync.Mutex    // the claims folder's I/O (pool); taken after mu, never before
 	stop    chan struct{} // closed when the session ends
 	changed chan struct{} // a takeover: the feeder's next pass has work
 	settled chan struct{} // the runs it handed on all ended: await looks again
@@ -115,18 +133,96 @@ type poolRuns struct {
 	// claims are not looked for again while they stay dead.
 	cleared map[string]bool
 	err     error // the claims folder failed: no more runs start
+	fence   func(lost func(id string) bool)
+	// lapsed: safe passed before a renewal moved it, and the runs were
+	// stopped; until recheck (a renewal, then the caches' time twice over,
+	// for another task's takeover to show) no run starts, and then the
+	// runs in again whose claims are still this task's are handed on again.
+	lapsed  bool
+	recheck time.Time
+	again   map[string]bool
 	skip    func(id string) bool
 	counts  func() ledger.ResumeCounts
 }
 
 func newPoolRuns(s *Sweep, pool *claim.Pool, skip func(string) bool, counts func() ledger.ResumeCounts) *poolRuns {
-	lease := s.opts.Lease
+	lease := s.lease
 	if lease <= 0 {
 		lease = DefaultLease
 	}
-	return &poolRuns{s: s, pool: pool, lease: lease, beat: max(lease/6, 10*time.Millisecond),
+	grace, ladder := stopLadder(s.opts.Execute)
+	cache := s.cache.Time
+	if !s.cache.Known {
+		cache = lease / 3 // the most a lease allows: the cautious guess
+	}
+	p := &poolRuns{s: s, pool: pool, lease: lease, beat: claim.Beat(lease),
+		ladder: ladder, grace: grace, sig: s.opts.Execute.CheckpointSignal, cache: cache, t0: time.Now(),
 		stop: make(chan struct{}), changed: make(chan struct{}, 1), settled: make(chan struct{}, 1),
-		given: map[string]int{}, lost: map[int]bool{}, cleared: map[string]bool{}, skip: skip, counts: counts}
+		given: map[string]int{}, lost: map[int]bool{}, cleared: map[string]bool{}, again: map[string]bool{},
+		skip: skip, counts: counts}
+	p.guard = fmt.Sprintf("pool:%s:%d", s.pool, guards.Add(1))
+	p.lapse = time.AfterFunc(time.Hour, p.lapsing)
+	p.lapse.Stop()
+	return p
+}
+
+// guards numbers the pools of this process, for their guards' names.
+var guards atomic.Int64
+
+// stopLadder is how long a run takes to stop: its grace, and the whole
+// ladder, a grace more for a checkpoint asked first.
+func stopLadder(o execute.Options) (grace, ladder time.Duration) {
+	grace = o.GracePeriod()
+	if o.CheckpointSignal != 0 {
+		return grace, 2 * grace
+	}
+	return grace, grace
+}
+
+// renewed arms the holder's side of the lease after a renewal that began
+// at start: this task starts and ends runs as its own until a little
+// before claim.StopBy less their stop, when it stops them itself (lapse);
+// the supervisor stops them at that time if this process cannot (frozen,
+// or hung on the mount).
+func (p *poolRuns) renewed(start time.Time) {
+	stopAt := claim.StopBy(start, p.lease).Add(-p.ladder)
+	// The process's own stop comes first, by a little, so that the
+	// supervisor acts only for a process that cannot.
+	own := stopAt.Add(-min(p.beat/4, 250*time.Millisecond))
+	p.safe.Store(int64(own.Sub(p.t0)))
+	p.lapse.Reset(time.Until(own))
+	proc.StopBy(p.guard, stopAt, p.sig, p.grace)
+}
+
+// isSafe reports whether a run may start or end as this task's now.
+func (p *poolRuns) isSafe() bool { return int64(time.Since(p.t0)) < p.safe.Load() }
+
+// lapsing is the lapse timer's: the lease was not renewed in time, so
+// the runs stop now, as the other tasks may soon take the claims over.
+func (p *poolRuns) lapsing() {
+	if p.isSafe() {
+		return // renewed meanwhile
+	}
+	p.mu.Lock()
+	if p.lapsed || len(p.given) == 0 && p.fence == nil {
+		p.lapsed = p.lapsed || p.fence != nil
+		p.mu.Unlock()
+		return
+	}
+	p.lapsed, p.recheck = true, time.Time{}
+	fence, n := p.fence, len(p.given)
+	p.mu.Unlock()
+	if n > 0 {
+		p.note(fmt.Sprintf("pool: this task's lease was not renewed for %v (a frozen task, a hung or failing mount): its runs stop now, before another task may take them over, and run again here if their claims are still this task's", p.lease/2-p.ladder))
+	}
+	if fence != nil {
+		fence(func(id string) bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			_, ok := p.given[id]
+			return ok
+		})
+	}
 }
 
 // adopt makes the claims this task owns (a requeued task's, from before)
@@ -187,7 +283,14 @@ func (p *poolRuns) pass(yield func(run.Run, error) bool) (more, ok bool) {
 			p.claimAt(i)
 		}
 		o := p.ownerOf(i)
-		if o == nil || i < o.upto || p.lost[o.c.From] {
+		if o == nil || p.lost[o.c.From] {
+			return true
+		}
+		if i < o.upto {
+			if !p.lapsed && p.again[id] {
+				delete(p.again, id) // stopped by a lapse, still this task's
+				return false
+			}
 			return true
 		}
 		o.upto = i + 1
@@ -227,6 +330,8 @@ func (p *poolRuns) pass(yield func(run.Run, error) bool) (more, ok bool) {
 // claimAt claims the next runs once the pass reached i, the frontier (mu
 // held).
 func (p *poolRuns) claimAt(i int) {
+	p.io.Lock()
+	defer p.io.Unlock()
 	tasks := max(p.pool.Tasks(), 1)
 	free := max(p.lanes-int(p.running.Load()), 1)
 	c, ok, err := p.pool.ClaimWith(func(left int) int { return schedule.ClaimSize(left, tasks, free, p.lanes) })
@@ -329,63 +434,138 @@ func (p *poolRuns) tick(now time.Time) {
 	}
 }
 
-// renew renews the lease and fences the runs of the claims taken from
-// this task.
+// renew renews the lease, fences the runs of the claims taken from this
+// task, and ends a lapse. Its file I/O holds io, not mu: a hung mount
+// stalls the heartbeat, not the task's events.
 func (p *poolRuns) renew(now time.Time) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.said = p.state()
-	if err := p.pool.Renew(p.said); err != nil && p.err == nil {
-		p.note(fmt.Sprintf("pool: %v: the other tasks will take this task's claims over if it stays so for %v", err, p.lease))
-	}
-	// Fencing: a claim with runs given out that another task took, each
-	// claim asked once.
-	asked, lost := map[int]bool{}, 0
+	st := p.state()
+	// Each claim with runs given out (or to be given again) asked once.
+	ask := map[int]claim.Claim{}
 	for _, from := range p.given {
-		if p.lost[from] || asked[from] {
+		if _, asked := ask[from]; asked || p.lost[from] {
 			continue
 		}
-		asked[from] = true
 		if o := p.ownerOf(from); o != nil {
-			if ok, err := p.pool.Owns(o.c); err == nil && !ok {
-				p.lost[from] = true
-				lost++
+			ask[from] = o.c
+		}
+	}
+	p.mu.Unlock()
+
+	p.io.Lock()
+	start := time.Now()
+	err := p.pool.Renew(st)
+	lost := map[int]bool{}
+	if err == nil {
+		p.renewed(start)
+		for from, c := range ask {
+			if ok, err := p.pool.Owns(c); err == nil && !ok {
+				lost[from] = true
 			}
 		}
 	}
-	if lost > 0 {
-		p.note(fmt.Sprintf("pool: %d of this task's claims were taken over by another task (this one was seen dead): their runs stop here and run there", lost))
-		go p.fence(func(id string) bool {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			from, ok := p.given[id]
-			return ok && p.lost[from]
-		})
+	p.io.Unlock()
+
+	p.mu.Lock()
+	if err != nil {
+		if p.err == nil {
+			p.note(fmt.Sprintf("pool: %v: this task stops its runs in %v if it stays so, and the other tasks take its claims over once it has for %v", err, max(time.Duration(p.safe.Load())-time.Since(p.t0), 0).Round(time.Millisecond), p.lease))
+		}
+		p.mu.Unlock()
+		return
+	}
+	p.said = st
+	n := 0
+	for from := range lost {
+		if !p.lost[from] {
+			p.lost[from] = true
+			n++
+		}
+	}
+	var dropped []string
+	for id := range p.again {
+		if from, ok := p.given[id]; !ok || p.lost[from] {
+			delete(p.again, id)
+			delete(p.given, id)
+			dropped = append(dropped, id)
+		}
+	}
+	back := 0
+	if p.lapsed {
+		switch {
+		case p.recheck.IsZero():
+			// Another task's takeover may hide behind a cache for that
+			// long after it saw this renewal, and it made it at most that
+			// long after this renewal.
+			p.recheck = start.Add(2*p.cache + p.beat)
+		case !start.Before(p.recheck):
+			p.lapsed, back = false, len(p.again)
+		}
+	}
+	fence := p.fence
+	p.mu.Unlock()
+	if len(dropped) > 0 {
+		p.settle()
+	}
+	if back > 0 {
+		p.note(fmt.Sprintf("pool: this task renews its lease again and still owns the claims of %d runs it stopped: they run again here", back))
+		select {
+		case p.changed <- struct{}{}:
+		default:
+		}
+	}
+	if n > 0 {
+		p.note(fmt.Sprintf("pool: %d of this task's claims were taken over by another task (this one was seen dead): their runs stop here and run there", n))
+		if fence != nil {
+			go fence(func(id string) bool {
+				p.mu.Lock()
+				defer p.mu.Unlock()
+				from, ok := p.given[id]
+				return ok && p.lost[from]
+			})
+		}
 	}
 }
 
-// fenced reports whether run id is of a claim taken from this task: it
-// is then no longer this task's (Options.Fenced).
-func (p *poolRuns) fenced(id string) bool {
+// settle signals that the runs handed on may all have ended.
+func (p *poolRuns) settle() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	from, ok := p.given[id]
-	if !ok {
-		return false
-	}
-	if !p.lost[from] {
-		// Asked at every start: a task that was frozen past its lease
-		// learns it here before its next beat does.
-		if o := p.ownerOf(from); o != nil {
-			if owns, err := p.pool.Owns(o.c); err == nil && !owns {
-				p.lost[from] = true
-			}
+	empty := len(p.given) == 0
+	p.mu.Unlock()
+	if empty {
+		select {
+		case p.settled <- struct{}{}:
+		default:
 		}
 	}
-	if p.lost[from] {
+}
+
+// fenced reports whether run id may not start, or end as done, here now
+// (Options.Fenced, asked before an attempt's files, at its start and at
+// its end): its claim was taken from this task, and it leaves it; or the
+// lease lapsed, and it waits, to be handed on again once the claim is
+// known to be still this task's. It does no file I/O: a task woken from a
+// freeze learns from its own clock that its lease lapsed, before any
+// read of the mount could tell it.
+func (p *poolRuns) fenced(id string) bool {
+	safe := p.isSafe()
+	p.mu.Lock()
+	from, ok := p.given[id]
+	switch {
+	case !ok:
+		p.mu.Unlock()
+		return false
+	case p.lost[from]:
 		delete(p.given, id)
+		p.mu.Unlock()
+		p.settle()
+		return true
+	case !safe || p.lapsed:
+		p.again[id] = true
+		p.mu.Unlock()
 		return true
 	}
+	p.mu.Unlock()
 	return false
 }
 
@@ -403,6 +583,9 @@ func (p *poolRuns) event(ev run.Event) {
 		// so that if it does not come back (a requeue) the others take
 		// it over; unless another task took its claim.
 		done := ok && !ev.Retry && (ev.Reason != run.Interrupted || p.lost[from])
+		if ok && ev.Reason == run.Interrupted && !p.lost[from] && (p.lapsed || !p.isSafe()) {
+			p.again[ev.Run.ID] = true // stopped for the lapse: to run again if still this task's
+		}
 		p.mu.Unlock()
 		if done {
 			p.ended(ev.Run.ID)
@@ -450,6 +633,8 @@ func (p *poolRuns) await() bool {
 func (p *poolRuns) nothingHere(now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.io.Lock()
+	defer p.io.Unlock()
 	if p.ran || p.err != nil {
 		return p.err != nil
 	}
@@ -471,6 +656,8 @@ func (p *poolRuns) nothingHere(now time.Time) bool {
 func (p *poolRuns) takeOver(now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.io.Lock()
+	defer p.io.Unlock()
 	if p.err != nil {
 		return false
 	}
@@ -536,6 +723,8 @@ func (p *poolRuns) takeOver(now time.Time) bool {
 func (p *poolRuns) over(now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.io.Lock()
+	defer p.io.Unlock()
 	if len(p.given) > 0 || p.err != nil {
 		return p.err != nil
 	}
@@ -589,8 +778,12 @@ func (p *poolRuns) over(now time.Time) bool {
 // will once its lease expires.
 func (p *poolRuns) close() {
 	close(p.stop)
+	p.lapse.Stop()
+	proc.StopBy(p.guard, time.Time{}, 0, 0)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.io.Lock()
+	defer p.io.Unlock()
 	if len(p.given) == 0 && p.exhausted && p.err == nil {
 		p.pool.Renew(claim.Done)
 	}
@@ -607,6 +800,36 @@ func (p *poolRuns) left() int {
 		}
 	}
 	return n
+}
+
+// poolLease is the pool's lease: Options.Lease, or DefaultLease raised
+// to three times the caches of the output directory's mount where its
+// options tell them; a lease too short for them, or for the runs' stop,
+// is an error (claim.CheckLease). It also returns the caches.
+func poolLease(out string, lease time.Duration, x execute.Options) (time.Duration, claim.Cache, error) {
+	dir := out
+	for {
+		if _, err := os.Stat(dir); err == nil || filepath.Dir(dir) == dir {
+			break
+		}
+		dir = filepath.Dir(dir) // not made yet: the mount it will be on
+	}
+	cache, err := claim.MountCache(dir)
+	if err != nil {
+		cache = claim.Cache{Why: err.Error()}
+	}
+	given := lease > 0
+	if !given {
+		lease = max(DefaultLease, 3*cache.Time)
+	}
+	_, ladder := stopLadder(x)
+	if err := claim.CheckLease(lease, ladder, cache.Time); err != nil {
+		if !given {
+			return 0, cache, fmt.Errorf("pool: the default lease: %w", err)
+		}
+		return 0, cache, fmt.Errorf("pool: %w (%s)", err, cache.Why)
+	}
+	return lease, cache, nil
 }
 
 var errPoolShard = errors.New("a pool task runs the whole sweep's runs as it claims them: no shard goes with it")

@@ -24,6 +24,7 @@ import (
 	"github.com/nodepack/nodepack/runner/execute"
 	"github.com/nodepack/nodepack/runner/failure"
 	"github.com/nodepack/nodepack/runner/ledger"
+	"github.com/nodepack/nodepack/runner/proc"
 	"github.com/nodepack/nodepack/runner/run"
 	"github.com/nodepack/nodepack/runner/schedule"
 	"github.com/nodepack/nodepack/runner/sweep"
@@ -131,8 +132,10 @@ type Sweep struct {
 	source  *sweep.Source
 	def     sweep.Definition
 	shard   sweep.Shard
-	from    string // what chose the shard
-	pool    string // the pool task's name; "" outside a pool
+	from    string        // what chose the shard
+	pool    string        // the pool task's name; "" outside a pool
+	lease   time.Duration // the pool's lease (poolLease)
+	cache   claim.Cache   // the caches of the output directory's mount
 	output  string
 	ledger  string // this shard's ledger file
 	past    *ledger.Dir
@@ -270,6 +273,9 @@ func (s *Sweep) scan() error {
 			return fmt.Errorf("shard %s: %w", sp, errPoolShard)
 		}
 		if s.pool, err = poolTask(s.opts.Pool, s.opts.Job); err != nil {
+			return err
+		}
+		if s.lease, s.cache, err = poolLease(s.output, s.opts.Lease, s.opts.Execute); err != nil {
 			return err
 		}
 		s.shard, s.from = sweep.Shard{Index: 0, Count: 1}, "pool"
@@ -708,7 +714,7 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 		// task whose lanes are busy would hold them while others idle:
 		// one run ahead, or a lane's worth where runs ask for different
 		// things and smaller ones may backfill.
-		xo.Window, xo.Fenced = 1, p.fenced
+		xo.Window, xo.Fenced, xo.Guard = 1, p.fenced, p.guard
 		if s.mixed {
 			xo.Window = p.lanes
 		}
@@ -791,7 +797,10 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 		return nil, err
 	}
 	if pr != nil {
-		r.pool, pr.fence = pr, r.x.Fence
+		r.pool = pr
+		pr.mu.Lock()
+		pr.fence = r.x.Fence
+		pr.mu.Unlock()
 		go pr.heartbeat()
 	}
 	if opts.StopBefore > 0 {
@@ -817,8 +826,16 @@ func (s *Sweep) openPool(xo execute.Options) (*poolRuns, error) {
 	if err := p.adopt(); err != nil {
 		return nil, fmt.Errorf("pool: %w", err)
 	}
+	start := time.Now()
 	if err := pool.Renew(claim.Busy); err != nil {
 		return nil, fmt.Errorf("pool: %w", err)
+	}
+	p.renewed(start)
+	if !s.cache.Known {
+		s.note(fmt.Sprintf("pool: the output directory is on %s: the lease of %v must be at least three times the time its caches may hide another task's change (docs/batch.md)", s.cache.Why, p.lease))
+	}
+	if !proc.Supervised() {
+		s.note("pool: no supervisor runs beside this program (MaybeGuard): if it freezes, its runs go on past its lease")
 	}
 	return p, nil
 }

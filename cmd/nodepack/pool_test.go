@@ -38,7 +38,7 @@ func newPoolSweep(t *testing.T, n int) *poolSweep {
 // start starts task name of the pool as a process of its own.
 func (s *poolSweep) start(t *testing.T, name string, extra ...string) (*exec.Cmd, *strings.Builder) {
 	t.Helper()
-	args := append([]string{"run", "--pool", name, "--lease", "2s", "--parallel", "2", "--gpus", "none", "--grace", "1s", "-o", s.out}, extra...)
+	args := append([]string{"run", "--pool", name, "--lease", "3s", "--grace", "300ms", "--parallel", "2", "--gpus", "none", "-o", s.out}, extra...)
 	cmd := nodepackCommand(t, nil, append(args, s.file)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -184,15 +184,15 @@ func TestPoolKill9(t *testing.T) {
 func TestPoolLateTaskLeaves(t *testing.T) {
 	s := newPoolSweep(t, 4)
 	writeFile(t, s.dir, "GATE", "")
-	code, _, errOut := runCLI(t, "run", "-q", "--pool", "a", "--lease", "2s", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
+	code, _, errOut := runCLI(t, "run", "-q", "--pool", "a", "--lease", "3s", "--grace", "300ms", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
 	if code != exitOK {
 		t.Fatalf("task a: exit %d:\n%s", code, errOut)
 	}
-	code, _, errOut = runCLI(t, "run", "--pool", "late", "--lease", "2s", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
+	code, _, errOut = runCLI(t, "run", "--pool", "late", "--lease", "3s", "--grace", "300ms", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
 	if code != exitOK || !strings.Contains(errOut, "every run of the sweep's 4 is claimed by other tasks: nothing for this task") {
 		t.Errorf("a late task: exit %d:\n%s", code, errOut)
 	}
-	code, _, errOut = runCLI(t, "run", "--pool", "a", "--lease", "2s", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
+	code, _, errOut = runCLI(t, "run", "--pool", "a", "--lease", "3s", "--grace", "300ms", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
 	if code != exitOK || !strings.Contains(errOut, "4 succeeded") {
 		t.Errorf("task a again: exit %d:\n%s", code, errOut)
 	}
@@ -212,7 +212,7 @@ func TestPoolLateTaskLeaves(t *testing.T) {
 func TestPoolBadInput(t *testing.T) {
 	s := newPoolSweep(t, 4)
 	writeFile(t, s.dir, "GATE", "")
-	base := []string{"run", "-q", "--lease", "2s", "--gpus", "none", "-o", s.out}
+	base := []string{"run", "-q", "--lease", "3s", "--grace", "300ms", "--gpus", "none", "-o", s.out}
 	if code, _, errOut := runCLI(t, append(base, "--pool", "a", s.file)...); code != exitOK {
 		t.Fatalf("task a: exit %d:\n%s", code, errOut)
 	}
@@ -293,7 +293,7 @@ func TestPoolFullClaimsDisk(t *testing.T) {
 		t.Errorf("status after the full disk: %+v", doc.Counts)
 	}
 	os.Remove(filepath.Join(claims, ".filler"))
-	code, _, errOut := runCLI(t, "run", "-q", "--pool", "a", "--lease", "2s", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
+	code, _, errOut := runCLI(t, "run", "-q", "--pool", "a", "--lease", "3s", "--grace", "300ms", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
 	if code != exitOK {
 		t.Fatalf("the rerun: exit %d:\n%s", code, errOut)
 	}
@@ -344,7 +344,7 @@ func poolResubmit(t *testing.T, sig syscall.Signal) {
 		if err1 != nil || err2 != nil {
 			t.Fatal(err1, err2)
 		}
-		if p.ModTime().Sub(b.ModTime()) >= 2*time.Second {
+		if p.ModTime().Sub(b.ModTime()) >= 3*time.Second { // the lease
 			break
 		}
 		if time.Now().After(deadline) {
@@ -353,7 +353,7 @@ func poolResubmit(t *testing.T, sig syscall.Signal) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	writeFile(t, s.dir, "GATE", "")
-	code, _, errOut := runCLI(t, "run", "--pool", "b", "--lease", "2s", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
+	code, _, errOut := runCLI(t, "run", "--pool", "b", "--lease", "3s", "--grace", "300ms", "--parallel", "2", "--gpus", "none", "-o", s.out, s.file)
 	if code != exitOK || !strings.Contains(errOut, "pool: took over") {
 		t.Fatalf("the new task: exit %d:\n%s", code, errOut)
 	}
@@ -379,6 +379,139 @@ func TestPoolRequeuedTaskResumes(t *testing.T) {
 		t.Fatalf("task a again: exit %d:\n%s", code, errOut)
 	}
 	s.once(t)
+	if doc := s.status(t); doc.Counts != (results.Counts{Succeeded: s.n}) {
+		t.Errorf("status %+v", doc.Counts)
+	}
+}
+
+// stamps reads the runs' own start and end stamps (STAMPS lines "ID
+// start|end NANOS", and "ID ckpt NANOS" for a checkpoint signal) into
+// each run's intervals.
+func stamps(t *testing.T, path string) (spans map[string][][2]int64, ckpts map[string]int) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans, ckpts = map[string][][2]int64{}, map[string]int{}
+	open := map[string]int64{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var id, what string
+		var at int64
+		if _, err := fmt.Sscanf(line, "%s %s %d", &id, &what, &at); err != nil {
+			t.Fatalf("%s: %q: %v", path, line, err)
+		}
+		switch what {
+		case "start":
+			if _, ok := open[id]; ok {
+				// A second start before the first ended: on two at once.
+				spans[id] = append(spans[id], [2]int64{open[id], at}, [2]int64{at, at})
+			}
+			open[id] = at
+		case "end":
+			spans[id] = append(spans[id], [2]int64{open[id], at})
+			delete(open, id)
+		case "ckpt":
+			ckpts[id]++
+		}
+	}
+	for id, from := range open {
+		t.Errorf("run %s started at %d and never ended", id, from)
+	}
+	return spans, ckpts
+}
+
+// overlapping counts the runs that ran twice at once, by their stamps.
+func overlapping(spans map[string][][2]int64) (twice int, ids []string) {
+	for id, s := range spans {
+		for i := range s {
+			for j := range i {
+				if s[i][0] < s[j][1] && s[j][0] < s[i][1] || s[i][0] == s[i][1] {
+					twice++
+					ids = append(ids, id)
+				}
+			}
+		}
+	}
+	return twice, ids
+}
+
+// stampedSweep is a pool sweep of n runs of about secs seconds that stamp
+// their own starts and ends (and a checkpoint signal, SIGUSR1) into
+// STAMPS, and append their id to DONE once they end whole.
+func stampedSweep(t *testing.T, n int, secs string) *poolSweep {
+	t.Helper()
+	dir := t.TempDir()
+	s := &poolSweep{dir: dir, out: filepath.Join(dir, "out"), token: "np-pool-" + filepath.Base(dir), n: n}
+	var tasks strings.Builder
+	for i := range n {
+		fmt.Fprintf(&tasks, `bash -c 'st() { echo "$NODEPACK_RUN_ID $1 $(date +%%s%%N)" >> %[1]s/STAMPS; }; trap "st ckpt" USR1; trap "st end; exit 143" TERM; st start; (trap "" USR1; exec -a %[2]s-$NODEPACK_RUN_ID sleep %[3]s) & while ! wait; do :; done; st end; echo $NODEPACK_RUN_ID >> %[1]s/DONE' # %[4]d`+"\n", dir, s.token, secs, i)
+	}
+	s.file = writeFile(t, dir, "tasks.txt", tasks.String())
+	return s
+}
+
+// TestPoolFrozenTask is the regression of issue 64: a pool task frozen
+// (SIGSTOP of its nodepack, its runs going on) for longer than its lease.
+// Its supervisor asks its run for a checkpoint and stops it before its
+// lease expires, so the run is never on two tasks at once; the other
+// task takes its claims over; on waking it starts nothing it does not
+// own and reports no success for a run it no longer owns: every run
+// succeeds exactly once, and the readers count each once.
+func TestPoolFrozenTask(t *testing.T) {
+	s := stampedSweep(t, 6, "2")
+	extra := []string{"--lease", "4s", "--parallel", "1", "--checkpoint-signal", "USR1"}
+	a, aErr := s.start(t, "a", extra...)
+	s.running(t, "a", 1, aErr)
+	b, bErr := s.start(t, "b", extra...)
+	s.running(t, "b", 1, bErr)
+	// Freeze a until b has taken its claims over and started a run of
+	// them: two leases and more.
+	a.Process.Signal(syscall.SIGSTOP)
+	frozen := time.Now()
+	lease := filepath.Join(s.out, "claims", "tasks", "a")
+	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(bErr.String(), "pool: took over"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			a.Process.Signal(syscall.SIGCONT)
+			t.Fatalf("b never took a's claims over:\n%s", bErr)
+		}
+	}
+	st, err := os.Stat(lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewed := st.ModTime() // a's last renewal, by this node's one clock
+	a.Process.Signal(syscall.SIGCONT)
+	t.Logf("a frozen for %v", time.Since(frozen).Round(time.Millisecond))
+	// a exits 1: its run was interrupted here (and ran there), the sign
+	// of a task that was seen dead.
+	if err := a.Wait(); a.ProcessState.ExitCode() != 1 || !strings.Contains(aErr.String(), "taken over by another task") {
+		t.Errorf("a: %v, want exit 1 and its claim said taken over\n%s", err, aErr)
+	}
+	if err := b.Wait(); err != nil {
+		t.Errorf("b: %v\n%s", err, bErr)
+	}
+	s.once(t)
+	spans, ckpts := stamps(t, filepath.Join(s.dir, "STAMPS"))
+	if twice, ids := overlapping(spans); twice > 0 {
+		t.Errorf("%d runs ran on two tasks at once: %v\na:\n%s\nb:\n%s", twice, ids, aErr, bErr)
+	}
+	// The run a was running when it froze: stopped by its supervisor,
+	// a checkpoint asked for first, before a's lease could expire.
+	var stoppedAt int64
+	for id, sp := range spans {
+		if len(sp) > 1 && ckpts[id] > 0 {
+			stoppedAt = sp[0][1]
+		}
+	}
+	if stoppedAt == 0 {
+		t.Fatalf("no run was stopped with a checkpoint asked and run again: %v %v\na:\n%s", spans, ckpts, aErr)
+	}
+	after := time.Unix(0, stoppedAt).Sub(renewed)
+	t.Logf("a's frozen run stopped %v after a's last renewal (lease 4s: the rule is within 2s)", after.Round(time.Millisecond))
+	if after >= 4*time.Second {
+		t.Errorf("a's frozen run stopped %v after a's last renewal, past its lease of 4s", after)
+	}
 	if doc := s.status(t); doc.Counts != (results.Counts{Succeeded: s.n}) {
 		t.Errorf("status %+v", doc.Counts)
 	}

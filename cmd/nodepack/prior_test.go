@@ -193,7 +193,7 @@ func TestSubmitPrunePrior(t *testing.T) {
 	}
 	// Task 0 of job 100, as the array task runs it: the pool's ledger
 	// records the prior, and status says it.
-	code, _, stderr = runCLI(t, "run", "-q", "--pool", "100_0", "--lease", "2s", "-o", "sweep", "--prune", "loss:min,max=8", "--prune-prior", earlier, "--params", params, "--", "bash", script)
+	code, _, stderr = runCLI(t, "run", "-q", "--pool", "100_0", "--lease", "3s", "--grace", "300ms", "-o", "sweep", "--prune", "loss:min,max=8", "--prune-prior", earlier, "--params", params, "--", "bash", script)
 	if code != exitOK || !strings.Contains(stderr, "prune prior "+earlier+": 6 runs") {
 		t.Fatalf("pool task 100_0: exit %d\n%s", code, stderr)
 	}

@@ -413,7 +413,7 @@ func TestSubmitPool(t *testing.T) {
 	}
 	// Task 0 of job 100 runs the whole sweep (as the array task would:
 	// its name is the job's and the array task's); 100_1 is running.
-	if code, _, stderr := runCLI(t, "run", "-q", "--pool", "100_0", "--lease", "2s", "-o", out, "tasks.txt"); code != exitOK {
+	if code, _, stderr := runCLI(t, "run", "-q", "--pool", "100_0", "--lease", "3s", "--grace", "300ms", "-o", out, "tasks.txt"); code != exitOK {
 		t.Fatalf("task 100_0: %d %s", code, stderr)
 	}
 	writeFile(t, filepath.Join(dir, "bin"), "queue.txt", "100|1|RUNNING|node7\n")

@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nodepack/nodepack/runner/untrusted"
@@ -158,10 +159,16 @@ func (p *Pool) ClaimWith(size func(left int) int) (c Claim, ok bool, err error) 
 		if !errors.Is(err, os.ErrExist) {
 			return Claim{}, false, fmt.Errorf("claim: runs from %d: %w", p.next, err)
 		}
-		// Another task's: go on from where it ends.
+		// Another task's: go on from where it ends. Or this task's own,
+		// made though its reply was lost and its link count unread: a
+		// task's name is its own in the pool.
 		other, err := p.read(p.next)
 		if err != nil {
 			return Claim{}, false, err
+		}
+		if other.Task == p.task && other.To == to {
+			p.next = to
+			return other, true, nil
 		}
 		p.next = other.To
 	}
@@ -229,6 +236,9 @@ func (p *Pool) TakeOver(c Claim) (Claim, bool, error) {
 		return Claim{From: c.From, To: c.To, Task: p.task, Gen: gen}, true, nil
 	case errors.Is(err, os.ErrExist):
 		now, err := p.owner(c)
+		if err == nil && now.Task == p.task && now.Gen == gen {
+			return now, true, nil // this task's, made though its reply was lost
+		}
 		return now, false, err
 	}
 	return c, false, fmt.Errorf("claim: taking over runs from %d: %w", c.From, err)
@@ -249,6 +259,11 @@ func (p *Pool) Renew(state State) error {
 	p.beat++
 	b, _ := json.Marshal(heartbeat{Task: p.task, Beat: p.beat, Sweep: p.sweep, State: state})
 	if err := replace(p.beats, p.task, append(b, '\n')); err != nil {
+		// A rename whose reply was lost (NFS) was made: the lease file
+		// then says this beat.
+		if got, rerr := untrusted.ReadFile(p.beats, p.task, maxFile); rerr == nil && bytes.Equal(bytes.TrimSpace(got), b) {
+			return nil
+		}
 		return fmt.Errorf("claim: renewing the lease of %s: %w", p.task, err)
 	}
 	return nil
@@ -428,7 +443,9 @@ func replace(dir, name string, b []byte) error {
 		os.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+	if err := rename(tmp, filepath.Join(dir, name)); err != nil {
+		// Made, perhaps, with its reply lost (rename(2), NFS): the
+		// caller takes it as not made, which is the cautious side.
 		os.Remove(tmp)
 		return err
 	}
@@ -436,8 +453,12 @@ func replace(dir, name string, b []byte) error {
 }
 
 // publish makes dir/name hold b, whole or not at all: b is written to a
-// file of a unique name and linked to name, which fails (os.ErrExist)
-// when name exists; the unique name is removed either way.
+// file of a unique name in dir itself (BeeGFS before 7.4 links within a
+// folder only) and linked to name, which fails (os.ErrExist) when name
+// exists; the unique name is removed either way. A link whose reply was
+// lost may report an error after it was made (link(2), NFS): on any
+// error the unique file's link count says what happened (open(2)'s
+// recipe), 2 meaning the link is made.
 func publish(dir, name string, b []byte) error {
 	f, err := os.CreateTemp(dir, "."+name+".*")
 	if err != nil {
@@ -456,5 +477,27 @@ func publish(dir, name string, b []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Link(tmp, filepath.Join(dir, name))
+	err = link(tmp, filepath.Join(dir, name))
+	if err != nil && linked(tmp) {
+		return nil // made, though its reply said otherwise
+	}
+	return err
 }
+
+// linked reports whether the file at path has a second name: a link of
+// it was made.
+func linked(path string) bool {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && sys.Nlink >= 2
+}
+
+// link and rename are os.Link and os.Rename, apart for the tests, which
+// lose their replies.
+var (
+	link   = os.Link
+	rename = os.Rename
+)

@@ -230,8 +230,9 @@ func (e *Execution) runAttempt(spec attemptSpec) (attemptEnd, error) {
 		return attemptEnd{ev: a.ev}, &filesError{err}
 	}
 	// The deadline is checked last, right before the start, so that the
-	// drain deadline holds at the process start.
-	if !e.mayStart() {
+	// drain deadline holds at the process start; and Fenced, so that a
+	// pool task frozen since its first check starts nothing on waking.
+	if !e.mayStart() || e.opts.Fenced != nil && e.opts.Fenced(spec.run.ID) {
 		a.files.close(true)
 		return attemptEnd{ev: a.ev}, nil
 	}
@@ -280,7 +281,7 @@ func (e *Execution) prepareAttempt(spec attemptSpec) (*attempt, error) {
 // its own.
 func (e *Execution) launchProcess(a *attempt) error {
 	a.oom, a.oomKnown = e.oomKills()
-	spec := proc.Spec{Cmd: a.cmd, CPUs: a.ev.Place.CPUs, Key: proc.Key{Run: a.spec.run.ID, Attempt: a.spec.n}, Cgroups: e.cgroups, MemLimit: a.memLimit}
+	spec := proc.Spec{Cmd: a.cmd, CPUs: a.ev.Place.CPUs, Key: proc.Key{Run: a.spec.run.ID, Attempt: a.spec.n}, Cgroups: e.cgroups, MemLimit: a.memLimit, Guard: e.opts.Guard}
 	spec.Exited = func() { // before its pid may be another's
 		a.ev.End = time.Now()
 		if a.sampling != nil {

@@ -472,6 +472,12 @@ func (e *Execution) ended(j *job, lane, n int, end attemptEnd, err error) (after
 		e.release(j, true) // the sweep stopped before this attempt could start
 		return after, false
 	}
+	if ev.Reason != run.Interrupted && e.opts.Fenced != nil && e.opts.Fenced(ev.Run.ID) {
+		// It ended where it was no longer this sweep's to end (a pool
+		// task whose lease lapsed, or whose claim was taken): whatever
+		// its exit, it is not done here.
+		ev.Reason, ev.Class = run.Interrupted, ""
+	}
 	outcome := outcome(ev)
 	outcome.Attempt, outcome.NoRetry = n, e.halted()
 	after = e.tell(j, outcome)

@@ -106,11 +106,18 @@ type Policy struct {
 	// at least 256. A source that claims its runs from a shared pool sets
 	// it to the lanes, so that it claims them only as lanes free.
 	Window int
-	// Fenced, if not nil, is asked before each attempt of a run starts:
-	// true means the run is no longer this sweep's to run (a task of a
-	// shared pool lost its claim), and it is left without an attempt or an
-	// event. Execution.Fence stops the attempts already running.
+	// Fenced, if not nil, is asked before each attempt of a run is set
+	// up, again at the moment of its start, and when it ends otherwise
+	// than Interrupted: true means the run is not this sweep's to run or
+	// end now (a task of a shared pool lost its claim, or its lease
+	// lapsed). Before the start, the run is left without an attempt or an
+	// event; at its end, the attempt ends Interrupted, whatever its exit.
+	// Execution.Fence stops the attempts already running.
 	Fenced func(id string) bool
+	// Guard, if not empty, names this sweep's runs to the supervisor
+	// (proc.Spec.Guard), for a deadline by which it stops them if this
+	// program cannot (proc.StopBy): a pool task's lease.
+	Guard string
 
 	// SettleTimeout bounds the readiness gate: a run that shares its GPU
 	// by GPU memory keeps other runs off that GPU until its own memory

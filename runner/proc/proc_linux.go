@@ -116,6 +116,7 @@ type spawnRequest struct {
 	cpus  []int
 	group *cgroup // the memory cgroup to start it in; nil for none
 	key   Key
+	guard string // Spec.Guard
 	done  chan error
 }
 
@@ -221,7 +222,7 @@ func (t *spawnThread) spawnOne(req spawnRequest) error {
 	}
 	pid := req.cmd.Process.Pid
 	markRun(pid)
-	procs.supervisor.started(pid)
+	procs.supervisor.started(pid, req.guard)
 	procs.mu.Lock()
 	procs.leaders[pid]++
 	delete(procs.ended, pid) // the number was free, so that old group is empty
@@ -296,7 +297,7 @@ func Launch(s Spec) (*Process, error) {
 	p := &Process{cmd: cmd, key: s.Key, pidfd: -1, exited: make(chan struct{}), group: group, onExit: s.Exited}
 	if group == nil && !knobs.Spawner && directRuns.Add(1) <= directLimit {
 		runtime.LockOSThread()
-		if err := startHere(cmd, s.CPUs, s.Key); err != nil {
+		if err := startHere(cmd, s.CPUs, s.Key, s.Guard); err != nil {
 			runtime.UnlockOSThread()
 			directRuns.Add(-1)
 			return nil, err
@@ -306,7 +307,7 @@ func Launch(s Spec) (*Process, error) {
 		if group == nil && !knobs.Spawner {
 			directRuns.Add(-1)
 		}
-		if err := spawn(cmd, s.CPUs, group, s.Key); err != nil {
+		if err := spawn(cmd, s.CPUs, group, s.Key, s.Guard); err != nil {
 			if group != nil {
 				group.remove()
 			}
@@ -323,7 +324,7 @@ func Launch(s Spec) (*Process, error) {
 // startHere starts cmd from the calling goroutine's thread, which it has
 // locked, with the CPU mask the run asks for, and puts the thread's own
 // mask back.
-func startHere(cmd *exec.Cmd, cpus []int, key Key) error {
+func startHere(cmd *exec.Cmd, cpus []int, key Key, guard string) error {
 	t := spawnThread{tid: unix.Gettid(), all: procs.all}
 	// The thread's own mask, read rather than assumed: another goroutine
 	// may have left this thread pinned.
@@ -331,7 +332,7 @@ func startHere(cmd *exec.Cmd, cpus []int, key Key) error {
 		return fmt.Errorf("affinity: %w", err)
 	}
 	own := t.mask
-	err := t.spawnOne(spawnRequest{cmd: cmd, cpus: cpus, key: key})
+	err := t.spawnOne(spawnRequest{cmd: cmd, cpus: cpus, key: key, guard: guard})
 	if t.mask != own {
 		if err := unix.SchedSetaffinity(0, &own); err != nil {
 			// The thread stays pinned: let it end with this goroutine
@@ -400,8 +401,8 @@ func waitNoReap(pid, pidfd int) {
 }
 
 // spawn has the spawner thread start cmd.
-func spawn(cmd *exec.Cmd, cpus []int, group *cgroup, key Key) error {
-	req := spawnRequest{cmd: cmd, cpus: cpus, group: group, key: key, done: make(chan error, 1)}
+func spawn(cmd *exec.Cmd, cpus []int, group *cgroup, key Key, guard string) error {
+	req := spawnRequest{cmd: cmd, cpus: cpus, group: group, key: key, guard: guard, done: make(chan error, 1)}
 	if len(cpus) > 0 {
 		// A pinned start goes to the spawner its first CPU names, when that
 		// one is idle: a lane's runs keep their CPUs, so that spawner's

@@ -31,6 +31,10 @@ type Spec struct {
 	// and before it is reaped, while its pid still names it: stop what
 	// watches the process by its pid there.
 	Exited func()
+	// Guard names the deadline (StopBy) under which the supervisor stops
+	// the process's group if the program cannot; "" for none. A name of
+	// letters, digits and '.', '-', '_', ':'.
+	Guard string
 }
 
 // Exit is how a process ended.

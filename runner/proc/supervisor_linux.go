@@ -30,7 +30,9 @@ import (
 // write end this process holds; end of file means this process is gone.
 // Over it the process says, one line each, "g PGID" when a run started in
 // process group PGID and "- PGID" once that run ended and its group was
-// sent SIGKILL. Its environment names this process's session (SessionVar).
+// sent SIGKILL ("g PGID GUARD" for a run under a guard's deadline); "t
+// PATH" and "T PATH" for a scratch root; "f GUARD AT SIG GRACE" for the
+// deadline by which the runs of GUARD are to be stopped (StopBy). Its environment names this process's session (SessionVar).
 //
 // At end of file the supervisor sends SIGKILL to every group it still
 // knows, then to every process whose environment carries the session
@@ -132,10 +134,57 @@ func startSupervisor(token string) (*supervisor, error) {
 // started and ended tell the supervisor about a run's process group;
 // scratch and scratchDone about a scratch root (the runs' TMPDIRs'
 // parent), which it removes if this process dies with it still there.
-func (s *supervisor) started(pgid int)        { s.send('g', strconv.Itoa(pgid)) }
+func (s *supervisor) started(pgid int, guard string) {
+	if guard == "" {
+		s.send('g', strconv.Itoa(pgid))
+		return
+	}
+	s.send('g', strconv.Itoa(pgid)+" "+guard)
+}
 func (s *supervisor) ended(pgid int)          { s.send('-', strconv.Itoa(pgid)) }
 func (s *supervisor) scratch(path string)     { s.send('t', strconv.Quote(path)) }
 func (s *supervisor) scratchDone(path string) { s.send('T', strconv.Quote(path)) }
+
+// deadline tells the supervisor when to stop every run it knows (see
+// the deadline type); a zero time clears it.
+func (s *supervisor) deadline(guard string, at time.Time, sig syscall.Signal, grace time.Duration) {
+	if at.IsZero() {
+		s.send('f', guard+" 0")
+		return
+	}
+	abs := max(monotonic()+int64(time.Until(at)), 1)
+	s.send('f', fmt.Sprintf("%s %d %d %d", guard, abs, int(sig), max(grace, 0).Nanoseconds()))
+}
+
+// StopBy tells the supervisor to stop every run of guard (Spec.Guard)
+// still running at at, as
+// a stop does (sig first if not 0, for a checkpoint, then SIGTERM a grace
+// later, SIGKILL a grace after that), and at once any run that starts
+// after at, unless a later call moves it; a zero at clears it. It is for
+// a program that may freeze or hang (a stopped process, a hung mount)
+// while its runs go on: the supervisor is another process. The program,
+// while it runs, should stop its runs itself before at. It reports false
+// when there is no supervisor (see MaybeGuard, Supervised).
+func StopBy(guard string, at time.Time, sig syscall.Signal, grace time.Duration) bool {
+	if !guardName(guard) || Setup() != nil || procs.supervisor == nil {
+		return false
+	}
+	procs.supervisor.deadline(guard, at, sig, grace)
+	return true
+}
+
+// guardName reports whether name may name a guard.
+func guardName(name string) bool {
+	if name == "" || len(name) > 200 {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_:", r)) {
+			return false
+		}
+	}
+	return true
+}
 
 // send writes one message. A supervisor that is gone (the write failed) is
 // dropped: its protection is lost, the runs are not.
@@ -168,45 +217,174 @@ func supervise(runner io.Reader, token string) int {
 func follow(runner io.Reader, token string) {
 	groups := map[int]bool{}
 	scratch := map[string]bool{}
-	r := bufio.NewReaderSize(runner, 64<<10)
+	lines := make(chan string, 256)
+	go func() {
+		defer close(lines)
+		r := bufio.NewReaderSize(runner, 64<<10)
+		for {
+			if r.Buffered() == 0 {
+				// Read in batches: the runner's writes then wake no one,
+				// and its end is seen at most a nap late.
+				time.Sleep(supervisorNap)
+			}
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return // end of file: the runner is gone
+			}
+			lines <- line
+		}
+	}()
+	guards := map[int]string{}          // the groups under a guard's deadline
+	deadlines := map[string]*deadline{} // by guard
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for {
-		if r.Buffered() == 0 {
-			// Read in batches: the runner's writes then wake no one, and
-			// its end is seen at most a nap late.
-			time.Sleep(supervisorNap)
-		}
-		line, err := r.ReadString('\n')
-		if err != nil {
-			break // end of file: the runner is gone
-		}
-		op, arg, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
-		switch op {
-		case "g", "-":
-			if pgid, err := strconv.Atoi(arg); err == nil && pgid > 0 {
-				if op == "g" {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				timer.Stop()
+				for pgid := range groups {
+					unix.Kill(-pgid, unix.SIGKILL)
+				}
+				killSession(token, 5*time.Second)
+				// The runs are gone: what they left in their TMPDIRs goes too.
+				for path := range scratch {
+					os.RemoveAll(path)
+				}
+				return
+			}
+			op, arg, _ := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+			switch op {
+			case "g", "-":
+				num, guard, _ := strings.Cut(arg, " ")
+				if pgid, err := strconv.Atoi(num); err == nil && pgid > 0 {
+					if op == "-" {
+						delete(groups, pgid)
+						delete(guards, pgid)
+						break
+					}
 					groups[pgid] = true
-				} else {
-					delete(groups, pgid)
+					if guard != "" {
+						guards[pgid] = guard
+						if d := deadlines[guard]; d != nil && d.passed() {
+							// Started after its deadline (the runner
+							// froze between its last check and the
+							// start): it goes at once.
+							unix.Kill(-pgid, unix.SIGKILL)
+						}
+					}
+				}
+			case "t", "T":
+				if path, err := strconv.Unquote(arg); err == nil && path != "" {
+					if op == "t" {
+						scratch[path] = true
+					} else {
+						delete(scratch, path)
+					}
+				}
+			case "f":
+				guard, rest, _ := strings.Cut(arg, " ")
+				if d, ok := parseDeadline(rest); ok && guard != "" {
+					if d.at == 0 {
+						delete(deadlines, guard)
+					} else {
+						deadlines[guard] = &d
+					}
 				}
 			}
-		case "t", "T":
-			if path, err := strconv.Unquote(arg); err == nil && path != "" {
-				if op == "t" {
-					scratch[path] = true
-				} else {
-					delete(scratch, path)
-				}
+		case <-timer.C:
+			for guard, d := range deadlines {
+				d.fire(guard, guards)
+			}
+		}
+		// The deadlines' next step, if any.
+		timer.Stop()
+		next := int64(0)
+		for _, d := range deadlines {
+			if at, ok := d.next(); ok && (next == 0 || at < next) {
+				next = at
+			}
+		}
+		if next > 0 {
+			timer.Reset(time.Duration(next - monotonic()))
+		}
+	}
+}
+
+// A deadline is the runner's "f GUARD AT SIG GRACE": unless a newer one
+// comes first, at AT (CLOCK_MONOTONIC nanoseconds, a clock the two
+// processes share on the node and that a stopped process does not hold
+// back) every group it knows under GUARD gets SIG (a checkpoint signal; 0 for none), then SIGTERM
+// a GRACE later (at once without SIG), then SIGKILL a GRACE after that.
+// "f GUARD 0" clears it. A group of GUARD announced after AT is killed at
+// once. The runner, while it runs, stops its runs itself before
+// AT: this is for a runner that is frozen or hung.
+type deadline struct {
+	at    int64
+	steps []deadlineStep
+	done  int // the steps taken
+}
+
+type deadlineStep struct {
+	at  int64
+	sig unix.Signal
+}
+
+func parseDeadline(arg string) (deadline, bool) {
+	f := strings.Fields(arg)
+	if len(f) != 1 && len(f) != 3 {
+		return deadline{}, false
+	}
+	var n [3]int64
+	for i := range f {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil || v < 0 {
+			return deadline{}, false
+		}
+		n[i] = v
+	}
+	at, sig, grace := n[0], unix.Signal(n[1]), n[2]
+	if at == 0 {
+		return deadline{}, true
+	}
+	d := deadline{at: at}
+	if sig != 0 && sig != unix.SIGTERM && sig != unix.SIGKILL {
+		d.steps = append(d.steps, deadlineStep{at, sig})
+		at += grace
+	}
+	d.steps = append(d.steps, deadlineStep{at, unix.SIGTERM}, deadlineStep{at + grace, unix.SIGKILL})
+	return d, true
+}
+
+// passed reports whether the deadline came: a group started now is past it.
+func (d *deadline) passed() bool { return d.at > 0 && monotonic() >= d.at }
+
+// next is when the deadline's next step is due.
+func (d *deadline) next() (int64, bool) {
+	if d.done >= len(d.steps) {
+		return 0, false
+	}
+	return d.steps[d.done].at, true
+}
+
+// fire takes the steps that are due, for the groups of guard.
+func (d *deadline) fire(guard string, guards map[int]string) {
+	for d.done < len(d.steps) && monotonic() >= d.steps[d.done].at {
+		sig := d.steps[d.done].sig
+		d.done++
+		for pgid, g := range guards {
+			if g == guard {
+				unix.Kill(-pgid, sig)
 			}
 		}
 	}
-	for pgid := range groups {
-		unix.Kill(-pgid, unix.SIGKILL)
-	}
-	killSession(token, 5*time.Second)
-	// The runs are gone: what they left in their TMPDIRs goes too.
-	for path := range scratch {
-		os.RemoveAll(path)
-	}
+}
+
+// monotonic is CLOCK_MONOTONIC in nanoseconds.
+func monotonic() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
 
 // killSession sends SIGKILL to every process whose environment carries

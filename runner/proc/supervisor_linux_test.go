@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestFollowKillsWhatIsLeft: when the runner's pipe ends, the supervisor
@@ -37,8 +38,8 @@ func TestFollowKillsWhatIsLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &supervisor{w: w}
-	s.started(scrubbed.Process.Pid)
-	s.started(ended.Process.Pid)
+	s.started(scrubbed.Process.Pid, "")
+	s.started(ended.Process.Pid, "")
 	s.ended(ended.Process.Pid)
 	w.Close()
 	follow(r, token) // returns once it killed what it had to
@@ -95,5 +96,90 @@ func TestSupervisorIgnoresJobSignals(t *testing.T) {
 	w.Close()
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("supervisor: %v, want exit 0 at the end of its pipe", err)
+	}
+}
+
+// TestFollowDeadline: at the runner's deadline the supervisor stops the
+// groups it knows as a stop does, while the runner's pipe stays open (a
+// frozen runner): the checkpoint signal, then SIGTERM, then SIGKILL, each
+// a grace after the one before; a group announced after the deadline is
+// killed at once; without a checkpoint signal SIGTERM comes first.
+func TestFollowDeadline(t *testing.T) {
+	dir := t.TempDir()
+	start := func(script string) *exec.Cmd {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	// It notes each signal it gets and ignores them: only SIGKILL ends it.
+	stubborn := start(`trap 'echo usr1 >>` + dir + `/got' USR1; trap 'echo term >>` + dir + `/got' TERM; echo >` + dir + `/ready; while :; do sleep 0.01; done`)
+	plain := start(`exec sleep 60`)
+	other := start(`exec sleep 60`)
+	poll(t, func() bool { _, err := os.Stat(dir + "/ready"); return err == nil })
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	done := make(chan struct{})
+	go func() { follow(r, "test-deadline."+strconv.Itoa(os.Getpid())); close(done) }()
+	s := &supervisor{w: w}
+	s.started(stubborn.Process.Pid, "pool:a")
+	s.deadline("pool:a", time.Now().Add(50*time.Millisecond), syscall.SIGUSR1, 200*time.Millisecond)
+	stubborn.Wait()
+	if ws := stubborn.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("after the deadline: %v, want killed by SIGKILL", stubborn.ProcessState)
+	}
+	if got, _ := os.ReadFile(dir + "/got"); string(got) != "usr1\nterm\n" {
+		t.Errorf("signals before the SIGKILL: %q, want the checkpoint's, then SIGTERM", got)
+	}
+	// Past the deadline: a group that starts now goes at once.
+	s.started(other.Process.Pid, "") // under no guard: left alone
+	s.started(plain.Process.Pid, "pool:a")
+	plain.Wait()
+	if ws := plain.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Errorf("started after the deadline: %v, want killed by SIGKILL", plain.ProcessState)
+	}
+	// A new deadline without a checkpoint signal: SIGTERM first.
+	third := start(`exec sleep 60`)
+	s.deadline("pool:a", time.Now().Add(time.Second), 0, time.Hour) // told before the start: not past
+	s.started(third.Process.Pid, "pool:a")
+	third.Wait()
+	if ws := third.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Errorf("a deadline without a checkpoint signal: %v, want killed by SIGTERM", third.ProcessState)
+	}
+	if err := other.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("a group under no guard: %v, want it left running", err)
+	}
+	w.Close()
+	<-done
+}
+
+// TestParseDeadline: the deadline message, and garbage refused.
+func TestParseDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		arg  string
+		ok   bool
+		sigs string // {at signal-number}
+	}{
+		{"100 10 5", true, "[{100 10} {105 15} {110 9}]"},
+		{"100 0 5", true, "[{100 15} {105 9}]"},
+		{"100 15 5", true, "[{100 15} {105 9}]"},
+		{"100", true, "[{100 15} {100 9}]"},
+		{"0", true, "[]"},
+		{"", false, ""},
+		{"1 2", false, ""},
+		{"-1 0 0", false, ""},
+		{"x 0 0", false, ""},
+	} {
+		d, ok := parseDeadline(tc.arg)
+		if ok != tc.ok || ok && fmt.Sprint(d.steps) != tc.sigs {
+			t.Errorf("parseDeadline(%q) = %v %v, want %v %s", tc.arg, d.steps, ok, tc.ok, tc.sigs)
+		}
 	}
 }

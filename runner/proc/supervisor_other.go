@@ -2,6 +2,11 @@
 
 package proc
 
+import (
+	"syscall"
+	"time"
+)
+
 // MaybeGuard does nothing on systems other than Linux, where runs are
 // started directly and nothing outlives the program to clean up after it.
 // On Linux it lets the runner start one supervisor process that does; call
@@ -11,3 +16,6 @@ func MaybeGuard() {}
 // ClaimChildren does nothing on systems other than Linux; see its Linux
 // documentation.
 func ClaimChildren() {}
+
+// StopBy does nothing and reports false: there is no supervisor here.
+func StopBy(guard string, at time.Time, sig syscall.Signal, grace time.Duration) bool { return false }

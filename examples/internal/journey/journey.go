@@ -334,7 +334,7 @@ func PoolNodeDies(t *testing.T, s Scheduler) {
 	}
 	writeTasks(t, dir, tasks)
 	out := filepath.Join(dir, "sweep")
-	if b, err := s.Typed(t, dir, "nodepack submit --"+s.Name+" --nodes 3 --cpus-per-node 1 --gpus-per-node 1 --time 10m -o sweep -- --lease 10s tasks.txt"); err != nil || !strings.Contains(b, "3 array tasks of the sweep's shared pool") {
+	if b, err := s.Typed(t, dir, "nodepack submit --"+s.Name+" --nodes 3 --cpus-per-node 1 --gpus-per-node 1 --time 10m -o sweep -- --lease 10s --grace 1s tasks.txt"); err != nil || !strings.Contains(b, "3 array tasks of the sweep's shared pool") {
 		t.Fatalf("submit: %v\n%s", err, b)
 	}
 	id := s.lastJob(t, out)
