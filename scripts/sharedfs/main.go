@@ -36,9 +36,9 @@ import (
 
 // faults is what the control file asks for now.
 type faults struct {
-	path string
-	mu   sync.Mutex
-	cond *sync.Cond
+	path         string
+	mu           sync.Mutex
+	cond         *sync.Cond
 	lose, estale float64
 	enospc, hang bool
 	lost         int // replies lost so far, for the log
