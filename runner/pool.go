@@ -245,6 +245,7 @@ func (p *poolRuns) adopt() error {
 // them, then of the claims it takes over, until nothing is left.
 func (p *poolRuns) runs() iter.Seq2[run.Run, error] {
 	return func(yield func(run.Run, error) bool) {
+		p.orphans()
 		for {
 			more, ok := p.pass(yield)
 			if !ok {
@@ -263,6 +264,61 @@ func (p *poolRuns) runs() iter.Seq2[run.Run, error] {
 				return
 			}
 		}
+	}
+}
+
+// orphans takes over the claims of the tasks that said they were done
+// (they are gone) that hold a run this sweep has not done: a line edited
+// since the task ran it is a new run, and no one else would run it.
+func (p *poolRuns) orphans() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.io.Lock()
+	defer p.io.Unlock()
+	peers, err := p.pool.Peers(time.Now(), p.lease)
+	if err != nil {
+		return // the heartbeat meets it again
+	}
+	gone := map[string]bool{}
+	for _, peer := range peers {
+		if peer.State == claim.Done {
+			gone[peer.Task] = true
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	all, err := p.pool.Claims()
+	if err != nil {
+		return
+	}
+	need := map[int]bool{}
+	i, k := -1, 0
+	for range p.s.source.RunsExcept(sweep.Shard{Index: 0, Count: 1}, func(id string) bool {
+		i++
+		for k < len(all) && all[k].To <= i {
+			k++
+		}
+		if k < len(all) && all[k].From <= i && gone[all[k].Task] && !p.skip(id) {
+			need[all[k].From] = true
+		}
+		return true
+	}) {
+	}
+	took := 0
+	for _, c := range all {
+		if !need[c.From] {
+			continue
+		}
+		if got, ok, err := p.pool.TakeOver(c); err == nil && ok {
+			p.mine = append(p.mine, &owned{c: got, upto: got.From})
+			p.ran = true
+			took++
+		}
+	}
+	if took > 0 {
+		slices.SortFunc(p.mine, func(a, b *owned) int { return a.c.From - b.c.From })
+		p.note(fmt.Sprintf("pool: took over %d claims of tasks that ended, whose runs this sweep has not all done (a line edited since they ran it): their runs that are not done run here", took))
 	}
 }
 
@@ -628,7 +684,7 @@ func (p *poolRuns) await() bool {
 
 // nothingHere reports whether this task, which never had a run, may
 // leave at once: every task that holds claims renewed its lease within a
-// lease of this one's, by the file system's clock. One that did not may
+// lease of this one's, by the file system's clock, and not later. One that did not may
 // be dead: this task stays to see, and takes its claims over if it is.
 func (p *poolRuns) nothingHere(now time.Time) bool {
 	p.mu.Lock()
@@ -644,7 +700,10 @@ func (p *poolRuns) nothingHere(now time.Time) bool {
 		return true
 	}
 	for _, peer := range peers {
-		if peer.State == claim.Busy && peer.Behind >= p.lease {
+		// A lease file from the future is stamped by a clock other than
+		// this one's (Lustre stamps files with its clients' clocks): it
+		// tells nothing, and this task stays to watch.
+		if peer.State == claim.Busy && (peer.Behind >= p.lease || peer.Behind < -p.beat) {
 			return false
 		}
 	}

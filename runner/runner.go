@@ -128,21 +128,23 @@ func (i Interrupt) Error() string { return "stopped by " + i.Reason }
 // and the output directory's ledgers and decided what this invocation
 // runs. Close it when done. It is not safe for concurrent use.
 type Sweep struct {
-	opts    Options
-	source  *sweep.Source
-	def     sweep.Definition
-	shard   sweep.Shard
-	from    string        // what chose the shard
-	pool    string        // the pool task's name; "" outside a pool
-	lease   time.Duration // the pool's lease (poolLease)
-	cache   claim.Cache   // the caches of the output directory's mount
-	output  string
-	ledger  string // this shard's ledger file
-	past    *ledger.Dir
-	retired []string  // runs of this shard's ledger not in this sweep
-	done    int       // runs of this shard finished before (to be skipped)
-	end     time.Time // the job's end, with StopBefore
-	notes   []string
+	opts   Options
+	source *sweep.Source
+	def    sweep.Definition
+	shard  sweep.Shard
+	from   string        // what chose the shard
+	pool   string        // the pool task's name; "" outside a pool
+	lease  time.Duration // the pool's lease (poolLease)
+	cache  claim.Cache   // the caches of the output directory's mount
+	// poolRetired: the other tasks' runs that left the sweep (resume).
+	poolRetired []ledger.PoolRetired
+	output      string
+	ledger      string // this shard's ledger file
+	past        *ledger.Dir
+	retired     []string  // runs of this shard's ledger not in this sweep
+	done        int       // runs of this shard finished before (to be skipped)
+	end         time.Time // the job's end, with StopBefore
+	notes       []string
 	// shareCPU counts the runs whose own request asks for a shared CPU
 	// (cpus=0) where the default does not; shareFirst is the first's origin.
 	shareCPU   int
@@ -442,7 +444,7 @@ func (s *Sweep) resume() error {
 	for _, id := range retired {
 		retiredSet[id] = true
 	}
-	s.done = 0
+	s.done, s.poolRetired = 0, nil
 	logs := []*ledger.Log{log}
 	if s.pool != "" {
 		// The pool's runs are in every task's ledger.
@@ -454,9 +456,23 @@ func (s *Sweep) resume() error {
 		}
 	}
 	for _, log := range logs {
+		gone := retiredSet
+		if s.pool != "" && log.Name != s.ledger {
+			// Each ledger's runs that left the sweep (a line edited since
+			// its task ran it), not only this task's own: said in the
+			// header, for the readers.
+			ids, _ := ledger.Retired(log, s.shard)
+			gone = make(map[string]bool, len(ids))
+			for _, id := range ids {
+				gone[id] = true
+			}
+			if len(ids) > 0 {
+				s.poolRetired = append(s.poolRetired, ledger.PoolRetired{Ledger: filepath.Base(log.Name), Bytes: log.Size, Runs: ids})
+			}
+		}
 		for i := range log.Len() {
 			run := log.At(i)
-			if !run.Retired && !retiredSet[run.ID] && (run.State == ledger.StateSucceeded || run.State == ledger.StatePruned || run.State == ledger.StatePaused || run.State == ledger.StateFailed && !s.opts.retries(run)) {
+			if !run.Retired && !gone[run.ID] && (run.State == ledger.StateSucceeded || run.State == ledger.StatePruned || run.State == ledger.StatePaused || run.State == ledger.StateFailed && !s.opts.retries(run)) {
 				s.done++
 			}
 		}
@@ -907,15 +923,16 @@ func (s *Sweep) deadlines(end time.Time) (drainAt, terminateAt time.Time) {
 func (s *Sweep) header(total int) ledger.Header {
 	def, shard := s.def, s.shard
 	h := ledger.Header{
-		Version:    s.opts.Version,
-		Command:    s.opts.Command,
-		Cwd:        workingDir(),
-		Shard:      &shard,
-		Pool:       s.pool,
-		Total:      &total,
-		Sweep:      &def,
-		Retired:    s.retired,
-		PrunePrior: s.priorRecs,
+		Version:     s.opts.Version,
+		Command:     s.opts.Command,
+		Cwd:         workingDir(),
+		Shard:       &shard,
+		Pool:        s.pool,
+		Total:       &total,
+		Sweep:       &def,
+		Retired:     s.retired,
+		PoolRetired: s.poolRetired,
+		PrunePrior:  s.priorRecs,
 	}
 	if s.opts.Node != nil {
 		h.Node, _ = json.Marshal(s.opts.Node)

@@ -435,3 +435,38 @@ func TestSubmitPool(t *testing.T) {
 		t.Errorf("resubmit of a pool with 1 run left = %d\n%s\n%s", code, stdout, stderr)
 	}
 }
+
+// TestResubmitPoolAfterAnEdit: a line of a pool's task file edited after
+// every run succeeded: resubmit submits a task for the edited line's run
+// (never "nothing left"), and that task, and any task started after the
+// edit, runs it: the old line's run is not taken for the new one's.
+func TestResubmitPoolAfterAnEdit(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	fakeScheduler(t, dir)
+	writeFile(t, dir, "tasks.txt", "echo a\necho b\necho c\necho d\n")
+	out := filepath.Join(dir, "sweep")
+	if code, _, stderr := runCLI(t, "submit", "--slurm", "--nodes", "2", "-o", out, "--", "tasks.txt"); code != exitOK {
+		t.Fatalf("submit = %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "run", "-q", "--pool", "100_0", "--lease", "3s", "--grace", "300ms", "-o", out, "tasks.txt"); code != exitOK {
+		t.Fatalf("task 100_0: %d %s", code, stderr)
+	}
+	writeFile(t, dir, "tasks.txt", "echo a\necho B\necho c\necho d\n")
+	code, stdout, stderr := runCLI(t, "resubmit", out)
+	if code != exitOK || strings.Contains(stderr, "nothing left") || !strings.Contains(stderr, "1 array task") {
+		t.Fatalf("resubmit after an edit = %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, _, stderr = runCLI(t, "run", "--pool", "101_0", "--lease", "3s", "--grace", "300ms", "-o", out, "tasks.txt")
+	if code != exitOK {
+		t.Fatalf("the new task: %d %s", code, stderr)
+	}
+	// The readers count the sweep as it is now: the old line's run left it.
+	code, runs, _ := runCLI(t, "status", "--runs", out)
+	if code != exitOK || !strings.Contains(runs, "/echo_B-") || strings.Contains(runs, "/echo_b-") || strings.Count(runs, ",succeeded,") != 4 {
+		t.Errorf("status --runs after the edited line's task (%d):\n%s\n%s", code, runs, stderr)
+	}
+	if code, _, stderr := runCLI(t, "resubmit", out); code != exitOK || !strings.Contains(stderr, "nothing left") {
+		t.Errorf("resubmit once the edited line ran = %d: %s", code, stderr)
+	}
+}

@@ -177,3 +177,58 @@ func TestLostReplies(t *testing.T) {
 		t.Errorf("a renewal not made: %v, want its error", err)
 	}
 }
+
+// TestPeersClocks: one task's clock runs 10 minutes ahead, then is
+// stepped 20 minutes back, while it renews (its lease file's times are
+// stamped by it, as Lustre's clients stamp theirs): the observer never
+// takes it for dead while it renews, and takes it for dead a lease after
+// it stops, as its own clock measures; no clock of the other task is
+// read. Behind, the one hint from file times, shows the offset.
+func TestPeersClocks(t *testing.T) {
+	out := t.TempDir()
+	const lease = time.Minute
+	a, err := Open(out, "s", "a", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(out, "s", "b", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamp := func(offset time.Duration) {
+		at := time.Now().Add(offset)
+		if err := os.Chtimes(a.beats+"/a", at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now() // the observer's clock, advanced by hand: virtual time
+	beat := Beat(lease)
+	b.Renew(Busy)
+	for k := range 30 {
+		offset := 10 * time.Minute
+		if k >= 10 {
+			offset = -10 * time.Minute // stepped back
+		}
+		a.Renew(Busy)
+		stamp(offset)
+		peers, err := b.Peers(start.Add(time.Duration(k)*beat), lease)
+		if err != nil || len(peers) != 1 || peers[0].Dead {
+			t.Fatalf("beat %d (a's clock %v off): %+v %v: a renews, so it is alive", k, offset, peers, err)
+		}
+		if want := -offset; peers[0].Behind < want-time.Minute || peers[0].Behind > want+time.Minute {
+			t.Errorf("beat %d: Behind %v, want about %v", k, peers[0].Behind, want)
+		}
+	}
+	// a stops renewing: dead once a lease has passed on b's clock since
+	// b first saw its last count, not before.
+	last := start.Add(29 * beat)
+	for _, tc := range []struct {
+		after time.Duration
+		dead  bool
+	}{{lease - time.Second, false}, {lease, true}} {
+		peers, _ := b.Peers(last.Add(tc.after), lease)
+		if len(peers) != 1 || peers[0].Dead != tc.dead {
+			t.Errorf("%v after a's last renewal was first seen: %+v, want dead %v", tc.after, peers, tc.dead)
+		}
+	}
+}

@@ -153,6 +153,7 @@ func (d *Dir) dedupe() {
 	if len(whole) < 2 {
 		return
 	}
+	retireAcross(whole)
 	if claim.TakenOver(d.Path) {
 		dedupeAll(whole)
 		return
@@ -175,6 +176,31 @@ func (d *Dir) dedupe() {
 				if o := rank[other.runs[j].state]; o > rank[r.state] || o == rank[r.state] && b > a {
 					r.retired = true
 					break
+				}
+			}
+		}
+	}
+}
+
+// retireAcross retires in each whole ledger of a pool the runs that
+// another task's last session found there and that left the sweep
+// (Header.PoolRetired), as far as that task read the ledger.
+func retireAcross(whole []*Log) {
+	byName := make(map[string]*Log, len(whole))
+	for _, log := range whole {
+		byName[filepath.Base(log.Name)] = log
+	}
+	for _, log := range whole {
+		for _, pr := range log.Sessions[len(log.Sessions)-1].PoolRetired {
+			other := byName[pr.Ledger]
+			if other == nil || other == log {
+				continue
+			}
+			for _, id := range pr.Runs {
+				if i, ok := other.Find(id); ok {
+					if l := other.last[i]; max(l.started.off, l.finished.off) < pr.Bytes {
+						other.runs[i].retired = true
+					}
 				}
 			}
 		}

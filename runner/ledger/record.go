@@ -34,6 +34,16 @@ const (
 // "type" and "time" first, then its fields in the order below
 // (testdata/records.golden.jsonl holds them to it).
 
+// PoolRetired is a pool task's word on another task's ledger (by its
+// base name): the runs it recorded in its first Bytes bytes that are not
+// part of the session's sweep. Only those records are retired, so a run
+// the other task records again later (the line edited back) counts.
+type PoolRetired struct {
+	Ledger string   `json:"ledger"`
+	Bytes  int64    `json:"bytes"`
+	Runs   []string `json:"runs"`
+}
+
 // Header starts a session: who ran what sweep, where.
 type Header struct {
 	Type    string       `json:"type"`
@@ -57,6 +67,10 @@ type Header struct {
 	// and that are not part of this session's sweep (its task file lost
 	// those lines, say): they are left out of its counts.
 	Retired []string `json:"retired,omitempty"`
+	// PoolRetired is, in a pool task's header, what it found of the other
+	// tasks' ledgers: the runs they recorded that are not part of this
+	// session's sweep (a line edited since), each ledger read so far.
+	PoolRetired []PoolRetired `json:"pool_retired,omitempty"`
 	// PrunePrior lists the earlier sweeps the session's pruning policy
 	// learnt from (--prune-prior): what it read of each.
 	PrunePrior []Prior `json:"prune_prior,omitempty"`
