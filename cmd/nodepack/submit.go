@@ -438,12 +438,21 @@ func checkScheduler(ctx context.Context, f jobFlags, fs *pflag.FlagSet, stdout, 
 	if err != nil {
 		return usageErrorf(stderr, "submit", "%v", err)
 	}
+	sayInherited(stderr, "submit", s)
 	if err := submit.Ping(ctx, s); err != nil {
 		fmt.Fprintf(stderr, "nodepack submit: %s does not answer here: %s\n", s.Name(), termSafe(err.Error()))
 		return exitFailed
 	}
 	fmt.Fprintf(stdout, "%s answers here\n", s.Name())
 	return exitOK
+}
+
+// sayInherited names, one line each, the variables of this shell that
+// change a job of scheduler s (submit.InheritedVars).
+func sayInherited(stderr io.Writer, cmd string, s submit.Scheduler) {
+	for _, v := range submit.InheritedVars(s, os.Environ()) {
+		fmt.Fprintf(stderr, "nodepack %s: warning: %s=%s in this shell: %s\n", cmd, termSafe(v.Name), termSafe(v.Value), v.Why)
+	}
 }
 
 // submitJob writes job's script as submission number k of its output
@@ -473,6 +482,7 @@ func submitJob(ctx context.Context, job submit.Job, k, runs int, key string, f j
 	}
 	fmt.Fprintf(stderr, "nodepack %s: the job asks, for %s: %s; nodepack run uses what its node gives it\n", cmd, who,
 		termSafe(strings.Join(job.Asks(), ", ")))
+	sayInherited(stderr, cmd, job.Scheduler)
 	if why := submit.NodeLocal(job.Output); why != "" {
 		fmt.Fprintf(stderr, "nodepack %s: warning: the nodes may not see %s: %s\n", cmd, termSafe(job.Output), why)
 	}

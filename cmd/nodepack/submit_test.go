@@ -470,3 +470,23 @@ func TestResubmitPoolAfterAnEdit(t *testing.T) {
 		t.Errorf("resubmit once the edited line ran = %d: %s", code, stderr)
 	}
 }
+
+// TestSubmitNamesInheritedVars: submit --check and submit name, one line
+// each, the variables of the calling shell that change the job.
+func TestSubmitNamesInheritedVars(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	fakeScheduler(t, dir)
+	t.Setenv("SBATCH_PARTITION", "debug")
+	t.Setenv("SLURM_CPU_BIND", "map_cpu:0")
+	code, _, stderr := runCLI(t, "submit", "--slurm", "--check")
+	if code != exitOK || strings.Count(stderr, "warning: SBATCH_PARTITION=debug in this shell: sbatch reads it as an option") != 1 ||
+		strings.Count(stderr, "warning: SLURM_CPU_BIND=map_cpu:0 in this shell:") != 1 {
+		t.Errorf("submit --check = %d:\n%s", code, stderr)
+	}
+	writeFile(t, dir, "tasks.txt", "echo a\n")
+	code, _, stderr = runCLI(t, "submit", "--slurm", "--nodes", "1", "--dry-run", "-o", "sweep", "--", "tasks.txt")
+	if code != exitOK || strings.Count(stderr, " in this shell: ") != 2 {
+		t.Errorf("submit --dry-run = %d:\n%s", code, stderr)
+	}
+}

@@ -1,9 +1,12 @@
 package slurm_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -91,4 +94,73 @@ func TestSubmitFromHostileDirectory(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSubmitInheritedCPUBind: a sweep submitted from a shell that carries
+// SLURM_CPU_BIND (one inside an allocation, or a profile's), as the user
+// types it: submit names the variable in one line, and on the node no run
+// is rebound by it: the runs' environment leaves it out, so an srun in a
+// run does not bind to CPU 0, and each run has the CPUs nodepack gave it.
+func TestSubmitInheritedCPUBind(t *testing.T) {
+	needSlurm(t)
+	dir := t.TempDir()
+	var tasks strings.Builder
+	for i := range 2 {
+		fmt.Fprintf(&tasks, "echo bind=${SLURM_CPU_BIND:-none}; grep Cpus_allowed_list /proc/self/status; echo cpus=$NODEPACK_CPUS; srun --overlap -n1 grep Cpus_allowed_list /proc/self/status # %d\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tasks.txt"), []byte(tasks.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := slurmJourney()
+	out, err := s.Typed(t, dir, "export SLURM_CPU_BIND=map_cpu:0; nodepack submit --slurm --nodes 1 -o sweep -- tasks.txt")
+	if err != nil || strings.Count(out, "SLURM_CPU_BIND=map_cpu:0 in this shell") != 1 {
+		t.Fatalf("submit: %v\n%s\nwant one line naming SLURM_CPU_BIND", err, out)
+	}
+	id, err := journey.LastJob(filepath.Join(dir, "sweep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Cancel(id) })
+	if err := wait(t, id, 120); err != nil {
+		t.Fatalf("array %s: %v", id, err)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "sweep", "runs", "*", "stdout.log"))
+	if len(logs) != 2 {
+		t.Fatalf("%d run logs, want 2", len(logs))
+	}
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		text := string(b)
+		lines := strings.Split(strings.TrimSpace(text), "\n")
+		if len(lines) != 4 || lines[0] != "bind=none" {
+			t.Errorf("%s: %q: want the run's environment without SLURM_CPU_BIND", l, text)
+			continue
+		}
+		own := strings.TrimSpace(strings.TrimPrefix(lines[1], "Cpus_allowed_list:"))
+		if want := strings.TrimPrefix(lines[2], "cpus="); want != "" && !sameCPUs(own, want) {
+			t.Errorf("%s: the run has CPUs %s, nodepack gave it %s", l, own, want)
+		}
+		if stepped := strings.TrimSpace(strings.TrimPrefix(lines[3], "Cpus_allowed_list:")); runtime.NumCPU() > 1 && stepped == "0" {
+			t.Errorf("%s: an srun in the run was bound to CPU 0, by the submitting shell's SLURM_CPU_BIND", l)
+		}
+	}
+}
+
+// sameCPUs compares two kernel CPU lists ("0-1,3").
+func sameCPUs(a, b string) bool { return fmt.Sprint(expand(a)) == fmt.Sprint(expand(b)) }
+
+func expand(list string) []int {
+	var got []int
+	for part := range strings.SplitSeq(list, ",") {
+		lo, hi, ok := strings.Cut(part, "-")
+		if !ok {
+			hi = lo
+		}
+		a, _ := strconv.Atoi(lo)
+		b, _ := strconv.Atoi(hi)
+		for c := a; c <= b; c++ {
+			got = append(got, c)
+		}
+	}
+	return got
 }

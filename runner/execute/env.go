@@ -13,11 +13,15 @@ import (
 )
 
 // staleVars are inherited variables that would contradict a run's placement:
-// other vendors' device lists that Slurm sets for the whole job, and OpenMP
-// affinity lists naming absolute CPUs (pytorch/pytorch#49971).
+// other vendors' device lists that Slurm sets for the whole job, OpenMP
+// affinity lists naming absolute CPUs (pytorch/pytorch#49971), and Slurm's
+// CPU binding, which a shell submitting from inside an allocation passes
+// on to the job (sbatch exports it), and which would bind every srun in
+// every run to the same CPUs.
 var staleVars = []string{
 	"GPU_DEVICE_ORDINAL", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK",
 	"GOMP_CPU_AFFINITY", "KMP_AFFINITY",
+	"SLURM_CPU_BIND", "SLURM_CPU_BIND_TYPE", "SLURM_CPU_BIND_LIST", "SLURM_CPU_BIND_VERBOSE",
 }
 
 // threadVars are set to the run's CPU count. Many runtimes size their pools

@@ -38,13 +38,13 @@ func TestEnvBuild(t *testing.T) {
 	}{
 		{
 			name:    "uuids and caps",
-			environ: []string{"CUDA_VISIBLE_DEVICES=0,1", "GPU_DEVICE_ORDINAL=0,1", "ROCR_VISIBLE_DEVICES=0", "ZE_AFFINITY_MASK=0", "KMP_AFFINITY=x", "GOMP_CPU_AFFINITY=0-3", "HOME=/h"},
+			environ: []string{"CUDA_VISIBLE_DEVICES=0,1", "GPU_DEVICE_ORDINAL=0,1", "ROCR_VISIBLE_DEVICES=0", "ZE_AFFINITY_MASK=0", "KMP_AFFINITY=x", "GOMP_CPU_AFFINITY=0-3", "SLURM_CPU_BIND=map_cpu:0", "SLURM_CPU_BIND_TYPE=map_cpu:", "SLURM_CPU_BIND_LIST=0x1", "HOME=/h"},
 			lane:    1, place: pack.Assignment{GPUs: []pack.GPU{gpuA, gpuB}, CPUs: []int{4, 5, 6, 7, 9}},
 			run: run.Run{ID: "abc", Index: 7},
 			want: want{
 				"CUDA_VISIBLE_DEVICES": "GPU-aaaa,GPU-bbbb", "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
 				"GPU_DEVICE_ORDINAL": "<unset>", "ROCR_VISIBLE_DEVICES": "<unset>", "ZE_AFFINITY_MASK": "<unset>",
-				"KMP_AFFINITY": "<unset>", "GOMP_CPU_AFFINITY": "<unset>", "HOME": "/h",
+				"KMP_AFFINITY": "<unset>", "GOMP_CPU_AFFINITY": "<unset>", "SLURM_CPU_BIND": "<unset>", "SLURM_CPU_BIND_TYPE": "<unset>", "SLURM_CPU_BIND_LIST": "<unset>", "HOME": "/h",
 				"OMP_NUM_THREADS": "5", "MKL_NUM_THREADS": "5", "PYTHON_CPU_COUNT": "5", "NUMEXPR_MAX_THREADS": "5",
 				"TF_NUM_INTEROP_THREADS": "2", "OMP_THREAD_LIMIT": "<unset>", "GOMAXPROCS": "<unset>",
 				"NODEPACK_RUN_ID": "abc", "NODEPACK_RUN_INDEX": "7", "NODEPACK_SLOT": "1", "NODEPACK_ATTEMPT": "2",
