@@ -842,8 +842,15 @@ func (s *Sweep) openPool(xo execute.Options) (*poolRuns, error) {
 	if err := p.adopt(); err != nil {
 		return nil, fmt.Errorf("pool: %w", err)
 	}
+	// The first renewal, tried three times: one whose reply was lost may
+	// read as failed while the cache hides its file (it is a new name).
 	start := time.Now()
-	if err := pool.Renew(claim.Busy); err != nil {
+	err = pool.Renew(claim.Busy)
+	for try := 1; err != nil && try < 3; try++ {
+		time.Sleep(min(p.beat, time.Second))
+		start, err = time.Now(), pool.Renew(claim.Busy)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("pool: %w", err)
 	}
 	p.renewed(start)

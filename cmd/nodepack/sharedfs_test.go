@@ -134,7 +134,8 @@ func endKilled(t *testing.T, dir, token string) {
 // seeing the sweep at the same path through its own caches:
 //   - kill9: one task killed with SIGKILL mid-sweep;
 //   - lost: 5% of link and rename calls lose their reply;
-//   - hung: one task's mount hangs mid-sweep, for longer than its lease.
+//   - hung: one task's mount hangs mid-sweep, for longer than its lease;
+//   - frozen: one task's nodepack is stopped (SIGSTOP) for two leases.
 //
 // In each, every run succeeds exactly once, no run is on two tasks at
 // once (by the runs' own stamps), and once the caches have expired
@@ -144,7 +145,7 @@ func TestPoolOnCachingMounts(t *testing.T) {
 	if testing.Short() {
 		runs = 120
 	}
-	for _, mode := range []string{"kill9", "lost", "hung"} {
+	for _, mode := range []string{"kill9", "lost", "hung", "frozen"} {
 		t.Run(mode, func(t *testing.T) { poolOnCachingMounts(t, mode, runs) })
 	}
 }
@@ -188,6 +189,10 @@ func poolOnCachingMounts(t *testing.T, mode string, n int) {
 		endKilled(t, dir, token)
 	case "hung":
 		fs.fault(t, 2, "hang=1")
+	case "frozen":
+		tasks[1].cmd.Process.Signal(syscall.SIGSTOP)
+		time.Sleep(30 * time.Second) // two leases: a freeze lasts what it lasts
+		tasks[1].cmd.Process.Signal(syscall.SIGCONT)
 	}
 	for k, tk := range tasks {
 		if k == 1 && mode != "lost" {
@@ -197,11 +202,13 @@ func poolOnCachingMounts(t *testing.T, mode string, n int) {
 			t.Errorf("task %d: %v\n%s", k+1, err, tk.stderr)
 		}
 	}
-	if mode == "hung" {
+	if mode == "hung" || mode == "frozen" {
 		// The others are done: they took its claims over. Its mount
 		// comes back; it fences itself and ends. It exits 1 when it lost
 		// runs to a takeover (it was seen dead).
-		fs.fault(t, 2, "")
+		if mode == "hung" {
+			fs.fault(t, 2, "")
+		}
 		if err := tasks[1].cmd.Wait(); err != nil && tasks[1].cmd.ProcessState.ExitCode() != 1 {
 			t.Errorf("the hung task: %v\n%s", err, tasks[1].stderr)
 		}
@@ -223,13 +230,14 @@ func poolOnCachingMounts(t *testing.T, mode string, n int) {
 		if again > 0 {
 			t.Errorf("with lost replies alone, %d runs ran twice", again)
 		}
-		lost := 0
+		lost, calls := 0, 0
 		for k := 1; k <= 4; k++ {
 			b, _ := os.ReadFile(filepath.Join(fs.dir, "control"+strconv.Itoa(k)+".lost"))
-			c, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-			lost += c
+			var l, c int
+			fmt.Sscan(string(b), &l, &c)
+			lost, calls = lost+l, calls+c
 		}
-		t.Logf("lost: %d link and rename replies lost", lost)
+		t.Logf("lost: %d of %d link and rename replies lost", lost, calls)
 		if lost == 0 {
 			t.Error("no reply was lost: the fault did not act")
 		}

@@ -6,7 +6,7 @@
 // (-control) at each call:
 //
 //	lose=P    a link or rename that succeeded reports EIO with probability P (a lost reply;
-//	          the count goes to the control file's name with ".lost")
+//	          "LOST CALLS" of link and rename go to the control file's name with ".lost")
 //	estale=P  an open fails with ESTALE with probability P
 //	enospc=1  every create, write and link fails with ENOSPC (a full disk)
 //	hang=1    every call blocks until hang=0 (a hung mount)
@@ -41,7 +41,7 @@ type faults struct {
 	cond         *sync.Cond
 	lose, estale float64
 	enospc, hang bool
-	lost         int // replies lost so far, for the log
+	lost, calls  int // replies lost so far, of the link and rename calls
 }
 
 func (f *faults) read() {
@@ -70,13 +70,18 @@ func (f *faults) read() {
 }
 
 // loseOne counts a lost reply, in the control file's name with ".lost".
-func (f *faults) loseOne() {
+// count counts a link or rename call, lost or not, in the control file's
+// name with ".lost": "LOST CALLS".
+func (f *faults) count(lost bool) {
 	f.mu.Lock()
-	f.lost++
-	n := f.lost
+	f.calls++
+	if lost {
+		f.lost++
+	}
+	line := fmt.Sprintf("%d %d\n", f.lost, f.calls)
 	f.mu.Unlock()
 	if f.path != "" {
-		os.WriteFile(f.path+".lost", []byte(strconv.Itoa(n)+"\n"), 0o644)
+		os.WriteFile(f.path+".lost", []byte(line), 0o644)
 	}
 }
 
@@ -168,8 +173,9 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		target = &t.LoopbackNode
 	}
 	in, errno := n.LoopbackNode.Link(ctx, target, name, out)
-	if errno == 0 && n.f.chance(&n.f.lose) {
-		n.f.loseOne()
+	lose := errno == 0 && n.f.chance(&n.f.lose)
+	n.f.count(lose)
+	if lose {
 		return nil, syscall.EIO // made, its reply lost
 	}
 	return in, errno
@@ -181,9 +187,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		newParent = &p.LoopbackNode
 	}
 	errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
-	if errno == 0 && n.f.chance(&n.f.lose) {
-		n.f.loseOne()
-		return syscall.EIO
+	lose := errno == 0 && n.f.chance(&n.f.lose)
+	n.f.count(lose)
+	if lose {
+		return syscall.EIO // made, its reply lost
 	}
 	return errno
 }
