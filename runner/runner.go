@@ -51,8 +51,14 @@ type Options struct {
 	// without a Shard.
 	Pool string
 	// Lease is how long a pool task's heartbeat may stand still before
-	// the others take its claims over; zero means DefaultLease. It is
-	// renewed every sixth of it.
+	// the others take its claims over; zero means DefaultLease, or three
+	// times the output directory's NFS caches where its mount options say
+	// they are longer (claim.CacheOf). It is renewed every sixth of it; a
+	// task that cannot renew it stops its runs half a lease after its last
+	// renewal (the supervisor does when the task is frozen, see
+	// proc.StopBy), so Prepare refuses a lease shorter than six times the
+	// runs' stop (their grace, two with a checkpoint signal), or than three
+	// times the caches.
 	Lease time.Duration
 	// Output is the output directory; empty means DefaultOutput's.
 	Output string

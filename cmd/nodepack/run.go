@@ -144,7 +144,7 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	addSourceFlags(fs, &o.Source, &o.RunsPerShard)
 	fs.StringVar(&o.Shard, "shard", "auto", "run only shard `I/N`: the runs whose index is I mod N; auto takes it from the array index and task rank (SLURM_ARRAY_TASK_ID, SLURM_PROCID, SGE_TASK_ID, PBS_ARRAY_INDEX, LSB_JOBINDEX); none runs all")
 	fs.StringVar(&o.Pool, "pool", "", "run as task `NAME` of a shared pool (auto: named by the batch job's array task): the tasks of a submission, on their own nodes, claim the runs of the whole sweep from one output directory as their lanes free, instead of a fixed shard, and take over the runs of a task whose heartbeat stops for --lease")
-	fs.DurationVar(&o.Lease, "lease", runner.DefaultLease, "with --pool, how long a task's heartbeat (renewed every sixth of `D`, in DIR/claims) may stand still before the other tasks take its runs over and it stops running them")
+	fs.DurationVar(&o.Lease, "lease", 0, "with --pool, how long a task's heartbeat (renewed every sixth of `D`, in DIR/claims) may stand still before the other tasks take its runs over; a task that cannot renew it stops its own runs half a lease after its last renewal (default 3m0s, or three times the output directory's NFS caches where they are longer; at least six times --grace)")
 	fs.DurationVar(&x.BackfillWait, "backfill-wait", schedule.DefaultBackfillWait, "let smaller runs start ahead of one that does not fit yet for at most `D`, then keep what frees up for it; 0 starts runs strictly in order")
 	fs.DurationVar(&x.DensityWindow, "density-window", schedule.DefaultDensityWindow, "with --runs-per-gpu auto, read each run's steps per second over `D` with no run joining or leaving its GPU")
 	fs.DurationVar(&x.SettleTimeout, "settle-timeout", schedule.DefaultSettleTimeout, "a run sharing a GPU by --gpu-mem-per-run keeps other runs off it until its GPU memory stops growing, or for at most `D`")
@@ -216,7 +216,7 @@ func (o *runOptions) finish(args []string) error {
 			return errors.New("--pool claims runs from the whole sweep: it goes without --shard")
 		}
 	}
-	if o.Lease <= 0 {
+	if o.Lease < 0 {
 		return fmt.Errorf("--lease %v: must be more than 0", o.Lease)
 	}
 	if o.FailFast {
