@@ -206,7 +206,8 @@ func TestPoolLateTaskLeaves(t *testing.T) {
 
 // TestPoolBadInput: a pool task of another sweep in the directory is
 // refused in one line before anything starts (exit 2); so is --pool with
-// a static --shard, and a task name that is not a file name. A claim that
+// a static --shard, a task name that is not a file name, and a lease too
+// short for the runs' grace. A claim that
 // is a symbolic link is never followed: the task stops, naming it, and
 // nothing runs; a lease file that is a link stops the task, naming it.
 func TestPoolBadInput(t *testing.T) {
@@ -224,6 +225,10 @@ func TestPoolBadInput(t *testing.T) {
 		{append(base, "--pool", "b", other), "holds another sweep"},
 		{append(base, "--pool", "b", "--shard", "1/2", s.file), "--pool claims runs from the whole sweep: it goes without --shard"},
 		{append(base, "--pool", "../b", s.file), `pool task "../b"`},
+		// A lease too short for the runs' stop: a task that cannot renew
+		// it could not stop them in time.
+		{[]string{"run", "-q", "--lease", "3s", "--gpus", "none", "-o", s.out, "--pool", "a", s.file}, "a lease of 3s leaves a task that cannot renew it 500ms to stop its runs, less than their 10s"},
+		{[]string{"run", "-q", "--lease", "1m", "--checkpoint-signal", "USR1", "--gpus", "none", "-o", s.out, "--pool", "a", s.file}, "less than their 20s (a grace, two with a checkpoint signal): a lease of at least 2m0s"},
 	} {
 		code, _, errOut := runCLI(t, tc.args...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
