@@ -111,12 +111,12 @@ func Open(out, sweep, task string, total int) (*Pool, error) {
 	}
 	// The first task writes the identity; the others (and a folder they
 	// may only read) read it.
-	b, err := untrusted.ReadFile(dir, sweepFile, maxFile)
+	b, err := readFile(dir, sweepFile, maxFile)
 	if errors.Is(err, os.ErrNotExist) {
 		if err := publish(dir, sweepFile, []byte(sweep+"\n")); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
-		b, err = untrusted.ReadFile(dir, sweepFile, maxFile)
+		b, err = readFile(dir, sweepFile, maxFile)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -261,7 +261,7 @@ func (p *Pool) Renew(state State) error {
 	if err := replace(p.beats, p.task, append(b, '\n')); err != nil {
 		// A rename whose reply was lost (NFS) was made: the lease file
 		// then says this beat.
-		if got, rerr := untrusted.ReadFile(p.beats, p.task, maxFile); rerr == nil && bytes.Equal(bytes.TrimSpace(got), b) {
+		if got, rerr := readFile(p.beats, p.task, maxFile); rerr == nil && bytes.Equal(bytes.TrimSpace(got), b) {
 			return nil
 		}
 		return fmt.Errorf("claim: renewing the lease of %s: %w", p.task, err)
@@ -317,7 +317,7 @@ func (p *Pool) Peers(now time.Time, lease time.Duration) ([]Peer, error) {
 		if task == p.task || strings.HasPrefix(task, ".") {
 			continue
 		}
-		b, err := untrusted.ReadFile(p.beats, task, maxFile)
+		b, err := readFile(p.beats, task, maxFile)
 		if err != nil {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
@@ -405,7 +405,7 @@ func (p *Pool) genPath(from, gen int) string { return filepath.Join(p.dir, genNa
 func (p *Pool) readGen(from, gen int) (Claim, error) {
 	name := genName(from, gen)
 	path := filepath.Join(p.dir, name)
-	b, err := untrusted.ReadFile(p.dir, name, maxFile)
+	b, err := readFile(p.dir, name, maxFile)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return Claim{}, err
@@ -495,9 +495,26 @@ func linked(path string) bool {
 	return ok && sys.Nlink >= 2
 }
 
-// link and rename are os.Link and os.Rename, apart for the tests, which
-// lose their replies.
+// link and rename are os.Link and os.Rename, and open untrusted.ReadFile,
+// apart for the tests, which lose their replies and make handles stale.
 var (
 	link   = os.Link
 	rename = os.Rename
+	open   = untrusted.ReadFile
 )
+
+// staleTries is how many times a read that meets a stale file handle is
+// made.
+const staleTries = 3
+
+// readFile reads a file of the claims folder as untrusted.ReadFile does,
+// again when the handle went stale (ESTALE: another node replaced or
+// removed the file this node's cache named, as a lease file is replaced
+// at every beat): the name is looked up anew.
+func readFile(dir, name string, limit int64) ([]byte, error) {
+	b, err := open(dir, name, limit)
+	for try := 1; try < staleTries && errors.Is(err, syscall.ESTALE); try++ {
+		b, err = open(dir, name, limit)
+	}
+	return b, err
+}

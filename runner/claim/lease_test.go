@@ -232,3 +232,36 @@ func TestPeersClocks(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleHandles: a read of a claim or a lease that meets a stale file
+// handle (ESTALE: another node replaced the file) is made again, and
+// one that stays stale is an error naming it.
+func TestStaleHandles(t *testing.T) {
+	out := t.TempDir()
+	a, _ := Open(out, "s", "a", 10)
+	b, _ := Open(out, "s", "b", 10)
+	a.Claim(3)
+	a.Renew(Busy)
+	defer func(o func(string, string, int64) ([]byte, error)) { open = o }(open)
+	real := open
+	stale := 0
+	open = func(dir, name string, limit int64) ([]byte, error) {
+		if stale > 0 {
+			stale--
+			return nil, &os.PathError{Op: "open", Path: dir + "/" + name, Err: syscall.ESTALE}
+		}
+		return real(dir, name, limit)
+	}
+	stale = staleTries - 1
+	if claims, err := b.Claims(); err != nil || len(claims) != 1 {
+		t.Errorf("claims read through a stale handle: %v %v", claims, err)
+	}
+	stale = staleTries - 1
+	if peers, err := b.Peers(time.Now(), time.Minute); err != nil || len(peers) != 1 {
+		t.Errorf("a lease read through a stale handle: %v %v", peers, err)
+	}
+	stale = staleTries
+	if _, err := b.Claims(); err == nil || !errors.Is(err, syscall.ESTALE) || !strings.Contains(err.Error(), "claims/0") {
+		t.Errorf("a claim stale every time: %v, want its error naming it", err)
+	}
+}
