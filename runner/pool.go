@@ -141,8 +141,15 @@ type poolRuns struct {
 	lapsed  bool
 	recheck time.Time
 	again   map[string]bool
-	skip    func(id string) bool
-	counts  func() ledger.ResumeCounts
+	// hidden: until then the next claim is not looked at, another task's
+	// that this node's cache hides (claim.ErrHidden); zero for none.
+	hidden time.Time
+	// doneSeen: when this task first saw each task done; orphanChecked:
+	// the done tasks whose claims orphans judged.
+	doneSeen      map[string]time.Time
+	orphanChecked map[string]bool
+	skip          func(id string) bool
+	counts        func() ledger.ResumeCounts
 }
 
 func newPoolRuns(s *Sweep, pool *claim.Pool, skip func(string) bool, counts func() ledger.ResumeCounts) *poolRuns {
@@ -159,6 +166,7 @@ func newPoolRuns(s *Sweep, pool *claim.Pool, skip func(string) bool, counts func
 		ladder: ladder, grace: grace, sig: s.opts.Execute.CheckpointSignal, cache: cache, t0: time.Now(),
 		stop: make(chan struct{}), changed: make(chan struct{}, 1), settled: make(chan struct{}, 1),
 		given: map[string]int{}, lost: map[int]bool{}, cleared: map[string]bool{}, again: map[string]bool{},
+		doneSeen: map[string]time.Time{}, orphanChecked: map[string]bool{},
 		skip: skip, counts: counts}
 	p.guard = fmt.Sprintf("pool:%s:%d", s.pool, guards.Add(1))
 	p.lapse = time.AfterFunc(time.Hour, p.lapsing)
@@ -245,7 +253,6 @@ func (p *poolRuns) adopt() error {
 // them, then of the claims it takes over, until nothing is left.
 func (p *poolRuns) runs() iter.Seq2[run.Run, error] {
 	return func(yield func(run.Run, error) bool) {
-		p.orphans()
 		for {
 			more, ok := p.pass(yield)
 			if !ok {
@@ -269,29 +276,52 @@ func (p *poolRuns) runs() iter.Seq2[run.Run, error] {
 
 // orphans takes over the claims of the tasks that said they were done
 // (they are gone) that hold a run this sweep has not done: a line edited
-// since the task ran it is a new run, and no one else would run it.
-func (p *poolRuns) orphans() {
+// since the task ran it is a new run, and no one else would run it. A
+// done task's ledger is judged only once this node's cache can no longer
+// hide what it wrote before it said so: the cache's time after this task
+// first saw it done (pending meanwhile), and then read afresh.
+func (p *poolRuns) orphans(now time.Time) (took, pending bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.io.Lock()
 	defer p.io.Unlock()
-	peers, err := p.pool.Peers(time.Now(), p.lease)
+	if p.err != nil {
+		return false, false
+	}
+	peers, err := p.pool.Peers(now, p.lease)
 	if err != nil {
-		return // the heartbeat meets it again
+		return false, false // the heartbeat meets it again
 	}
-	gone := map[string]bool{}
+	ready := map[string]bool{}
 	for _, peer := range peers {
-		if peer.State == claim.Done {
-			gone[peer.Task] = true
+		if peer.State != claim.Done || p.orphanChecked[peer.Task] {
+			continue
 		}
+		seen, ok := p.doneSeen[peer.Task]
+		if !ok {
+			seen = now
+			p.doneSeen[peer.Task] = now
+		}
+		if wait := p.cache; wait > 0 && now.Sub(seen) < wait+p.beat {
+			pending = true
+			continue
+		}
+		ready[peer.Task] = true
+		p.orphanChecked[peer.Task] = true
 	}
-	if len(gone) == 0 {
-		return
+	if len(ready) == 0 {
+		return false, pending
 	}
 	all, err := p.pool.Claims()
-	if err != nil {
-		return
+	if err != nil || !slices.ContainsFunc(all, func(c claim.Claim) bool { return ready[c.Task] }) {
+		return false, pending
 	}
+	d, err := ledger.ReadDir(p.s.output, ledger.ReadOptions{})
+	if err != nil {
+		p.fail(err)
+		return false, false
+	}
+	p.skip, _ = d.ResumeFilter(p.s.opts.retries)
 	need := map[int]bool{}
 	i, k := -1, 0
 	for range p.s.source.RunsExcept(sweep.Shard{Index: 0, Count: 1}, func(id string) bool {
@@ -299,13 +329,13 @@ func (p *poolRuns) orphans() {
 		for k < len(all) && all[k].To <= i {
 			k++
 		}
-		if k < len(all) && all[k].From <= i && gone[all[k].Task] && !p.skip(id) {
+		if k < len(all) && all[k].From <= i && ready[all[k].Task] && !p.skip(id) {
 			need[all[k].From] = true
 		}
 		return true
 	}) {
 	}
-	took := 0
+	n := 0
 	for _, c := range all {
 		if !need[c.From] {
 			continue
@@ -313,13 +343,14 @@ func (p *poolRuns) orphans() {
 		if got, ok, err := p.pool.TakeOver(c); err == nil && ok {
 			p.mine = append(p.mine, &owned{c: got, upto: got.From})
 			p.ran = true
-			took++
+			n++
 		}
 	}
-	if took > 0 {
+	if n > 0 {
 		slices.SortFunc(p.mine, func(a, b *owned) int { return a.c.From - b.c.From })
-		p.note(fmt.Sprintf("pool: took over %d claims of tasks that ended, whose runs this sweep has not all done (a line edited since they ran it): their runs that are not done run here", took))
+		p.note(fmt.Sprintf("pool: took over %d claims of tasks that ended, whose runs this sweep has not all done (a line edited since they ran it): their runs that are not done run here", n))
 	}
+	return n > 0, pending
 }
 
 // pass hands on the runs of the sweep this task owns and has not handed
@@ -386,12 +417,19 @@ func (p *poolRuns) pass(yield func(run.Run, error) bool) (more, ok bool) {
 // claimAt claims the next runs once the pass reached i, the frontier (mu
 // held).
 func (p *poolRuns) claimAt(i int) {
+	if !p.hidden.IsZero() && time.Now().Before(p.hidden) {
+		return // the next claim is hidden by the cache: the heartbeat calls again
+	}
 	p.io.Lock()
 	defer p.io.Unlock()
 	tasks := max(p.pool.Tasks(), 1)
 	free := max(p.lanes-int(p.running.Load()), 1)
 	c, ok, err := p.pool.ClaimWith(func(left int) int { return schedule.ClaimSize(left, tasks, free, p.lanes) })
 	switch {
+	case errors.Is(err, claim.ErrHidden):
+		// Another task's claim this node cannot read yet: looked at
+		// again once the cache may have let it through.
+		p.hidden = time.Now().Add(p.cache + p.beat)
 	case err != nil:
 		p.fail(err)
 	case !ok:
@@ -479,10 +517,17 @@ func (p *poolRuns) heartbeat() {
 	}
 }
 
-// tick is one beat of heartbeat: renew, fence, take over.
+// tick is one beat of heartbeat: renew, fence, take over, and look at a
+// hidden claim again once its time came.
 func (p *poolRuns) tick(now time.Time) {
 	p.renew(now)
-	if p.takeOver(now) {
+	p.mu.Lock()
+	again := !p.hidden.IsZero() && !now.Before(p.hidden)
+	if again {
+		p.hidden = time.Time{}
+	}
+	p.mu.Unlock()
+	if p.takeOver(now) || again {
 		select {
 		case p.changed <- struct{}{}:
 		default:
@@ -658,17 +703,27 @@ const idlePoll = time.Second
 // stops, the claims folder fails, or no other task is left that could die
 // with runs of its claims. A task that never had a run leaves at once.
 func (p *poolRuns) await() bool {
-	if p.nothingHere(time.Now()) {
-		p.note(fmt.Sprintf("pool: every run of the sweep's %d is claimed by other tasks: nothing for this task", p.s.source.Total()))
-		return false
-	}
 	// The others' leases are read every second while this task waits
 	// (every beat, if shorter), so that it leaves soon after the last
 	// busy one is done.
 	t := time.NewTicker(min(p.beat, idlePoll))
 	defer t.Stop()
+	first := true // whether a task that never had a run may leave at once is still to be judged
 	for {
-		if p.over(time.Now()) {
+		took, pending := p.orphans(time.Now())
+		switch {
+		case took:
+			return true
+		case pending:
+			// A done task's ledger this node's cache may still hide:
+			// judged first.
+		case first:
+			first = false
+			if p.nothingHere(time.Now()) {
+				p.note(fmt.Sprintf("pool: every run of the sweep's %d is claimed by other tasks: nothing for this task", p.s.source.Total()))
+				return false
+			}
+		case p.over(time.Now()):
 			return false
 		}
 		select {
@@ -787,8 +842,8 @@ func (p *poolRuns) over(now time.Time) bool {
 	if len(p.given) > 0 || p.err != nil {
 		return p.err != nil
 	}
-	if p.unhanded() {
-		return false // a claim taken over whose runs the next pass hands on
+	if p.unhanded() || !p.hidden.IsZero() {
+		return false // a claim taken over whose runs the next pass hands on, or one hidden
 	}
 	if st := p.state(); st != p.said {
 		// Idle now: said at once, so that the others need not wait a

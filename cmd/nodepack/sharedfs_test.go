@@ -228,6 +228,9 @@ func poolOnCachingMounts(t *testing.T, mode string, n int) {
 	t.Logf("%s: %d of %d runs ended whole twice, one after the other", mode, again, n)
 	if mode == "lost" {
 		if again > 0 {
+			for k, tk := range tasks {
+				t.Logf("task %d:\n%s", k+1, tk.stderr)
+			}
 			t.Errorf("with lost replies alone, %d runs ran twice", again)
 		}
 		lost, calls := 0, 0

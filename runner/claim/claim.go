@@ -52,6 +52,16 @@ const maxFile = 4096
 // another sweep's.
 var ErrOtherSweep = errors.New("the claims are another sweep's")
 
+// ErrHidden is wrapped by ClaimWith's error when the next claim exists
+// (linking it failed: the name is taken) but this node cannot read it
+// yet: its cache still says "no such file" (NFS's lookupcache, for up to
+// acdirmax). Nothing was claimed; try again once the caches expired.
+var ErrHidden = errors.New("another task's claim is hidden by this node's cache")
+
+// openWait bounds how long Open waits for the sweep's identity, made by
+// another task, to show through this node's cache.
+const openWait = 3 * time.Minute
+
 // A Claim is the runs From to To-1 of the sweep, claimed by Task, taken
 // over Gen times (0: as first claimed).
 type Claim struct {
@@ -117,6 +127,12 @@ func Open(out, sweep, task string, total int) (*Pool, error) {
 			return nil, fmt.Errorf("claim: %w", err)
 		}
 		b, err = readFile(dir, sweepFile, maxFile)
+		// Made by another task, and hidden by this node's cache of "no
+		// such file" until it expires.
+		for deadline := time.Now().Add(openWait); errors.Is(err, os.ErrNotExist) && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+			b, err = readFile(dir, sweepFile, maxFile)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -163,6 +179,9 @@ func (p *Pool) ClaimWith(size func(left int) int) (c Claim, ok bool, err error) 
 		// made though its reply was lost and its link count unread: a
 		// task's name is its own in the pool.
 		other, err := p.read(p.next)
+		if errors.Is(err, os.ErrNotExist) {
+			return Claim{}, false, fmt.Errorf("claim: runs from %d: %w", p.next, ErrHidden)
+		}
 		if err != nil {
 			return Claim{}, false, err
 		}

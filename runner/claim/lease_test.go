@@ -265,3 +265,56 @@ func TestStaleHandles(t *testing.T) {
 		t.Errorf("a claim stale every time: %v, want its error naming it", err)
 	}
 }
+
+// TestHiddenClaim: a claim another node made that this node's cache still
+// hides ("no such file" cached: the link says the name is taken, the read
+// says it is not there) claims nothing (ErrHidden), and once the cache
+// lets it through the next claim follows it.
+func TestHiddenClaim(t *testing.T) {
+	out := t.TempDir()
+	a, _ := Open(out, "s", "a", 10)
+	b, _ := Open(out, "s", "b", 10)
+	if _, _, err := a.Claim(4); err != nil {
+		t.Fatal(err)
+	}
+	defer func(o func(string, string, int64) ([]byte, error)) { open = o }(open)
+	real := open
+	open = func(dir, name string, limit int64) ([]byte, error) {
+		if name == "0" {
+			return nil, &os.PathError{Op: "open", Path: dir + "/" + name, Err: syscall.ENOENT}
+		}
+		return real(dir, name, limit)
+	}
+	if c, ok, err := b.Claim(2); !errors.Is(err, ErrHidden) || ok {
+		t.Fatalf("a hidden claim: %+v %v %v, want ErrHidden", c, ok, err)
+	}
+	open = real
+	if c, ok, err := b.Claim(2); err != nil || !ok || c.From != 4 || c.To != 6 {
+		t.Fatalf("once it shows: %+v %v %v, want runs 4 to 6", c, ok, err)
+	}
+}
+
+// TestHiddenSweep: a task whose node's cache still hides the sweep's
+// identity another task made (the name is taken, the read finds nothing)
+// waits for it to show instead of failing.
+func TestHiddenSweep(t *testing.T) {
+	out := t.TempDir()
+	if _, err := Open(out, "s", "a", 10); err != nil {
+		t.Fatal(err)
+	}
+	defer func(o func(string, string, int64) ([]byte, error)) { open = o }(open)
+	real, hid := open, 0
+	open = func(dir, name string, limit int64) ([]byte, error) {
+		if name == sweepFile && hid < 3 {
+			hid++
+			return nil, &os.PathError{Op: "open", Path: dir + "/" + name, Err: syscall.ENOENT}
+		}
+		return real(dir, name, limit)
+	}
+	if _, err := Open(out, "s", "b", 10); err != nil || hid != 3 {
+		t.Fatalf("the sweep hidden %d times: %v, want it read once it shows", hid, err)
+	}
+	if _, err := Open(out, "other", "c", 10); !errors.Is(err, ErrOtherSweep) {
+		t.Fatalf("another sweep, once shown: %v, want ErrOtherSweep", err)
+	}
+}
