@@ -135,7 +135,12 @@ func endKilled(t *testing.T, dir, token string) {
 //   - kill9: one task killed with SIGKILL mid-sweep;
 //   - lost: 5% of link and rename calls lose their reply;
 //   - hung: one task's mount hangs mid-sweep, for longer than its lease;
-//   - frozen: one task's nodepack is stopped (SIGSTOP) for two leases.
+//   - frozen: one task's nodepack is stopped (SIGSTOP) for two leases;
+//   - estale: from a quarter of the sweep on, 5% of the opens of files
+//     that exist fail with ESTALE on every node;
+//   - full: one task's disk fills up mid-sweep (ENOSPC on its every
+//     create, write and link): it stops, blaming the disk, and the
+//     others take its claims over; no run is counted failed.
 //
 // In each, every run succeeds exactly once, no run is on two tasks at
 // once (by the runs' own stamps), and once the caches have expired
@@ -145,7 +150,7 @@ func TestPoolOnCachingMounts(t *testing.T) {
 	if testing.Short() {
 		runs = 120
 	}
-	for _, mode := range []string{"kill9", "lost", "hung", "frozen"} {
+	for _, mode := range []string{"kill9", "lost", "hung", "frozen", "estale", "full"} {
 		t.Run(mode, func(t *testing.T) { poolOnCachingMounts(t, mode, runs) })
 	}
 }
@@ -189,17 +194,46 @@ func poolOnCachingMounts(t *testing.T, mode string, n int) {
 		endKilled(t, dir, token)
 	case "hung":
 		fs.fault(t, 2, "hang=1")
+	case "estale":
+		for k := 1; k <= 4; k++ {
+			fs.fault(t, k, "estale=0.05")
+		}
+	case "full":
+		fs.fault(t, 2, "enospc=1")
 	case "frozen":
 		tasks[1].cmd.Process.Signal(syscall.SIGSTOP)
 		time.Sleep(30 * time.Second) // two leases: a freeze lasts what it lasts
 		tasks[1].cmd.Process.Signal(syscall.SIGCONT)
 	}
 	for k, tk := range tasks {
-		if k == 1 && mode != "lost" {
+		if k == 1 && mode != "lost" && mode != "estale" {
 			continue
 		}
 		if err := tk.cmd.Wait(); err != nil {
 			t.Errorf("task %d: %v\n%s", k+1, err, tk.stderr)
+		}
+	}
+	if mode == "full" {
+		// The others took its claims over; its disk still full, it has
+		// stopped, naming the disk.
+		err := tasks[1].cmd.Wait()
+		if err == nil || !strings.Contains(tasks[1].stderr.String(), "no space left on device") {
+			t.Errorf("the task whose disk is full: %v, want it stopped naming the disk:\n%s", err, tasks[1].stderr)
+		}
+		fs.fault(t, 2, "")
+	}
+	if mode == "estale" {
+		stale, opens := 0, 0
+		for k := 1; k <= 4; k++ {
+			fs.fault(t, k, "")
+			b, _ := os.ReadFile(filepath.Join(fs.dir, "control"+strconv.Itoa(k)+".stale"))
+			var s, o int
+			fmt.Sscan(string(b), &s, &o)
+			stale, opens = stale+s, opens+o
+		}
+		t.Logf("estale: %d of %d opens failed with ESTALE", stale, opens)
+		if stale == 0 {
+			t.Error("no open failed with ESTALE: the fault did not act")
 		}
 	}
 	if mode == "hung" || mode == "frozen" {

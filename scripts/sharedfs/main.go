@@ -7,7 +7,8 @@
 //
 //	lose=P    a link or rename that succeeded reports EIO with probability P (a lost reply;
 //	          "LOST CALLS" of link and rename go to the control file's name with ".lost")
-//	estale=P  an open fails with ESTALE with probability P
+//	estale=P  an open fails with ESTALE with probability P ("STALE OPENS",
+//	          the ESTALEs given and the opens, go to the control file's name with ".stale")
 //	enospc=1  every create, write and link fails with ENOSPC (a full disk)
 //	hang=1    every call blocks until hang=0 (a hung mount)
 //
@@ -42,6 +43,7 @@ type faults struct {
 	lose, estale float64
 	enospc, hang bool
 	lost, calls  int // replies lost so far, of the link and rename calls
+	stale, opens int // ESTALEs given so far, of the opens
 }
 
 func (f *faults) read() {
@@ -69,7 +71,6 @@ func (f *faults) read() {
 	f.cond.Broadcast()
 }
 
-// loseOne counts a lost reply, in the control file's name with ".lost".
 // count counts a link or rename call, lost or not, in the control file's
 // name with ".lost": "LOST CALLS".
 func (f *faults) count(lost bool) {
@@ -83,6 +84,23 @@ func (f *faults) count(lost bool) {
 	if f.path != "" {
 		os.WriteFile(f.path+".lost", []byte(line), 0o644)
 	}
+}
+
+// staleOpen reports whether an open fails with ESTALE, and counts it in
+// the control file's name with ".stale": "STALE OPENS".
+func (f *faults) staleOpen() bool {
+	f.mu.Lock()
+	f.opens++
+	stale := f.estale > 0 && rand.Float64() < f.estale
+	if stale {
+		f.stale++
+	}
+	line := fmt.Sprintf("%d %d\n", f.stale, f.opens)
+	f.mu.Unlock()
+	if stale && f.path != "" {
+		os.WriteFile(f.path+".stale", []byte(line), 0o644)
+	}
+	return stale
 }
 
 // wait blocks while the mount hangs.
@@ -129,7 +147,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	n.f.wait()
-	if n.f.chance(&n.f.estale) {
+	if n.f.staleOpen() {
 		return nil, 0, syscall.ESTALE
 	}
 	fh, fl, errno := n.LoopbackNode.Open(ctx, flags)
