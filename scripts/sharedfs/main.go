@@ -5,8 +5,9 @@
 // can inject the faults of such file systems, read from a control file
 // (-control) at each call:
 //
-//	lose=P    a link or rename that succeeded reports EIO with probability P (a lost reply;
-//	          "LOST CALLS" of link and rename go to the control file's name with ".lost")
+//	lose=P    of the link and rename calls that succeeded, the fraction P report EIO (a
+//	          lost reply), evenly spread: with 0.05 the 1st, the 21st, ...; "LOST CALLS"
+//	          of link and rename go to the control file's name with ".lost"
 //	estale=P  an open fails with ESTALE with probability P ("STALE OPENS",
 //	          the ESTALEs given and the opens, go to the control file's name with ".stale")
 //	enospc=1  every create, write and link fails with ENOSPC (a full disk)
@@ -22,6 +23,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -71,11 +73,15 @@ func (f *faults) read() {
 	f.cond.Broadcast()
 }
 
-// count counts a link or rename call, lost or not, in the control file's
-// name with ".lost": "LOST CALLS".
-func (f *faults) count(lost bool) {
+// count counts a link or rename call that succeeded, and reports whether
+// its reply is lost: the fraction lose of them, evenly spread from the
+// first (with 0.05 the 1st, the 21st, ...), so that a test sees losses
+// however few calls it makes. "LOST CALLS" go to the
+// control file's name with ".lost".
+func (f *faults) count() (lost bool) {
 	f.mu.Lock()
 	f.calls++
+	lost = f.lose > 0 && math.Ceil(float64(f.calls)*f.lose) > math.Ceil(float64(f.calls-1)*f.lose)
 	if lost {
 		f.lost++
 	}
@@ -84,6 +90,7 @@ func (f *faults) count(lost bool) {
 	if f.path != "" {
 		os.WriteFile(f.path+".lost", []byte(line), 0o644)
 	}
+	return lost
 }
 
 // staleOpen reports whether an open fails with ESTALE, and counts it in
@@ -110,12 +117,6 @@ func (f *faults) wait() {
 	for f.hang {
 		f.cond.Wait()
 	}
-}
-
-func (f *faults) chance(p *float64) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return *p > 0 && rand.Float64() < *p
 }
 
 func (f *faults) full() bool {
@@ -191,9 +192,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 		target = &t.LoopbackNode
 	}
 	in, errno := n.LoopbackNode.Link(ctx, target, name, out)
-	lose := errno == 0 && n.f.chance(&n.f.lose)
-	n.f.count(lose)
-	if lose {
+	if errno == 0 && n.f.count() {
 		return nil, syscall.EIO // made, its reply lost
 	}
 	return in, errno
@@ -205,9 +204,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		newParent = &p.LoopbackNode
 	}
 	errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
-	lose := errno == 0 && n.f.chance(&n.f.lose)
-	n.f.count(lose)
-	if lose {
+	if errno == 0 && n.f.count() {
 		return syscall.EIO // made, its reply lost
 	}
 	return errno
