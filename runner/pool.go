@@ -113,7 +113,11 @@ type poolRuns struct {
 	// safe is until when (nanoseconds from t0, this task's monotonic
 	// clock) a run may start or end as this task's: a little before its
 	// runs must be gone, its last renewal's StopBy less their stop.
-	safe    atomic.Int64
+	safe atomic.Int64
+	// late: a renewal came after the stop the one before it set (the
+	// lapse timer, or the supervisor, may have stopped the runs): as
+	// lapsed until lapsing says so under mu.
+	late    atomic.Bool
 	lapse   *time.Timer   // fires at safe: the runs stop (lapsed)
 	guard   string        // the runs' name to the supervisor (execute.Options.Guard)
 	io      sync.Mutex    // the claims folder's I/O (pool); taken after mu, never before
@@ -169,7 +173,7 @@ func newPoolRuns(s *Sweep, pool *claim.Pool, skip func(string) bool, counts func
 		doneSeen: map[string]time.Time{}, orphanChecked: map[string]bool{},
 		skip: skip, counts: counts}
 	p.guard = fmt.Sprintf("pool:%s:%d", s.pool, guards.Add(1))
-	p.lapse = time.AfterFunc(time.Hour, p.lapsing)
+	p.lapse = time.AfterFunc(time.Hour, func() { p.lapsing(false) })
 	p.lapse.Stop()
 	return p
 }
@@ -191,8 +195,13 @@ func stopLadder(o execute.Options) (grace, ladder time.Duration) {
 // at start: this task starts and ends runs as its own until a little
 // before claim.StopBy less their stop, when it stops them itself (lapse);
 // the supervisor stops them at that time if this process cannot (frozen,
-// or hung on the mount).
-func (p *poolRuns) renewed(start time.Time) {
+// or hung on the mount). It reports whether the renewal came too late:
+// after the stop the last one set (a slow mount, a starved process), so
+// that the runs may have been stopped already.
+func (p *poolRuns) renewed(start time.Time) (late bool) {
+	if late = p.safe.Load() > 0 && !p.isSafe(); late {
+		p.late.Store(true) // before safe moves on: no run ends as done meanwhile
+	}
 	stopAt := claim.StopBy(start, p.lease).Add(-p.ladder)
 	// The process's own stop comes first, by a little, so that the
 	// supervisor acts only for a process that cannot.
@@ -200,18 +209,21 @@ func (p *poolRuns) renewed(start time.Time) {
 	p.safe.Store(int64(own.Sub(p.t0)))
 	p.lapse.Reset(time.Until(own))
 	proc.StopBy(p.guard, stopAt, p.sig, p.grace)
+	return late
 }
 
 // isSafe reports whether a run may start or end as this task's now.
 func (p *poolRuns) isSafe() bool { return int64(time.Since(p.t0)) < p.safe.Load() }
 
-// lapsing is the lapse timer's: the lease was not renewed in time, so
-// the runs stop now, as the other tasks may soon take the claims over.
-func (p *poolRuns) lapsing() {
-	if p.isSafe() {
+// lapsing is the lapse timer's, and a late renewal's (late): the lease
+// was not renewed in time, so the runs stop now, as the other tasks may
+// soon take the claims over.
+func (p *poolRuns) lapsing(late bool) {
+	if !late && p.isSafe() {
 		return // renewed meanwhile
 	}
 	p.mu.Lock()
+	defer p.late.Store(false) // lapsed, under mu, from here on
 	if p.lapsed || len(p.given) == 0 && p.fence == nil {
 		p.lapsed = p.lapsed || p.fence != nil
 		p.mu.Unlock()
@@ -557,8 +569,9 @@ func (p *poolRuns) renew(now time.Time) {
 	start := time.Now()
 	err := p.pool.Renew(st)
 	lost := map[int]bool{}
+	late := false
 	if err == nil {
-		p.renewed(start)
+		late = p.renewed(start)
 		for from, c := range ask {
 			if ok, err := p.pool.Owns(c); err == nil && !ok {
 				lost[from] = true
@@ -566,6 +579,9 @@ func (p *poolRuns) renew(now time.Time) {
 		}
 	}
 	p.io.Unlock()
+	if late {
+		p.lapsing(true)
+	}
 
 	p.mu.Lock()
 	if err != nil {
@@ -661,7 +677,7 @@ func (p *poolRuns) fenced(id string) bool {
 		p.mu.Unlock()
 		p.settle()
 		return true
-	case !safe || p.lapsed:
+	case !safe || p.lapsed || p.late.Load():
 		p.again[id] = true
 		p.mu.Unlock()
 		return true

@@ -103,3 +103,44 @@ func TestPoolTaskNames(t *testing.T) {
 		}
 	}
 }
+
+// TestLateRenewal: a renewal that lands after the stop the one before it
+// set (a slow mount, a process starved of CPU, whose lapse timer fired
+// late or not yet) may come after the supervisor stopped the runs: a run
+// that ends then is fenced, not done (its stop is no failure of its
+// own), from before the renewal moves the lease on until the task has
+// lapsed; a renewal in time fences nothing.
+func TestLateRenewal(t *testing.T) {
+	p := &poolRuns{lease: 6 * time.Second, beat: time.Second, ladder: 300 * time.Millisecond, t0: time.Now(),
+		given: map[string]int{"r": 0}, lost: map[int]bool{}, again: map[string]bool{}}
+	p.lapse = time.AfterFunc(time.Hour, func() {})
+	defer p.lapse.Stop()
+	var notes []string
+	p.note = func(s string) { notes = append(notes, s) }
+	stopped := 0
+	p.fence = func(which func(id string) bool) {
+		if which("r") {
+			stopped++
+		}
+	}
+	if late := p.renewed(time.Now()); late || p.fenced("r") {
+		t.Fatalf("the first renewal: late %v, fenced %v", late, p.fenced("r"))
+	}
+	if late := p.renewed(time.Now()); late || p.fenced("r") {
+		t.Fatalf("a renewal in time: late %v, fenced %v", late, p.fenced("r"))
+	}
+	p.safe.Store(1) // the last renewal's stop is past: the lapse timer is late
+	if late := p.renewed(time.Now()); !late {
+		t.Fatal("a renewal after its stop was due is not late")
+	}
+	if !p.fenced("r") {
+		t.Fatal("a run that ends between a late renewal and its lapse is not fenced")
+	}
+	p.lapsing(true)
+	if !p.lapsed || p.late.Load() || stopped != 1 || !p.fenced("r") {
+		t.Fatalf("after a late renewal: lapsed %v, late %v, stopped %d, fenced %v", p.lapsed, p.late.Load(), stopped, p.fenced("r"))
+	}
+	if len(notes) != 1 {
+		t.Errorf("notes %q, want the lapse said once", notes)
+	}
+}

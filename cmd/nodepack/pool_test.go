@@ -26,7 +26,7 @@ type poolSweep struct {
 func newPoolSweep(t *testing.T, n int) *poolSweep {
 	t.Helper()
 	dir := t.TempDir()
-	s := &poolSweep{dir: dir, out: filepath.Join(dir, "out"), token: "np-pool-" + filepath.Base(dir), n: n}
+	s := &poolSweep{dir: dir, out: filepath.Join(dir, "out"), token: tokenFor("np-pool-", dir), n: n}
 	var tasks strings.Builder
 	for i := range n {
 		fmt.Fprintf(&tasks, "[ -e %[1]s/GATE ] || (exec -a %[2]s-$NODEPACK_RUN_ID bash -c 'until [ -e %[1]s/GATE ]; do sleep 0.05; done'); echo $NODEPACK_RUN_ID >> %[1]s/DONE # %[3]d\n", dir, s.token, i)
@@ -455,7 +455,7 @@ func overlapping(spans map[string][][2]int64) (twice int, ids []string) {
 func stampedSweep(t *testing.T, n int, secs string) *poolSweep {
 	t.Helper()
 	dir := t.TempDir()
-	s := &poolSweep{dir: dir, out: filepath.Join(dir, "out"), token: "np-pool-" + filepath.Base(dir), n: n}
+	s := &poolSweep{dir: dir, out: filepath.Join(dir, "out"), token: tokenFor("np-pool-", dir), n: n}
 	var tasks strings.Builder
 	for i := range n {
 		fmt.Fprintf(&tasks, `bash -c 'st() { echo "$NODEPACK_RUN_ID $1 $(date +%%s%%N)" >> %[1]s/STAMPS; }; trap "st ckpt" USR1; trap "st end; exit 143" TERM; st start; (trap "" USR1; exec -a %[2]s-$NODEPACK_RUN_ID sleep %[3]s) & while ! wait; do :; done; st end; echo $NODEPACK_RUN_ID >> %[1]s/DONE' # %[4]d`+"\n", dir, s.token, secs, i)

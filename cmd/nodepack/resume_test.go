@@ -31,7 +31,7 @@ type gatedSweep struct {
 func newGatedSweep(t *testing.T, n int) *gatedSweep {
 	t.Helper()
 	dir := t.TempDir()
-	s := &gatedSweep{dir: dir, out: filepath.Join(dir, "out"), token: "np-resume-" + filepath.Base(dir), n: n}
+	s := &gatedSweep{dir: dir, out: filepath.Join(dir, "out"), token: tokenFor("np-resume-", dir), n: n}
 	var tasks strings.Builder
 	for i := range n {
 		block := ""
@@ -237,7 +237,7 @@ func TestKill9AtRandomMoments(t *testing.T) {
 	}
 	startHogs(t, 2)
 	dir := t.TempDir()
-	token := "np-random-" + filepath.Base(dir)
+	token := tokenFor("np-random-", dir)
 	const n = 60
 	var tasks strings.Builder
 	for i := range n {

@@ -173,6 +173,13 @@ func TestRunBadInput(t *testing.T) {
 	}
 }
 
+// tokenFor is a token for the processes of a test's sweep in dir (one of
+// its t.TempDir()s), unique among the tests that run at once: the base
+// of a TempDir alone ("001") is every test's.
+func tokenFor(prefix, dir string) string {
+	return prefix + filepath.Base(filepath.Dir(dir)) + "-" + filepath.Base(dir)
+}
+
 // processesWith lists the pids of live (non-zombie) processes whose command
 // line contains token.
 func processesWith(token string) []int {
@@ -202,7 +209,7 @@ func processesWith(token string) []int {
 func startSweep(t *testing.T, extra ...string) (*exec.Cmd, *syncBuilder, string) {
 	t.Helper()
 	dir := t.TempDir()
-	token := "np-orphan-" + filepath.Base(dir) // unique in every process of this sweep
+	token := tokenFor("np-orphan-", dir) // unique in every process of this sweep
 	ready := filepath.Join(dir, "ready")
 	// exec -a puts the token in every process's own command line, so /proc
 	// finds them all: a setsid grandchild, and a run that ignores SIGTERM.

@@ -166,7 +166,7 @@ func poolOnCachingMounts(t *testing.T, mode string, n int) {
 	const cache, lease = 5 * time.Second, "15s"
 	fs := startSharedFS(t, 4, cache)
 	dir := t.TempDir()
-	token := "np-sfs-" + filepath.Base(dir)
+	token := tokenFor("np-sfs-", dir)
 	file := stampedRuns(t, dir, token, n)
 	t.Cleanup(func() {
 		for _, pid := range processesWith(token) {
