@@ -55,6 +55,18 @@ func startSharedFS(t *testing.T, n int, cache time.Duration) *sharedFS {
 	return s
 }
 
+// counted sums over the nodes what sharedfs counted of a fault in the
+// control file's name with ext ("FAULTS CALLS": ".lost", ".stale").
+func (s *sharedFS) counted(ext string) (faults, calls int) {
+	for k := range s.nodes {
+		b, _ := os.ReadFile(filepath.Join(s.dir, "control"+strconv.Itoa(k+1)+ext))
+		var f, c int
+		fmt.Sscan(string(b), &f, &c)
+		faults, calls = faults+f, calls+c
+	}
+	return faults, calls
+}
+
 func (s *sharedFS) cmd(t *testing.T, args ...string) *exec.Cmd {
 	cmd := exec.Command(s.script, args...)
 	cmd.Env = append(os.Environ(), "SHAREDFS_LOCAL_DIR="+s.dir)
@@ -230,14 +242,10 @@ func poolOnCachingMounts(t *testing.T, mode string, n int) {
 		fs.fault(t, 2, "")
 	}
 	if mode == "estale" {
-		stale, opens := 0, 0
 		for k := 1; k <= 4; k++ {
 			fs.fault(t, k, "")
-			b, _ := os.ReadFile(filepath.Join(fs.dir, "control"+strconv.Itoa(k)+".stale"))
-			var s, o int
-			fmt.Sscan(string(b), &s, &o)
-			stale, opens = stale+s, opens+o
 		}
+		stale, opens := fs.counted(".stale")
 		t.Logf("estale: %d of %d opens failed with ESTALE", stale, opens)
 		if stale == 0 {
 			t.Error("no open failed with ESTALE: the fault did not act")
@@ -274,13 +282,7 @@ func poolOnCachingMounts(t *testing.T, mode string, n int) {
 			}
 			t.Errorf("with lost replies alone, %d runs ran twice", again)
 		}
-		lost, calls := 0, 0
-		for k := 1; k <= 4; k++ {
-			b, _ := os.ReadFile(filepath.Join(fs.dir, "control"+strconv.Itoa(k)+".lost"))
-			var l, c int
-			fmt.Sscan(string(b), &l, &c)
-			lost, calls = lost+l, calls+c
-		}
+		lost, calls := fs.counted(".lost")
 		t.Logf("lost: %d of %d link and rename replies lost", lost, calls)
 		if lost == 0 {
 			t.Error("no reply was lost: the fault did not act")
