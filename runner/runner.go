@@ -60,6 +60,10 @@ type Options struct {
 	// runs' stop (their grace, two with a checkpoint signal), or than three
 	// times the caches.
 	Lease time.Duration
+	// SearchTimeout is how long a searcher (Source.Search) may take to
+	// answer one ask before it is stopped; zero means
+	// DefaultSearchTimeout.
+	SearchTimeout time.Duration
 	// Output is the output directory; empty means DefaultOutput's.
 	Output string
 	// Job is the batch job this runs in, as batch.Detect tells it; the
@@ -276,6 +280,25 @@ func (s *Sweep) scan() error {
 		return err
 	}
 	s.past = past
+	if s.def.Kind == sweep.KindSearch {
+		if s.opts.Pool != "" {
+			return errSearchPool
+		}
+		if s.shard, s.from, err = chooseShard(s.opts.Shard, s.opts.Job, 0, s.opts.RunsPerShard); err != nil {
+			return err
+		}
+		if s.shard.Count > 1 {
+			return errSearchPool
+		}
+		// Every run its ledger holds was a proposal of this sweep's
+		// searcher: none left the sweep.
+		for _, log := range s.past.Logs {
+			for i := range log.Len() {
+				s.past.See(log.At(i).ID, 0)
+			}
+		}
+		return s.resume()
+	}
 	if s.opts.Pool != "" {
 		if sp := s.opts.Shard; sp != "" && sp != "auto" && sp != "none" {
 			return fmt.Errorf("shard %s: %w", sp, errPoolShard)
@@ -492,13 +515,32 @@ func (s *Sweep) resume() error {
 func (s *Sweep) requestCheck() func(run.Run) error {
 	x := s.opts.Execute
 	s.shareCPU, s.shareFirst, s.mixed = 0, "", false // counted afresh when Start scans again
+	fits := s.fitCheck()
+	return func(run run.Run) error {
+		r := *run.Request
+		if err := fits(r); err != nil {
+			return fmt.Errorf("%s: %w", run.Origin, err)
+		}
+		s.mixed = s.mixed || r != x.Request
+		if r.CPUs == 0 && x.Request.CPUs > 0 {
+			if s.shareCPU++; s.shareCPU == 1 {
+				s.shareFirst = run.Origin
+			}
+		}
+		return nil
+	}
+}
+
+// fitCheck returns the check that a request fits the empty node, each
+// distinct request checked once; it is not safe for concurrent use.
+func (s *Sweep) fitCheck() func(pack.Request) error {
+	x := s.opts.Execute
 	var alloc *pack.Allocator
 	if len(x.Topology.CPUs) > 0 || len(x.Topology.GPUs) > 0 {
 		alloc = pack.NewAllocator(x.Topology)
 	}
 	checked := map[pack.Request]error{}
-	return func(run run.Run) error {
-		r := *run.Request
+	return func(r pack.Request) error {
 		err, done := checked[r]
 		if !done {
 			switch {
@@ -512,16 +554,7 @@ func (s *Sweep) requestCheck() func(run.Run) error {
 			}
 			checked[r] = err
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", run.Origin, err)
-		}
-		s.mixed = s.mixed || r != x.Request
-		if r.CPUs == 0 && x.Request.CPUs > 0 {
-			if s.shareCPU++; s.shareCPU == 1 {
-				s.shareFirst = run.Origin
-			}
-		}
-		return nil
+		return err
 	}
 }
 
@@ -653,7 +686,8 @@ type Session struct {
 	// or failed with no retry left.
 	settled atomic.Int64
 	resume  func() ledger.ResumeCounts
-	pool    *poolRuns // the pool task's runs; nil outside a pool
+	pool    *poolRuns   // the pool task's runs; nil outside a pool
+	search  *searchRuns // the searcher's runs; nil without one
 	follow  chan struct{}
 	ctx     context.Context
 }
@@ -741,6 +775,19 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 			xo.Window = p.lanes
 		}
 	}
+	var sr *searchRuns
+	if s.def.Kind == sweep.KindSearch {
+		// One proposal ahead of the lanes (and one the feeder holds): the
+		// searcher is asked as late as keeps the node full, so that it
+		// proposes knowing as many ends as it can.
+		lanes := max(s.opts.Plan.Parallel, len(s.opts.Plan.Slots), xo.Parallel, 1)
+		if sr, err = s.openSearch(ctx, lanes); err != nil {
+			w.WriteEnd(stopNote(err), 0)
+			w.Close()
+			return nil, err
+		}
+		xo.Window = 1
+	}
 	xo.OnEvent = func(ev run.Event) {
 		if pr != nil {
 			pr.event(ev)
@@ -766,6 +813,9 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 				case !ev.Promoted && ev.Reason != run.Interrupted:
 					r.settled.Add(1) // a promotion's end was counted at its pause
 				}
+			}
+			if sr != nil && err == nil {
+				sr.event(ev) // told once its end is durable
 			}
 			if onEvent != nil {
 				onEvent(ev)
@@ -805,8 +855,11 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	}
 	skip, resumed := w.Past().ResumeFilter(opts.retries)
 	runs := s.source.RunsExcept(s.shard, skip)
-	if pr != nil {
+	switch {
+	case pr != nil:
 		runs, resumed = pr.runs(), pr.counts
+	case sr != nil:
+		runs, resumed = sr.runs(), sr.counts
 	}
 	r.resume = resumed
 	r.x, err = execute.Start(ctx, runs, xo)
@@ -815,9 +868,13 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 		if pr != nil {
 			close(pr.stop)
 		}
+		if sr != nil {
+			sr.close()
+		}
 		w.Close()
 		return nil, err
 	}
+	r.search = sr
 	if pr != nil {
 		r.pool = pr
 		pr.mu.Lock()
@@ -947,6 +1004,9 @@ func (s *Sweep) header(total int) ledger.Header {
 		PoolRetired: s.poolRetired,
 		PrunePrior:  s.priorRecs,
 	}
+	if def.Kind == sweep.KindSearch {
+		h.Total = nil // a searcher proposes its runs as the sweep goes
+	}
 	if s.opts.Node != nil {
 		h.Node, _ = json.Marshal(s.opts.Node)
 	}
@@ -1027,6 +1087,10 @@ func (r *Session) Wait() (Outcome, error) {
 		r.pool.close()
 	}
 	close(r.follow)
+	if r.search != nil {
+		r.ledger.Flush() // every end told before the searcher's input closes
+		r.search.close()
+	}
 	defer r.ledger.Close()
 	r.ledger.Flush() // every event recorded and passed on
 	lost, problem := r.ledger.Err(), r.ledger.Problem()
@@ -1103,6 +1167,9 @@ func (o *Options) retries(run ledger.Run) bool {
 func (r *Session) countLeft() int {
 	if r.pool != nil {
 		return r.pool.left()
+	}
+	if r.search != nil {
+		return r.search.left()
 	}
 	shard, _ := r.s.Total()
 	return max(shard-r.s.done-int(r.settled.Load()), 0)

@@ -33,10 +33,12 @@ import (
 
 const runUsage = `Usage: nodepack run [flags] TASKFILE
        nodepack run [flags] --sweep|--grid FILE|--params FILE [--reps N] -- COMMAND [ARGS…]
+       nodepack run [flags] --search 'SEARCHER' -- COMMAND [ARGS…]
 
 Runs every command of TASKFILE (one shell command per line; - reads
 standard input), or every run of a Hydra-style sweep, YAML grid or
-JSON-lines params file, on this node, keeping it full: each run takes the
+JSON-lines params file, or the runs a searcher proposes as lanes free, on
+this node, keeping it full: each run takes the
 GPUs (or share of one), CPUs and memory it asks for when it starts and
 gives them back when it ends, with its CPUs pinned, thread caps, a private
 TMPDIR and its own logs in OUTPUT/runs/<name>-<run-id>/. Every start and
@@ -49,7 +51,8 @@ Examples:
   nodepack run --sweep -- python train.py model=convnet,transformer +iteration='range(2)' lr=0.1
   nodepack run --grid params.yml -- python train_mnist.py
   nodepack run --params runs.jsonl --reps 3 -- python train.py --out={run_dir} --seed={rep}
-  seq 100 | sed 's/^/python train.py --seed=/' | nodepack run -`
+  seq 100 | sed 's/^/python train.py --seed=/' | nodepack run -
+  nodepack run --search 'python3 examples/search/tpe.py 40' --prune loss:min,max=20 -- python3 examples/search/train.py`
 
 // runDetails is the rest of run's --help, after its flags.
 const runDetails = `Details:
@@ -114,7 +117,13 @@ Inside an array job (Slurm, Grid Engine, PBS, LSF) or an srun -n K step,
 each nodepack runs its shard of the runs (--shard auto): run i goes to
 shard i mod N. With --pool auto they are one pool instead: each claims
 the next runs of the whole sweep as its lanes free (DIR/claims), and the
-others take over the runs of one whose heartbeat stops for --lease.`
+others take over the runs of one whose heartbeat stops for --lease.
+
+--search starts the searcher once (sh -c, its stderr to OUTPUT/search.log)
+and, in JSON lines on its stdin and stdout, asks it for a run's
+parameters as a lane is about to free and tells it how each run ended;
+a resumed sweep tells a new searcher what ended before and runs the
+interrupted runs again (docs/search.md, the protocol).`
 
 // runOptions are run's flags, bound into the library's own options where
 // they are one: runner.Options, its Source (a sweep.Spec) and its Execute
@@ -142,6 +151,8 @@ func (o *runOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.DryRun, "dry-run", false, "list the runs (id, index, shard, request, added env, argv) and start nothing")
 	fs.BoolVar(&o.JSON, "json", false, "with --dry-run: print the runs as a JSON document (schema nodepack.runs/v1)")
 	addSourceFlags(fs, &o.Source, &o.RunsPerShard)
+	fs.StringVar(&o.Source.Search, "search", "", "run the command after -- once per proposal of the searcher `CMD` (run with sh -c, its stderr to DIR/search.log): asked for the next run's parameters as a lane is about to free, told how each run ended, in JSON lines on its stdin and stdout (docs/search.md)")
+	fs.DurationVar(&o.SearchTimeout, "search-timeout", runner.DefaultSearchTimeout, "with --search, stop the searcher and start no more runs when it takes longer than `D` to answer")
 	fs.StringVar(&o.Shard, "shard", "auto", "run only shard `I/N`: the runs whose index is I mod N; auto takes it from the array index and task rank (SLURM_ARRAY_TASK_ID, SLURM_PROCID, SGE_TASK_ID, PBS_ARRAY_INDEX, LSB_JOBINDEX); none runs all")
 	fs.StringVar(&o.Pool, "pool", "", "run as task `NAME` of a shared pool (auto: named by the batch job's array task): the tasks of a submission, on their own nodes, claim the runs of the whole sweep from one output directory as their lanes free, instead of a fixed shard, and take over the runs of a task whose heartbeat stops for --lease")
 	fs.DurationVar(&o.Lease, "lease", 0, "with --pool, how long a task's heartbeat (renewed every sixth of `D`, in DIR/claims) may stand still before the other tasks take its runs over; a task that cannot renew it stops its own runs half a lease after its last renewal (default 3m0s, or three times the output directory's NFS caches where they are longer; at least six times --grace)")
@@ -218,6 +229,12 @@ func (o *runOptions) finish(args []string) error {
 	}
 	if o.Lease < 0 {
 		return fmt.Errorf("--lease %v: must be more than 0", o.Lease)
+	}
+	if o.SearchTimeout <= 0 {
+		return fmt.Errorf("--search-timeout %v: must be more than 0", o.SearchTimeout)
+	}
+	if o.Source.Search != "" && o.Pool != "" {
+		return errors.New("--search runs its searcher on one node: it goes without --pool")
 	}
 	if o.FailFast {
 		x.MaxFailures = 1
@@ -314,6 +331,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printNotes(head, []string{o.memNote})
 	}
 	shardTotal, _ := sw.Total()
+	if o.Source.Search != "" {
+		shardTotal = -1 // the searcher proposes the runs as they go
+	}
 	progress = newProgress(errOut, shardTotal, sw.Done(), o.Quiet)
 	return o.run(ctx, sw.Sweep, progress, head)
 }

@@ -27,9 +27,12 @@ func sourceArgs(spec *sweep.Spec, args []string) error {
 	if spec.Reps < 1 {
 		return fmt.Errorf("--reps %d: want at least 1", spec.Reps)
 	}
-	if spec.Hydra || spec.Grid != "" || spec.Params != "" {
+	if spec.Hydra || spec.Grid != "" || spec.Params != "" || spec.Search != "" {
 		if len(args) == 0 && spec.TaskFile == "" {
 			kind := spec.Kind()
+			if kind == sweep.KindSearch {
+				return fmt.Errorf("--search needs the command after --, e.g. --search 'python3 tpe.py' -- python train.py")
+			}
 			return fmt.Errorf("--%s needs the command after --, e.g. --%s -- python train.py", kind, kind)
 		}
 		spec.Command = args

@@ -19,6 +19,7 @@ const (
 	KindGrid   = "grid"   // a YAML grid and a command
 	KindParams = "params" // a JSON-lines params file and a command
 	KindRuns   = "runs"   // runs built in Go (Spec.Runs)
+	KindSearch = "search" // a searcher's proposals and a command (Spec.Search)
 )
 
 // Definition says what a sweep is, as its ledger records it, so that a
@@ -28,9 +29,10 @@ const (
 // the IDs do not: where the runs come from, the command they are made
 // from, and what the runner adds to every one of them.
 type Definition struct {
-	Kind string `json:"kind"` // KindTasks, KindSweep, KindGrid, KindParams or KindRuns
+	Kind string `json:"kind"` // KindTasks, KindSweep, KindGrid, KindParams, KindRuns or KindSearch
 	// Source is the base name of the task, grid or params file ("-" for
-	// standard input); empty for a sweep.
+	// standard input), or the searcher's command as given; empty for a
+	// sweep.
 	Source string `json:"source,omitempty"`
 	// Command is the command of a grid or params source as given, or a
 	// sweep's command with each swept value written as "{sweep}".
@@ -57,23 +59,30 @@ func (d Definition) Key() string {
 func (d Definition) Label() string {
 	label := ""
 	switch {
+	case d.Kind == KindSearch:
+		label = scriptLabel(strings.Fields(d.Source), "search")
 	case d.Source == "-":
 		label = "stdin"
 	case d.Source != "":
 		label = strings.TrimSuffix(d.Source, filepath.Ext(d.Source))
 	default:
-		label = "sweep"
-		for _, a := range d.Command {
-			if ext := filepath.Ext(a); len(ext) > 1 && len(ext) <= 5 && !strings.ContainsAny(a, "= \t{") {
-				label = strings.TrimSuffix(filepath.Base(a), ext)
-				break
-			}
-		}
+		label = scriptLabel(d.Command, "sweep")
 	}
 	if label = run.SafeName(label, 32); label == "" {
 		label = d.Kind
 	}
 	return label
+}
+
+// scriptLabel is the name of the first script among words (train for
+// train.py), else none.
+func scriptLabel(words []string, none string) string {
+	for _, a := range words {
+		if ext := filepath.Ext(a); len(ext) > 1 && len(ext) <= 5 && !strings.ContainsAny(a, "= \t{") {
+			return strings.TrimSuffix(filepath.Base(a), ext)
+		}
+	}
+	return none
 }
 
 // Changes says, one phrase each, how d differs from an earlier definition
@@ -116,6 +125,8 @@ func kindPhrase(kind string) string {
 		return "a params file"
 	case KindRuns:
 		return "runs given in Go"
+	case KindSearch:
+		return "a searcher"
 	}
 	return "unknown (" + kind + ")"
 }
@@ -127,6 +138,8 @@ func sourceNoun(kind string) string {
 		return "grid file"
 	case KindParams:
 		return "params file"
+	case KindSearch:
+		return "searcher"
 	}
 	return "task file"
 }

@@ -46,58 +46,93 @@ func readParams(r io.Reader, name string, command []string, opts expandOptions) 
 		return nil, err
 	}
 	return func(yield func(run.Run, error) bool) {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 0, 64<<10), maxParamsLineBytes+2)
+		sc := newLineScanner(r)
 		x := newExpander(opts)
 		var e paramsEntry
 		line := 0
 		for sc.Scan() {
 			line++
-			text := sc.Bytes()
-			if line == 1 {
-				text = bytes.TrimPrefix(text, utf8BOM)
-			}
-			text = bytes.TrimSpace(text)
+			text := lineText(sc.Bytes(), line)
 			if len(text) == 0 || text[0] == '#' {
 				continue
 			}
-			keys, vals, raws, err := parseParamsLine(text)
-			if err != nil {
-				var ce *columnError
-				if errors.As(err, &ce) {
-					err = fmt.Errorf("%s:%d:%d: %s", name, line, ce.col, ce.msg)
-				} else {
-					err = fmt.Errorf("%s:%d: %w", name, line, err)
-				}
-				yield(run.Run{}, err)
+			if err := e.parseLine(text, cmd, opts); err != nil {
+				yield(run.Run{}, lineError(name, line, err))
 				return
 			}
-			var request *pack.Request
-			if i := slices.Index(keys, paramsRequestKey); i >= 0 {
-				r, err := paramsRequest(raws[i], opts.Request, opts.GPUMemory)
-				if err != nil {
-					yield(run.Run{}, fmt.Errorf("%s:%d: %w", name, line, err))
-					return
-				}
-				request = &r
-				keys, vals, raws = slices.Delete(keys, i, i+1), slices.Delete(vals, i, i+1), slices.Delete(raws, i, i+1)
-			}
-			if err := e.fill(cmd, keys, vals, raws); err != nil {
-				yield(run.Run{}, fmt.Errorf("%s:%d: %w", name, line, err))
-				return
-			}
-			e.origin, e.request = name+":"+strconv.Itoa(line), request
+			e.origin = name + ":" + strconv.Itoa(line)
 			if !x.expand(&e.entry, yield) {
 				return
 			}
 		}
 		if err := sc.Err(); err != nil {
-			if errors.Is(err, bufio.ErrTooLong) {
-				err = fmt.Errorf("line is longer than %d bytes", maxParamsLineBytes)
-			}
-			yield(run.Run{}, fmt.Errorf("%s:%d: %w", name, line+1, err))
+			yield(run.Run{}, scanError(name, line+1, err))
 		}
 	}, nil
+}
+
+// newLineScanner reads a file of JSON lines, each at most
+// [maxParamsLineBytes] long.
+func newLineScanner(r io.Reader) *bufio.Scanner {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxParamsLineBytes+2)
+	return sc
+}
+
+// lineText is line number n of a JSON-lines file without the spaces
+// around it (and a BOM before the first).
+func lineText(text []byte, n int) []byte {
+	if n == 1 {
+		text = bytes.TrimPrefix(text, utf8BOM)
+	}
+	return bytes.TrimSpace(text)
+}
+
+// scanError names the line of a JSON-lines file that could not be read.
+func scanError(name string, line int, err error) error {
+	if errors.Is(err, bufio.ErrTooLong) {
+		err = fmt.Errorf("line is longer than %d bytes", maxParamsLineBytes)
+	}
+	return fmt.Errorf("%s:%d: %w", name, line, err)
+}
+
+// lineError names the line (and the column, where it is known) of a
+// params object's error.
+func lineError(name string, line int, err error) error {
+	var ce *columnError
+	if errors.As(err, &ce) {
+		return fmt.Errorf("%s:%d:%d: %s", name, line, ce.col, ce.msg)
+	}
+	return fmt.Errorf("%s:%d: %w", name, line, err)
+}
+
+// parseLine makes e the entry of one params object, text: its parameters
+// in their order, and its own request (the "nodepack" key) read over
+// opts.Request. An error says which column where it can.
+func (e *paramsEntry) parseLine(text []byte, cmd *commandTemplate, opts expandOptions) error {
+	keys, vals, raws, err := parseParamsLine(text)
+	if err != nil {
+		return err
+	}
+	return e.fromObject(keys, vals, raws, cmd, opts)
+}
+
+// fromObject is parseLine's, for an object already read.
+func (e *paramsEntry) fromObject(keys, vals []string, raws []json.RawMessage, cmd *commandTemplate, opts expandOptions) error {
+	var request *pack.Request
+	if i := slices.Index(keys, paramsRequestKey); i >= 0 {
+		r, err := paramsRequest(raws[i], opts.Request, opts.GPUMemory)
+		if err != nil {
+			return err
+		}
+		request = &r
+		keys, vals, raws = slices.Delete(keys, i, i+1), slices.Delete(vals, i, i+1), slices.Delete(raws, i, i+1)
+	}
+	if err := e.fill(cmd, keys, vals, raws); err != nil {
+		return err
+	}
+	e.request = request
+	return nil
 }
 
 // paramsEntry is the entry of one params object, a params-file line or a

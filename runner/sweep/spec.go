@@ -14,7 +14,7 @@ import (
 // Spec says where a sweep's runs come from: a task file, or a command
 // with Hydra sweep overrides, a YAML grid or a JSON-lines params file. The
 // zero Spec has no source; set exactly one of TaskFile, Hydra, Grid and
-// Params. Open checks it and opens its files.
+// Params (or Search, or Runs). Open checks it and opens its files.
 type Spec struct {
 	// TaskFile is a file of shell commands, one a line ("-" is standard
 	// input; a pipe, a FIFO or /dev/fd/N from process substitution work
@@ -28,6 +28,12 @@ type Spec struct {
 	// Params is a JSON-lines params file ("-" for standard input); each
 	// object fills in Command.
 	Params string
+	// Search is a searcher's command, run with sh -c: a program that
+	// proposes the runs as the sweep goes, one params line per ask, and
+	// is told how each ended (runner/search.go; docs/search.md). Its
+	// proposals fill in Command. The source has no total and no runs
+	// before the sweep starts: it is the runner's to stream.
+	Search string
 	// Runs are the runs of a sweep built in Go, in order: each its own
 	// command or parameters that fill in Command. The sweep's definition
 	// is its kind and Command; each run is known by its ID (what it
@@ -73,6 +79,8 @@ func (s Spec) Kind() string {
 		return KindParams
 	case s.Runs != nil:
 		return KindRuns
+	case s.Search != "":
+		return KindSearch
 	}
 	return KindTasks
 }
@@ -88,6 +96,8 @@ func (s Spec) Name() string {
 		return s.Params
 	case KindRuns:
 		return "runs"
+	case KindSearch:
+		return "searcher"
 	}
 	return s.TaskFile
 }
@@ -118,14 +128,14 @@ const maxTotalRuns = maxRuns
 // file, line and column where there is one.
 func (s Spec) Open() (*Source, error) {
 	n := 0
-	for _, set := range []bool{s.TaskFile != "", s.Hydra, s.Grid != "", s.Params != "", s.Runs != nil} {
+	for _, set := range []bool{s.TaskFile != "", s.Hydra, s.Grid != "", s.Params != "", s.Runs != nil, s.Search != ""} {
 		if set {
 			n++
 		}
 	}
 	switch {
 	case n > 1:
-		return nil, errors.New("a task file, a sweep, a grid, params and runs exclude each other: give one source")
+		return nil, errors.New("a task file, a sweep, a grid, params, runs and a searcher exclude each other: give one source")
 	case n == 0:
 		return nil, errors.New("no source: want a task file, runs, or a sweep, a grid or params with a command")
 	case s.Runs != nil && len(s.Runs) == 0:
@@ -138,6 +148,9 @@ func (s Spec) Open() (*Source, error) {
 	}
 	if s.Reps < 0 {
 		return nil, fmt.Errorf("reps %d: want at least 1", s.Reps)
+	}
+	if s.Search != "" && s.Reps > 1 {
+		return nil, fmt.Errorf("reps %d: a searcher proposes every run: have it propose the seeds (a seed parameter)", s.Reps)
 	}
 	src := &Source{spec: s, definition: Definition{Kind: s.Kind(), Reps: max(s.Reps, 1)}}
 	if len(s.Requests) > 0 && s.Kind() == KindTasks {
@@ -199,6 +212,11 @@ func (s Spec) Open() (*Source, error) {
 			return nil, fmt.Errorf("runs: %w", err)
 		}
 		src.definition.Command = s.Command
+	case KindSearch:
+		if _, err := parseCommand(s.Command, opts, func(string) bool { return true }); err != nil {
+			return nil, fmt.Errorf("search: %w", err)
+		}
+		src.definition.Source, src.definition.Command = s.Search, s.Command
 	}
 	return src, nil
 }
@@ -305,6 +323,9 @@ func (src *Source) runs(opts expandOptions, hits []int) iter.Seq2[run.Run, error
 		runs, err = readParams(src.input.reader(), src.input.label, src.spec.Command, opts)
 	case KindRuns:
 		runs, err = goRuns(src.spec.Runs, src.spec.Command, opts)
+	case KindSearch:
+		// A searcher's runs are proposed as the sweep goes: none before.
+		return func(func(run.Run, error) bool) {}
 	default:
 		runs = expandTasks(src.input.reader(), src.input.label, src.spec.Request, opts)
 	}
@@ -332,6 +353,10 @@ var SkipRest = errors.New("skip the remaining runs")
 // sweep or a grid without rules (elsewhere it only stops the calls).
 func (src *Source) Scan(seen func(run run.Run) error) error {
 	kind, reps := src.spec.Kind(), max(src.spec.Reps, 1)
+	if kind == KindSearch {
+		src.total = 0 // not known: the searcher proposes the runs as they go
+		return nil
+	}
 	perRep := 0
 	switch kind {
 	case KindSweep:
