@@ -162,7 +162,7 @@ func (s *Sweep) openSearch(ctx context.Context, lanes int) (*searchRuns, error) 
 // their Started records' params; and the next index.
 func (sr *searchRuns) fold(c *ledger.ResumeCounts) error {
 	log := sr.s.past.Log(filepath.Base(sr.s.ledger))
-	if log == nil || sr.s.opts.Restart {
+	if log == nil || log.Len() == 0 || sr.s.opts.Restart {
 		return nil
 	}
 	return log.LastAll(func(i int, st *ledger.Started, fin *ledger.Finished) error {
@@ -746,4 +746,4 @@ func (c *cappedWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-var errSearchPool = errors.New("a searcher's sweep runs on one node: it goes without a pool or shards")
+var errSearchPool = errors.New("a searcher's sweep runs on one node: it goes without a pool, and in an array job with shard none")

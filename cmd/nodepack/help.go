@@ -32,6 +32,8 @@ var runFlagGroups = []clidoc.Group{
 	{Title: "Stopping bad runs early (successive halving: the runs append {\"step\": 200, \"loss\": 0.41} lines to $NODEPACK_METRICS)", Flags: []string{"prune", "prune-prior"},
 		Examples: []string{"nodepack run --prune loss:min,first=100,max=2700 --params runs.jsonl -- python train.py",
 			"nodepack run --prune loss:min,max=10 --prune-prior results -o results2 --params runs.jsonl -- python train.py   # learns from the earlier sweep in results"}},
+	{Title: "Search (a searcher proposes the runs as lanes free, and is told how each ended: docs/search.md)", Flags: []string{"search", "search-timeout"},
+		Examples: []string{"nodepack run --search 'python3 examples/search/random_search.py 8' -o searched -- python3 examples/search/train.py"}},
 	{Title: "Failures", Flags: []string{"retry", "retry-backoff", "fail-pattern", "max-failures", "fail-fast", "grace", "checkpoint-signal"},
 		Examples: []string{"nodepack run --runs-per-gpu 2 --timeout 2h --retries 1 sweep.txt"}},
 	{Title: "Batch jobs (Slurm, Grid Engine, PBS, LSF)", Flags: []string{"requeue", "stop-before", "shard", "runs-per-shard", "pool", "lease"},

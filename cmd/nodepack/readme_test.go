@@ -35,8 +35,9 @@ var elsewhere = map[string]string{
 	"nodepack submit --slurm --nodes 3 --time 4h --gpus-per-node 4 -o seeds -- --runs-per-gpu 2 tasks.txt": "needs Slurm: examples/slurm's TestReadmeSubmit types the block on the local Slurm",
 	"nodepack status seeds":   "after a submission: examples/slurm's and examples/sge's TestReadmeSubmit type it",
 	"nodepack resubmit seeds": "after a submission: examples/slurm's and examples/sge's TestReadmeSubmit type it",
-	"nodepack submit --sge --nodes 3 --time 4h --gpus-per-node 4 -o seeds -- --runs-per-gpu 2 tasks.txt": "needs Grid Engine: examples/sge's TestReadmeSubmit types the block on the local cell",
-	"python train.py --multirun model=convnet,transformer +iteration='range(2)' hydra/launcher=nodepack": "needs the real Hydra: integrations/hydra's TestReadmeHydra types it",
+	"nodepack submit --sge --nodes 3 --time 4h --gpus-per-node 4 -o seeds -- --runs-per-gpu 2 tasks.txt":                            "needs Grid Engine: examples/sge's TestReadmeSubmit types the block on the local cell",
+	"python train.py --multirun model=convnet,transformer +iteration='range(2)' hydra/launcher=nodepack":                            "needs the real Hydra: integrations/hydra's TestReadmeHydra types it",
+	"python sphere.py --multirun hydra.sweeper.n_trials=8 hydra.sweeper.n_jobs=4 hydra/launcher=nodepack hydra.launcher.mode=local": "needs the real Hydra and its Optuna sweeper: integrations/hydra's TestOptunaSweeper types it",
 	"scripts/sge-local.sh start":                                           "needs root and a minute: .ci/run runs this block in its Grid Engine step",
 	`eval "$(scripts/sge-local.sh env)"`:                                   "the Grid Engine block, run by .ci/run",
 	"NODEPACK_SGE_TESTS=1 go test -count=1 -v -timeout 15m ./examples/sge": "the Grid Engine block, run by .ci/run",
@@ -80,6 +81,11 @@ func newSandbox(t *testing.T) *sandbox {
 	}
 	script("nodepack", "exec "+exe+` "$@"`)
 	script("python", `exec python3 "$@"`)
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		// A user's python3 on Debian, with the packages .ci/run installs
+		// (python3-optuna for the search examples).
+		script("python3", `exec /usr/bin/python3 "$@"`)
+	}
 	// squeue answers the queue query of status and resubmit (no job is
 	// queued), and nothing else; sbatch takes a job and runs nothing.
 	script("squeue", `case "$*" in *'%F|%K|%T|%N'*) exit 0;; esac; echo "squeue: no Slurm in this sandbox" >&2; exit 1`)
@@ -301,7 +307,7 @@ func readmes(t *testing.T) []string {
 	if err != nil || len(docs) == 0 {
 		t.Fatalf("no docs/*.md: %v", err)
 	}
-	list := []string{"README.md", "examples/sweeps/README.md"}
+	list := []string{"README.md", "examples/sweeps/README.md", "examples/search/README.md"}
 	for _, d := range docs {
 		list = append(list, filepath.Join("docs", filepath.Base(d)))
 	}

@@ -54,18 +54,7 @@ func (s *gatedSweep) args(extra ...string) []string {
 // milliseconds later; a run whose end is not recorded runs again).
 func (s *gatedSweep) start(t *testing.T) (*syncProcess, func() string) {
 	t.Helper()
-	cmd := nodepackCommand(t, nil, s.args()...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		for _, pid := range processesWith(s.token) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	cmd, stderr := startNodepack(t, s.token, s.args()...)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if blocked, _ := filepath.Glob(filepath.Join(s.dir, "BLOCK.*")); len(blocked) == 2 {

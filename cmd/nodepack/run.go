@@ -216,6 +216,9 @@ func (o *runOptions) finish(args []string) error {
 	if o.JSON && !o.DryRun {
 		return errors.New("--json goes with --dry-run")
 	}
+	if o.DryRun && o.Source.Search != "" {
+		return errors.New("--dry-run lists the runs before anything starts, and a --search searcher proposes them as the sweep goes: there are none to list")
+	}
 	if o.Restart && o.RetryFailed {
 		return errors.New("--restart reruns everything: --retry-failed goes with a resume")
 	}

@@ -176,6 +176,26 @@ func TestRunBadInput(t *testing.T) {
 // tokenFor is a token for the processes of a test's sweep in dir (one of
 // its t.TempDir()s), unique among the tests that run at once: the base
 // of a TempDir alone ("001") is every test's.
+// startNodepack starts this binary as nodepack with args, its stderr
+// kept, and kills it and every process whose command line holds token
+// when the test ends.
+func startNodepack(t *testing.T, token string, args ...string) (*exec.Cmd, *syncBuilder) {
+	t.Helper()
+	cmd := nodepackCommand(t, nil, args...)
+	stderr := &syncBuilder{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		for _, pid := range processesWith(token) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return cmd, stderr
+}
+
 func tokenFor(prefix, dir string) string {
 	return prefix + filepath.Base(filepath.Dir(dir)) + "-" + filepath.Base(dir)
 }
@@ -219,18 +239,7 @@ func startSweep(t *testing.T, extra ...string) (*exec.Cmd, *syncBuilder, string)
 			"exec -a %[1]s sleep 304\n", token, ready)
 	file := writeFile(t, dir, "tasks.txt", tasks)
 	args := append([]string{"run", "--parallel", "2", "--gpus", "none", "-o", filepath.Join(dir, "out")}, extra...)
-	cmd := nodepackCommand(t, nil, append(args, file)...)
-	var stderr syncBuilder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		for _, pid := range processesWith(token) {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	cmd, stderr := startNodepack(t, token, append(args, file)...)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		a, _ := filepath.Glob(ready + ".*")
@@ -250,7 +259,7 @@ func startSweep(t *testing.T, extra ...string) (*exec.Cmd, *syncBuilder, string)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return cmd, &stderr, token
+	return cmd, stderr, token
 }
 
 func exitCode(t *testing.T, cmd *exec.Cmd) int {

@@ -305,3 +305,72 @@ func TestSearchHostile(t *testing.T) {
 		})
 	}
 }
+
+// TestSearchUsage: what --search goes without is refused in one line,
+// exit 2, before anything starts.
+func TestSearchUsage(t *testing.T) {
+	dir := t.TempDir()
+	search := []string{"--search", "exit 0", "--", "echo", "{x}"}
+	for _, tc := range []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{append([]string{"run", "--dry-run"}, search...), nil, "--dry-run lists the runs before anything starts"},
+		{append([]string{"run", "--pool", "auto"}, search...), nil, "--search runs its searcher on one node: it goes without --pool"},
+		{append([]string{"run", "--reps", "2"}, search...), nil, "a searcher proposes every run"},
+		{[]string{"run", "--search", "exit 0"}, nil, "--search needs the command after --"},
+		{append([]string{"run", "--search-timeout", "0"}, search...), nil, "--search-timeout 0s: must be more than 0"},
+		{append([]string{"run", "-o", filepath.Join(dir, "array")}, search...), []string{"SLURM_JOB_ID=7", "SLURM_ARRAY_JOB_ID=7", "SLURM_ARRAY_TASK_ID=1", "SLURM_ARRAY_TASK_COUNT=4"}, "in an array job with shard none"},
+		{append([]string{"submit", "--slurm", "--nodes", "2", "--dry-run", "--"}, search...), nil, "run's --search: a searcher's sweep runs in one nodepack run"},
+	} {
+		for _, kv := range tc.env {
+			k, v, _ := strings.Cut(kv, "=")
+			t.Setenv(k, v)
+		}
+		code, _, errOut := runCLI(t, tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) || strings.Count(errOut, "\n") > 1 {
+			t.Errorf("%q: exit %d, want 2 with one line %q:\n%s", tc.args, code, tc.want, errOut)
+		}
+		for _, kv := range tc.env {
+			k, _, _ := strings.Cut(kv, "=")
+			os.Unsetenv(k)
+		}
+	}
+}
+
+// TestSearchStopWhileAsking: SIGTERM while the searcher takes its time
+// over an ask (here: forever) stops nodepack at once, as any stop does,
+// not after --search-timeout: its run is interrupted, its searcher gone,
+// and the ledger readable.
+func TestSearchStopWhileAsking(t *testing.T) {
+	dir := t.TempDir()
+	token := tokenFor("np-search-stop-", dir)
+	out := filepath.Join(dir, "out")
+	searcher := writeFile(t, dir, "searcher.sh", fmt.Sprintf("read hello; read ask; echo '{\"x\": 1}'; read ask; exec -a %s sleep 600\n", token))
+	cmd, stderr := startNodepack(t, token, "run", "-q", "--gpus", "none", "--grace", "1s", "-o", out, "--search", "exec bash "+searcher, "--",
+		"bash", "-c", fmt.Sprintf("exec -a %s sleep 600 # {x}", token))
+	deadline := time.Now().Add(time.Minute)
+	for len(processesWith(token)) < 2 { // the run and the searcher, asked again
+		if time.Now().After(deadline) {
+			t.Fatalf("the run and the searcher did not start:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute): // a hang, not a speed: the stop is due within --grace
+		t.Fatalf("nodepack did not stop on SIGTERM while its searcher was asked:\n%s", stderr.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 143 {
+		t.Errorf("exit %d, want 143:\n%s", code, stderr.String())
+	}
+	waitGone(t, token, 5*time.Second)
+	log, err := ledger.ReadFile(filepath.Join(out, "ledger.jsonl"), ledger.ReadOptions{})
+	if err != nil || log.Count()[ledger.StateInterrupted] != 1 {
+		t.Errorf("ledger: %v %v, want the one run interrupted", err, log)
+	}
+}

@@ -258,6 +258,9 @@ func checkShard(ctx context.Context, job submit.Job, shard, output string) (dir 
 	if err := fs.Parse(job.Run); err != nil {
 		return "", 0, 0, "", fmt.Errorf("run's arguments %q: %w", job.Run, err)
 	}
+	if fs.Changed("search") {
+		return "", 0, 0, "", errors.New("run's --search: a searcher's sweep runs in one nodepack run on one node, not as an array: put 'nodepack run --search …' in a batch job of its own (docs/search.md)")
+	}
 	for _, name := range []string{"output", "shard", "pool", "inventory", "gpus", "cpus", "dry-run", "json", "restart"} {
 		if fs.Changed(name) {
 			return "", 0, 0, "", fmt.Errorf("run's --%s: submit chooses it (the output directory with submit's own -o; start over with another -o)", name)

@@ -834,3 +834,83 @@ func TestPrunePriorFromHydra(t *testing.T) {
 		t.Errorf("%d jobs ran with a prior that is no sweep", len(jobs))
 	}
 }
+
+// TestOptunaSweeper types docs/hydra.md's block with Hydra's own Optuna
+// sweeper (its v1.3.5 plugin from ../shared/vendor, its example app,
+// Debian's Optuna): 8 trials in two nodepack launches of 4, each trial's
+// value returned to the sweeper, and the best of them found.
+func TestOptunaSweeper(t *testing.T) {
+	needHydra(t)
+	sweeper := filepath.Join(here, "..", "..", "..", "shared", "vendor", "hydra-optuna-sweeper-1.3")
+	why := ""
+	if _, err := os.Stat(filepath.Join(sweeper, "hydra_plugins", "hydra_optuna_sweeper")); err != nil {
+		why = "no Hydra Optuna sweeper at " + sweeper
+	} else if out, err := exec.Command(python, "-c", "import optuna").CombinedOutput(); err != nil {
+		why = fmt.Sprintf("%s cannot import optuna (apt-get install python3-optuna): %v %s", python, err, out)
+	}
+	if why != "" {
+		if os.Getenv("NODEPACK_CI") == "1" {
+			t.Fatal(why)
+		}
+		t.Skip(why)
+	}
+	doc, err := os.ReadFile(filepath.Join(here, "..", "..", "docs", "hydra.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(doc), "## Hydra's Optuna sweeper\n")
+	_, block, _ := strings.Cut(section, "```sh\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !strings.Contains(block, "hydra/launcher=nodepack") {
+		t.Fatalf("docs/hydra.md's Optuna section has no block with hydra/launcher=nodepack:\n%s", block)
+	}
+	// The example as a user has it: its app and config in a folder of
+	// theirs (a copy in a temporary directory, not in this tree).
+	dir := t.TempDir()
+	if out, err := exec.Command("cp", "-r", filepath.Join(sweeper, "example", "sphere.py"), filepath.Join(sweeper, "example", "conf"), dir).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	bin := filepath.Join(dir, "bin")
+	os.Mkdir(bin, 0o755)
+	os.Symlink(python, filepath.Join(bin, "python"))
+	cmd := exec.Command("bash", "-e", "-c", block)
+	cmd.Dir = dir
+	e := env()
+	for i, kv := range e {
+		if strings.HasPrefix(kv, "PYTHONPATH=") {
+			e[i] = kv + string(os.PathListSeparator) + sweeper
+		}
+	}
+	cmd.Env = append(e, "PATH="+bin+string(os.PathListSeparator)+filepath.Dir(nodepack)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	b, err := cmd.CombinedOutput()
+	out := string(b)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", block, err, out)
+	}
+	got := returned(out)
+	if len(got) != 8 {
+		t.Fatalf("%d trials returned, want 8:\n%s", len(got), out)
+	}
+	best := ""
+	bestValue := 0.0
+	for i, r := range got {
+		_, v, _ := strings.Cut(r, ": returned ")
+		var value float64
+		if _, err := fmt.Sscan(v, &value); err != nil {
+			t.Fatalf("trial %d: %q", i, r)
+		}
+		if best == "" || value < bestValue {
+			best, bestValue = r, value
+		}
+	}
+	if n := strings.Count(out, "Launching 4 jobs with nodepack (local)"); n != 2 {
+		t.Errorf("%d launches of 4 jobs, want 2:\n%s", n, out)
+	}
+	if want := fmt.Sprintf("Best value: %v", bestValue); !strings.Contains(out, want) {
+		t.Errorf("the sweeper does not say %q (the best returned: %s):\n%s", want, best, out)
+	}
+	launches, _ := filepath.Glob(filepath.Join(dir, "multirun", "*", "*", ".nodepack", "launch-*", "ledger.jsonl"))
+	if len(launches) != 2 {
+		t.Errorf("ledgers %v, want two launches", launches)
+	}
+}
