@@ -177,7 +177,8 @@ def evaluate(results, plot, budget):
             xs = [g for g, y in zip(grid, ys) if y is not None and y < math.inf]
             ax.plot(xs, [y - best for g, y in zip(grid, ys) if y is not None and y < math.inf], label=method)
         ax.axhline(0.005, color="gray", linestyle=":", linewidth=1)
-        ax.set_yscale("log")
+        ax.set_yscale("symlog", linthresh=1e-3)  # 0: the best found
+        ax.set_ylim(bottom=0)
         ax.set_xlabel("epochs spent (all runs, pruned ones up to their stop)")
         ax.set_ylabel("regret: best final error found − best of the 132")
         ax.set_title(f"Search on real CIFAR-10 curves (median of {min(r[1] for r in rows)} seeds, 4 lanes)")

@@ -18,7 +18,8 @@
 #
 #   go build -o /tmp/nodepack ./cmd/nodepack && bench/search-lc.sh [SEEDS] [BUDGET] [EPOCH_S]
 #
-# Needs Debian's python3-optuna, python3-matplotlib, and for the Hydra
+# KEEP=FILE keeps the per-sweep results (search-lc.py evaluate FILE PLOT
+# BUDGET prints and plots them again). Needs Debian's python3-optuna, python3-matplotlib, and for the Hydra
 # search the real Hydra and its Optuna sweeper (../shared/vendor, as
 # integrations/hydra's tests find them; HYDRA=0 skips it).
 set -euo pipefail

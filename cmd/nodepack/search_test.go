@@ -341,17 +341,21 @@ func TestSearchUsage(t *testing.T) {
 
 // TestSearchStopWhileAsking: SIGTERM while the searcher takes its time
 // over an ask (here: forever) stops nodepack at once, as any stop does,
-// not after --search-timeout: its run is interrupted, its searcher gone,
-// and the ledger readable.
+// not after --search-timeout: the run is interrupted, the searcher gone,
+// the ledger readable. The proposal that waited to start (one lane, one
+// run) was never recorded: the resume, with another searcher (the
+// searcher's command does not define the sweep), runs the interrupted run
+// again, tells it so first, and never runs the forgotten one.
 func TestSearchStopWhileAsking(t *testing.T) {
 	dir := t.TempDir()
 	token := tokenFor("np-search-stop-", dir)
 	out := filepath.Join(dir, "out")
-	searcher := writeFile(t, dir, "searcher.sh", fmt.Sprintf("read hello; read ask; echo '{\"x\": 1}'; read ask; exec -a %s sleep 600\n", token))
-	cmd, stderr := startNodepack(t, token, "run", "-q", "--gpus", "none", "--grace", "1s", "-o", out, "--search", "exec bash "+searcher, "--",
-		"bash", "-c", fmt.Sprintf("exec -a %s sleep 600 # {x}", token))
+	searcher := writeFile(t, dir, "searcher.sh", fmt.Sprintf("read hello; read ask; echo '{\"x\": 1}'; read ask; echo '{\"x\": 2}'; read ask; exec -a %s sleep 600\n", token))
+	run := []string{"--", "bash", "-c", fmt.Sprintf("test -e %s/release || exec -a %s sleep 600 # {x}", dir, token)}
+	args := []string{"run", "-q", "--gpus", "none", "--parallel", "1", "--grace", "1s", "-o", out}
+	cmd, stderr := startNodepack(t, token, append(append(args, "--search", "exec bash "+searcher), run...)...)
 	deadline := time.Now().Add(time.Minute)
-	for len(processesWith(token)) < 2 { // the run and the searcher, asked again
+	for len(processesWith(token)) < 2 { // run x=1, and the searcher at ask 3: x=2 waits to start
 		if time.Now().After(deadline) {
 			t.Fatalf("the run and the searcher did not start:\n%s", stderr.String())
 		}
@@ -370,7 +374,24 @@ func TestSearchStopWhileAsking(t *testing.T) {
 	}
 	waitGone(t, token, 5*time.Second)
 	log, err := ledger.ReadFile(filepath.Join(out, "ledger.jsonl"), ledger.ReadOptions{})
-	if err != nil || log.Count()[ledger.StateInterrupted] != 1 {
-		t.Errorf("ledger: %v %v, want the one run interrupted", err, log)
+	if err != nil || log.Len() != 1 || log.Count()[ledger.StateInterrupted] != 1 {
+		t.Fatalf("ledger: %v %v, want the one run that started, interrupted", err, log.Count())
+	}
+
+	writeFile(t, dir, "release", "")
+	told := filepath.Join(dir, "told2")
+	second := writeFile(t, dir, "second.sh", fmt.Sprintf(`while read -r l; do echo "$l" >> %s; case $l in *'"ask"'*) echo '{"nodepack": "done"}';; esac; done`+"\n", told))
+	code, _, errOut := runCLI(t, append(append(args, "--search", "exec bash "+second), run...)...)
+	if code != exitOK || !strings.Contains(errOut, "1 interrupted (run again)") {
+		t.Fatalf("resume: exit %d:\n%s", code, errOut)
+	}
+	b, _ := os.ReadFile(told)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) < 4 || !strings.Contains(lines[0], `"earlier":0,`) || !strings.Contains(lines[0], `"running":1,`) || !strings.Contains(lines[1], `"type":"running"`) ||
+		!strings.Contains(lines[1], `"params":{"x":1}`) || !strings.Contains(lines[2], `"type":"ask"`) {
+		t.Errorf("the second searcher was told:\n%s", b)
+	}
+	if log, err = ledger.ReadFile(filepath.Join(out, "ledger.jsonl"), ledger.ReadOptions{}); err != nil || log.Len() != 1 || log.Count()[ledger.StateSucceeded] != 1 {
+		t.Errorf("ledger after the resume: %v %v, want x=1 succeeded and x=2 never run", err, log.Count())
 	}
 }

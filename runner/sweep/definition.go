@@ -45,9 +45,11 @@ type Definition struct {
 
 // Key returns a short hash of what makes the sweep this sweep: kind,
 // source, command, env and wrap. Reps and shards are left out: a sweep may
-// grow its reps, and all shards of a sweep share one key.
+// grow its reps, and all shards of a sweep share one key. So is a
+// searcher's command: it chooses the runs, the command makes them, so a
+// sweep goes on with another searcher or budget, told every end.
 func (d Definition) Key() string {
-	b, _ := json.Marshal(Definition{Kind: d.Kind, Source: d.Source, Command: d.Command, Env: d.Env, Wrap: d.Wrap})
+	b, _ := json.Marshal(Definition{Kind: d.Kind, Source: d.keySource(), Command: d.Command, Env: d.Env, Wrap: d.Wrap})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:4])
 }
@@ -74,6 +76,15 @@ func (d Definition) Label() string {
 	return label
 }
 
+// keySource is the source as it defines the sweep: none for a searcher
+// (see Key).
+func (d Definition) keySource() string {
+	if d.Kind == KindSearch {
+		return ""
+	}
+	return d.Source
+}
+
 // scriptLabel is the name of the first script among words (train for
 // train.py), else none.
 func scriptLabel(words []string, none string) string {
@@ -94,7 +105,7 @@ func (d Definition) Changes(earlier Definition) []string {
 	var changes []string
 	if d.Kind != earlier.Kind {
 		changes = append(changes, fmt.Sprintf("the source was %s, now %s", kindPhrase(earlier.Kind), kindPhrase(d.Kind)))
-	} else if d.Source != earlier.Source {
+	} else if d.keySource() != earlier.keySource() {
 		changes = append(changes, fmt.Sprintf("the %s was %s, now %s", sourceNoun(d.Kind), quoteOrNone(earlier.Source), quoteOrNone(d.Source)))
 	}
 	compare := func(what string, was, now []string) {

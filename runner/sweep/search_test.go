@@ -120,3 +120,27 @@ func FuzzReplies(f *testing.F) {
 		}
 	})
 }
+
+// TestSearchDefinition: a searcher's command chooses the runs and does
+// not define the sweep: another searcher or budget goes on in the same
+// directory, while another command is another sweep.
+func TestSearchDefinition(t *testing.T) {
+	open := func(search string, cmd ...string) Definition {
+		src, err := Spec{Search: search, Command: cmd}.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return src.Definition()
+	}
+	tpe30, tpe40, random := open("python3 tpe.py 30", "python", "train.py"), open("python3 tpe.py 40", "python", "train.py"), open("python3 random_search.py", "python", "train.py")
+	other := open("python3 tpe.py 30", "python", "eval.py")
+	if tpe30.Key() != tpe40.Key() || tpe30.Key() != random.Key() || len(tpe40.Changes(tpe30)) != 0 || len(random.Changes(tpe30)) != 0 {
+		t.Errorf("another searcher changes the sweep: keys %s %s %s, changes %q", tpe30.Key(), tpe40.Key(), random.Key(), random.Changes(tpe30))
+	}
+	if other.Key() == tpe30.Key() || len(other.Changes(tpe30)) != 1 {
+		t.Errorf("another command is the same sweep: %q", other.Changes(tpe30))
+	}
+	if tpe30.Label() != "tpe" || tpe30.Source != "python3 tpe.py 30" || tpe30.Kind != KindSearch {
+		t.Errorf("definition %+v, label %q", tpe30, tpe30.Label())
+	}
+}
