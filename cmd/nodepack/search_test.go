@@ -174,6 +174,12 @@ func TestSearchRunsProposals(t *testing.T) {
 	if code != exitOK || !strings.HasPrefix(stdout, "id,origin,x,state") || strings.Count(stdout, ",searcher:") != s.n {
 		t.Errorf("status --runs: exit %d\n%s%s", code, stdout, errOut)
 	}
+	page := filepath.Join(s.dir, "report.html")
+	if code, _, errOut := runCLI(t, "report", "-o", page, s.out); code != exitOK {
+		t.Errorf("report: exit %d: %s", code, errOut)
+	} else if b, _ := os.ReadFile(page); !strings.Contains(string(b), "searcher:1") {
+		t.Errorf("the report does not show the searcher's runs")
+	}
 	if b, err := os.ReadFile(filepath.Join(s.out, "search.log")); err != nil || !strings.Contains(string(b), "# nodepack ") {
 		t.Errorf("search.log: %v %q", err, b)
 	}
