@@ -17,7 +17,8 @@ import (
 // never written by it. A run says it saved a checkpoint with a metrics
 // line {"step": 1200, "checkpoint": 1200} (metrics.CheckpointKey), or by
 // changing the folder while nodepack watches (Options.CheckpointSignal):
-// then the checkpoint is at the furthest step it reported. Before a stop
+// then the checkpoint is at the furthest step it had reported before
+// the change was seen (it holds at least that much). Before a stop
 // of its own (a cancel, the terminate deadline, a timeout, pruning)
 // nodepack sends CheckpointSignal, when set, to a run that keeps
 // checkpoints, and waits up to the grace for a new checkpoint before
@@ -25,7 +26,8 @@ import (
 // holds something, or, before its first, once it said it keeps them with
 // a checkpoint line at step 0 ({"checkpoint": 0}: none yet); the run's
 // metrics are read once more before the stop decides, so that a
-// declaration or a checkpoint written since the last read counts. Each
+// declaration or a checkpoint written since the last read counts, and
+// so that the checkpoint the stop waits for is a new one. Each
 // attempt's Finished event says how far it got and where its last
 // checkpoint was (run.Steps).
 const (
@@ -111,14 +113,15 @@ func (c *checkpoints) unwatch() {
 	c.mu.Unlock()
 }
 
-// keepsNow is keeps, asked before a stop: where what was read so far does
-// not say so, the watcher reads the run's metrics at once (twice: a read
-// under way may have begun before the run's last line), waiting for that
-// at most limit, and then the answer is given.
+// keepsNow is keeps, asked before a stop: the watcher reads the run's
+// metrics at once (twice: a read under way may have begun before the
+// run's last line), waiting for that at most limit, and then the answer
+// is given. The reads come first even when what was read so far says the
+// run keeps checkpoints: they take in every checkpoint the run saved
+// before it is asked for one, so that the checkpoint the stop then waits
+// for is one saved after the ask, not an older one that no read had seen
+// yet (which would end the wait, and the run with SIGTERM, at once).
 func (c *checkpoints) keepsNow(limit time.Duration, asks bool) bool {
-	if c.keeps(asks) {
-		return true
-	}
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	c.mu.Lock()
@@ -158,7 +161,10 @@ func (c *checkpoints) saw(step float64) {
 }
 
 // look checks the run's checkpoint folder: changed since the last look,
-// it is a checkpoint at the furthest step the run reported.
+// it is a checkpoint at furthest, the furthest step the run had reported
+// by the last look. The change came after that look, so the run saved a
+// state at least that far: a step later than that would be a guess, and
+// may be past what it saved.
 func (c *checkpoints) look(runDir *os.File, furthest float64) {
 	_, mtime, ok := statIn(runDir, CheckpointDir)
 	c.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,29 +49,39 @@ done`
 // it, by its metrics line or by its folder changing, so that the stop
 // loses at most the steps the run made while nodepack saw the checkpoint
 // and sent SIGTERM (a few, on a loaded machine); without one, it loses
-// what the run did since its last checkpoint, at most its interval (20). The attempt's
-// Finished event says how far it got.
+// what the run did since its last checkpoint, at most its interval (20).
+// The attempt's Finished event says how far it got, and the checkpoint
+// the run left says the same. The checkpoint a stop waits for is one the
+// run saved after it was asked: with no read of its metrics before the
+// stop (unread, an interval of an hour), the checkpoint of step 20 that
+// no read had seen yet does not end the wait.
 func TestCheckpointBeforeStop(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		sig      syscall.Signal
 		lineless bool
+		unread   bool    // nothing read before the stop
 		most     float64 // steps lost at most
 	}{
-		{"signal, a metrics line", syscall.SIGUSR1, false, 5},
-		{"signal, the folder alone", syscall.SIGUSR1, true, 5},
-		{"no signal", 0, false, 20},
+		{"signal, a metrics line", syscall.SIGUSR1, false, false, 5},
+		{"signal, the folder alone", syscall.SIGUSR1, true, false, 5},
+		{"signal, a metrics line, unread", syscall.SIGUSR1, false, true, 5},
+		{"signal, the folder alone, unread", syscall.SIGUSR1, true, true, 5},
+		{"no signal", 0, false, false, 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			ready := filepath.Join(t.TempDir(), "ready")
 			go func() {
-				waitForFile(t, ready)
-				time.Sleep(300 * time.Millisecond) // past step 30, between checkpoints
+				waitForFile(t, ready) // step 30, between checkpoints
 				cancel()
 			}()
-			_, events, _ := execute(t, ctx, lanes(1), Options{Process: Process{CheckpointSignal: tc.sig, Grace: 20 * time.Second}},
+			opts := Options{Policy: Policy{PruneInterval: 100 * time.Millisecond}, Process: Process{CheckpointSignal: tc.sig, Grace: 20 * time.Second}}
+			if tc.unread {
+				opts.PruneInterval = time.Hour
+			}
+			_, events, _ := execute(t, ctx, lanes(1), opts,
 				run.Run{ID: "train", Args: []string{"bash", "-c", trainer(ready, tc.lineless, false)}})
 			if len(events) != 1 || events[0].Reason != run.Interrupted {
 				t.Fatalf("events %+v: want one, interrupted", events)
@@ -82,6 +93,15 @@ func TestCheckpointBeforeStop(t *testing.T) {
 			t.Logf("steps %+v, lost %v", *st, st.Lost())
 			if st.Checkpoint < 20 || st.Lost() > tc.most {
 				t.Errorf("steps %+v: lost %v, want a checkpoint and at most %v lost", st, st.Lost(), tc.most)
+			}
+			// The event claims no later checkpoint than the run saved:
+			// by its line, the very step; by its folder, one between the
+			// step nodepack had read before the change and the one after.
+			path := filepath.Join(filepath.Dir(events[0].Stdout), CheckpointDir, "step")
+			b, err := os.ReadFile(path)
+			saved, perr := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+			if err != nil || perr != nil || saved < st.Checkpoint || saved > st.Last || !tc.lineless && saved != st.Checkpoint {
+				t.Errorf("%s: %q, %v; the event says a checkpoint at %v", path, b, err, st.Checkpoint)
 			}
 		})
 	}
