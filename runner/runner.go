@@ -686,8 +686,7 @@ type Session struct {
 	// or failed with no retry left.
 	settled atomic.Int64
 	resume  func() ledger.ResumeCounts
-	pool    *poolRuns   // the pool task's runs; nil outside a pool
-	search  *searchRuns // the searcher's runs; nil without one
+	live    liveRuns // a pool task's or a searcher's runs; nil for fixed runs
 	follow  chan struct{}
 	ctx     context.Context
 }
@@ -757,40 +756,15 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	var ready sync.WaitGroup
 	ready.Add(1)
 	onEvent := opts.Execute.OnEvent
-	var pr *poolRuns
-	if s.pool != "" {
-		p, err := s.openPool(xo)
-		if err != nil {
-			w.WriteEnd(stopNote(err), 0)
-			w.Close()
-			return nil, err
-		}
-		pr = p
-		// Runs claimed wait in the claim, not in the task's queue, where a
-		// task whose lanes are busy would hold them while others idle:
-		// one run ahead, or a lane's worth where runs ask for different
-		// things and smaller ones may backfill.
-		xo.Window, xo.Fenced, xo.Guard = 1, p.fenced, p.guard
-		if s.mixed {
-			xo.Window = p.lanes
-		}
-	}
-	var sr *searchRuns
-	if s.def.Kind == sweep.KindSearch {
-		// One proposal ahead of the lanes (and one the feeder holds): the
-		// searcher is asked as late as keeps the node full, so that it
-		// proposes knowing as many ends as it can.
-		lanes := max(s.opts.Plan.Parallel, len(s.opts.Plan.Slots), xo.Parallel, 1)
-		if sr, err = s.openSearch(ctx, lanes); err != nil {
-			w.WriteEnd(stopNote(err), 0)
-			w.Close()
-			return nil, err
-		}
-		xo.Window = 1
+	live, err := s.openLive(ctx, &xo)
+	if err != nil {
+		w.WriteEnd(stopNote(err), 0)
+		w.Close()
+		return nil, err
 	}
 	xo.OnEvent = func(ev run.Event) {
-		if pr != nil {
-			pr.event(ev)
+		if live != nil {
+			live.event(ev)
 		}
 		if ev.Kind == run.Finished && w.Check() != nil {
 			// Before the run's slot is given to the next run: a ledger
@@ -814,8 +788,8 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 					r.settled.Add(1) // a promotion's end was counted at its pause
 				}
 			}
-			if sr != nil && err == nil {
-				sr.event(ev) // told once its end is durable
+			if live != nil && err == nil {
+				live.recorded(ev)
 			}
 			if onEvent != nil {
 				onEvent(ev)
@@ -855,32 +829,22 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 	}
 	skip, resumed := w.Past().ResumeFilter(opts.retries)
 	runs := s.source.RunsExcept(s.shard, skip)
-	switch {
-	case pr != nil:
-		runs, resumed = pr.runs(), pr.counts
-	case sr != nil:
-		runs, resumed = sr.runs(), sr.counts
+	if live != nil {
+		runs, resumed = live.runs(), live.resumed
 	}
 	r.resume = resumed
 	r.x, err = execute.Start(ctx, runs, xo)
 	ready.Done()
 	if err != nil {
-		if pr != nil {
-			close(pr.stop)
-		}
-		if sr != nil {
-			sr.close()
+		if live != nil {
+			live.close()
 		}
 		w.Close()
 		return nil, err
 	}
-	r.search = sr
-	if pr != nil {
-		r.pool = pr
-		pr.mu.Lock()
-		pr.fence = r.x.Fence
-		pr.mu.Unlock()
-		go pr.heartbeat()
+	if live != nil {
+		r.live = live
+		live.started(r.x)
 	}
 	if opts.StopBefore > 0 {
 		go batch.Follow(opts.Job, s.end, opts.StopBefore, func(end time.Time) {
@@ -893,14 +857,14 @@ func (s *Sweep) Start(ctx context.Context) (*Session, error) {
 }
 
 // openPool opens the claims of this pool task and its run source.
-func (s *Sweep) openPool(xo execute.Options) (*poolRuns, error) {
+func (s *Sweep) openPool(lanes int) (*poolRuns, error) {
 	pool, err := claim.Open(s.output, s.def.Key(), s.pool, s.source.Total())
 	if err != nil {
 		return nil, fmt.Errorf("pool: %w", err)
 	}
 	skip, counts := s.past.ResumeFilter(s.opts.retries)
 	p := newPoolRuns(s, pool, skip, counts)
-	p.lanes = max(s.opts.Plan.Parallel, len(s.opts.Plan.Slots), xo.Parallel, 1)
+	p.lanes = lanes
 	p.note = s.note
 	if err := p.adopt(); err != nil {
 		return nil, fmt.Errorf("pool: %w", err)
@@ -1083,13 +1047,10 @@ func (e *RequeueError) Unwrap() error { return e.Err }
 // execute.Execution.Wait says), a *LedgerError and a *RequeueError.
 func (r *Session) Wait() (Outcome, error) {
 	sum, err := r.x.Wait()
-	if r.pool != nil {
-		r.pool.close()
-	}
 	close(r.follow)
-	if r.search != nil {
-		r.ledger.Flush() // every end told before the searcher's input closes
-		r.search.close()
+	if r.live != nil {
+		r.ledger.Flush() // every end recorded (and told to a searcher) before it closes
+		r.live.close()
 	}
 	defer r.ledger.Close()
 	r.ledger.Flush() // every event recorded and passed on
@@ -1165,11 +1126,8 @@ func (o *Options) retries(run ledger.Run) bool {
 // and were not run again, so it is a subtraction: the source is not read
 // again, and a sweep of millions of runs exits as soon as its runs do.
 func (r *Session) countLeft() int {
-	if r.pool != nil {
-		return r.pool.left()
-	}
-	if r.search != nil {
-		return r.search.left()
+	if r.live != nil {
+		return r.live.left()
 	}
 	shard, _ := r.s.Total()
 	return max(shard-r.s.done-int(r.settled.Load()), 0)

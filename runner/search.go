@@ -483,10 +483,10 @@ func (sr *searchRuns) await(ask int) bool {
 	return false
 }
 
-// event tells the searcher how a run ended, once, in the order the
-// runs end: before the lane it held is given to the next run, so that
-// the next ask comes after it.
-func (sr *searchRuns) event(ev run.Event) {
+// recorded tells the searcher how a run ended, once its end is durable
+// in the ledger, once, in the order the runs end: before the lane it held
+// is given to the next run, so that the next ask comes after it.
+func (sr *searchRuns) recorded(ev run.Event) {
 	if ev.Kind != run.Finished || ev.Retry || ev.Reason == run.Interrupted {
 		// An interrupted run runs again when the sweep resumes: its end
 		// is told then.

@@ -71,7 +71,7 @@ func BenchmarkSearchPipe(b *testing.B) {
 		if err != nil || !ok {
 			b.Fatalf("next: %v %v", ok, err)
 		}
-		sr.event(run.Event{Kind: run.Finished, Run: r, Reason: run.OK, Metrics: metrics, Steps: &run.Steps{First: 1, Last: 20}})
+		sr.recorded(run.Event{Kind: run.Finished, Run: r, Reason: run.OK, Metrics: metrics, Steps: &run.Steps{First: 1, Last: 20}})
 	}
 	b.StopTimer()
 	var after syscall.Rusage
