@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/nodepack/nodepack/cmd/internal/clidoc"
 	"github.com/nodepack/nodepack/runner"
@@ -60,6 +63,12 @@ Run 'nodepack <command> --help' for a command's flags and an example;
 
 // program is the whole program: it returns the process exit code.
 func program(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// A reader that goes away (| head -1) ends nodepack's output, not its
+	// work: SIGPIPE becomes EPIPE (Notify, not Ignore: an ignored signal
+	// would be inherited by the runs), and pipeOut drops the rest.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	out := newPipeOut(stdout)
+	stdout = out
 	if len(args) > 0 && (args[0] == "--version" || args[0] == "-V") {
 		return runVersion(ctx, nil, stdout, stderr)
 	}
@@ -80,6 +89,18 @@ func program(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
+			if follows[c.name] {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+				go func() {
+					select {
+					case <-out.gone:
+						cancel() // nobody reads what it follows
+					case <-ctx.Done():
+					}
+				}()
+			}
 			return c.run(ctx, args[1:], stdout, stderr)
 		}
 	}

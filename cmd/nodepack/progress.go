@@ -49,8 +49,12 @@ func newProgress(w io.Writer, total, done int, quiet bool) *progress {
 // terminalOf finds the file behind nodepack's console, to ask whether it
 // is a terminal.
 func terminalOf(w io.Writer) (*os.File, bool) {
-	if c, ok := w.(*console.Writer); ok {
-		w = c.Underlying()
+	for {
+		u, ok := w.(interface{ Underlying() io.Writer }) // a console.Writer, a pipeOut
+		if !ok {
+			break
+		}
+		w = u.Underlying()
 	}
 	f, ok := w.(*os.File)
 	return f, ok

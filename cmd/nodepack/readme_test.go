@@ -298,6 +298,9 @@ var readmeFills = map[string]string{
 	"nodepack status nodepack-ARRAYID": "nodepack status nodepack-700 | grep -c '(shard ' | grep -qx 3",
 	"nodepack status DIR":              "(nodepack status nodepack-600 || test $? = 1) | grep '^nodepack-600-tasks-.*: 12 runs: '",
 	"nodepack status --runs DIR":       "nodepack status --runs 600 | grep -c , | grep -qx 13",
+	// Under the sandbox's pipefail: status's own 1 (a run failed), the
+	// first line printed, never 141.
+	"nodepack status DIR | head -1": "{ nodepack status nodepack-600 | head -1 > first.out || test $? = 1; } && grep -q '^nodepack-600-tasks-.*: 12 runs: ' first.out",
 	// tail follows the running runs until they end: one that runs until
 	// it is let go, in job 800.
 	"nodepack tail DIR": `echo 'echo started; until test -e release; do sleep 0.1; done; echo released' > slow.txt

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -295,10 +294,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	// nodepack's own output never blocks the sweep, and a reader that
-	// goes away (| head) does not kill it: SIGPIPE becomes EPIPE, which
-	// the console counts. Notify, not Ignore: an ignored signal would be
-	// inherited by the runs.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	// goes away (| head) does not kill it: SIGPIPE is EPIPE (program),
+	// which the console counts on standard error.
 	errOut, outOut := console.New(stderr), console.New(stdout)
 	defer func() {
 		outOut.Close(consoleWait)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -57,7 +56,9 @@ object the failed runs per class.
 
 Exit status, for scripts: 0 when no run of the sweep failed, 1 when some
 did (as nodepack run would exit), 2 when DIR holds no ledger or a ledger is
-corrupt; --runs exits 0 with any table.
+corrupt; --runs exits 0 with any table. A reader that goes away
+(| head -1) ends the output, not status: it exits as it would have, also
+under set -o pipefail (not 141), and --watch stops.
 
 --runs prints the results table instead: one row per run that started,
 in input order. On a terminal it is a table for people: where the run
@@ -135,7 +136,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return printRuns(stdout, stderr, ro)
 	}
 	clear := false
-	if f, ok := stdout.(*os.File); ok && *watch > 0 && !*asJSON && term.IsTerminal(int(f.Fd())) {
+	if f, ok := terminalOf(stdout); ok && *watch > 0 && !*asJSON && term.IsTerminal(int(f.Fd())) {
 		clear = true
 	}
 	for {
