@@ -27,7 +27,7 @@ import (
 // elsewhere lists the README commands this test does not run, with where
 // they are run instead. Every other command in the README is run here.
 var elsewhere = map[string]string{
-	"go test ./...": "the test suite itself (.ci/run runs it, with -race)",
+	"go test -timeout 30m ./...": "the test suite itself (.ci/run runs it, with -race)",
 	"SLURM_LOCAL_KILLWAIT=5 SLURM_LOCAL_CRED_EXPIRE=5 scripts/slurm-local.sh start":                        "needs root and a few minutes: .ci/run runs this block in its Slurm step",
 	`eval "$(scripts/slurm-local.sh env)"`:                                                                 "the Slurm block, run by .ci/run",
 	"NODEPACK_SLURM_TESTS=1 go test -count=1 -v -timeout 25m ./examples/slurm":                             "the Slurm block, run by .ci/run",
