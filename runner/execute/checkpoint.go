@@ -17,8 +17,9 @@ import (
 // never written by it. A run says it saved a checkpoint with a metrics
 // line {"step": 1200, "checkpoint": 1200} (metrics.CheckpointKey), or by
 // changing the folder while nodepack watches (Options.CheckpointSignal):
-// then the checkpoint is at the furthest step it had reported before
-// the change was seen (it holds at least that much). Before a stop
+// then, once the folder is the same at nodepack's next read, the
+// checkpoint is at the furthest step it had reported before the change
+// was seen (it holds at least that much). Before a stop
 // of its own (a cancel, the terminate deadline, a timeout, pruning)
 // nodepack sends CheckpointSignal, when set, to a run that keeps
 // checkpoints, and waits up to the grace for a new checkpoint before
@@ -40,10 +41,14 @@ const (
 type checkpoints struct {
 	mu     sync.Mutex
 	step   float64   // the last checkpoint's step; 0 none
-	folder time.Time // the folder's modification time last seen
-	asked  bool      // a stop asked for one
-	dir    *os.File  // the run's directory, open while the attempt runs; nil for none
-	lines  bool      // the run reports its checkpoints by metrics lines: the folder says no step
+	folder time.Time // the folder's modification time at the last checkpoint it made
+	// seen is the folder's time at the last look; pending the step of
+	// the change first seen since folder (see look).
+	seen    time.Time
+	pending float64
+	asked   bool     // a stop asked for one
+	dir     *os.File // the run's directory, open while the attempt runs; nil for none
+	lines   bool     // the run reports its checkpoints by metrics lines: the folder says no step
 	// declared says the run said it keeps checkpoints before its first
 	// (a checkpoint line at step 0).
 	declared bool
@@ -67,6 +72,7 @@ func newCheckpoints(runDir *os.File, watch bool) *checkpoints {
 	c := &checkpoints{saved: make(chan struct{}), hurry: make(chan struct{}, 1), dir: runDir}
 	if runDir != nil && watch {
 		_, c.folder, _ = statIn(runDir, CheckpointDir)
+		c.seen = c.folder
 	}
 	return c
 }
@@ -160,22 +166,34 @@ func (c *checkpoints) saw(step float64) {
 	}
 }
 
-// look checks the run's checkpoint folder: changed since the last look,
-// it is a checkpoint at furthest, the furthest step the run had reported
-// by the last look. The change came after that look, so the run saved a
-// state at least that far: a step later than that would be a guess, and
+// look checks the run's checkpoint folder. A change counts once the
+// folder is the same at the next look (or the run has ended): a save of
+// several steps (a file written, then renamed into place) is not taken
+// for done at its first. It is a checkpoint at the furthest step the run
+// had reported by the look before the change was first seen (furthest,
+// at that look): the save began after that look, so the run saved a
+// state at least that far; a step later than that would be a guess, and
 // may be past what it saved.
-func (c *checkpoints) look(runDir *os.File, furthest float64) {
+func (c *checkpoints) look(runDir *os.File, furthest float64, ended bool) {
 	_, mtime, ok := statIn(runDir, CheckpointDir)
+	if !ok {
+		return
+	}
 	c.mu.Lock()
-	changed := ok && mtime.After(c.folder)
-	if changed {
+	fresh := !mtime.Equal(c.seen) // changed since the last look
+	if fresh && !c.seen.After(c.folder) {
+		c.pending = furthest // the first look to see this save
+	}
+	c.seen = mtime
+	done := mtime.After(c.folder) && (!fresh || ended)
+	if done {
 		c.folder = mtime
 	}
-	changed = changed && !c.lines // its lines say at which step; the furthest step a read saw may be past it
+	done = done && !c.lines // its lines say at which step; the furthest step a read saw may be past it
+	step := c.pending
 	c.mu.Unlock()
-	if changed && furthest > 0 {
-		c.saw(furthest)
+	if done && step > 0 {
+		c.saw(step)
 	}
 }
 

@@ -98,7 +98,7 @@ func (w *metricsWatch) read(ended bool) bool {
 		}
 	}
 	if w.asks || w.metric != "" { // a pause needs the run's checkpoints too
-		w.ckpt.look(w.dir, w.furthest) // the step read by the last look: the change came after it
+		w.ckpt.look(w.dir, w.furthest, ended) // the step read by the last look: the change came after it
 	}
 	if top > w.furthest && !ended {
 		w.furthest = top
