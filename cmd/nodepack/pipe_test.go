@@ -59,7 +59,7 @@ func TestReaderGoneEndsOutputOnly(t *testing.T) {
 		fmt.Fprintf(&tasks, "echo run %d\n", i)
 	}
 	writeFile(t, dir, "ok.txt", tasks.String())
-	writeFile(t, dir, "mixed.txt", "true\nexit 3\n")
+	writeFile(t, dir, "mixed.txt", "true\necho oops; exit 3\n") // tail --failed has a line to write
 	ok, mixed, slow := filepath.Join(dir, "ok"), filepath.Join(dir, "mixed"), filepath.Join(dir, "slow")
 	for _, s := range [][2]string{{ok, "ok.txt"}, {mixed, "mixed.txt"}} {
 		runCLI(t, "run", "-q", "--gpus", "none", "-o", s[0], filepath.Join(dir, s[1]))
